@@ -1,0 +1,231 @@
+package conf
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the proxy's effective configuration. Field comments give the
+// default; doc.go has the table of keys and bounds.
+type Config struct {
+	Listen          string        // "127.0.0.1:6380"
+	Backends        []string      // redis://host:port[/db], rediss://…, or host:port
+	Dev             bool          // five embedded in-process backends
+	NodeTimeout     time.Duration // 50ms
+	DriftFactor     float64       // 0.01
+	MinTTL          time.Duration // 10ms
+	MaxTTL          time.Duration // 60s
+	DefaultTTL      time.Duration // 30s ("0" = no expiry)
+	MaxWait         time.Duration // 10s
+	MaxHold         time.Duration // 1h
+	LogLevel        string        // "info" (trace|debug|info|warn|error)
+	LogFormat       string        // "text" (text|json)
+	MaxClients      int           // 10000
+	IdleTimeout     time.Duration // 5m (0 = never)
+	WriteTimeout    time.Duration // 10s, deadline for each write to a client
+	ShutdownTimeout time.Duration // 10s, graceful drain on SIGTERM
+	Strict          bool          // false
+	ProtectedMode   bool          // true: with no password, loopback clients only
+	AllowFlush      bool          // false
+	RequirePass     string        // secret; never shown by String or GoString
+	RequirePassFile string        // file whose first line is the password
+	MaxArgs         int           // 1024 arguments per command (after AUTH)
+	MaxBulkBytes    int           // 1<<20 bytes per argument (after AUTH)
+	MaxInlineBytes  int           // 65536 bytes per inline command line
+	MaxKeyBytes     int           // 1024
+	MaxValueBytes   int           // 4096 (lock tokens / values)
+}
+
+// Default returns the built-in defaults. Backends is empty, so Default alone
+// fails Validate on that key only: a deployment names its backends (or sets
+// dev = true); there is no implicit localhost backend to mask a missing one.
+func Default() Config {
+	return Config{
+		Listen:          "127.0.0.1:6380",
+		NodeTimeout:     50 * time.Millisecond,
+		DriftFactor:     0.01,
+		MinTTL:          10 * time.Millisecond,
+		MaxTTL:          60 * time.Second,
+		DefaultTTL:      30 * time.Second,
+		MaxWait:         10 * time.Second,
+		MaxHold:         time.Hour,
+		LogLevel:        "info",
+		LogFormat:       "text",
+		MaxClients:      10000,
+		IdleTimeout:     5 * time.Minute,
+		WriteTimeout:    10 * time.Second,
+		ShutdownTimeout: 10 * time.Second,
+		ProtectedMode:   true,
+		MaxArgs:         1024,
+		MaxBulkBytes:    1 << 20,
+		MaxInlineBytes:  65536,
+		MaxKeyBytes:     1024,
+		MaxValueBytes:   4096,
+	}
+}
+
+// String renders the effective configuration on one line of key=value pairs
+// (HCL key names) for the startup log. The password is shown as <set> or
+// <unset>, and backend URLs have any credentials replaced by "xxxxx".
+func (c Config) String() string {
+	var b strings.Builder
+	kv := func(key, val string) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(key)
+		b.WriteByte('=')
+		b.WriteString(val)
+	}
+	backends := make([]string, len(c.Backends))
+	for i, be := range c.Backends {
+		backends[i] = quoteIfNeeded(RedactBackend(be))
+	}
+	pass := "<unset>"
+	if c.RequirePass != "" {
+		pass = "<set>"
+	}
+	kv("listen", quoteIfNeeded(c.Listen))
+	kv("backends", "["+strings.Join(backends, ",")+"]")
+	kv("dev", strconv.FormatBool(c.Dev))
+	kv("node_timeout", fmtDuration(c.NodeTimeout))
+	kv("drift_factor", strconv.FormatFloat(c.DriftFactor, 'g', -1, 64))
+	kv("min_ttl", fmtDuration(c.MinTTL))
+	kv("max_ttl", fmtDuration(c.MaxTTL))
+	kv("default_ttl", fmtDuration(c.DefaultTTL))
+	kv("max_wait", fmtDuration(c.MaxWait))
+	kv("max_hold", fmtDuration(c.MaxHold))
+	kv("log_level", quoteIfNeeded(c.LogLevel))
+	kv("log_format", quoteIfNeeded(c.LogFormat))
+	kv("max_clients", strconv.Itoa(c.MaxClients))
+	kv("idle_timeout", fmtDuration(c.IdleTimeout))
+	kv("write_timeout", fmtDuration(c.WriteTimeout))
+	kv("shutdown_timeout", fmtDuration(c.ShutdownTimeout))
+	kv("strict", strconv.FormatBool(c.Strict))
+	kv("protected_mode", strconv.FormatBool(c.ProtectedMode))
+	kv("allow_flush", strconv.FormatBool(c.AllowFlush))
+	kv("requirepass", pass)
+	kv("requirepass_file", quoteIfNeeded(c.RequirePassFile))
+	kv("max_args", strconv.Itoa(c.MaxArgs))
+	kv("max_bulk_bytes", strconv.Itoa(c.MaxBulkBytes))
+	kv("max_inline_bytes", strconv.Itoa(c.MaxInlineBytes))
+	kv("max_key_bytes", strconv.Itoa(c.MaxKeyBytes))
+	kv("max_value_bytes", strconv.Itoa(c.MaxValueBytes))
+	return b.String()
+}
+
+// GoString makes %#v print the same redacted text as String, so the
+// password cannot leak through a debug print.
+func (c Config) GoString() string {
+	return "conf.Config{" + c.String() + "}"
+}
+
+// RedactBackend returns a backend address fit for logs and error messages:
+// the password of a redis:// or rediss:// URL becomes "xxxxx", and so does a
+// lone user name (some clients read redis://secret@host as the password).
+// Text that does not parse as a URL has everything up to the last '@'
+// replaced.
+func RedactBackend(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		at := strings.LastIndexByte(s, '@')
+		prefix := ""
+		if i := strings.Index(s, "://"); i >= 0 && i < at {
+			prefix = s[:i+3]
+		}
+		return prefix + "xxxxx" + s[at:]
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	} else {
+		u.User = url.User("xxxxx")
+	}
+	return u.String()
+}
+
+// Warnings returns non-fatal remarks about c for the startup log, in a fixed
+// order. An empty result means nothing to remark.
+func (c Config) Warnings() []string {
+	var w []string
+	if c.Dev {
+		w = append(w, "dev = true: five embedded in-process backends hold the locks; they vanish with the process and give no fault tolerance, not for production")
+		if len(c.Backends) > 0 {
+			w = append(w, fmt.Sprintf("dev = true: the %d configured backends are ignored", len(c.Backends)))
+		}
+	} else if n := len(c.Backends); n > 0 {
+		quorum := n/2 + 1
+		if n < 3 {
+			w = append(w, fmt.Sprintf("backends: %d configured, quorum %d: fewer than 3 backends tolerate no backend failure", n, quorum))
+		}
+		if n%2 == 0 {
+			w = append(w, fmt.Sprintf("backends: %d configured, quorum %d: an even count tolerates no more failures (%d) than %d backends would", n, quorum, n-quorum, n-1))
+		}
+	}
+	if c.DefaultTTL == 0 {
+		w = append(w, "default_ttl = 0: lock writes that carry no expiry are kept forever; a crashed holder never releases them, and a backend restart without persistence breaks mutual exclusion")
+	}
+	if c.DriftFactor == 0 {
+		w = append(w, "drift_factor = 0: no allowance for clock drift between the proxy and the backends")
+	}
+	hasPass := c.RequirePass != "" || c.RequirePassFile != ""
+	if !hasPass {
+		if !c.ProtectedMode {
+			w = append(w, "protected_mode = false and no requirepass: any client that reaches "+c.Listen+" can take and release locks")
+		} else if host, _, err := net.SplitHostPort(c.Listen); err == nil && !isLoopbackHost(host) {
+			w = append(w, "listen = "+c.Listen+" with no requirepass: protected mode accepts loopback clients only; set requirepass to serve other hosts")
+		}
+	}
+	if c.AllowFlush {
+		w = append(w, "allow_flush = true: clients may flush lock state on the backends")
+	}
+	if c.IdleTimeout == 0 {
+		w = append(w, "idle_timeout = 0: idle client connections are never closed")
+	}
+	return w
+}
+
+// isLoopbackHost reports whether a listen host accepts loopback clients only.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// fmtDuration prints d in the largest unit that divides it exactly
+// ("2h", "90s", "10ms"), falling back to time.Duration.String.
+func fmtDuration(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	units := []struct {
+		d    time.Duration
+		name string
+	}{
+		{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"},
+		{time.Millisecond, "ms"}, {time.Microsecond, "us"},
+	}
+	for _, u := range units {
+		if d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return d.String()
+}
+
+// quoteIfNeeded quotes s when it is empty or would not read back as one
+// key=value token.
+func quoteIfNeeded(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t\r\n\"=[],") {
+		return strconv.Quote(s)
+	}
+	return s
+}

@@ -1,0 +1,90 @@
+// Package conf holds the proxy's configuration: the Config struct, its
+// defaults, the HCL config file, the environment, and the checks that make a
+// Config safe to serve with.
+//
+// # Precedence
+//
+// Later sources override earlier ones:
+//
+//	defaults (Default) < file (LoadFile) < environment (ApplyEnv) < flags
+//
+// Flags are parsed and applied by cmd/redlock-proxy, the only place that
+// touches argv, the environment and os.Exit; this package never reads
+// os.Environ itself. The expected order in main is
+//
+//	cfg := conf.Default()
+//	cfg, err = conf.LoadFile(path, cfg)   // if -config is given
+//	cfg.ApplyEnv(os.LookupEnv)
+//	// apply flags that were set
+//	err = cfg.ResolveSecrets()
+//	err = cfg.Validate()
+//	logger.Info("config", "config", cfg.String()); for _, w := range cfg.Warnings() { logger.Warn(w) }
+//
+// # The file
+//
+// The file is HCL. Keys present replace the value from the layer below; keys
+// absent leave it. An unknown key or block is an error naming the key and its
+// file:line:col; a value of the wrong type is an error naming the key.
+// Durations are Go duration strings ("50ms", "30s", "1h"); "0" (or the
+// number 0) is zero. HCL converts between strings and numbers where it can,
+// so max_clients = "100" is accepted, max_clients = "many" is not.
+//
+//	listen       = "127.0.0.1:6380"
+//	backends     = ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]
+//	node_timeout = "50ms"
+//	max_ttl      = "60s"
+//	requirepass_file = "/etc/redlock-proxy/password"
+//
+// # Secrets
+//
+// The password comes, best first, from REDLOCK_PROXY_REQUIREPASS, from
+// requirepass_file (first line, trailing "\r\n" removed), or from requirepass
+// in the file. The environment variable, when set and non-empty, replaces
+// both file keys. Setting requirepass and requirepass_file together is an
+// error. String and GoString show the password only as <set>/<unset> and
+// replace credentials in backend URLs by "xxxxx"; validation errors redact
+// backend URLs the same way.
+//
+// # Keys, defaults and bounds
+//
+//	key               default          bound
+//	listen            127.0.0.1:6380   host:port, port in [0, 65535] (0 = any free port; empty host = all interfaces)
+//	backends          []               at least 1 unless dev; each redis://host[:port][/db], rediss://… or host:port;
+//	                                   port in [1, 65535] (default 6379); no query string; no two on the same host:port
+//	dev               false            five embedded in-process backends; configured backends are then ignored (warned)
+//	node_timeout      50ms             (0, 10s]
+//	drift_factor      0.01             [0, 0.1]
+//	min_ttl           10ms             [1ms, 24h]
+//	max_ttl           60s              [min_ttl, 24h]
+//	default_ttl       30s              0 (no expiry, warned) or [min_ttl, max_ttl]
+//	max_wait          10s              [0, 5m]
+//	max_hold          1h               [1s, 168h]
+//	log_level         info             trace | debug | info | warn | error
+//	log_format        text             text | json
+//	max_clients       10000            [1, 1000000]
+//	idle_timeout      5m               >= 0 (0 = never)
+//	write_timeout     10s              (0, 5m]
+//	shutdown_timeout  10s              (0, 10m]
+//	strict            false            refuse to start on backend problems that are otherwise warnings
+//	protected_mode    true             with no password, accept loopback clients only
+//	allow_flush       false            let clients flush lock state
+//	requirepass       ""               any; never logged
+//	requirepass_file  ""               readable file with a non-empty first line; not together with requirepass
+//	max_args          1024             [16, 1048576]       arguments per command (after AUTH)
+//	max_bulk_bytes    1048576          [4096, 536870912]   bytes per argument (after AUTH)
+//	max_inline_bytes  65536            [1024, 1048576]     bytes per inline command line
+//	max_key_bytes     1024             [1, max_bulk_bytes]
+//	max_value_bytes   4096             [1, max_bulk_bytes] lock tokens and values
+//
+// Durations reject negatives. Validate reports every broken bound as a
+// *ValidationError ("conf: max_ttl = 48h: must be <= 24h").
+//
+// # Where safety depends on this package
+//
+// max_ttl is a safety parameter, not a convenience: a restarted backend's
+// votes are ignored for max_ttl plus drift, so a lock can never outlive the
+// quarantine. default_ttl = 0 lets SETNX-style writes live forever, which a
+// backend restart without persistence turns into two holders; it is allowed
+// because clients asked for it, and warned. Fewer than 3 or an even number of
+// backends is allowed and warned: 2 tolerate no failure, 4 no more than 3.
+package conf

@@ -1,0 +1,286 @@
+package conf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/gocty"
+)
+
+// EnvRequirePass is the environment variable ApplyEnv reads the password from.
+const EnvRequirePass = "REDLOCK_PROXY_REQUIREPASS"
+
+// maxFileErrors caps how many problems one file reports.
+const maxFileErrors = 10
+
+// LoadFile reads an HCL file over base: keys present in the file replace
+// base's values, absent keys keep them.
+func LoadFile(path string, base Config) (Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return base, fmt.Errorf("conf: read config file: %w", err)
+	}
+	return Parse(src, path, base)
+}
+
+// Parse is LoadFile over bytes; filename is used in messages. On error it
+// returns base unchanged and every problem found (up to ten), each naming
+// the position and, where there is one, the key.
+func Parse(src []byte, filename string, base Config) (Config, error) {
+	file, diags := hclparse.NewParser().ParseHCL(src, filename)
+	if diags.HasErrors() {
+		return base, diagsError(diags, "")
+	}
+	body, ok := file.Body.(*hclsyntax.Body)
+	if !ok { // ParseHCL always yields native syntax; guard anyway.
+		return base, fmt.Errorf("conf: %s: unsupported config syntax", filename)
+	}
+
+	var errs []error
+	for _, blk := range body.Blocks {
+		errs = append(errs, fmt.Errorf("conf: %s: unknown block %q", pos(blk.TypeRange), blk.Type))
+	}
+	attrs := make([]*hclsyntax.Attribute, 0, len(body.Attributes))
+	for _, a := range body.Attributes {
+		attrs = append(attrs, a)
+	}
+	slices.SortFunc(attrs, func(a, b *hclsyntax.Attribute) int {
+		return a.NameRange.Start.Byte - b.NameRange.Start.Byte
+	})
+
+	c := base
+	c.Backends = slices.Clone(base.Backends) // never alias the caller's slice
+	for _, a := range attrs {
+		f, ok := fieldByKey[a.Name]
+		if !ok {
+			msg := fmt.Sprintf("conf: %s: unknown key %q", pos(a.NameRange), a.Name)
+			if s := suggest(a.Name); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			errs = append(errs, errors.New(msg))
+			continue
+		}
+		if err := f.decode(&c, a.Name, a.Expr); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		if len(errs) > maxFileErrors {
+			errs = append(errs[:maxFileErrors], fmt.Errorf("conf: %s: %d more errors", filename, len(errs)-maxFileErrors))
+		}
+		return base, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// field decodes one HCL attribute into its Config field.
+type field struct {
+	decode func(c *Config, key string, e hcl.Expression) error
+}
+
+// fieldByKey is the table of HCL keys. Adding a key means one row here, one
+// line in Config.String, a bound in Validate and a row in doc.go.
+var fieldByKey = map[string]field{
+	"listen":           str(func(c *Config) *string { return &c.Listen }),
+	"backends":         strList(func(c *Config) *[]string { return &c.Backends }),
+	"dev":              boolean(func(c *Config) *bool { return &c.Dev }),
+	"node_timeout":     dur(func(c *Config) *time.Duration { return &c.NodeTimeout }),
+	"drift_factor":     float(func(c *Config) *float64 { return &c.DriftFactor }),
+	"min_ttl":          dur(func(c *Config) *time.Duration { return &c.MinTTL }),
+	"max_ttl":          dur(func(c *Config) *time.Duration { return &c.MaxTTL }),
+	"default_ttl":      dur(func(c *Config) *time.Duration { return &c.DefaultTTL }),
+	"max_wait":         dur(func(c *Config) *time.Duration { return &c.MaxWait }),
+	"max_hold":         dur(func(c *Config) *time.Duration { return &c.MaxHold }),
+	"log_level":        str(func(c *Config) *string { return &c.LogLevel }),
+	"log_format":       str(func(c *Config) *string { return &c.LogFormat }),
+	"max_clients":      integer(func(c *Config) *int { return &c.MaxClients }),
+	"idle_timeout":     dur(func(c *Config) *time.Duration { return &c.IdleTimeout }),
+	"write_timeout":    dur(func(c *Config) *time.Duration { return &c.WriteTimeout }),
+	"shutdown_timeout": dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
+	"strict":           boolean(func(c *Config) *bool { return &c.Strict }),
+	"protected_mode":   boolean(func(c *Config) *bool { return &c.ProtectedMode }),
+	"allow_flush":      boolean(func(c *Config) *bool { return &c.AllowFlush }),
+	"requirepass":      str(func(c *Config) *string { return &c.RequirePass }),
+	"requirepass_file": str(func(c *Config) *string { return &c.RequirePassFile }),
+	"max_args":         integer(func(c *Config) *int { return &c.MaxArgs }),
+	"max_bulk_bytes":   integer(func(c *Config) *int { return &c.MaxBulkBytes }),
+	"max_inline_bytes": integer(func(c *Config) *int { return &c.MaxInlineBytes }),
+	"max_key_bytes":    integer(func(c *Config) *int { return &c.MaxKeyBytes }),
+	"max_value_bytes":  integer(func(c *Config) *int { return &c.MaxValueBytes }),
+}
+
+// keys returns the HCL keys a config file may set, sorted.
+func keys() []string {
+	keys := make([]string, 0, len(fieldByKey))
+	for k := range fieldByKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// decodeAs evaluates e (no variables, no functions) and converts it to T
+// with HCL's usual conversions ("5" is a number, 5 is a string). It does what
+// gohcl.DecodeExpression does; gohcl itself is not imported because it pulls
+// in hclwrite and its go-cmp dependency, which go.sum does not hold.
+func decodeAs[T any](key string, e hcl.Expression) (T, error) {
+	var v T
+	val, diags := e.Value(nil)
+	if diags.HasErrors() {
+		return v, diagsError(diags, key)
+	}
+	ty, err := gocty.ImpliedType(&v)
+	if err != nil {
+		panic("conf: unsuitable decode target: " + err.Error())
+	}
+	if val, err = convert.Convert(val, ty); err == nil {
+		err = gocty.FromCtyValue(val, &v)
+	}
+	if err != nil {
+		msg := err.Error()
+		if _, isFloat := any(v).(float64); isFloat && strings.Contains(msg, "between") {
+			msg = "number out of range" // cty spells out ±MaxFloat64 in full
+		}
+		return v, fmt.Errorf("conf: %s: %s: %s", pos(e.StartRange()), key, msg)
+	}
+	return v, nil
+}
+
+func plain[T any](ptr func(*Config) *T) field {
+	return field{decode: func(c *Config, key string, e hcl.Expression) error {
+		v, err := decodeAs[T](key, e)
+		if err == nil {
+			*ptr(c) = v
+		}
+		return err
+	}}
+}
+
+func str(ptr func(*Config) *string) field       { return plain(ptr) }
+func strList(ptr func(*Config) *[]string) field { return plain(ptr) }
+func boolean(ptr func(*Config) *bool) field     { return plain(ptr) }
+func float(ptr func(*Config) *float64) field    { return plain(ptr) }
+func integer(ptr func(*Config) *int) field      { return plain(ptr) }
+
+// dur decodes a Go duration string ("50ms", "1h"); "0" and the number 0 are
+// zero. Signs are kept: Validate rejects negatives with the bound.
+func dur(ptr func(*Config) *time.Duration) field {
+	return field{decode: func(c *Config, key string, e hcl.Expression) error {
+		s, err := decodeAs[string](key, e)
+		if err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("conf: %s: %s: %q is not a duration (use Go syntax such as \"50ms\", \"30s\", \"1h\")", pos(e.Range()), key, s)
+		}
+		*ptr(c) = d
+		return nil
+	}}
+}
+
+// diagsError turns HCL diagnostics into one error per problem, each
+// "conf: file:line:col: [key: ]text".
+func diagsError(diags hcl.Diagnostics, key string) error {
+	var errs []error
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		where := ""
+		if d.Subject != nil {
+			where = pos(*d.Subject) + ": "
+		}
+		text := d.Summary
+		if d.Detail != "" {
+			text = d.Summary + ": " + d.Detail
+		}
+		if key != "" {
+			text = key + ": " + text
+		}
+		errs = append(errs, errors.New("conf: "+where+text))
+	}
+	return errors.Join(errs...)
+}
+
+// pos renders the start of r as file:line:col.
+func pos(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}
+
+// suggest returns the known key closest to name, if it is close enough to be
+// a likely typo.
+func suggest(name string) string {
+	best, bestDist := "", 3
+	for k := range fieldByKey {
+		if d := editDistance(name, k); d < bestDist || (d == bestDist && best != "" && k < best) {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// ApplyEnv overrides c from the environment through lookup (main passes
+// os.LookupEnv). REDLOCK_PROXY_REQUIREPASS, when set and non-empty, replaces
+// RequirePass and clears RequirePassFile: the environment outranks the file.
+// An empty value is ignored so that an exported-but-blank variable cannot
+// silently remove a password.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
+	if v, ok := lookup(EnvRequirePass); ok && v != "" {
+		c.RequirePass = v
+		c.RequirePassFile = ""
+	}
+}
+
+// ResolveSecrets reads RequirePassFile into RequirePass when it is set. The
+// password is the file's first line without its trailing "\r\n". It is an
+// error to set both RequirePass and RequirePassFile, or for the file to be
+// unreadable or its first line empty. Call it once, after flags.
+func (c *Config) ResolveSecrets() error {
+	if c.RequirePassFile == "" {
+		return nil
+	}
+	if c.RequirePass != "" {
+		return errors.New("conf: requirepass and requirepass_file are both set: use one")
+	}
+	data, err := os.ReadFile(c.RequirePassFile)
+	if err != nil {
+		return fmt.Errorf("conf: requirepass_file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	line = strings.TrimRight(line, "\r")
+	if line == "" {
+		return fmt.Errorf("conf: requirepass_file = %q: first line is empty", c.RequirePassFile)
+	}
+	c.RequirePass = line
+	return nil
+}
