@@ -1,0 +1,125 @@
+package commands
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Client is the state of one client connection. proxy creates it with
+// Dispatcher.NewClient and forgets it with Dispatcher.CloseClient. Its
+// commands run one at a time on the connection's goroutine; the fields
+// other connections read (CLIENT LIST, INFO) are guarded.
+type Client struct {
+	ID        int64
+	Addr      string
+	LocalAddr string
+	Created   time.Time
+
+	authed     atomic.Bool
+	proto      atomic.Int32
+	closeAfter bool // QUIT: close once the reply is written
+
+	mu      sync.Mutex
+	name    string
+	libName string
+	libVer  string
+	lastCmd string
+	lastAt  time.Time
+}
+
+// Authenticated reports whether the client may run commands beyond AUTH.
+func (c *Client) Authenticated() bool { return c.authed.Load() }
+
+// Proto is the RESP version the client speaks: 2 or 3.
+func (c *Client) Proto() int { return int(c.proto.Load()) }
+
+// CloseRequested reports whether the connection must close after the reply.
+func (c *Client) CloseRequested() bool { return c.closeAfter }
+
+// Name is the name set by CLIENT SETNAME or HELLO SETNAME.
+func (c *Client) Name() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.name
+}
+
+func (c *Client) setName(name string) {
+	c.mu.Lock()
+	c.name = name
+	c.mu.Unlock()
+}
+
+func (c *Client) touch(cmd []byte, now time.Time) {
+	c.mu.Lock()
+	if string(cmd) != c.lastCmd { // no allocation when unchanged
+		c.lastCmd = strings.ToLower(string(cmd))
+	}
+	c.lastAt = now
+	c.mu.Unlock()
+}
+
+// infoLine renders the client as CLIENT INFO / CLIENT LIST do.
+func (c *Client) infoLine(now time.Time) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var sb strings.Builder
+	sb.WriteString("id=")
+	sb.WriteString(strconv.FormatInt(c.ID, 10))
+	sb.WriteString(" addr=" + c.Addr + " laddr=" + c.LocalAddr + " fd=-1 name=" + c.name)
+	sb.WriteString(" age=" + strconv.FormatInt(int64(now.Sub(c.Created)/time.Second), 10))
+	idle := time.Duration(0)
+	if !c.lastAt.IsZero() {
+		idle = now.Sub(c.lastAt)
+	}
+	sb.WriteString(" idle=" + strconv.FormatInt(int64(idle/time.Second), 10))
+	sb.WriteString(" flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0")
+	sb.WriteString(" user=default resp=" + strconv.Itoa(c.Proto()))
+	sb.WriteString(" lib-name=" + c.libName + " lib-ver=" + c.libVer)
+	sb.WriteString(" cmd=" + c.lastCmd)
+	return sb.String()
+}
+
+// clientRegistry holds the connected clients for CLIENT LIST and INFO.
+type clientRegistry struct {
+	nextID atomic.Int64
+	mu     sync.Mutex
+	m      map[int64]*Client
+}
+
+func (r *clientRegistry) add(c *Client) {
+	r.mu.Lock()
+	if r.m == nil {
+		r.m = make(map[int64]*Client)
+	}
+	r.m[c.ID] = c
+	r.mu.Unlock()
+}
+
+func (r *clientRegistry) remove(c *Client) {
+	r.mu.Lock()
+	delete(r.m, c.ID)
+	r.mu.Unlock()
+}
+
+func (r *clientRegistry) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
+
+// snapshot returns the clients ordered by id.
+func (r *clientRegistry) snapshot() []*Client {
+	r.mu.Lock()
+	out := make([]*Client, 0, len(r.m))
+	for _, c := range r.m {
+		out = append(out, c)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b *Client) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}

@@ -1,0 +1,197 @@
+package commands
+
+import (
+	"context"
+	"strconv"
+	"strings"
+)
+
+// AUTH [username] password
+func (d *Dispatcher) auth(ctx context.Context, c *Client, args [][]byte) Reply {
+	var user, pass []byte
+	switch len(args) {
+	case 2:
+		if d.opts.RequirePass == "" {
+			return errAuthNoPass
+		}
+		pass = args[1]
+	case 3:
+		user, pass = args[1], args[2]
+	default:
+		return errSyntax
+	}
+	if !d.checkPassword(user, pass) {
+		d.log.Warn("authentication failed", "client-id", c.ID, "remote-addr", c.Addr)
+		return errWrongPass
+	}
+	c.authed.Store(true)
+	return OK
+}
+
+// HELLO [protover [AUTH username password] [SETNAME clientname]]
+func (d *Dispatcher) hello(ctx context.Context, c *Client, args [][]byte) Reply {
+	proto := c.Proto()
+	if len(args) >= 2 {
+		v, err := strconv.Atoi(string(args[1]))
+		if err != nil {
+			return errProtoNotInt
+		}
+		if v != 2 && v != 3 {
+			return errNoProto
+		}
+		proto = v
+	}
+	var name []byte
+	setName := false
+	for i := 2; i < len(args); i++ {
+		switch strings.ToUpper(string(args[i])) {
+		case "AUTH":
+			if i+2 >= len(args) {
+				return Errorf("ERR Syntax error in HELLO option '%s'", args[i])
+			}
+			if !d.checkPassword(args[i+1], args[i+2]) {
+				return errWrongPass
+			}
+			c.authed.Store(true)
+			i += 2
+		case "SETNAME":
+			if i+1 >= len(args) {
+				return Errorf("ERR Syntax error in HELLO option '%s'", args[i])
+			}
+			if !validClientName(args[i+1]) {
+				return errClientName
+			}
+			name, setName = args[i+1], true
+			i++
+		default:
+			return Errorf("ERR Syntax error in HELLO option '%s'", args[i])
+		}
+	}
+	if !c.Authenticated() {
+		return errHelloNoAuth
+	}
+	if setName {
+		c.setName(string(name))
+	}
+	c.proto.Store(int32(proto))
+	return Map{
+		{"server", BulkString("redis")},
+		{"version", BulkString(RedisVersion)},
+		{"proto", Int(proto)},
+		{"id", Int(c.ID)},
+		{"mode", BulkString("standalone")},
+		{"role", BulkString("master")},
+		{"modules", Array{}},
+	}
+}
+
+// QUIT
+func (d *Dispatcher) quit(ctx context.Context, c *Client, args [][]byte) Reply {
+	c.closeAfter = true
+	return OK
+}
+
+// RESET
+func (d *Dispatcher) reset(ctx context.Context, c *Client, args [][]byte) Reply {
+	c.proto.Store(2)
+	c.setName("")
+	c.authed.Store(d.opts.RequirePass == "")
+	return Simple("RESET")
+}
+
+// PING [message]
+func (d *Dispatcher) ping(ctx context.Context, c *Client, args [][]byte) Reply {
+	switch len(args) {
+	case 1:
+		return Simple("PONG")
+	case 2:
+		return Bulk(args[1])
+	}
+	return Errorf(errWrongArity, "ping")
+}
+
+// ECHO message
+func (d *Dispatcher) echo(ctx context.Context, c *Client, args [][]byte) Reply {
+	return Bulk(args[1])
+}
+
+// SELECT index
+func (d *Dispatcher) selectDB(ctx context.Context, c *Client, args [][]byte) Reply {
+	n, err := strconv.ParseInt(string(args[1]), 10, 64)
+	if err != nil {
+		return errNotInteger
+	}
+	if n != 0 {
+		return errDBRange
+	}
+	return OK
+}
+
+// clientSubArity is the arity of each CLIENT subcommand (name included).
+var clientSubArity = map[string]int{"SETNAME": 3, "GETNAME": 2, "SETINFO": 4, "ID": 2, "INFO": 2, "LIST": -2}
+
+// CLIENT SETNAME name | GETNAME | SETINFO LIB-NAME|LIB-VER value | ID | INFO | LIST
+func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply {
+	sub := strings.ToUpper(string(args[1]))
+	want, known := clientSubArity[sub]
+	if !known {
+		return Errorf(errUnknownSubcmd, args[1], "CLIENT")
+	}
+	if (want > 0 && len(args) != want) || (want < 0 && len(args) < -want) {
+		return Errorf(errWrongArity, "client|"+strings.ToLower(sub))
+	}
+	switch sub {
+	case "SETNAME":
+		if !validClientName(args[2]) {
+			return errClientName
+		}
+		c.setName(string(args[2]))
+		return OK
+	case "GETNAME":
+		if n := c.Name(); n != "" {
+			return BulkString(n)
+		}
+		return Null{}
+	case "SETINFO":
+		return d.clientSetInfo(c, args[2], args[3])
+	case "ID":
+		return Int(c.ID)
+	case "INFO":
+		return BulkString(c.infoLine(d.now()) + "\n")
+	default: // LIST
+		var sb strings.Builder
+		now := d.now()
+		for _, o := range d.clients.snapshot() {
+			sb.WriteString(o.infoLine(now))
+			sb.WriteByte('\n')
+		}
+		return BulkString(sb.String())
+	}
+}
+
+func (d *Dispatcher) clientSetInfo(c *Client, attr, value []byte) Reply {
+	if !validClientName(value) {
+		return Errorf("ERR %s cannot contain spaces, newlines or special characters.", attr)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch strings.ToUpper(string(attr)) {
+	case "LIB-NAME":
+		c.libName = string(value)
+	case "LIB-VER":
+		c.libVer = string(value)
+	default:
+		return Errorf("ERR Unrecognized option '%s'", attr)
+	}
+	return OK
+}
+
+// validClientName is Redis's rule: printable ASCII without spaces.
+func validClientName(b []byte) bool {
+	for _, ch := range b {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}

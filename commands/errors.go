@@ -1,0 +1,86 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// Wire error texts. Where Redis 7 has the same error, the text is Redis's,
+// letter for letter: clients and their tests match on it.
+const (
+	errSyntax        = Error("ERR syntax error")
+	errNotInteger    = Error("ERR value is not an integer or out of range")
+	errNoAuth        = Error("NOAUTH Authentication required.")
+	errWrongPass     = Error("WRONGPASS invalid username-password pair or user is disabled.")
+	errAuthNoPass    = Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	errHelloNoAuth   = Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+	errNoProto       = Error("NOPROTO unsupported protocol version")
+	errProtoNotInt   = Error("ERR Protocol version is not an integer or out of range")
+	errDBRange       = Error("ERR DB index is out of range")
+	errClusterOff    = Error("ERR This instance has cluster support disabled")
+	errClientName    = Error("ERR Client names cannot contain spaces, newlines or special characters.")
+	errInternal      = Error("ERR internal error")
+	errShuttingDown  = Error("ERR server is shutting down")
+	errCancelled     = Error("ERR request cancelled")
+	errKeyTooLong    = "ERR key is too long (max %d bytes)"
+	errValueTooLong  = "ERR value is too long (max %d bytes)"
+	errTTLRange      = "ERR ttl %d is out of range: must be between %d and %d ms"
+	errWrongArity    = "ERR wrong number of arguments for '%s' command"
+	errUnknownSubcmd = "ERR unknown subcommand '%s'. Try %s HELP."
+	errNotSupported  = "ERR %s is not supported by redlock-proxy"
+)
+
+// Errorf builds an error reply from a format.
+func Errorf(format string, args ...any) Error {
+	return Error(fmt.Sprintf(format, args...))
+}
+
+// unknownCommand renders Redis 7's reply to a command it does not know:
+// ERR unknown command 'x', with args beginning with: 'a' 'b'
+func unknownCommand(args [][]byte) Error {
+	var sb strings.Builder
+	sb.WriteString("ERR unknown command '")
+	sb.WriteString(truncate(args[0], 128))
+	sb.WriteString("', with args beginning with: ")
+	n := 0
+	for _, a := range args[1:] {
+		if n >= 128 {
+			break
+		}
+		s := truncate(a, 128-n)
+		sb.WriteString("'")
+		sb.WriteString(s)
+		sb.WriteString("' ")
+		n += len(s) + 3
+	}
+	return Error(sb.String())
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(b)
+}
+
+// lockError maps an error from redlock to the reply a client sees. Node
+// errors are never sent: they are logged by redlock where they happen.
+func (d *Dispatcher) lockError(err error) Reply {
+	var qe *redlock.QuorumError
+	switch {
+	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
+		return Errorf("NOQUORUM only %d of %d backends answered, need %d", qe.Answered, qe.Nodes, qe.Quorum)
+	case errors.Is(err, redlock.ErrNoQuorum):
+		return Error("NOQUORUM not enough backends answered")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return errCancelled
+	case errors.Is(err, redlock.ErrInvalid):
+		return errSyntax
+	}
+	d.log.Error("unexpected lock error", "error", err)
+	return errInternal
+}

@@ -1,0 +1,151 @@
+package commands
+
+import "strconv"
+
+// Reply is a value a handler returns; proxy encodes it for the client's
+// protocol version with AppendReply. The set of reply types is closed.
+type Reply interface {
+	appendTo(b []byte, proto int) []byte
+}
+
+// Simple is a status reply: +OK.
+type Simple string
+
+// Error is an error reply; the text starts with its code: "ERR syntax error".
+type Error string
+
+// Int is an integer reply.
+type Int int64
+
+// Bulk is a binary-safe bulk string.
+type Bulk []byte
+
+// BulkString is a bulk string held as a Go string.
+type BulkString string
+
+// Null is the null bulk string: $-1 in RESP2, _ in RESP3.
+type Null struct{}
+
+// NullArray is the null array: *-1 in RESP2, _ in RESP3.
+type NullArray struct{}
+
+// Array is an array of replies.
+type Array []Reply
+
+// Map is an ordered map: % in RESP3, a flat key/value array in RESP2.
+type Map []KV
+
+// KV is one entry of a Map.
+type KV struct {
+	Key   string
+	Value Reply
+}
+
+// Raw is pre-encoded RESP, written as is whatever the protocol.
+type Raw []byte
+
+// OK is the most common reply.
+const OK = Simple("OK")
+
+// AppendReply appends r encoded for protocol version proto (2 or 3).
+func AppendReply(b []byte, r Reply, proto int) []byte {
+	if r == nil {
+		return Null{}.appendTo(b, proto)
+	}
+	return r.appendTo(b, proto)
+}
+
+func (s Simple) appendTo(b []byte, _ int) []byte {
+	b = append(b, '+')
+	b = appendLine(b, string(s))
+	return append(b, '\r', '\n')
+}
+
+func (e Error) appendTo(b []byte, _ int) []byte {
+	b = append(b, '-')
+	b = appendLine(b, string(e))
+	return append(b, '\r', '\n')
+}
+
+// appendLine appends s with CR and LF replaced by spaces, so a status or
+// error line can never break the framing (Redis does the same).
+func appendLine(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+func (n Int) appendTo(b []byte, _ int) []byte {
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '\r', '\n')
+}
+
+func (s Bulk) appendTo(b []byte, _ int) []byte {
+	b = appendHeader(b, '$', len(s))
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+func (s BulkString) appendTo(b []byte, _ int) []byte {
+	b = appendHeader(b, '$', len(s))
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+func (Null) appendTo(b []byte, proto int) []byte {
+	if proto >= 3 {
+		return append(b, '_', '\r', '\n')
+	}
+	return append(b, "$-1\r\n"...)
+}
+
+func (NullArray) appendTo(b []byte, proto int) []byte {
+	if proto >= 3 {
+		return append(b, '_', '\r', '\n')
+	}
+	return append(b, "*-1\r\n"...)
+}
+
+func (a Array) appendTo(b []byte, proto int) []byte {
+	b = appendHeader(b, '*', len(a))
+	for _, r := range a {
+		b = AppendReply(b, r, proto)
+	}
+	return b
+}
+
+func (m Map) appendTo(b []byte, proto int) []byte {
+	if proto >= 3 {
+		b = appendHeader(b, '%', len(m))
+	} else {
+		b = appendHeader(b, '*', 2*len(m))
+	}
+	for _, kv := range m {
+		b = BulkString(kv.Key).appendTo(b, proto)
+		b = AppendReply(b, kv.Value, proto)
+	}
+	return b
+}
+
+func (r Raw) appendTo(b []byte, _ int) []byte { return append(b, r...) }
+
+func appendHeader(b []byte, kind byte, n int) []byte {
+	b = append(b, kind)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '\r', '\n')
+}
+
+// Strings turns strings into an Array of bulk strings.
+func Strings(ss ...string) Array {
+	a := make(Array, len(ss))
+	for i, s := range ss {
+		a[i] = BulkString(s)
+	}
+	return a
+}

@@ -1,0 +1,187 @@
+package commands
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// infoSections are INFO's sections in order; "default" and "all" show them all.
+var infoSections = []string{"server", "clients", "persistence", "stats", "replication", "keyspace", "backends", "locks"}
+
+// INFO [section ...]
+func (d *Dispatcher) info(ctx context.Context, c *Client, args [][]byte) Reply {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	var sb strings.Builder
+	for _, name := range infoSections {
+		if !all && !want[name] {
+			continue
+		}
+		if sb.Len() > 0 {
+			sb.WriteString("\r\n")
+		}
+		d.writeInfoSection(&sb, name)
+	}
+	return BulkString(sb.String())
+}
+
+func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
+	line := func(k, v string) { sb.WriteString(k + ":" + v + "\r\n") }
+	num := func(k string, v int64) { line(k, strconv.FormatInt(v, 10)) }
+	sb.WriteString("# " + strings.ToUpper(name[:1]) + name[1:] + "\r\n")
+	switch name {
+	case "server":
+		up := d.now().Sub(d.started)
+		line("redis_version", RedisVersion)
+		line("redis_mode", "standalone")
+		line("redlock_proxy_version", d.opts.Version)
+		line("os", runtime.GOOS+" "+runtime.GOARCH)
+		line("arch_bits", strconv.Itoa(strconv.IntSize))
+		line("go_version", runtime.Version())
+		num("process_id", int64(os.Getpid()))
+		num("uptime_in_seconds", int64(up/time.Second))
+		num("uptime_in_days", int64(up/(24*time.Hour)))
+	case "clients":
+		num("connected_clients", int64(d.clients.count()))
+		num("blocked_clients", 0)
+	case "persistence":
+		line("loading", "0")
+	case "stats":
+		s := &d.stats
+		num("total_locks_acquired", s.acquired.Load()+s.extended.Load())
+	case "replication":
+		line("role", "master")
+		line("connected_slaves", "0")
+	case "keyspace":
+	case "backends":
+		nodes := d.locker.Nodes()
+		num("backends", int64(len(nodes)))
+		num("quorum", int64(d.locker.Quorum()))
+		for i, n := range nodes {
+			line("backend"+strconv.Itoa(i), "addr="+n.Addr())
+		}
+	case "locks":
+		s := &d.stats
+		num("lock_acquired", s.acquired.Load())
+		num("lock_contended", s.contended.Load())
+		num("lock_noquorum", s.noQuorum.Load())
+		num("unlock_released", s.released.Load())
+		num("unlock_not_held", s.notHeld.Load())
+		num("extend_ok", s.extended.Load())
+		num("extend_not_held", s.extendFailed.Load())
+	}
+}
+
+// CONFIG GET pattern | SET | RESETSTAT
+func (d *Dispatcher) config(ctx context.Context, c *Client, args [][]byte) Reply {
+	switch strings.ToUpper(string(args[1])) {
+	case "GET":
+		if len(args) < 3 {
+			return Errorf(errWrongArity, "config|get")
+		}
+		return Map{}
+	case "SET":
+		return Errorf(errNotSupported, "CONFIG SET")
+	case "RESETSTAT":
+		return OK
+	}
+	return Errorf(errUnknownSubcmd, args[1], "CONFIG")
+}
+
+// COMMAND | COMMAND COUNT | DOCS [name ...] | INFO [name ...] | LIST
+func (d *Dispatcher) command(ctx context.Context, c *Client, args [][]byte) Reply {
+	if len(args) == 1 {
+		out := make(Array, len(d.table))
+		for i := range d.table {
+			out[i] = commandInfo(&d.table[i])
+		}
+		return out
+	}
+	names := args[2:]
+	switch strings.ToUpper(string(args[1])) {
+	case "COUNT":
+		return Int(len(d.table))
+	case "LIST":
+		out := make(Array, len(d.table))
+		for i := range d.table {
+			out[i] = BulkString(strings.ToLower(d.table[i].Name))
+		}
+		return out
+	case "INFO":
+		if len(names) == 0 {
+			return d.command(ctx, c, args[:1])
+		}
+		out := make(Array, len(names))
+		for i, n := range names {
+			out[i] = NullArray{}
+			if cmd := d.lookup(n); cmd != nil {
+				out[i] = commandInfo(cmd)
+			}
+		}
+		return out
+	case "DOCS":
+		var out Map
+		for i := range d.table {
+			cmd := &d.table[i]
+			if len(names) > 0 && !containsFold(names, cmd.Name) {
+				continue
+			}
+			out = append(out, KV{strings.ToLower(cmd.Name), Map{
+				{"summary", BulkString(cmd.Summary)},
+				{"since", BulkString("1.0.0")},
+				{"group", BulkString(cmd.Group)},
+			}})
+		}
+		if out == nil {
+			out = Map{}
+		}
+		return out
+	}
+	return Errorf(errUnknownSubcmd, args[1], "COMMAND")
+}
+
+// commandInfo is one COMMAND INFO entry in Redis 7's ten-field shape.
+func commandInfo(cmd *Command) Array {
+	flags := Array{}
+	if cmd.Flags&NoAuth != 0 {
+		flags = append(flags, Simple("no_auth"))
+	}
+	key := cmd.Key
+	return Array{
+		BulkString(strings.ToLower(cmd.Name)), Int(cmd.Arity), flags,
+		Int(key), Int(key), Int(min(key, 1)),
+		Array{Simple("@" + cmd.Group)}, Array{}, Array{}, Array{},
+	}
+}
+
+func containsFold(list [][]byte, s string) bool {
+	for _, b := range list {
+		if strings.EqualFold(string(b), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// CLUSTER ...
+func (d *Dispatcher) cluster(ctx context.Context, c *Client, args [][]byte) Reply {
+	return errClusterOff
+}
+
+// TIME
+func (d *Dispatcher) time(ctx context.Context, c *Client, args [][]byte) Reply {
+	now := time.Now()
+	return Strings(strconv.FormatInt(now.Unix(), 10), strconv.Itoa(now.Nanosecond()/1000))
+}
+
+// DBSIZE: the proxy keeps no keys of its own.
+func (d *Dispatcher) dbsize(ctx context.Context, c *Client, args [][]byte) Reply {
+	return Int(0)
+}

@@ -1,0 +1,91 @@
+package commands
+
+import "context"
+
+// Flag describes when a command may run.
+type Flag uint8
+
+const (
+	// NoAuth commands run before the client has authenticated.
+	NoAuth Flag = 1 << iota
+	// Admin commands act on the whole proxy (user checks come later).
+	Admin
+)
+
+// handler runs one command. args[0] is the command name as sent.
+type handler func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte) Reply
+
+// Command is one row of the command table: everything about a command.
+type Command struct {
+	Name    string // upper case
+	Arity   int    // Redis convention: n exact, -n at least n (name included)
+	Flags   Flag
+	Key     int // position of the first key, 0 if none (COMMAND INFO)
+	Group   string
+	Summary string
+	run     handler
+}
+
+// table is the one list of commands. A duplicate name panics at start.
+var table = []Command{
+	// Native lock commands (lock.go).
+	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
+	{Name: "UNLOCK", Arity: 3, Key: 1, Group: "lock", Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
+	{Name: "EXTEND", Arity: 4, Key: 1, Group: "lock", Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
+
+	// Connection commands (connection.go).
+	{Name: "AUTH", Arity: -2, Flags: NoAuth, Group: "connection", Summary: "Authenticates the connection", run: (*Dispatcher).auth},
+	{Name: "HELLO", Arity: -1, Flags: NoAuth, Group: "connection", Summary: "Handshakes: protocol version, auth, client name", run: (*Dispatcher).hello},
+	{Name: "QUIT", Arity: -1, Flags: NoAuth, Group: "connection", Summary: "Closes the connection", run: (*Dispatcher).quit},
+	{Name: "RESET", Arity: 1, Flags: NoAuth, Group: "connection", Summary: "Resets the connection state", run: (*Dispatcher).reset},
+	{Name: "PING", Arity: -1, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
+	{Name: "ECHO", Arity: 2, Group: "connection", Summary: "Returns the message", run: (*Dispatcher).echo},
+	{Name: "SELECT", Arity: 2, Group: "connection", Summary: "Selects database 0 (the only one)", run: (*Dispatcher).selectDB},
+	{Name: "CLIENT", Arity: -2, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST", run: (*Dispatcher).client},
+
+	// Server commands (server.go).
+	{Name: "INFO", Arity: -1, Group: "server", Summary: "Server, client, backend and lock information", run: (*Dispatcher).info},
+	{Name: "CONFIG", Arity: -2, Group: "server", Summary: "CONFIG GET answers an empty list", run: (*Dispatcher).config},
+	{Name: "COMMAND", Arity: -1, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST", run: (*Dispatcher).command},
+	{Name: "CLUSTER", Arity: -2, Group: "cluster", Summary: "Cluster support is disabled", run: (*Dispatcher).cluster},
+	{Name: "TIME", Arity: 1, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
+	{Name: "DBSIZE", Arity: 1, Group: "server", Summary: "Always 0: locks live on the backends", run: (*Dispatcher).dbsize},
+}
+
+// commandIndex maps the upper-case name to its row.
+var commandIndex = func() map[string]*Command {
+	m := make(map[string]*Command, len(table))
+	for i := range table {
+		c := &table[i]
+		if _, dup := m[c.Name]; dup {
+			panic("commands: duplicate command " + c.Name)
+		}
+		m[c.Name] = c
+	}
+	return m
+}()
+
+// lookup finds a command by name in any case without allocating for
+// names up to 32 bytes.
+func (d *Dispatcher) lookup(name []byte) *Command {
+	var buf [32]byte
+	if len(name) > len(buf) {
+		return nil
+	}
+	up := buf[:len(name)]
+	for i, c := range name {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		up[i] = c
+	}
+	return d.index[string(up)]
+}
+
+// arityOK reports whether n arguments (name included) fit the arity.
+func (c *Command) arityOK(n int) bool {
+	if c.Arity >= 0 {
+		return n == c.Arity
+	}
+	return n >= -c.Arity
+}
