@@ -1,0 +1,29 @@
+# make test: install missing test prerequisites, then vet, run every test
+# with the race detector, and fuzz each parser briefly.
+GO ?= go
+FUZZTIME ?= 10s
+
+.PHONY: test deps check unit fuzz run build
+
+test: deps check unit fuzz
+
+deps:
+	@bash .ci/deps.sh
+
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzGuard -fuzztime=$(FUZZTIME) ./proxy
+	$(GO) test -run='^$$' -fuzz=FuzzDispatch -fuzztime=$(FUZZTIME) ./commands
+
+run:
+	$(GO) run ./cmd/redlock-proxy -dev
+
+build:
+	$(GO) build -o redlock-proxy ./cmd/redlock-proxy

@@ -1,0 +1,90 @@
+// Command redlock-proxy serves Redlock quorum locks over the Redis protocol.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/redlock-proxy/redlock-proxy/conf"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// backendFlags collects repeated -backend flags.
+type backendFlags []string
+
+func (b *backendFlags) String() string     { return strings.Join(*b, ",") }
+func (b *backendFlags) Set(v string) error { *b = append(*b, v); return nil }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("redlock-proxy", flag.ContinueOnError)
+	configFile := fs.String("config", "", "HCL configuration `file`")
+	listen := fs.String("listen", "", "listen `address` (default 127.0.0.1:6380)")
+	var backends backendFlags
+	fs.Var(&backends, "backend", "backend `URL` or host:port (repeatable; replaces the file's list)")
+	dev := fs.Bool("dev", false, "serve with five embedded in-process backends (no Redis needed; not for production)")
+	logLevel := fs.String("log-level", "", "trace|debug|info|warn|error")
+	logFormat := fs.String("log-format", "", "text|json")
+	maxTTL := fs.Duration("max-ttl", 0, "longest lock ttl accepted")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Println("redlock-proxy", version)
+		return 0
+	}
+
+	cfg := conf.Default()
+	if *configFile != "" {
+		var err error
+		if cfg, err = conf.LoadFile(*configFile, cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+			return 2
+		}
+	}
+	cfg.ApplyEnv(os.LookupEnv)
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "listen":
+			cfg.Listen = *listen
+		case "backend":
+			cfg.Backends = backends
+		case "dev":
+			cfg.Dev = *dev
+		case "log-level":
+			cfg.LogLevel = *logLevel
+		case "log-format":
+			cfg.LogFormat = *logFormat
+		case "max-ttl":
+			// A smaller max_ttl brings the default ttl down with it.
+			cfg.MaxTTL = *maxTTL
+			cfg.DefaultTTL = min(cfg.DefaultTTL, cfg.MaxTTL)
+		}
+	})
+	if err := cfg.ResolveSecrets(); err != nil {
+		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+		return 2
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	if err := serve(cfg, newLogger(cfg), sigs); err != nil {
+		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+		return 1
+	}
+	return 0
+}
