@@ -1,0 +1,42 @@
+// Package redlock implements the Redlock algorithm over N independent Redis
+// masters behind a small Node interface. It knows nothing of RESP or of the
+// proxy's clients.
+//
+// Every operation sends to all nodes in parallel, each call with its own
+// deadline of min(NodeTimeout, 5% of the ttl) that the caller's context
+// cannot cancel, and decides as soon as the outcome is certain. A quorum is
+// len(nodes)/2+1. Acquire measures the time from before the first send to
+// the deciding reply and grants the lock only if a quorum said yes and
+//
+//	validity = ttl − elapsed − (ttl × DriftFactor + 2ms)
+//
+// is still positive. A failed acquire is undone in the background: each
+// node where our SET may have landed gets a compare-and-delete, sent only
+// after that node's SET returned, so the delete cannot overtake it. Close
+// waits for such background work.
+//
+// # Where safety holds
+//
+// Two holders of the same key at once are excluded while all of these
+// hold:
+//
+//   - Clocks run at nearly the same rate. The backends expire keys by their
+//     own clocks; the validity assumes no backend's clock runs faster than
+//     the proxy's by more than DriftFactor (1% by default). A backend whose
+//     clock jumps forward (an administrator or NTP stepping it) expires keys
+//     early and breaks this.
+//   - Backends keep what they granted. A backend that restarts without
+//     persistence (or with asynchronous persistence) forgets the keys it
+//     held; if that turns a minority into a majority for a new owner, two
+//     owners hold the lock. The proxy quarantines restarted backends for
+//     the maximum ttl; this package alone does not.
+//   - The holder stops before its validity ends. Validity is a promise about
+//     the time right after Acquire returns. A process that pauses (garbage
+//     collection, swapping, a stopped VM) or is slow past that moment keeps
+//     acting as owner after the keys expired. Only a fencing token checked
+//     by the protected resource closes that gap.
+//
+// Liveness needs a quorum of nodes reachable within the node deadline.
+// Release and Extend report ErrNotHeld when the keys expired or belong to
+// another token; a partial Extend is not undone.
+package redlock

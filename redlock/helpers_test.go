@@ -1,0 +1,232 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hashicorp/go-hclog"
+)
+
+// testWriter sends log lines to t.Log so they show only on failure.
+type testWriter struct{ tb testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testLogger(tb testing.TB) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "redlock", Output: testWriter{tb}, Level: hclog.Debug})
+}
+
+var (
+	errFault = errors.New("injected fault")
+	errGate  = errors.New("released by the test")
+)
+
+type mode int32
+
+const (
+	modeOK        mode = iota
+	modeFail           // every call fails at once, touching nothing
+	modeHang           // every call blocks until the gate opens or its context ends, then fails
+	modeExists         // SetNX answers "exists" without touching the backend
+	modeLostReply      // SetNX runs, then reports an error (reply lost)
+	modeGated          // every call waits for the gate (or its context), then runs
+)
+
+// faultyNode wraps a Node and injects faults.
+type faultyNode struct {
+	Node
+	mode atomic.Int32
+	dels atomic.Int32 // CompareAndDelete calls
+
+	mu   sync.Mutex
+	gate chan struct{} // nil: never opens
+}
+
+func (f *faultyNode) set(m mode) { f.mode.Store(int32(m)) }
+
+// setGated puts f into m, waiting on gate.
+func (f *faultyNode) setGated(m mode, gate chan struct{}) {
+	f.mu.Lock()
+	f.gate = gate
+	f.mu.Unlock()
+	f.set(m)
+}
+
+// pre returns a non-nil error when the call must not reach the backend.
+func (f *faultyNode) pre(ctx context.Context) error {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	switch mode(f.mode.Load()) {
+	case modeFail:
+		return errFault
+	case modeHang:
+		select {
+		case <-gate:
+			return errGate
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case modeGated:
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (f *faultyNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := f.pre(ctx); err != nil {
+		return false, err
+	}
+	switch mode(f.mode.Load()) {
+	case modeExists:
+		return false, nil
+	case modeLostReply:
+		_, _ = f.Node.SetNX(ctx, key, value, ttl)
+		return false, errFault
+	}
+	return f.Node.SetNX(ctx, key, value, ttl)
+}
+
+func (f *faultyNode) CompareAndDelete(ctx context.Context, key, value string) (bool, error) {
+	f.dels.Add(1)
+	if err := f.pre(ctx); err != nil {
+		return false, err
+	}
+	return f.Node.CompareAndDelete(ctx, key, value)
+}
+
+func (f *faultyNode) CompareAndExpire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := f.pre(ctx); err != nil {
+		return false, err
+	}
+	return f.Node.CompareAndExpire(ctx, key, value, ttl)
+}
+
+// testTimeout is the node timeout tests use unless timing is under test:
+// long enough that a loaded machine does not turn answers into timeouts.
+const testTimeout = 3 * time.Second
+
+// cluster is n miniredis servers behind faultyNodes and one Redlock. Its
+// connections are warmed up, and NodeTimeout defaults to testTimeout.
+type cluster struct {
+	mrs   []*miniredis.Miniredis
+	nodes []*faultyNode
+	r     *Redlock
+}
+
+func newCluster(tb testing.TB, n int, opts Options) *cluster {
+	tb.Helper()
+	c := &cluster{}
+	var nodes []Node
+	for range n {
+		mr := miniredis.NewMiniRedis()
+		if err := mr.Start(); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(mr.Close)
+		rn, err := DialNode(mr.Addr())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = rn.Close() })
+		if err := rn.Client().Ping(context.Background()).Err(); err != nil {
+			tb.Fatal(err)
+		}
+		fn := &faultyNode{Node: rn}
+		c.mrs = append(c.mrs, mr)
+		c.nodes = append(c.nodes, fn)
+		nodes = append(nodes, fn)
+	}
+	if opts.NodeTimeout == 0 {
+		opts.NodeTimeout = testTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = testLogger(tb)
+	}
+	c.r = New(nodes, opts)
+	tb.Cleanup(func() { c.wait(tb) })
+	return c
+}
+
+// wait waits for the Redlock's background work.
+func (c *cluster) wait(tb testing.TB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
+	defer cancel()
+	if err := c.r.Close(ctx); err != nil {
+		tb.Fatalf("Close: %v", err)
+	}
+}
+
+// setMask puts the nodes whose bit is set in mask into m, the rest into modeOK.
+func (c *cluster) setMask(mask int, m mode) { c.setMaskGated(mask, m, nil) }
+
+// setMaskGated is setMask for the gated modes.
+func (c *cluster) setMaskGated(mask int, m mode, gate chan struct{}) {
+	for i, n := range c.nodes {
+		if mask&(1<<i) != 0 {
+			n.setGated(m, gate)
+		} else {
+			n.setGated(modeOK, nil)
+		}
+	}
+}
+
+// value returns key's value on node i, "" when absent.
+func (c *cluster) value(i int, key string) string {
+	v, err := c.mrs[i].Get(key)
+	if err != nil {
+		return ""
+	}
+	return v
+}
+
+// holders counts the nodes where key holds token.
+func (c *cluster) holders(key, token string) int {
+	n := 0
+	for i := range c.mrs {
+		if c.value(i, key) == token {
+			n++
+		}
+	}
+	return n
+}
+
+// stepClock advances by step on every reading.
+type stepClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+func mustKind(tb testing.TB, err, kind error) *QuorumError {
+	tb.Helper()
+	if !errors.Is(err, kind) {
+		tb.Fatalf("err = %v, want %v", err, kind)
+	}
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		tb.Fatalf("err = %T %v, want *QuorumError", err, err)
+	}
+	return qe
+}

@@ -1,0 +1,120 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Compare-and-delete: DEL key iff it holds ARGV[1]. Returns 1 or 0.
+var delScript = redis.NewScript(`
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+	return redis.call("DEL", KEYS[1])
+end
+return 0`)
+
+// Compare-and-expire: PEXPIRE key ARGV[2] iff it holds ARGV[1]. Returns 1 or 0.
+var expireScript = redis.NewScript(`
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+return 0`)
+
+// Client settings for DialNode.
+const (
+	dialTimeout  = time.Second
+	poolSize     = 64
+	minIdleConns = 2
+)
+
+// RedisNode is a Node over one go-redis client. Scripts run with EVALSHA
+// and fall back to EVAL on NOSCRIPT.
+type RedisNode struct {
+	c    *redis.Client
+	addr string
+}
+
+// DialNode builds a RedisNode from "redis://[user:pass@]host:port[/db]",
+// "rediss://…" (TLS) or a bare "host:port". The client never retries a
+// command (MaxRetries -1) or a dial (DialerRetries 1) and honours context
+// deadlines, so a node call cannot
+// outlive its share of the validity window. DialNode neither blocks on
+// nor fails for an unreachable server; the pool dials in the background.
+func DialNode(rawurl string) (*RedisNode, error) {
+	u := rawurl
+	if !strings.Contains(u, "://") {
+		u = "redis://" + u
+	}
+	opts, err := redis.ParseURL(u)
+	if err != nil {
+		// The parse error may quote the URL, password included.
+		return nil, fmt.Errorf("%w: backend address %q: not a redis URL or host:port", ErrInvalid, redact(rawurl))
+	}
+	opts.MaxRetries = -1
+	opts.DialerRetries = 1
+	opts.ContextTimeoutEnabled = true
+	opts.DialTimeout = dialTimeout
+	opts.PoolSize = poolSize
+	opts.MinIdleConns = minIdleConns
+	opts.DisableIdentity = true
+	return NewRedisNode(redis.NewClient(opts)), nil
+}
+
+// redact drops the userinfo part of a URL for error messages.
+func redact(rawurl string) string {
+	scheme, rest, ok := strings.Cut(rawurl, "://")
+	if !ok {
+		scheme, rest = "", rawurl
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = "***@" + rest[i+1:]
+	}
+	if scheme == "" {
+		return rest
+	}
+	return scheme + "://" + rest
+}
+
+// NewRedisNode wraps an existing client; its options are used as given.
+func NewRedisNode(c *redis.Client) *RedisNode {
+	return &RedisNode{c: c, addr: c.Options().Addr}
+}
+
+// Client returns the underlying client.
+func (n *RedisNode) Client() *redis.Client { return n.c }
+
+// Addr returns host:port (or the socket path), never credentials.
+func (n *RedisNode) Addr() string { return n.addr }
+
+// SetNX runs SET key value NX PX ttl, with ttl rounded up to whole
+// milliseconds (a key that lives slightly longer is safe; shorter is not).
+func (n *RedisNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return n.c.SetNX(ctx, key, value, ceilMs(ttl)).Result()
+}
+
+// CompareAndDelete deletes key iff it holds value.
+func (n *RedisNode) CompareAndDelete(ctx context.Context, key, value string) (bool, error) {
+	v, err := delScript.Run(ctx, n.c, []string{key}, value).Int64()
+	return v == 1, err
+}
+
+// CompareAndExpire sets key's ttl (rounded up to whole milliseconds) iff
+// it holds value.
+func (n *RedisNode) CompareAndExpire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	ms := ceilMs(ttl).Milliseconds()
+	v, err := expireScript.Run(ctx, n.c, []string{key}, value, ms).Int64()
+	return v == 1, err
+}
+
+// Close closes the client.
+func (n *RedisNode) Close() error { return n.c.Close() }
+
+func ceilMs(d time.Duration) time.Duration {
+	if r := d % time.Millisecond; r != 0 {
+		d += time.Millisecond - r
+	}
+	return d
+}

@@ -1,0 +1,104 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+func TestDialNode(t *testing.T) {
+	for _, tc := range []struct {
+		url, addr string
+		db        int
+		tls       bool
+	}{
+		{"127.0.0.1:6379", "127.0.0.1:6379", 0, false},
+		{"redis://10.0.0.1:7000", "10.0.0.1:7000", 0, false},
+		{"redis://user:secret@10.0.0.1:7000/2", "10.0.0.1:7000", 2, false},
+		{"rediss://:secret@db.example:6380", "db.example:6380", 0, true},
+	} {
+		n, err := DialNode(tc.url)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		o := n.Client().Options()
+		if n.Addr() != tc.addr || o.DB != tc.db || (o.TLSConfig != nil) != tc.tls {
+			t.Errorf("%s: addr %q db %d tls %v", tc.url, n.Addr(), o.DB, o.TLSConfig != nil)
+		}
+		if o.MaxRetries > 0 || o.DialerRetries != 1 || !o.ContextTimeoutEnabled || !o.DisableIdentity ||
+			o.DialTimeout != time.Second || o.PoolSize != 64 {
+			t.Errorf("%s: options %+v", tc.url, o)
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range []string{"http://h:1", "redis://:hunter2@h:1/notadb", "redis://u:hunter2@[::1"} {
+		_, err := DialNode(bad)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err %v, want ErrInvalid", bad, err)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: error leaks the password: %v", bad, err)
+		}
+	}
+}
+
+func TestRedisNode(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.RequireAuth("s3cret")
+	n, err := DialNode("redis://:s3cret@" + mr.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := context.Background()
+	check := func(op string, got bool, err error, want bool) {
+		t.Helper()
+		if err != nil || got != want {
+			t.Fatalf("%s = %v, %v; want %v", op, got, err, want)
+		}
+	}
+	ok, err := n.SetNX(ctx, "k", "v", 1500*time.Microsecond)
+	check("SetNX", ok, err, true)
+	if got := mr.TTL("k"); got != 2*time.Millisecond {
+		t.Fatalf("ttl %v, want 2ms (rounded up)", got)
+	}
+	ok, err = n.SetNX(ctx, "k", "w", time.Second)
+	check("SetNX existing", ok, err, false)
+	for range 2 { // the second run goes through EVALSHA
+		ok, err = n.CompareAndExpire(ctx, "k", "w", time.Minute)
+		check("CompareAndExpire wrong", ok, err, false)
+		ok, err = n.CompareAndExpire(ctx, "k", "v", time.Minute)
+		check("CompareAndExpire", ok, err, true)
+		if got := mr.TTL("k"); got != time.Minute {
+			t.Fatalf("ttl %v, want 1m", got)
+		}
+	}
+	ok, err = n.CompareAndDelete(ctx, "k", "w")
+	check("CompareAndDelete wrong", ok, err, false)
+	ok, err = n.CompareAndDelete(ctx, "k", "v")
+	check("CompareAndDelete", ok, err, true)
+	ok, err = n.CompareAndDelete(ctx, "k", "v")
+	check("CompareAndDelete absent", ok, err, false)
+	ok, err = n.CompareAndExpire(ctx, "k", "v", time.Second)
+	check("CompareAndExpire absent", ok, err, false)
+}
+
+func TestRedisNodeDown(t *testing.T) {
+	mr := miniredis.RunT(t)
+	n, err := DialNode(mr.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	mr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := n.SetNX(ctx, "k", "v", time.Second); err == nil {
+		t.Fatal("SetNX on a closed server succeeded")
+	}
+}

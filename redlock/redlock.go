@@ -1,0 +1,229 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Sentinel errors. Operations return them wrapped in a *QuorumError (or,
+// for ErrInvalid, with a short reason), so test with errors.Is.
+var (
+	// ErrHeld: the lock could not be acquired because enough nodes answered
+	// that the key already exists (another owner holds it).
+	ErrHeld = errors.New("lock held by another owner")
+	// ErrNoQuorum: too few nodes gave a definite answer to decide, or a
+	// quorum granted the lock but its validity was used up on the way.
+	ErrNoQuorum = errors.New("too few backends answered")
+	// ErrNotHeld: release or extend found the lock not held by this token
+	// (expired, or owned by someone else) on enough nodes.
+	ErrNotHeld = errors.New("lock not held")
+	// ErrInvalid: an empty key or token, or a ttl below one millisecond.
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// NodeError is the failure of one node in one operation.
+type NodeError struct {
+	Addr string
+	Err  error
+}
+
+func (e *NodeError) Error() string { return "node " + e.Addr + ": " + e.Err.Error() }
+
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError reports a failed quorum operation with its counts. Kind is
+// one of ErrNoQuorum, ErrHeld or ErrNotHeld and is what Unwrap returns.
+// Errs holds the *NodeError values seen before the decision; they are for
+// logging and are deliberately left out of Error(), which is safe to show
+// to clients.
+type QuorumError struct {
+	Kind     error
+	Answered int // nodes that gave a definite answer (yes or no)
+	Granted  int // nodes that said yes
+	Nodes    int
+	Quorum   int
+	Errs     []error
+}
+
+func (e *QuorumError) Error() string {
+	switch {
+	case e.Granted >= e.Quorum:
+		return fmt.Sprintf("%v: validity used up (%d of %d backends agreed, need %d)",
+			e.Kind, e.Granted, e.Nodes, e.Quorum)
+	case errors.Is(e.Kind, ErrNoQuorum):
+		return fmt.Sprintf("%v: only %d of %d backends answered, need %d",
+			e.Kind, e.Answered, e.Nodes, e.Quorum)
+	default:
+		return fmt.Sprintf("%v: %d of %d backends agreed, need %d",
+			e.Kind, e.Granted, e.Nodes, e.Quorum)
+	}
+}
+
+func (e *QuorumError) Unwrap() error { return e.Kind }
+
+// NodeErrors returns the *NodeError values behind the failure.
+func (e *QuorumError) NodeErrors() []error { return e.Errs }
+
+// Node is one backend master.
+type Node interface {
+	// Addr names the node for logs and errors (host:port, no secrets).
+	Addr() string
+	// SetNX does SET key value NX PX ttl: true when set, false when the key exists.
+	SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+	// CompareAndDelete deletes key iff it holds value: true when deleted.
+	CompareAndDelete(ctx context.Context, key, value string) (bool, error)
+	// CompareAndExpire sets key's ttl iff it holds value: true when done.
+	CompareAndExpire(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+	Close() error
+}
+
+// Options tune a Redlock. The zero value is usable.
+type Options struct {
+	// NodeTimeout bounds each node call (also capped at 5% of the ttl).
+	// Default 50ms.
+	NodeTimeout time.Duration
+	// DriftFactor is the clock drift allowed per unit of ttl. Zero or
+	// negative means the default, 0.01.
+	DriftFactor float64
+	// RollbackTimeout bounds each background undo of a failed acquire.
+	// Default 4×NodeTimeout.
+	RollbackTimeout time.Duration
+	// Now is the clock validity is measured with; it must be monotonic.
+	// Default time.Now.
+	Now func() time.Time
+	// Logger receives node failures. Default: discard.
+	Logger hclog.Logger
+}
+
+// Lock is a lock held on a quorum.
+type Lock struct {
+	Key, Token string
+	// Validity is how long the lock is safe to use, counted from the
+	// moment Acquire returned at the latest.
+	Validity time.Duration
+	// Granted is the number of nodes that had said yes when the decision
+	// was made; more may have said yes afterwards.
+	Granted int
+}
+
+// Redlock runs quorum lock operations over a fixed set of nodes. It is safe
+// for concurrent use.
+type Redlock struct {
+	nodes           []Node
+	quorum          int
+	nodeTimeout     time.Duration
+	rollbackTimeout time.Duration
+	drift           float64
+	now             func() time.Time
+	log             hclog.Logger
+	bg              tracker
+}
+
+// New returns a Redlock over nodes. It does not contact them. Fewer than
+// three nodes, or an even number, is allowed but logged as a warning; zero
+// nodes is allowed and every operation fails with ErrNoQuorum.
+func New(nodes []Node, opts Options) *Redlock {
+	r := &Redlock{
+		nodes:           append([]Node(nil), nodes...),
+		quorum:          len(nodes)/2 + 1,
+		nodeTimeout:     opts.NodeTimeout,
+		rollbackTimeout: opts.RollbackTimeout,
+		drift:           opts.DriftFactor,
+		now:             opts.Now,
+		log:             opts.Logger,
+	}
+	if r.nodeTimeout <= 0 {
+		r.nodeTimeout = 50 * time.Millisecond
+	}
+	if r.rollbackTimeout <= 0 {
+		r.rollbackTimeout = 4 * r.nodeTimeout
+	}
+	if r.drift <= 0 {
+		r.drift = 0.01
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.log == nil {
+		r.log = hclog.NewNullLogger()
+	}
+	if n := len(nodes); n < 3 || n%2 == 0 {
+		r.log.Warn("weak node count: use an odd number of at least 3", "nodes", n, "quorum", r.quorum)
+	}
+	return r
+}
+
+// Quorum is the number of nodes that must agree: len(nodes)/2+1.
+func (r *Redlock) Quorum() int { return r.quorum }
+
+// Nodes returns a copy of the node list.
+func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
+
+// Close waits for the background work of earlier operations (rollbacks of
+// failed acquires, node calls still in flight after an early decision). It
+// returns ctx.Err() if ctx ends first. It is idempotent, does not close the
+// nodes, and does not stop the Redlock: operations started later add new
+// background work, which a later Close waits for.
+func (r *Redlock) Close(ctx context.Context) error { return r.bg.wait(ctx) }
+
+// CloseNodes closes every node and joins their errors.
+func (r *Redlock) CloseNodes() error {
+	var errs []error
+	for _, n := range r.nodes {
+		if err := n.Close(); err != nil {
+			errs = append(errs, &NodeError{Addr: n.Addr(), Err: err})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tracker counts background goroutines. Unlike sync.WaitGroup it allows
+// new work to start while someone is waiting.
+type tracker struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil while n == 0
+}
+
+func (t *tracker) goFunc(f func()) {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.idle = make(chan struct{})
+	}
+	t.n++
+	t.mu.Unlock()
+	go func() {
+		defer t.done()
+		f()
+	}()
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 {
+		close(t.idle)
+		t.idle = nil
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracker) wait(ctx context.Context) error {
+	t.mu.Lock()
+	idle := t.idle
+	t.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
