@@ -27,3 +27,40 @@ func benchAcquireRelease(b *testing.B, n int) {
 		}
 	}
 }
+
+func BenchmarkAcquireKeysRelease3(b *testing.B) { benchAcquireKeysRelease(b, 3) }
+
+func BenchmarkAcquireKeysRelease5(b *testing.B) { benchAcquireKeysRelease(b, 5) }
+
+func benchAcquireKeysRelease(b *testing.B, n int) {
+	c := newCluster(b, n, Options{})
+	ctx := context.Background()
+	keys := []string{"bench-a", "bench-b"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.r.AcquireKeys(ctx, keys, "tok", 10*time.Second, IfAbsent); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.r.ReleaseKeys(ctx, keys, "tok"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRead3(b *testing.B) { benchRead(b, 3) }
+
+func BenchmarkRead5(b *testing.B) { benchRead(b, 5) }
+
+func benchRead(b *testing.B, n int) {
+	c := newCluster(b, n, Options{})
+	ctx := context.Background()
+	if err := c.r.Write(ctx, "bench", "v", 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.r.Read(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -36,6 +36,20 @@
 //     acting as owner after the keys expired. Only a fencing token checked
 //     by the protected resource closes that gap.
 //
+// # Multi-key locks and plain data
+//
+// AcquireKeys, ExtendKeys and ReleaseKeys do the same over several keys in
+// one script per node, all or nothing on each node; they serve lock
+// libraries whose scripts lock several resources at once or re-acquire a
+// lock they hold. Read, Write, GetSet, Delete, Exists, Expire,
+// CompareAndSet and FlushAll serve clients that treat the proxy as one
+// Redis (GET, SET, DEL, …): each runs on every node and answers with what
+// a quorum agrees on. A Read whose answers split without a quorum reports
+// the key absent; a GetSet without a quorum on the old value returns the
+// value it wrote, so that legacy "old timestamp expired?" checks fail safe.
+// Write, Delete, Expire and FlushAll are unconditional: they break locks
+// as Redis would, which is what the clients sending them expect.
+//
 // Liveness needs a quorum of nodes reachable within the node deadline.
 // Release and Extend report ErrNotHeld when the keys expired or belong to
 // another token; a partial Extend is not undone.

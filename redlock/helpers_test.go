@@ -37,7 +37,7 @@ const (
 	modeFail           // every call fails at once, touching nothing
 	modeHang           // every call blocks until the gate opens or its context ends, then fails
 	modeExists         // SetNX answers "exists" without touching the backend
-	modeLostReply      // SetNX runs, then reports an error (reply lost)
+	modeLostReply      // SetNX, Eval and Do run, then report an error (reply lost)
 	modeGated          // every call waits for the gate (or its context), then runs
 )
 
@@ -113,6 +113,28 @@ func (f *faultyNode) CompareAndExpire(ctx context.Context, key, value string, tt
 		return false, err
 	}
 	return f.Node.CompareAndExpire(ctx, key, value, ttl)
+}
+
+func (f *faultyNode) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+	if err := f.pre(ctx); err != nil {
+		return nil, err
+	}
+	v, err := f.Node.Eval(ctx, s, keys, args...)
+	if mode(f.mode.Load()) == modeLostReply {
+		return nil, errFault
+	}
+	return v, err
+}
+
+func (f *faultyNode) Do(ctx context.Context, args ...any) (any, error) {
+	if err := f.pre(ctx); err != nil {
+		return nil, err
+	}
+	v, err := f.Node.Do(ctx, args...)
+	if mode(f.mode.Load()) == modeLostReply {
+		return nil, errFault
+	}
+	return v, err
 }
 
 // testTimeout is the node timeout tests use unless timing is under test:

@@ -2,26 +2,13 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// Compare-and-delete: DEL key iff it holds ARGV[1]. Returns 1 or 0.
-var delScript = redis.NewScript(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-	return redis.call("DEL", KEYS[1])
-end
-return 0`)
-
-// Compare-and-expire: PEXPIRE key ARGV[2] iff it holds ARGV[1]. Returns 1 or 0.
-var expireScript = redis.NewScript(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
-end
-return 0`)
 
 // Client settings for DialNode.
 const (
@@ -97,20 +84,60 @@ func (n *RedisNode) SetNX(ctx context.Context, key, value string, ttl time.Durat
 
 // CompareAndDelete deletes key iff it holds value.
 func (n *RedisNode) CompareAndDelete(ctx context.Context, key, value string) (bool, error) {
-	v, err := delScript.Run(ctx, n.c, []string{key}, value).Int64()
-	return v == 1, err
+	v, err := n.Eval(ctx, delScript, []string{key}, value)
+	if err != nil {
+		return false, err
+	}
+	deleted, err := asInt(v)
+	return deleted == 1, err
 }
 
 // CompareAndExpire sets key's ttl (rounded up to whole milliseconds) iff
 // it holds value.
 func (n *RedisNode) CompareAndExpire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	ms := ceilMs(ttl).Milliseconds()
-	v, err := expireScript.Run(ctx, n.c, []string{key}, value, ms).Int64()
-	return v == 1, err
+	v, err := n.Eval(ctx, expireScript, []string{key}, value, millis(ttl))
+	if err != nil {
+		return false, err
+	}
+	done, err := asInt(v)
+	return done == 1, err
+}
+
+// Eval runs s with EVALSHA, and with EVAL when the server does not have it
+// cached (NOSCRIPT). A nil reply is (nil, nil).
+func (n *RedisNode) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+	v, err := n.c.EvalSha(ctx, s.hash, keys, args...).Result()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = n.c.Eval(ctx, s.src, keys, args...).Result()
+	}
+	return nilReply(v, err)
+}
+
+// Do sends one command. A nil reply is (nil, nil).
+func (n *RedisNode) Do(ctx context.Context, args ...any) (any, error) {
+	return nilReply(n.c.Do(ctx, args...).Result())
+}
+
+func nilReply(v any, err error) (any, error) {
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return v, err
 }
 
 // Close closes the client.
 func (n *RedisNode) Close() error { return n.c.Close() }
+
+// millis is d in whole milliseconds, rounded up.
+func millis(d time.Duration) int64 { return ceilMs(d).Milliseconds() }
+
+// pttl converts a PTTL reply: -1 and -2 stay as they are.
+func pttl(ms int64) time.Duration {
+	if ms < 0 {
+		return time.Duration(ms)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
 
 func ceilMs(d time.Duration) time.Duration {
 	if r := d % time.Millisecond; r != 0 {

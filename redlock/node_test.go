@@ -102,3 +102,34 @@ func TestRedisNodeDown(t *testing.T) {
 		t.Fatal("SetNX on a closed server succeeded")
 	}
 }
+
+func TestRedisNodeEvalDo(t *testing.T) {
+	mr := miniredis.RunT(t)
+	n, err := DialNode(mr.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := context.Background()
+	get := NewScript(`return redis.call("GET", KEYS[1])`)
+	for range 2 { // EVAL on NOSCRIPT, then EVALSHA
+		if v, err := n.Eval(ctx, get, []string{"k"}); v != nil || err != nil {
+			t.Fatalf("Eval of a nil reply = %v, %v", v, err)
+		}
+	}
+	if v, err := n.Do(ctx, "SET", "k", "v"); v != "OK" || err != nil {
+		t.Fatalf("Do SET = %v, %v", v, err)
+	}
+	if v, err := n.Eval(ctx, get, []string{"k"}); v != "v" || err != nil {
+		t.Fatalf("Eval = %v, %v", v, err)
+	}
+	if v, err := n.Do(ctx, "GET", "nope"); v != nil || err != nil {
+		t.Fatalf("Do of a nil reply = %v, %v", v, err)
+	}
+	if _, err := n.Do(ctx, "NOSUCHCOMMAND"); err == nil {
+		t.Fatal("Do of an unknown command succeeded")
+	}
+	if NewScript("return 1").Hash() != "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" {
+		t.Fatal("Hash is not the SHA1 Redis uses")
+	}
+}

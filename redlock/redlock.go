@@ -79,6 +79,11 @@ type Node interface {
 	CompareAndDelete(ctx context.Context, key, value string) (bool, error)
 	// CompareAndExpire sets key's ttl iff it holds value: true when done.
 	CompareAndExpire(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+	// Eval runs one of this package's scripts: EVALSHA, then EVAL on
+	// NOSCRIPT. A nil script reply is returned as (nil, nil), not an error.
+	Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error)
+	// Do sends one raw command (FLUSHDB, ...). A nil reply is (nil, nil).
+	Do(ctx context.Context, args ...any) (any, error)
 	Close() error
 }
 
@@ -102,7 +107,10 @@ type Options struct {
 
 // Lock is a lock held on a quorum.
 type Lock struct {
-	Key, Token string
+	// Key is Keys[0]; Keys are all the keys the lock holds.
+	Key   string
+	Keys  []string
+	Token string
 	// Validity is how long the lock is safe to use, counted from the
 	// moment Acquire returned at the latest.
 	Validity time.Duration

@@ -1,0 +1,285 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The plain data operations that legacy clients send (GET, SET, DEL, …),
+// each done on every node and answered with what a quorum agrees on.
+
+// PTTL values of a Value without a remaining ttl.
+const (
+	PTTLNoExpiry time.Duration = -1 // the key exists without expiry
+	PTTLAbsent   time.Duration = -2 // the key does not exist
+)
+
+// Value is what a quorum of nodes agrees a key holds.
+type Value struct {
+	Exists bool
+	Data   string // when Exists
+	// PTTL is the smallest remaining ttl among the agreeing nodes;
+	// PTTLNoExpiry or PTTLAbsent otherwise.
+	PTTL time.Duration
+}
+
+// Read gets the value and ttl of key on every node (one script per node)
+// and returns the value a quorum agrees on; a quorum of "absent" is a
+// value too. It decides as soon as one value has a quorum. When the
+// answers disagree so that no value can reach a quorum, the key counts as
+// absent (not held). It fails with a *QuorumError of kind ErrNoQuorum when
+// fewer than a quorum of nodes answered.
+func (r *Redlock) Read(ctx context.Context, key string) (Value, error) {
+	if err := checkKeys(ctx, "read", []string{key}); err != nil {
+		return Value{}, err
+	}
+	get := func(ctx context.Context, n Node) (Value, error) {
+		v, err := n.Eval(ctx, readScript, []string{key})
+		if err != nil {
+			return Value{}, err
+		}
+		return asValue(v)
+	}
+	f := launch(r, ctx, r.nodeTimeout, get, nil)
+	defer f.decide(false)
+
+	t := r.valueTally(true)
+	if err := await(r, ctx, "read", f, t); err != nil {
+		return Value{}, err
+	}
+	if v, ok := t.winner(); ok {
+		return v, nil
+	}
+	if t.short() {
+		return Value{}, t.noQuorum()
+	}
+	return Value{PTTL: PTTLAbsent}, nil
+}
+
+// Exists counts the keys that exist on a quorum of nodes (a repeated key
+// counts each time, as with EXISTS). It waits for every node, each within
+// its deadline, and fails with ErrNoQuorum when fewer than a quorum
+// answered.
+func (r *Redlock) Exists(ctx context.Context, keys []string) (int, error) {
+	return r.countKeys(ctx, "exists", existsScript, keys)
+}
+
+// Delete deletes keys unconditionally on every node and counts the keys
+// that existed on a quorum (a repeated key counts once, as with DEL). It
+// waits for every node, each within its deadline, and fails with
+// ErrNoQuorum when fewer than a quorum answered.
+func (r *Redlock) Delete(ctx context.Context, keys []string) (int, error) {
+	return r.countKeys(ctx, "delete", deleteScript, keys)
+}
+
+// countKeys runs a per-key script on every node and counts the keys with
+// a quorum of 1s.
+func (r *Redlock) countKeys(ctx context.Context, op string, s *Script, keys []string) (int, error) {
+	if err := checkKeys(ctx, op, keys); err != nil {
+		return 0, err
+	}
+	keys = slices.Clone(keys)
+	call := func(ctx context.Context, n Node) ([]int64, error) {
+		v, err := n.Eval(ctx, s, keys)
+		if err != nil {
+			return nil, err
+		}
+		return asInts(v, len(keys))
+	}
+	f := launch(r, ctx, r.nodeTimeout, call, nil)
+	defer f.decide(false)
+
+	t := r.keyTally(len(keys), false)
+	if err := await(r, ctx, op, f, t); err != nil {
+		return 0, err
+	}
+	if t.short() {
+		return 0, t.noQuorum()
+	}
+	return t.quorate(), nil
+}
+
+// Write sets key to value unconditionally on every node, with a ttl when
+// ttl > 0 and without expiry otherwise. It returns nil as soon as a quorum
+// acknowledged, else a *QuorumError of kind ErrNoQuorum.
+func (r *Redlock) Write(ctx context.Context, key, value string, ttl time.Duration) error {
+	if err := checkKeys(ctx, "write", []string{key}); err != nil {
+		return err
+	}
+	args := []any{"SET", key, value}
+	if ttl > 0 {
+		args = append(args, "PX", millis(ttl))
+	}
+	return r.ack(ctx, "write", r.dataTimeout(ttl), args)
+}
+
+// FlushAll runs FLUSHDB on every node: nil as soon as a quorum
+// acknowledged, else a *QuorumError of kind ErrNoQuorum.
+func (r *Redlock) FlushAll(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return r.ack(ctx, "flush", r.nodeTimeout, []any{"FLUSHDB"})
+}
+
+// ack sends one command to every node and decides at a quorum of replies.
+func (r *Redlock) ack(ctx context.Context, op string, d time.Duration, args []any) error {
+	call := func(ctx context.Context, n Node) (bool, error) {
+		_, err := n.Do(ctx, args...)
+		return err == nil, err
+	}
+	f := launch(r, ctx, d, call, nil)
+	defer f.decide(false)
+
+	t := r.tally()
+	if err := await(r, ctx, op, f, t); err != nil {
+		return err
+	}
+	if !t.won() {
+		return t.failure(ErrNoQuorum)
+	}
+	return nil
+}
+
+// GetSet sets key to value on every node (with a ttl when ttl > 0), each
+// node returning the value it replaced, atomically. It returns that old
+// value (absent: Exists false) only when a quorum of nodes returned the
+// same one, and otherwise Value{Exists: true, Data: value}, what this call
+// wrote, so that a legacy "has the old timestamp expired?" test fails
+// safely. It waits for every node, each within its deadline, and fails
+// with ErrNoQuorum when fewer than a quorum acknowledged.
+func (r *Redlock) GetSet(ctx context.Context, key, value string, ttl time.Duration) (Value, error) {
+	if err := checkKeys(ctx, "getset", []string{key}); err != nil {
+		return Value{}, err
+	}
+	var ms int64
+	if ttl > 0 {
+		ms = millis(ttl)
+	}
+	swap := func(ctx context.Context, n Node) (Value, error) {
+		v, err := n.Eval(ctx, getSetScript, []string{key}, value, ms)
+		if err != nil {
+			return Value{}, err
+		}
+		return asValue(v)
+	}
+	f := launch(r, ctx, r.dataTimeout(ttl), swap, nil)
+	defer f.decide(false)
+
+	t := r.valueTally(false)
+	if err := await(r, ctx, "getset", f, t); err != nil {
+		return Value{}, err
+	}
+	if t.short() {
+		return Value{}, t.noQuorum()
+	}
+	if old, ok := t.winner(); ok {
+		return old, nil
+	}
+	written := Value{Exists: true, Data: value, PTTL: PTTLNoExpiry}
+	if ttl > 0 {
+		written.PTTL = time.Duration(ms) * time.Millisecond
+	}
+	return written, nil
+}
+
+// Expire sets key's ttl unconditionally (PEXPIRE) on every node. It
+// returns true as soon as a quorum applied it (the key existed there),
+// false with a nil error when that became impossible and enough nodes
+// answered, and a *QuorumError of kind ErrNoQuorum when more than
+// N−quorum nodes failed. ttl must be at least 1ms.
+func (r *Redlock) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	if ttl < time.Millisecond {
+		return false, fmt.Errorf("%w: ttl below 1ms", ErrInvalid)
+	}
+	if err := checkKeys(ctx, "expire", []string{key}); err != nil {
+		return false, err
+	}
+	ms := millis(ttl)
+	expire := func(ctx context.Context, n Node) (bool, error) {
+		v, err := n.Do(ctx, "PEXPIRE", key, ms)
+		if err != nil {
+			return false, err
+		}
+		done, err := asInt(v)
+		return done == 1, err
+	}
+	f := launch(r, ctx, r.callTimeout(ttl), expire, nil)
+	defer f.decide(false)
+
+	t := r.tally()
+	if err := await(r, ctx, "expire", f, t); err != nil {
+		return false, err
+	}
+	if !t.won() && t.short() {
+		return false, t.noQuorum()
+	}
+	return t.won(), nil
+}
+
+// CompareAndSet sets key to new with the given ttl on every node where it
+// holds old, and returns the lock new now holds, its validity measured
+// from the start of this call as for Acquire. It fails with a *QuorumError
+// of kind ErrNotHeld (old held on too few nodes, or the validity used up)
+// or ErrNoQuorum (more than N−quorum nodes failed). Nothing is undone.
+func (r *Redlock) CompareAndSet(ctx context.Context, key, old, new string, ttl time.Duration) (Lock, error) {
+	if err := validate(key, new, ttl); err != nil {
+		return Lock{}, err
+	}
+	if old == "" {
+		return Lock{}, fmt.Errorf("%w: empty token", ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return Lock{}, fmt.Errorf("compare-and-set: %w", err)
+	}
+	set := func(ctx context.Context, n Node) (bool, error) {
+		v, err := n.Eval(ctx, casScript, []string{key}, old, new, millis(ttl))
+		if err != nil {
+			return false, err
+		}
+		done, err := asInt(v)
+		return done == 1, err
+	}
+	t1 := r.now()
+	f := launch(r, ctx, r.callTimeout(ttl), set, nil)
+	defer f.decide(false)
+
+	t := r.tally()
+	if err := await(r, ctx, "compare-and-set", f, t); err != nil {
+		return Lock{}, err
+	}
+	if !t.won() {
+		return Lock{}, t.failure(ErrNotHeld)
+	}
+	validity := r.validity(ttl, t1, r.now())
+	if validity <= 0 {
+		qe := t.failure(ErrNotHeld)
+		qe.Kind = ErrNotHeld
+		return Lock{}, qe
+	}
+	return Lock{Key: key, Keys: []string{key}, Token: new, Validity: validity, Granted: t.yes}, nil
+}
+
+// checkKeys rejects an empty key list or key, and a caller that gave up.
+func checkKeys(ctx context.Context, op string, keys []string) error {
+	if len(keys) == 0 {
+		return fmt.Errorf("%w: no keys", ErrInvalid)
+	}
+	if slices.Contains(keys, "") {
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+// dataTimeout is the node deadline of a write with an optional ttl.
+func (r *Redlock) dataTimeout(ttl time.Duration) time.Duration {
+	if ttl > 0 {
+		return r.callTimeout(ttl)
+	}
+	return r.nodeTimeout
+}

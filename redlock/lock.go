@@ -1,0 +1,334 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// minCallTimeout is the floor of a node call's deadline.
+const minCallTimeout = time.Millisecond
+
+// fixedDrift is added to the drift allowance of every validity computation.
+const fixedDrift = 2 * time.Millisecond
+
+// AcquireMode says when a node grants a lock.
+type AcquireMode int
+
+const (
+	// IfAbsent grants when every key is absent (SET NX).
+	IfAbsent AcquireMode = iota
+	// IfAbsentOrMine grants when every key is absent or already holds the
+	// token; the node then (re)sets them all with the new ttl.
+	IfAbsentOrMine
+)
+
+// ExtendMode says how a node sets the new ttl.
+type ExtendMode int
+
+const (
+	// Replace sets the ttl (PEXPIRE ttl).
+	Replace ExtendMode = iota
+	// Add adds to the remaining ttl; a key without expiry counts as 0 left.
+	Add
+)
+
+// KeyState is the outcome of a release for one key.
+type KeyState int
+
+const (
+	// Released: deleted on a quorum.
+	Released KeyState = iota
+	// Absent: not released, but absent (or deleted by us) on a quorum: it
+	// had expired.
+	Absent
+	// Other: not released; another value holds it on enough nodes that it
+	// is not absent on a quorum.
+	Other
+)
+
+func (s KeyState) String() string {
+	switch s {
+	case Released:
+		return "released"
+	case Absent:
+		return "absent"
+	case Other:
+		return "other"
+	}
+	return fmt.Sprintf("KeyState(%d)", int(s))
+}
+
+// Acquire sets key to token with the given ttl on a quorum of nodes and
+// returns the lock with its validity. It is AcquireKeys of one key with
+// IfAbsent, done with SET NX PX.
+func (r *Redlock) Acquire(ctx context.Context, key, token string, ttl time.Duration) (Lock, error) {
+	return r.AcquireKeys(ctx, []string{key}, token, ttl, IfAbsent)
+}
+
+// AcquireKeys sets every key to token with the given ttl on a quorum of
+// nodes and returns the lock with its validity. Each node grants all keys
+// or none (one script, atomic per node): only if every key qualifies under
+// mode. It returns as soon as a quorum said yes; the other calls finish in
+// the background and are ignored.
+//
+// Failures are a *QuorumError of kind ErrHeld (a quorum is impossible and a
+// quorum of nodes answered, some of them "no"), ErrNoQuorum (more than
+// N−quorum nodes failed, or a quorum granted but the validity was used up),
+// or an error wrapping ctx.Err() when ctx ended first. Telling ErrHeld from
+// ErrNoQuorum may take until the node deadline when nodes hang. After any
+// failure the keys this call may have set are compare-and-deleted in the
+// background, starting as soon as the failure is certain; the caller does
+// not wait for that (Close does). With IfAbsentOrMine that also removes
+// keys this token held before the call.
+func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, ttl time.Duration, mode AcquireMode) (Lock, error) {
+	if err := validateKeys(keys, token, ttl); err != nil {
+		return Lock{}, err
+	}
+	if mode != IfAbsent && mode != IfAbsentOrMine {
+		return Lock{}, fmt.Errorf("%w: acquire mode %d", ErrInvalid, mode)
+	}
+	if err := ctx.Err(); err != nil {
+		return Lock{}, fmt.Errorf("acquire: %w", err)
+	}
+	send, _ := unique(keys)
+	set := func(ctx context.Context, n Node) (bool, error) {
+		if len(send) == 1 && mode == IfAbsent {
+			return n.SetNX(ctx, send[0], token, ttl)
+		}
+		v, err := n.Eval(ctx, acquireScript, send, token, millis(ttl), flag(mode == IfAbsentOrMine))
+		if err != nil {
+			return false, err
+		}
+		granted, err := asInt(v)
+		return granted == 1, err
+	}
+	undo := func(n Node, rep reply[bool]) {
+		if rep.err == nil && !rep.val {
+			return // a definite "no": the node set nothing
+		}
+		r.rollback(ctx, n, send, token)
+	}
+	t1 := r.now()
+	f := launch(r, ctx, r.callTimeout(ttl), set, undo)
+	failed := true
+	defer func() { f.decide(failed) }()
+
+	t := r.tally()
+	if err := await(r, ctx, "acquire", f, t); err != nil {
+		return Lock{}, err
+	}
+	if !t.won() {
+		return Lock{}, t.failure(ErrHeld)
+	}
+	validity := r.validity(ttl, t1, r.now())
+	if validity <= 0 {
+		qe := t.failure(ErrNoQuorum)
+		qe.Kind = ErrNoQuorum
+		return Lock{}, qe
+	}
+	failed = false
+	return Lock{Key: keys[0], Keys: slices.Clone(keys), Token: token, Validity: validity, Granted: t.yes}, nil
+}
+
+// Release deletes key on every node where it holds token. It returns nil
+// as soon as a quorum deleted it; a *QuorumError of kind ErrNotHeld when a
+// quorum is impossible and a quorum of nodes answered; or of kind
+// ErrNoQuorum when more than N−quorum nodes failed. Node calls run to their
+// own deadline even if ctx ends (a release is worth finishing); the call
+// then returns ctx.Err() wrapped. Calls still in flight after the decision
+// finish in the background.
+func (r *Redlock) Release(ctx context.Context, key, token string) error {
+	if err := validate(key, token, time.Millisecond); err != nil {
+		return err
+	}
+	del := func(ctx context.Context, n Node) (bool, error) { return n.CompareAndDelete(ctx, key, token) }
+	f := launch(r, ctx, r.nodeTimeout, del, nil)
+	defer f.decide(false)
+
+	t := r.tally()
+	if err := await(r, ctx, "release", f, t); err != nil {
+		return err
+	}
+	if !t.won() {
+		return t.failure(ErrNotHeld)
+	}
+	return nil
+}
+
+// ReleaseKeys deletes every key that holds token on every node and
+// classifies each key (states[i] is for keys[i]). It decides as soon as
+// every key is Released, else when all nodes answered or their deadlines
+// passed. It fails with a *QuorumError of kind ErrNoQuorum when fewer than
+// a quorum of nodes answered. Like Release, node calls outlive ctx.
+func (r *Redlock) ReleaseKeys(ctx context.Context, keys []string, token string) ([]KeyState, error) {
+	if err := validateKeys(keys, token, time.Millisecond); err != nil {
+		return nil, err
+	}
+	send, at := unique(keys)
+	del := func(ctx context.Context, n Node) ([]int64, error) {
+		v, err := n.Eval(ctx, releaseScript, send, token)
+		if err != nil {
+			return nil, err
+		}
+		return asInts(v, len(send))
+	}
+	f := launch(r, ctx, r.nodeTimeout, del, nil)
+	defer f.decide(false)
+
+	t := r.keyTally(len(send), true)
+	if err := await(r, ctx, "release", f, t); err != nil {
+		return nil, err
+	}
+	if t.short() {
+		return nil, t.noQuorum()
+	}
+	states := make([]KeyState, len(keys))
+	for i, j := range at {
+		switch {
+		case t.hits[j] >= t.q:
+			states[i] = Released
+		case t.hits[j]+t.absent[j] >= t.q:
+			states[i] = Absent
+		default:
+			states[i] = Other
+		}
+	}
+	return states, nil
+}
+
+// Extend sets key's ttl on every node where it holds token and returns the
+// new validity, measured from the start of this call. It is ExtendKeys of
+// one key with Replace.
+func (r *Redlock) Extend(ctx context.Context, key, token string, ttl time.Duration) (time.Duration, error) {
+	return r.ExtendKeys(ctx, []string{key}, token, ttl, Replace)
+}
+
+// ExtendKeys sets the ttl of every key, per mode, on every node where all
+// of them hold token, and returns the new validity: the smallest ttl set
+// among the deciding quorum, less the time since the start of this call
+// and the drift. It fails with a *QuorumError of kind ErrNotHeld when a
+// quorum is impossible and a quorum of nodes answered (or a quorum
+// confirmed but the validity was used up), or of kind ErrNoQuorum when
+// more than N−quorum nodes failed. Partial extends are not undone: the
+// keys there simply live longer.
+func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, ttl time.Duration, mode ExtendMode) (time.Duration, error) {
+	if err := validateKeys(keys, token, ttl); err != nil {
+		return 0, err
+	}
+	if mode != Replace && mode != Add {
+		return 0, fmt.Errorf("%w: extend mode %d", ErrInvalid, mode)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("extend: %w", err)
+	}
+	send, _ := unique(keys)
+	ms := millis(ttl)
+	expire := func(ctx context.Context, n Node) (int64, error) {
+		if len(send) == 1 && mode == Replace {
+			ok, err := n.CompareAndExpire(ctx, send[0], token, ttl)
+			if err != nil || !ok {
+				return 0, err
+			}
+			return ms, nil
+		}
+		v, err := n.Eval(ctx, extendScript, send, token, ms, flag(mode == Add))
+		if err != nil {
+			return 0, err
+		}
+		return asInt(v)
+	}
+	t1 := r.now()
+	f := launch(r, ctx, r.callTimeout(ttl), expire, nil)
+	defer f.decide(false)
+
+	t := &ttlTally{tally: tally{counts: r.counts()}}
+	if err := await(r, ctx, "extend", f, t); err != nil {
+		return 0, err
+	}
+	if !t.won() {
+		return 0, t.failure(ErrNotHeld)
+	}
+	validity := r.validity(time.Duration(t.least)*time.Millisecond, t1, r.now())
+	if validity <= 0 {
+		qe := t.failure(ErrNotHeld)
+		qe.Kind = ErrNotHeld
+		return 0, qe
+	}
+	return validity, nil
+}
+
+func validate(key, token string, ttl time.Duration) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	case token == "":
+		return fmt.Errorf("%w: empty token", ErrInvalid)
+	case ttl < time.Millisecond:
+		return fmt.Errorf("%w: ttl below 1ms", ErrInvalid)
+	}
+	return nil
+}
+
+func validateKeys(keys []string, token string, ttl time.Duration) error {
+	if len(keys) == 0 {
+		return fmt.Errorf("%w: no keys", ErrInvalid)
+	}
+	for _, k := range keys {
+		if err := validate(k, token, ttl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unique returns a copy of keys without repeats, in order, and for each
+// key its index in that copy. Node calls may outlive the operation, so
+// they must not share the caller's slice.
+func unique(keys []string) ([]string, []int) {
+	at := make([]int, len(keys))
+	if len(keys) == 1 {
+		return []string{keys[0]}, at
+	}
+	out := make([]string, 0, len(keys))
+	seen := make(map[string]int, len(keys))
+	for i, k := range keys {
+		j, ok := seen[k]
+		if !ok {
+			j = len(out)
+			seen[k] = j
+			out = append(out, k)
+		}
+		at[i] = j
+	}
+	return out, at
+}
+
+// callTimeout is min(NodeTimeout, 5% of ttl), at least minCallTimeout.
+func (r *Redlock) callTimeout(ttl time.Duration) time.Duration {
+	d := min(r.nodeTimeout, ttl/20)
+	return max(d, minCallTimeout)
+}
+
+// validity is ttl − (t2 − t1) − (ttl × drift + 2ms).
+func (r *Redlock) validity(ttl time.Duration, t1, t2 time.Time) time.Duration {
+	drift := time.Duration(float64(ttl)*r.drift) + fixedDrift
+	return ttl - t2.Sub(t1) - drift
+}
+
+// rollback deletes each of keys on n that still holds token, on a context
+// that the caller's cancellation cannot stop.
+func (r *Redlock) rollback(parent context.Context, n Node, keys []string, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), r.rollbackTimeout)
+	defer cancel()
+	var err error
+	if len(keys) == 1 {
+		_, err = n.CompareAndDelete(ctx, keys[0], token)
+	} else {
+		_, err = n.Eval(ctx, releaseScript, keys, token)
+	}
+	if err != nil {
+		r.log.Warn("rollback failed", "node", n.Addr(), "keys", keys, "error", err)
+	}
+}

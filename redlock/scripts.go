@@ -1,0 +1,207 @@
+package redlock
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+)
+
+// Script is one of this package's Lua scripts with its SHA1, for EVALSHA.
+type Script struct {
+	src, hash string
+}
+
+// NewScript returns a Script for src.
+func NewScript(src string) *Script {
+	h := sha1.Sum([]byte(src))
+	return &Script{src: src, hash: hex.EncodeToString(h[:])}
+}
+
+// Source returns the Lua text, for EVAL.
+func (s *Script) Source() string { return s.src }
+
+// Hash returns the lower-case hex SHA1 of the source, for EVALSHA.
+func (s *Script) Hash() string { return s.hash }
+
+// The scripts below are written for Redis 7 and for miniredis: RESP2
+// replies only (no redis.setresp), ttls as whole milliseconds in ARGV.
+// Flags in ARGV are "1" for on.
+
+// delScript deletes KEYS[1] iff it holds ARGV[1]: 1 deleted, 0 not.
+var delScript = NewScript(`
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+	return redis.call("DEL", KEYS[1])
+end
+return 0`)
+
+// expireScript sets KEYS[1]'s ttl to ARGV[2] ms iff it holds ARGV[1]:
+// 1 done, 0 not.
+var expireScript = NewScript(`
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+return 0`)
+
+// acquireScript grants all KEYS or none: each must be absent, or (with
+// ARGV[3] on) already hold the token ARGV[1]. Granted, each key is set to
+// ARGV[1] with a ttl of ARGV[2] ms. 1 granted, 0 not.
+var acquireScript = NewScript(`
+local mine = ARGV[3] == "1"
+for _, key in ipairs(KEYS) do
+	local held = redis.call("GET", key)
+	if held and not (mine and held == ARGV[1]) then
+		return 0
+	end
+end
+for _, key in ipairs(KEYS) do
+	redis.call("SET", key, ARGV[1], "PX", ARGV[2])
+end
+return 1`)
+
+// extendScript renews all KEYS or none, iff each holds ARGV[1]: the ttl
+// becomes ARGV[2] ms, or (with ARGV[3] on) the remaining ttl plus ARGV[2].
+// It returns the smallest ttl it set, or 0 when some key is not held.
+var extendScript = NewScript(`
+for _, key in ipairs(KEYS) do
+	if redis.call("GET", key) ~= ARGV[1] then
+		return 0
+	end
+end
+local least = 0
+for _, key in ipairs(KEYS) do
+	local ms = tonumber(ARGV[2])
+	if ARGV[3] == "1" then
+		local left = redis.call("PTTL", key)
+		if left > 0 then
+			ms = ms + left
+		end
+	end
+	redis.call("PEXPIRE", key, ms)
+	if least == 0 or ms < least then
+		least = ms
+	end
+end
+return least`)
+
+// Per-key results of releaseScript.
+const (
+	keyDeleted = 1
+	keyAbsent  = 0
+	keyOther   = -1
+)
+
+// releaseScript deletes each of KEYS that holds ARGV[1] and reports per
+// key: 1 deleted, 0 absent, -1 holds another value.
+var releaseScript = NewScript(`
+local out = {}
+for i, key in ipairs(KEYS) do
+	local held = redis.call("GET", key)
+	if held == ARGV[1] then
+		redis.call("DEL", key)
+		out[i] = 1
+	elseif held then
+		out[i] = -1
+	else
+		out[i] = 0
+	end
+end
+return out`)
+
+// readScript returns {1, value, pttl} for KEYS[1], or {0} when absent.
+var readScript = NewScript(`
+local v = redis.call("GET", KEYS[1])
+if not v then
+	return {0}
+end
+return {1, v, redis.call("PTTL", KEYS[1])}`)
+
+// getSetScript sets KEYS[1] to ARGV[1] (with a ttl of ARGV[2] ms when
+// that is positive) and returns the old value as readScript does.
+var getSetScript = NewScript(`
+local old = redis.call("GET", KEYS[1])
+local left = redis.call("PTTL", KEYS[1])
+if tonumber(ARGV[2]) > 0 then
+	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+else
+	redis.call("SET", KEYS[1], ARGV[1])
+end
+if not old then
+	return {0}
+end
+return {1, old, left}`)
+
+// existsScript returns, per key, 1 when it exists and 0 when not.
+var existsScript = NewScript(`
+local out = {}
+for i, key in ipairs(KEYS) do
+	out[i] = redis.call("EXISTS", key)
+end
+return out`)
+
+// deleteScript deletes KEYS one by one and returns, per key, 1 when it
+// existed (a repeated key is gone the second time, as with DEL).
+var deleteScript = NewScript(`
+local out = {}
+for i, key in ipairs(KEYS) do
+	out[i] = redis.call("DEL", key)
+end
+return out`)
+
+// casScript sets KEYS[1] to ARGV[2] with a ttl of ARGV[3] ms iff it holds
+// ARGV[1]: 1 done, 0 not.
+var casScript = NewScript(`
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+	return 0
+end
+redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3])
+return 1`)
+
+// flag renders a script flag.
+func flag(on bool) string {
+	if on {
+		return "1"
+	}
+	return "0"
+}
+
+// asInt reads an integer reply.
+func asInt(v any) (int64, error) {
+	if n, ok := v.(int64); ok {
+		return n, nil
+	}
+	return 0, fmt.Errorf("unexpected reply %T, want integer", v)
+}
+
+// asInts reads an array of n integers.
+func asInts(v any, n int) ([]int64, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != n {
+		return nil, fmt.Errorf("unexpected reply %T, want %d integers", v, n)
+	}
+	out := make([]int64, n)
+	for i, e := range a {
+		x, err := asInt(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+// asValue reads the {0} or {1, value, pttl} reply of readScript and
+// getSetScript.
+func asValue(v any) (Value, error) {
+	a, ok := v.([]any)
+	if ok && len(a) == 1 && a[0] == int64(0) {
+		return Value{PTTL: PTTLAbsent}, nil
+	}
+	if ok && len(a) == 3 && a[0] == int64(1) {
+		data, ok1 := a[1].(string)
+		ms, ok2 := a[2].(int64)
+		if ok1 && ok2 {
+			return Value{Exists: true, Data: data, PTTL: pttl(ms)}, nil
+		}
+	}
+	return Value{}, fmt.Errorf("unexpected reply %v, want a value", v)
+}

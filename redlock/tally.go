@@ -1,0 +1,204 @@
+package redlock
+
+import "time"
+
+// Deciders for await: each counts one kind of node reply and says when the
+// outcome is certain.
+
+// counts is what every decider counts. By itself it waits for every node
+// and never loses early.
+type counts struct {
+	n, q     int
+	answered int     // definite answers
+	errs     []error // node errors, as *NodeError
+}
+
+func (r *Redlock) counts() counts { return counts{n: len(r.nodes), q: r.quorum} }
+
+func (c *counts) fail(err error) { c.errs = append(c.errs, err) }
+
+func (c *counts) pending() int { return c.n - c.answered - len(c.errs) }
+
+// short: so many nodes failed that fewer than a quorum can ever answer.
+func (c *counts) short() bool { return len(c.errs) > c.n-c.q }
+
+// settled: a failure can be named, because a quorum gave definite answers
+// or so many nodes failed that a quorum never can.
+func (c *counts) settled() bool { return c.answered >= c.q || c.short() }
+
+func (c *counts) lost() bool { return false }
+
+func (c *counts) done() bool { return c.pending() == 0 }
+
+// noQuorum is the ErrNoQuorum failure for these counts.
+func (c *counts) noQuorum() *QuorumError {
+	return &QuorumError{Kind: ErrNoQuorum, Answered: c.answered, Nodes: c.n, Quorum: c.q, Errs: c.errs}
+}
+
+// tally counts yes/no answers and decides at a quorum of yes, or when a
+// quorum of yes is impossible and the failure can be named.
+type tally struct {
+	counts
+	yes int
+}
+
+func (r *Redlock) tally() *tally { return &tally{counts: r.counts()} }
+
+func (t *tally) add(ok bool) {
+	t.answered++
+	if ok {
+		t.yes++
+	}
+}
+
+// won: a quorum said yes.
+func (t *tally) won() bool { return t.yes >= t.q }
+
+// lost: a quorum of yes is no longer possible.
+func (t *tally) lost() bool { return t.yes+t.pending() < t.q }
+
+func (t *tally) done() bool { return t.won() || t.lost() && t.settled() }
+
+// failure classifies a failure: ErrNoQuorum when so many nodes failed that
+// fewer than a quorum could ever give a definite answer, otherwise no
+// (ErrHeld or ErrNotHeld).
+func (t *tally) failure(no error) *QuorumError {
+	qe := t.noQuorum()
+	if !t.short() {
+		qe.Kind = no
+	}
+	qe.Granted = t.yes
+	return qe
+}
+
+// ttlTally is a tally whose yes carries the ttl a node set, in ms (> 0);
+// it keeps the smallest among the deciding quorum.
+type ttlTally struct {
+	tally
+	least int64
+}
+
+func (t *ttlTally) add(ms int64) {
+	t.tally.add(ms > 0)
+	if ms > 0 && (t.least == 0 || ms < t.least) {
+		t.least = ms
+	}
+}
+
+// keyTally counts per-key answers: hits (1: deleted, exists) and absent
+// (0). It waits for every node, or with early set decides as soon as every
+// key has a quorum of hits.
+type keyTally struct {
+	counts
+	hits, absent []int
+	early        bool
+}
+
+func (r *Redlock) keyTally(keys int, early bool) *keyTally {
+	return &keyTally{counts: r.counts(), hits: make([]int, keys), absent: make([]int, keys), early: early}
+}
+
+func (t *keyTally) add(v []int64) {
+	t.answered++
+	for i, x := range v {
+		switch x {
+		case 1:
+			t.hits[i]++
+		case 0:
+			t.absent[i]++
+		}
+	}
+}
+
+func (t *keyTally) done() bool {
+	if t.pending() == 0 {
+		return true
+	}
+	if !t.early {
+		return false
+	}
+	return t.quorate() == len(t.hits)
+}
+
+// quorate counts the keys with a quorum of hits.
+func (t *keyTally) quorate() int {
+	n := 0
+	for _, h := range t.hits {
+		if h >= t.q {
+			n++
+		}
+	}
+	return n
+}
+
+// valueTally groups answers by value (absent is a value too). It waits
+// for every node, or with early set decides as soon as one value has a
+// quorum or none can reach one.
+type valueTally struct {
+	counts
+	groups []agreement
+	early  bool
+}
+
+// agreement is one value and how many nodes hold it; PTTL is the smallest
+// among them.
+type agreement struct {
+	v Value
+	n int
+}
+
+func (r *Redlock) valueTally(early bool) *valueTally {
+	return &valueTally{counts: r.counts(), early: early}
+}
+
+func (t *valueTally) add(v Value) {
+	t.answered++
+	for i := range t.groups {
+		g := &t.groups[i]
+		if g.v.Exists == v.Exists && g.v.Data == v.Data {
+			g.n++
+			g.v.PTTL = leastPTTL(g.v.PTTL, v.PTTL)
+			return
+		}
+	}
+	t.groups = append(t.groups, agreement{v: v, n: 1})
+}
+
+// winner returns the value a quorum agrees on.
+func (t *valueTally) winner() (Value, bool) {
+	for _, g := range t.groups {
+		if g.n >= t.q {
+			return g.v, true
+		}
+	}
+	return Value{}, false
+}
+
+func (t *valueTally) done() bool {
+	if t.pending() == 0 {
+		return true
+	}
+	if !t.early {
+		return false
+	}
+	if _, ok := t.winner(); ok {
+		return true
+	}
+	top := 0
+	for _, g := range t.groups {
+		top = max(top, g.n)
+	}
+	return top+t.pending() < t.q && t.settled()
+}
+
+// leastPTTL is the smaller remaining ttl, where "no expiry" (negative)
+// counts as the longest.
+func leastPTTL(a, b time.Duration) time.Duration {
+	switch {
+	case a < 0:
+		return b
+	case b < 0:
+		return a
+	}
+	return min(a, b)
+}
