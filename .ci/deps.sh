@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
-# Installs what the tests need when it is missing: redis-server and
-# redis-cli from Debian/Ubuntu packages. As root it runs apt-get; otherwise
-# it prints the exact command and fails.
+# Installs what the tests need when it is missing: redis-server, redis-cli
+# and Python's redis client from Debian/Ubuntu packages (as root, with
+# apt-get; otherwise it prints the exact command and fails), then the node
+# packages of tests/node from its package-lock.json with npm ci.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  else
+    echo "missing test prerequisites: ${missing[*]}" >&2
+    echo "install them with: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
 fi
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  exit 0
+
+if [ -f tests/node/package-lock.json ]; then
+  (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
-echo "missing test prerequisites: ${missing[*]}" >&2
-echo "install them with: sudo apt-get install -y ${missing[*]}" >&2
-exit 1

@@ -23,6 +23,8 @@ type Client struct {
 	authed     atomic.Bool
 	proto      atomic.Int32
 	closeAfter bool // QUIT: close once the reply is written
+	tx         txState
+	subs       map[string]bool // "subscribe\x00channel", "psubscribe\x00pattern"
 
 	mu      sync.Mutex
 	name    string

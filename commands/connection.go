@@ -96,6 +96,8 @@ func (d *Dispatcher) reset(ctx context.Context, c *Client, args [][]byte) Reply 
 	c.proto.Store(2)
 	c.setName("")
 	c.authed.Store(d.opts.RequirePass == "")
+	c.tx.reset()
+	c.subs = nil
 	return Simple("RESET")
 }
 

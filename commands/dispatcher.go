@@ -25,6 +25,7 @@ type Options struct {
 	MaxWait       time.Duration
 	MaxKeyBytes   int
 	MaxValueBytes int
+	AllowFlush    bool   // FLUSHDB/FLUSHALL reach the backends
 	RequirePass   string // empty: no authentication
 	Version       string // the proxy's own version, shown in INFO
 	Logger        hclog.Logger
@@ -42,6 +43,7 @@ type Dispatcher struct {
 	passSum [32]byte // sha256 of requirepass, for constant-time comparison
 	table   []Command
 	index   map[string]*Command
+	scripts *scriptIndex
 	clients clientRegistry
 	stats   lockStats
 }
@@ -61,12 +63,13 @@ func New(opts Options) *Dispatcher {
 		opts.MaxValueBytes = 4096
 	}
 	d := &Dispatcher{
-		opts:   opts,
-		locker: opts.Locker,
-		log:    opts.Logger,
-		now:    opts.Now,
-		table:  table,
-		index:  commandIndex,
+		opts:    opts,
+		locker:  opts.Locker,
+		log:     opts.Logger,
+		now:     opts.Now,
+		table:   table,
+		index:   commandIndex,
+		scripts: newScriptIndex(catalog),
 	}
 	d.started = d.now()
 	d.passSum = sha256.Sum256([]byte(opts.RequirePass))
@@ -113,6 +116,12 @@ func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
 	}
 	if !c.Authenticated() && cmd.Flags&NoAuth == 0 {
 		return errNoAuth
+	}
+	if c.tx.multi && cmd.Flags&TxControl == 0 {
+		return d.queue(c, cmd, args)
+	}
+	if len(c.subs) > 0 && c.Proto() == 2 && cmd.Flags&PubSub == 0 {
+		return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", strings.ToLower(cmd.Name))
 	}
 	return cmd.run(d, ctx, c, args)
 }

@@ -18,7 +18,11 @@ func FuzzDispatch(f *testing.F) {
 		"UNLOCK\x00k\x00t", "EXTEND\x00k\x00t\x00100", "HELLO\x003\x00AUTH\x00u\x00p\x00SETNAME\x00n",
 		"CLIENT\x00SETINFO\x00LIB-NAME\x00x", "CLIENT\x00LIST", "COMMAND\x00DOCS\x00lock", "INFO\x00server",
 		"ECHO\x00\xff\r\n", "PING\x00a\x00b", "SELECT\x009223372036854775808", "LOCK\x00\x00-1",
-		"nosuch\x00a\x00b", "CONFIG\x00GET\x00*", "AUTH\x00a\x00b\x00c", "RESET", "QUIT",
+		"nosuch\x00a\x00b", "SET\x00k\x00v\x00NX\x00PX\x001000", "set\x00k\x00v\x00ex\x008\x00nx\x00get",
+		"SET\x00k\x00v\x00IFEQ\x00v\x00PXAT\x001", "SETNX\x00k\x00v", "GETSET\x00k\x00v", "DEL\x00a\x00b",
+		"PEXPIRE\x00k\x00-5", "DELEX\x00k\x00IFEQ\x00v", "EVALSHA\x00e950836ed1e694540c503ef9972b8de518044d3b\x001\x00k\x00v",
+		"EVALSHA\x00e5a322e2634ef59a516e8ea150cb085afafee684\x002\x00a\x00b\x00v\x00100", "EVAL\x00return 1\x000",
+		"SCRIPT\x00LOAD\x00x", "WATCH\x00k", "MULTI", "EXEC", "SUBSCRIBE\x00c", "FLUSHDB", "CONFIG\x00GET\x00*", "AUTH\x00a\x00b\x00c", "RESET", "QUIT",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s), uint8(2))

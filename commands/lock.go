@@ -132,7 +132,13 @@ func (d *Dispatcher) unlock(ctx context.Context, c *Client, args [][]byte) Reply
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	err := d.locker.Release(ctx, string(args[1]), string(args[2]))
+	return d.release(ctx, string(args[1]), string(args[2]))
+}
+
+// release answers 1 when the lock was released on a quorum, 0 when it was
+// not held by token.
+func (d *Dispatcher) release(ctx context.Context, key, token string) Reply {
+	err := d.locker.Release(ctx, key, token)
 	switch {
 	case err == nil:
 		d.stats.released.Add(1)
@@ -153,7 +159,12 @@ func (d *Dispatcher) extend(ctx context.Context, c *Client, args [][]byte) Reply
 	if r != nil {
 		return r
 	}
-	validity, err := d.locker.Extend(ctx, string(args[1]), string(args[2]), ttl)
+	return d.extendToken(ctx, string(args[1]), string(args[2]), ttl)
+}
+
+// extendToken answers the new validity in ms, or null when not held.
+func (d *Dispatcher) extendToken(ctx context.Context, key, token string, ttl time.Duration) Reply {
+	validity, err := d.locker.Extend(ctx, key, token, ttl)
 	switch {
 	case err == nil:
 		d.stats.extended.Add(1)

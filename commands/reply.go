@@ -41,6 +41,13 @@ type KV struct {
 	Value Reply
 }
 
+// Push is an out-of-band message: > in RESP3, an array in RESP2.
+type Push []Reply
+
+// Replies are several replies written back to back (SUBSCRIBE answers
+// once per channel).
+type Replies []Reply
+
 // Raw is pre-encoded RESP, written as is whatever the protocol.
 type Raw []byte
 
@@ -129,6 +136,24 @@ func (m Map) appendTo(b []byte, proto int) []byte {
 	for _, kv := range m {
 		b = BulkString(kv.Key).appendTo(b, proto)
 		b = AppendReply(b, kv.Value, proto)
+	}
+	return b
+}
+
+func (p Push) appendTo(b []byte, proto int) []byte {
+	if proto < 3 {
+		return Array(p).appendTo(b, proto)
+	}
+	b = appendHeader(b, '>', len(p))
+	for _, r := range p {
+		b = AppendReply(b, r, proto)
+	}
+	return b
+}
+
+func (rs Replies) appendTo(b []byte, proto int) []byte {
+	for _, r := range rs {
+		b = AppendReply(b, r, proto)
 	}
 	return b
 }

@@ -10,6 +10,12 @@ const (
 	NoAuth Flag = 1 << iota
 	// Admin commands act on the whole proxy (user checks come later).
 	Admin
+	// InMulti commands may be queued between MULTI and EXEC (tx.go).
+	InMulti
+	// TxControl commands run at once even inside MULTI.
+	TxControl
+	// PubSub commands are allowed on a RESP2 connection in subscribed mode.
+	PubSub
 )
 
 // handler runs one command. args[0] is the command name as sent.
@@ -33,12 +39,47 @@ var table = []Command{
 	{Name: "UNLOCK", Arity: 3, Key: 1, Group: "lock", Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
 	{Name: "EXTEND", Arity: 4, Key: 1, Group: "lock", Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
 
+	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
+	{Name: "SET", Arity: -3, Key: 1, Group: "string", Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},
+	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
+	{Name: "GET", Arity: 2, Key: 1, Group: "string", Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
+	{Name: "GETSET", Arity: 3, Key: 1, Group: "string", Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
+	{Name: "DEL", Arity: -2, Key: 1, Flags: InMulti, Group: "generic", Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
+	{Name: "EXISTS", Arity: -2, Key: 1, Group: "generic", Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
+	{Name: "PTTL", Arity: 2, Key: 1, Group: "generic", Summary: "Smallest ttl (ms) among the quorum agreeing on the value", run: (*Dispatcher).pttl},
+	{Name: "TTL", Arity: 2, Key: 1, Group: "generic", Summary: "Smallest ttl (s) among the quorum agreeing on the value", run: (*Dispatcher).pttl},
+	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti, Group: "generic", Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},
+	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti, Group: "generic", Summary: "Sets the ttl (s) on a quorum", run: (*Dispatcher).expire},
+	{Name: "DELEX", Arity: -2, Key: 1, Group: "string", Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
+	{Name: "DELIFEQ", Arity: 3, Key: 1, Group: "string", Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
+	{Name: "FLUSHDB", Arity: -1, Flags: Admin, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
+	{Name: "FLUSHALL", Arity: -1, Flags: Admin, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
+
+	// Lock-library scripts, recognised and carried out (scripts.go, catalog.go).
+	{Name: "EVAL", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script as a quorum operation", run: (*Dispatcher).eval},
+	{Name: "EVALSHA", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script by SHA1", run: (*Dispatcher).evalsha},
+	{Name: "SCRIPT", Arity: -2, Group: "scripting", Summary: "SCRIPT LOAD|EXISTS|FLUSH for the known lock scripts", run: (*Dispatcher).scriptCmd},
+
+	// The StackExchange.Redis lock transaction (tx.go).
+	{Name: "WATCH", Arity: -2, Key: 1, Flags: TxControl, Group: "transactions", Summary: "Watches keys for the lock transaction", run: (*Dispatcher).watch},
+	{Name: "UNWATCH", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Forgets watched keys", run: (*Dispatcher).unwatch},
+	{Name: "MULTI", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Starts the lock transaction", run: (*Dispatcher).multi},
+	{Name: "EXEC", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Runs it as compare-and-delete or compare-and-expire", run: (*Dispatcher).exec},
+	{Name: "DISCARD", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Abandons the transaction", run: (*Dispatcher).discard},
+
+	// Pub/sub, accepted for drivers that subscribe at start (pubsub.go).
+	{Name: "SUBSCRIBE", Arity: -2, Flags: PubSub, Group: "pubsub", Summary: "Accepted; no messages are relayed", run: (*Dispatcher).subscribe},
+	{Name: "PSUBSCRIBE", Arity: -2, Flags: PubSub, Group: "pubsub", Summary: "Accepted; no messages are relayed", run: (*Dispatcher).subscribe},
+	{Name: "UNSUBSCRIBE", Arity: -1, Flags: PubSub, Group: "pubsub", Summary: "Leaves channels", run: (*Dispatcher).unsubscribe},
+	{Name: "PUNSUBSCRIBE", Arity: -1, Flags: PubSub, Group: "pubsub", Summary: "Leaves patterns", run: (*Dispatcher).unsubscribe},
+	{Name: "PUBLISH", Arity: 3, Group: "pubsub", Summary: "Reaches no subscriber: answers 0", run: (*Dispatcher).publish},
+
 	// Connection commands (connection.go).
 	{Name: "AUTH", Arity: -2, Flags: NoAuth, Group: "connection", Summary: "Authenticates the connection", run: (*Dispatcher).auth},
 	{Name: "HELLO", Arity: -1, Flags: NoAuth, Group: "connection", Summary: "Handshakes: protocol version, auth, client name", run: (*Dispatcher).hello},
-	{Name: "QUIT", Arity: -1, Flags: NoAuth, Group: "connection", Summary: "Closes the connection", run: (*Dispatcher).quit},
-	{Name: "RESET", Arity: 1, Flags: NoAuth, Group: "connection", Summary: "Resets the connection state", run: (*Dispatcher).reset},
-	{Name: "PING", Arity: -1, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
+	{Name: "QUIT", Arity: -1, Flags: NoAuth | PubSub | TxControl, Group: "connection", Summary: "Closes the connection", run: (*Dispatcher).quit},
+	{Name: "RESET", Arity: 1, Flags: NoAuth | PubSub | TxControl, Group: "connection", Summary: "Resets the connection state", run: (*Dispatcher).reset},
+	{Name: "PING", Arity: -1, Flags: PubSub, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
 	{Name: "ECHO", Arity: 2, Group: "connection", Summary: "Returns the message", run: (*Dispatcher).echo},
 	{Name: "SELECT", Arity: 2, Group: "connection", Summary: "Selects database 0 (the only one)", run: (*Dispatcher).selectDB},
 	{Name: "CLIENT", Arity: -2, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST", run: (*Dispatcher).client},

@@ -69,6 +69,7 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal) error {
 		MaxWait:       cfg.MaxWait,
 		MaxKeyBytes:   cfg.MaxKeyBytes,
 		MaxValueBytes: cfg.MaxValueBytes,
+		AllowFlush:    cfg.AllowFlush,
 		RequirePass:   cfg.RequirePass,
 		Version:       version,
 		Logger:        logger.Named("commands"),

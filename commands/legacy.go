@@ -1,0 +1,348 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// setRequest is a parsed SET command.
+type setRequest struct {
+	key, value string
+	nx, get    bool
+	ifeq       *string
+	ttl        time.Duration // 0: the command carried no expiry
+}
+
+// SET key value [NX] [GET] [EX s | PX ms | EXAT ts | PXAT ms] [IFEQ old]
+//
+// SET NX is an acquisition with token = value; SET IFEQ a compare-and-set;
+// plain SET an unconditional write on every backend (it steals a lock, as
+// it would on one Redis); SET GET a quorum GETSET.
+func (d *Dispatcher) set(ctx context.Context, c *Client, args [][]byte) Reply {
+	req, r := d.parseSet(args)
+	if r != nil {
+		return r
+	}
+	switch {
+	case req.nx:
+		return d.acquireLegacy(ctx, req.key, req.value, req.ttl, OK, Null{})
+	case req.ifeq != nil:
+		_, err := d.locker.CompareAndSet(ctx, req.key, *req.ifeq, req.value, d.orDefault(req.ttl))
+		return d.dataReply(err, OK, Null{})
+	case req.get:
+		return d.getSet(ctx, req.key, req.value, req.ttl)
+	}
+	return d.dataReply(d.locker.Write(ctx, req.key, req.value, d.orDefault(req.ttl)), OK, nil)
+}
+
+func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
+	req := setRequest{key: string(args[1]), value: string(args[2])}
+	if r := d.checkKeyValue(args[1], args[2]); r != nil {
+		return req, r
+	}
+	expiries := 0
+	for i := 3; i < len(args); i++ {
+		opt := strings.ToUpper(string(args[i]))
+		switch opt {
+		case "NX":
+			req.nx = true
+		case "GET":
+			req.get = true
+		case "EX", "PX", "EXAT", "PXAT", "IFEQ":
+			if i+1 >= len(args) {
+				return req, errSyntax
+			}
+			i++
+			if opt == "IFEQ" {
+				old := string(args[i])
+				req.ifeq = &old
+				continue
+			}
+			expiries++
+			ttl, r := d.parseExpiry(opt, args[i], "set")
+			if r != nil {
+				return req, r
+			}
+			req.ttl = ttl
+		case "XX", "KEEPTTL":
+			return req, Errorf(errNotSupported, "SET "+opt)
+		default:
+			return req, errSyntax
+		}
+	}
+	conditions := 0
+	for _, b := range []bool{req.nx, req.ifeq != nil, req.get} {
+		if b {
+			conditions++
+		}
+	}
+	if expiries > 1 || conditions > 1 {
+		return req, errSyntax
+	}
+	return req, nil
+}
+
+// parseExpiry turns an EX/PX/EXAT/PXAT argument into a ttl within
+// [min_ttl, max_ttl]; cmd names the command in Redis's error text.
+func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string) (time.Duration, Reply) {
+	n, err := strconv.ParseInt(string(arg), 10, 64)
+	if err != nil {
+		return 0, errNotInteger
+	}
+	var ttl time.Duration
+	switch unit {
+	case "EX":
+		ttl = time.Duration(n) * time.Second
+	case "PX":
+		ttl = time.Duration(n) * time.Millisecond
+	case "EXAT":
+		ttl = time.Until(time.Unix(n, 0))
+	case "PXAT":
+		ttl = time.Until(time.UnixMilli(n))
+	}
+	if n <= 0 || n > 1<<46 { // Redis's own bound is near; keeps the arithmetic exact
+		return 0, Errorf("ERR invalid expire time in '%s' command", cmd)
+	}
+	return d.checkTTL(ttl)
+}
+
+// checkTTL enforces [min_ttl, max_ttl]: the bound is a safety parameter,
+// so a legacy client asking for more gets an error, not a shorter lock.
+func (d *Dispatcher) checkTTL(ttl time.Duration) (time.Duration, Reply) {
+	if ttl < d.opts.MinTTL || ttl > d.opts.MaxTTL {
+		return 0, Errorf(errTTLRange, ttl.Milliseconds(), d.opts.MinTTL.Milliseconds(), d.opts.MaxTTL.Milliseconds())
+	}
+	return ttl, nil
+}
+
+// orDefault gives writes that carry no expiry the default ttl.
+func (d *Dispatcher) orDefault(ttl time.Duration) time.Duration {
+	if ttl == 0 {
+		return d.opts.DefaultTTL
+	}
+	return ttl
+}
+
+// acquireLegacy is SET NX / SETNX: an acquisition with the client's value
+// as token, answered yes or no in the command's own convention.
+func (d *Dispatcher) acquireLegacy(ctx context.Context, key, value string, ttl time.Duration, yes, no Reply) Reply {
+	ttl = d.orDefault(ttl)
+	if ttl == 0 {
+		return Error("ERR lock writes without expiry need default_ttl > 0 on redlock-proxy")
+	}
+	_, err := d.locker.Acquire(ctx, key, value, ttl)
+	switch {
+	case err == nil:
+		d.stats.acquired.Add(1)
+		return yes
+	case errors.Is(err, redlock.ErrHeld):
+		d.stats.contended.Add(1)
+		return no
+	case errors.Is(err, redlock.ErrNoQuorum):
+		d.stats.noQuorum.Add(1)
+	}
+	return d.lockError(err)
+}
+
+// dataReply maps an operation's error: nil → ok; "not held" → no;
+// anything else through lockError.
+func (d *Dispatcher) dataReply(err error, ok, no Reply) Reply {
+	switch {
+	case err == nil:
+		return ok
+	case no != nil && (errors.Is(err, redlock.ErrNotHeld) || errors.Is(err, redlock.ErrHeld)):
+		return no
+	}
+	return d.lockError(err)
+}
+
+// SETNX key value
+func (d *Dispatcher) setnx(ctx context.Context, c *Client, args [][]byte) Reply {
+	if r := d.checkKeyValue(args[1], args[2]); r != nil {
+		return r
+	}
+	return d.acquireLegacy(ctx, string(args[1]), string(args[2]), 0, Int(1), Int(0))
+}
+
+// GET key: the value a quorum of backends holds.
+func (d *Dispatcher) get(ctx context.Context, c *Client, args [][]byte) Reply {
+	if r := d.checkKey(args[1]); r != nil {
+		return r
+	}
+	v, err := d.locker.Read(ctx, string(args[1]))
+	if err != nil {
+		return d.lockError(err)
+	}
+	if c.tx.watched != nil {
+		var read *string
+		if v.Exists {
+			read = &v.Data
+		}
+		c.tx.noteRead(string(args[1]), read)
+	}
+	return valueReply(v)
+}
+
+func valueReply(v redlock.Value) Reply {
+	if !v.Exists {
+		return Null{}
+	}
+	return BulkString(v.Data)
+}
+
+// GETSET key value
+func (d *Dispatcher) getset(ctx context.Context, c *Client, args [][]byte) Reply {
+	if r := d.checkKeyValue(args[1], args[2]); r != nil {
+		return r
+	}
+	return d.getSet(ctx, string(args[1]), string(args[2]), 0)
+}
+
+func (d *Dispatcher) getSet(ctx context.Context, key, value string, ttl time.Duration) Reply {
+	old, err := d.locker.GetSet(ctx, key, value, d.orDefault(ttl))
+	if err != nil {
+		return d.lockError(err)
+	}
+	return valueReply(old)
+}
+
+// DEL key [key ...] / EXISTS key [key ...]: keys that hold on a quorum.
+func (d *Dispatcher) del(ctx context.Context, c *Client, args [][]byte) Reply {
+	return d.countKeys(ctx, args[1:], d.locker.Delete)
+}
+
+func (d *Dispatcher) exists(ctx context.Context, c *Client, args [][]byte) Reply {
+	return d.countKeys(ctx, args[1:], d.locker.Exists)
+}
+
+func (d *Dispatcher) countKeys(ctx context.Context, keyArgs [][]byte, op func(context.Context, []string) (int, error)) Reply {
+	keys, r := d.keyList(keyArgs)
+	if r != nil {
+		return r
+	}
+	n, err := op(ctx, keys)
+	if err != nil {
+		return d.lockError(err)
+	}
+	return Int(n)
+}
+
+func (d *Dispatcher) keyList(args [][]byte) ([]string, Reply) {
+	keys := make([]string, len(args))
+	for i, k := range args {
+		if r := d.checkKey(k); r != nil {
+			return nil, r
+		}
+		keys[i] = string(k)
+	}
+	return keys, nil
+}
+
+// PTTL key / TTL key: the smallest remaining ttl among the quorum that
+// agrees on the value; -2 when absent, -1 without expiry.
+func (d *Dispatcher) pttl(ctx context.Context, c *Client, args [][]byte) Reply {
+	if r := d.checkKey(args[1]); r != nil {
+		return r
+	}
+	v, err := d.locker.Read(ctx, string(args[1]))
+	if err != nil {
+		return d.lockError(err)
+	}
+	switch {
+	case !v.Exists:
+		return Int(-2)
+	case v.PTTL < 0:
+		return Int(-1)
+	case strings.EqualFold(string(args[0]), "PTTL"):
+		return Int(v.PTTL.Milliseconds())
+	}
+	return Int((v.PTTL.Milliseconds() + 500) / 1000)
+}
+
+// PEXPIRE key ms / EXPIRE key s: an unconditional expire on a quorum.
+func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply {
+	if r := d.checkKey(args[1]); r != nil {
+		return r
+	}
+	if len(args) > 3 {
+		return Errorf(errNotSupported, strings.ToUpper(string(args[0]))+" "+strings.ToUpper(string(args[3])))
+	}
+	n, err := strconv.ParseInt(string(args[2]), 10, 64)
+	if err != nil {
+		return errNotInteger
+	}
+	unit := time.Millisecond
+	if strings.EqualFold(string(args[0]), "EXPIRE") {
+		unit = time.Second
+	}
+	key := string(args[1])
+	if n <= 0 { // Redis deletes a key given a ttl in the past
+		return d.countKeys(ctx, args[1:2], d.locker.Delete)
+	}
+	ttl, r := d.checkTTL(time.Duration(n) * unit)
+	if r != nil {
+		return r
+	}
+	ok, err := d.locker.Expire(ctx, key, ttl)
+	if err != nil {
+		return d.lockError(err)
+	}
+	return boolInt(ok)
+}
+
+// DELEX key [IFEQ value]  (Redis 8.4)
+func (d *Dispatcher) delex(ctx context.Context, c *Client, args [][]byte) Reply {
+	switch {
+	case len(args) == 2:
+		return d.countKeys(ctx, args[1:2], d.locker.Delete)
+	case len(args) == 4 && strings.EqualFold(string(args[2]), "IFEQ"):
+		return d.releaseLegacy(ctx, args[1], args[3])
+	}
+	return errSyntax
+}
+
+// DELIFEQ key value  (Valkey 9)
+func (d *Dispatcher) delifeq(ctx context.Context, c *Client, args [][]byte) Reply {
+	return d.releaseLegacy(ctx, args[1], args[2])
+}
+
+func (d *Dispatcher) releaseLegacy(ctx context.Context, key, value []byte) Reply {
+	if r := d.checkKeyValue(key, value); r != nil {
+		return r
+	}
+	return d.release(ctx, string(key), string(value))
+}
+
+// FLUSHDB / FLUSHALL [ASYNC|SYNC]: every lock on every backend; refused
+// unless allow_flush = true.
+func (d *Dispatcher) flush(ctx context.Context, c *Client, args [][]byte) Reply {
+	if !d.opts.AllowFlush {
+		return Errorf("ERR %s would delete every lock on every backend: refused by redlock-proxy unless allow_flush = true", strings.ToUpper(string(args[0])))
+	}
+	if len(args) > 2 {
+		return errSyntax
+	}
+	return d.dataReply(d.locker.FlushAll(ctx), OK, nil)
+}
+
+func (d *Dispatcher) checkKeyValue(key, value []byte) Reply {
+	if r := d.checkKey(key); r != nil {
+		return r
+	}
+	if len(value) > d.opts.MaxValueBytes {
+		return Errorf(errValueTooLong, d.opts.MaxValueBytes)
+	}
+	return nil
+}
+
+func boolInt(b bool) Int {
+	if b {
+		return 1
+	}
+	return 0
+}

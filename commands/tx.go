@@ -1,0 +1,133 @@
+package commands
+
+import (
+	"context"
+	"strings"
+)
+
+// txState is a client's WATCH/MULTI state. Only the StackExchange.Redis
+// lock transaction is supported: WATCH k, GET k, MULTI, DEL k or
+// PEXPIRE/EXPIRE k t, EXEC. EXEC turns it into a compare-and-delete or
+// compare-and-expire with the value the client read after WATCH, which is
+// exactly the condition the transaction expresses on one Redis.
+type txState struct {
+	watched map[string]*string // key → value read by GET after WATCH (nil: not read, or absent)
+	multi   bool
+	dirty   bool
+	queue   [][][]byte
+}
+
+func (t *txState) reset() { *t = txState{} }
+
+// noteRead remembers what GET returned for a watched key.
+func (t *txState) noteRead(key string, value *string) {
+	if _, ok := t.watched[key]; ok {
+		t.watched[key] = value
+	}
+}
+
+const errTxOnly = "ERR redlock-proxy transactions support only DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
+
+// queue is called by Do for commands inside MULTI; it validates the
+// command now, as Redis does, so EXEC can only abort or run.
+func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
+	if cmd.Flags&InMulti == 0 || len(args) < 2 {
+		c.tx.dirty = true
+		return Error(errTxOnly)
+	}
+	if v, ok := c.tx.watched[string(args[1])]; !ok || v == nil || (cmd.Name == "DEL" && len(args) != 2) {
+		c.tx.dirty = true
+		return Error(errTxOnly)
+	}
+	q := make([][]byte, len(args))
+	for i, a := range args {
+		q[i] = append([]byte(nil), a...)
+	}
+	c.tx.queue = append(c.tx.queue, q)
+	return Simple("QUEUED")
+}
+
+// WATCH key [key ...]
+func (d *Dispatcher) watch(ctx context.Context, c *Client, args [][]byte) Reply {
+	if c.tx.multi {
+		return Error("ERR WATCH inside MULTI is not allowed")
+	}
+	if c.tx.watched == nil {
+		c.tx.watched = make(map[string]*string)
+	}
+	for _, k := range args[1:] {
+		c.tx.watched[string(k)] = nil
+	}
+	return OK
+}
+
+// UNWATCH
+func (d *Dispatcher) unwatch(ctx context.Context, c *Client, args [][]byte) Reply {
+	c.tx.watched = nil
+	return OK
+}
+
+// MULTI
+func (d *Dispatcher) multi(ctx context.Context, c *Client, args [][]byte) Reply {
+	if c.tx.multi {
+		return Error("ERR MULTI calls can not be nested")
+	}
+	c.tx.multi = true
+	return OK
+}
+
+// DISCARD
+func (d *Dispatcher) discard(ctx context.Context, c *Client, args [][]byte) Reply {
+	if !c.tx.multi {
+		return Error("ERR DISCARD without MULTI")
+	}
+	c.tx.reset()
+	return OK
+}
+
+// EXEC runs the queued compare-and-delete / compare-and-expire. It answers
+// null, like a transaction whose WATCH fired, when the key no longer holds
+// the value read after WATCH on a quorum.
+func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
+	if !c.tx.multi {
+		return Error("ERR EXEC without MULTI")
+	}
+	tx := c.tx
+	c.tx.reset()
+	if tx.dirty {
+		return Error("EXECABORT Transaction discarded because of previous errors.")
+	}
+	out := make(Array, 0, len(tx.queue))
+	for _, q := range tx.queue {
+		key := string(q[1])
+		token := *tx.watched[key]
+		var r Reply
+		if strings.EqualFold(string(q[0]), "DEL") {
+			r = d.release(ctx, key, token)
+		} else {
+			r = d.extendWith(ctx, q[0], key, token, q[2])
+		}
+		switch r {
+		case Int(0), Null{}:
+			return NullArray{}
+		}
+		if _, isErr := r.(Error); isErr {
+			return r
+		}
+		out = append(out, Int(1))
+	}
+	return out
+}
+
+// extendWith is PEXPIRE/EXPIRE of a watched key as a compare-and-expire.
+func (d *Dispatcher) extendWith(ctx context.Context, cmd []byte, key, token string, ttlArg []byte) Reply {
+	unit := "PX"
+	if strings.EqualFold(string(cmd), "EXPIRE") {
+		unit = "EX"
+	}
+	ttl, r := d.parseExpiry(unit, ttlArg, strings.ToLower(string(cmd)))
+	if r != nil {
+		return r
+	}
+	return d.extendToken(ctx, key, token, ttl)
+}
