@@ -82,6 +82,9 @@ func (r *Redlock) Acquire(ctx context.Context, key, token string, ttl time.Durat
 // background, starting as soon as the failure is certain; the caller does
 // not wait for that (Close does). With IfAbsentOrMine that also removes
 // keys this token held before the call.
+//
+// Acquisitions of the same key from this process run one at a time, first
+// come first served (see keyGate), so they never split the votes.
 func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, ttl time.Duration, mode AcquireMode) (Lock, error) {
 	if err := validateKeys(keys, token, ttl); err != nil {
 		return Lock{}, err
@@ -110,6 +113,11 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 		}
 		r.rollback(ctx, n, send, token)
 	}
+	leave, err := r.gate.enter(ctx, send)
+	if err != nil {
+		return Lock{}, fmt.Errorf("acquire: %w", err)
+	}
+	defer leave()
 	t1 := r.now()
 	f := launch(r, ctx, r.callTimeout(ttl), set, undo)
 	failed := true

@@ -130,6 +130,7 @@ type Redlock struct {
 	now             func() time.Time
 	log             hclog.Logger
 	bg              tracker
+	gate            keyGate
 }
 
 // New returns a Redlock over nodes. It does not contact them. Fewer than

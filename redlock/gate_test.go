@@ -1,0 +1,66 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestKeyGateSerialisesAndForgets(t *testing.T) {
+	var g keyGate
+	var inside, maxInside atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keys := []string{"a", "b"}
+			if i%2 == 1 {
+				keys = []string{"b", "a", "b"} // other order, duplicate: no deadlock
+			}
+			leave, err := g.enter(context.Background(), keys)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n := inside.Add(1)
+			for {
+				m := maxInside.Load()
+				if n <= m || maxInside.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			time.Sleep(time.Millisecond)
+			inside.Add(-1)
+			leave()
+		}()
+	}
+	wg.Wait()
+	if maxInside.Load() != 1 {
+		t.Fatalf("%d acquisitions of one key ran at once", maxInside.Load())
+	}
+	if len(g.m) != 0 {
+		t.Fatalf("gate keeps %d entries after everyone left", len(g.m))
+	}
+}
+
+func TestKeyGateHonoursContext(t *testing.T) {
+	var g keyGate
+	leave, _ := g.enter(context.Background(), []string{"k"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := g.enter(ctx, []string{"j", "k"}); err == nil {
+		t.Fatal("entered a busy key")
+	}
+	leave()
+	if len(g.m) != 0 {
+		t.Fatalf("gate keeps %d entries", len(g.m))
+	}
+	leave2, err := g.enter(context.Background(), []string{"k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave2()
+}
