@@ -1,0 +1,237 @@
+package tests
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestAuth: requirepass gates every command until AUTH or HELLO AUTH.
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, `requirepass = "s3cret"`)
+	ctx := testCtx(t, 30*time.Second)
+
+	c := rawConn(t, p.Addr())
+	if v := c.do("LOCK", "k", "1000"); !isErrPrefix(v, "NOAUTH") {
+		t.Fatalf("LOCK before AUTH = %#v, want an error starting with NOAUTH", v)
+	}
+	if v := c.do("PING"); !isErrPrefix(v, "NOAUTH") {
+		t.Fatalf("PING before AUTH = %#v, want an error starting with NOAUTH", v)
+	}
+	if v := c.do("AUTH", "wrong"); !isErrPrefix(v, "WRONGPASS") {
+		t.Fatalf("AUTH wrong = %#v, want an error starting with WRONGPASS", v)
+	}
+	if v := c.do("AUTH", "default", "wrong"); !isErrPrefix(v, "WRONGPASS") {
+		t.Fatalf("AUTH default wrong = %#v, want an error starting with WRONGPASS", v)
+	}
+	if v := c.do("LOCK", "k", "1000"); !isErrPrefix(v, "NOAUTH") {
+		t.Fatalf("LOCK after a failed AUTH = %#v, want NOAUTH", v)
+	}
+	if v := c.do("AUTH", "s3cret"); v != "OK" {
+		t.Fatalf("AUTH s3cret = %#v, want OK", v)
+	}
+	arr, ok := c.do("LOCK", "k", "1000").([]any)
+	if !ok || len(arr) != 3 {
+		t.Fatalf("LOCK after AUTH = %#v, want [token validity nil]", arr)
+	}
+	if v := c.do("UNLOCK", "k", arr[0].(string)); v != int64(1) {
+		t.Fatalf("UNLOCK after AUTH = %#v, want 1", v)
+	}
+
+	c2 := rawConn(t, p.Addr())
+	if v := c2.do("AUTH", "default", "s3cret"); v != "OK" {
+		t.Fatalf("AUTH default s3cret = %#v, want OK", v)
+	}
+
+	h := rawConn(t, p.Addr())
+	if v := h.do("HELLO", "3", "AUTH", "default", "wrong"); !isErrPrefix(v, "WRONGPASS") {
+		t.Fatalf("HELLO 3 AUTH default wrong = %#v, want WRONGPASS", v)
+	}
+	m, ok := h.do("HELLO", "3", "AUTH", "default", "s3cret").(map[any]any)
+	if !ok || m["proto"] != int64(3) {
+		t.Fatalf("HELLO 3 AUTH default s3cret = %#v, want a map with proto 3", m)
+	}
+	if v := h.do("PING"); v != "PONG" {
+		t.Fatalf("PING after HELLO AUTH = %#v", v)
+	}
+
+	for _, proto := range []int{2, 3} {
+		gc := p.Client(&redis.Options{Protocol: proto, Password: "s3cret"})
+		r := mustLock(ctx, t, gc, "go-redis-"+strconv.Itoa(proto), 10000)
+		if n := unlock(ctx, t, gc, "go-redis-"+strconv.Itoa(proto), r.Token); n != 1 {
+			t.Fatalf("go-redis RESP%d with Password: UNLOCK = %d", proto, n)
+		}
+		bad := p.Client(&redis.Options{Protocol: proto, Password: "nope"})
+		if err := bad.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+			t.Fatalf("go-redis RESP%d with a wrong Password: PING err = %v, want WRONGPASS", proto, err)
+		}
+	}
+
+	// Before AUTH the input limits are stricter.
+	u := rawConn(t, p.Addr())
+	u.send([]byte("*1000\r\n"))
+	if v := u.readReply(); v != respError("ERR Protocol error: unauthenticated multibulk length") {
+		t.Fatalf("*1000 before AUTH = %#v, want -ERR Protocol error: unauthenticated multibulk length", v)
+	}
+	u.expectClosed(2 * time.Second)
+	u2 := rawConn(t, p.Addr())
+	u2.send([]byte("*9223372036854775807\r\n"))
+	if v := u2.readReply(); v != respError("ERR Protocol error: invalid multibulk length") &&
+		v != respError("ERR Protocol error: unauthenticated multibulk length") {
+		t.Fatalf("*9223372036854775807 before AUTH = %#v, want an invalid/unauthenticated multibulk length error", v)
+	}
+	u2.expectClosed(2 * time.Second)
+	u3 := rawConn(t, p.Addr())
+	u3.send([]byte("*1\r\n$1000000\r\n"))
+	if v := u3.readReply(); !isErrPrefix(v, "ERR Protocol error: ") {
+		t.Fatalf("a 1 MB bulk before AUTH = %#v, want a protocol error", v)
+	}
+	u3.expectClosed(2 * time.Second)
+
+	if strings.Contains(p.Log(), "s3cret") {
+		t.Errorf("the proxy log shows the password")
+	}
+	if info, ok := c.do("INFO").(string); ok && strings.Contains(info, "s3cret") {
+		t.Errorf("INFO shows the password")
+	}
+}
+
+// TestDevMode: -dev serves locks with embedded backends, no Redis needed.
+func TestDevMode(t *testing.T) {
+	t.Parallel()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	p := startProxyArgs(t, addr, "-dev", "-listen", addr)
+	ctx := testCtx(t, 20*time.Second)
+	for _, proto := range []int{2, 3} {
+		c := p.Client(&redis.Options{Protocol: proto})
+		key := "dev-" + strconv.Itoa(proto)
+		r := mustLock(ctx, t, c, key, 10000)
+		if _, err := lock(ctx, t, c, key, 10000); !errors.Is(err, redis.Nil) {
+			t.Fatalf("dev mode: LOCK on a held key: %v, want null", err)
+		}
+		if n := unlock(ctx, t, c, key, r.Token); n != 1 {
+			t.Fatalf("dev mode: UNLOCK = %d, want 1", n)
+		}
+	}
+	lines := strings.SplitN(p.Log(), "\n", 11)
+	head := strings.ToLower(strings.Join(lines[:min(len(lines), 10)], "\n"))
+	if !strings.Contains(head, "dev") {
+		t.Fatalf("the first log lines do not mention dev mode:\n%s", p.Log())
+	}
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(5 * time.Second); code != 0 {
+		t.Fatalf("dev mode: exit code after SIGTERM = %d, want 0", code)
+	}
+}
+
+// TestVersionFlag: -version prints something and exits 0.
+func TestVersionFlag(t *testing.T) {
+	t.Parallel()
+	out, err := execOutput(proxyBin, "-version")
+	if err != nil || strings.TrimSpace(out) == "" {
+		t.Fatalf("redlock-proxy -version = %q, %v; want a version and exit 0", out, err)
+	}
+}
+
+// TestMaxClients: the connection over max_clients is refused with the Redis error.
+func TestMaxClients(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, "max_clients = 3")
+
+	// The readiness probe's connection may not be released yet: retry.
+	var held []*conn
+	deadline := time.Now().Add(5 * time.Second)
+	for len(held) < 3 {
+		c := rawConn(t, p.Addr())
+		v := c.do("PING")
+		switch {
+		case v == "PONG":
+			held = append(held, c)
+		case v == respError("ERR max number of clients reached") && time.Now().Before(deadline):
+			_ = c.c.Close()
+			time.Sleep(50 * time.Millisecond)
+		default:
+			t.Fatalf("connection %d: PING = %#v, want PONG", len(held)+1, v)
+		}
+	}
+	fourth := rawConn(t, p.Addr())
+	fourth.sendCmd("PING")
+	if v := fourth.readReply(); v != respError("ERR max number of clients reached") {
+		t.Fatalf("4th connection with max_clients 3: %#v, want -ERR max number of clients reached", v)
+	}
+	fourth.expectClosed(2 * time.Second)
+
+	// A slot frees when a client leaves.
+	_ = held[0].c.Close()
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		c := rawConn(t, p.Addr())
+		v := c.do("PING")
+		if v == "PONG" {
+			break
+		}
+		_ = c.c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("after a client left, a new connection still gets %#v", v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i, c := range held[1:] {
+		if v := c.do("PING"); v != "PONG" {
+			t.Fatalf("held connection %d: PING = %#v", i+2, v)
+		}
+	}
+}
+
+// TestFlagsOnly: the proxy runs from flags alone (-listen, repeated
+// -backend as URL or host:port, -log-format json, -log-level).
+func TestFlagsOnly(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	p := startProxyArgs(t, addr, "-listen", addr,
+		"-backend", rs[0].URL(), "-backend", rs[1].Addr(), "-backend", rs[2].URL(),
+		"-log-format", "json", "-log-level", "debug")
+	ctx := testCtx(t, 20*time.Second)
+	c := p.Client(nil)
+	r := mustLock(ctx, t, c, "flags", 10000)
+	if n := holders(ctx, t, rs, "flags", r.Token); n < 2 {
+		t.Fatalf("the key holds the token on %d of 3 backends, want at least 2", n)
+	}
+	if n := unlock(ctx, t, c, "flags", r.Token); n != 1 {
+		t.Fatalf("UNLOCK = %d, want 1", n)
+	}
+	// A dead backend makes the driver log dial failures: those lines must be
+	// JSON too (go-redis's own logger writes plain text to stderr).
+	rs[2].Kill()
+	r = mustLock(ctx, t, c, "flags", 10000)
+	if n := unlock(ctx, t, c, "flags", r.Token); n != 1 {
+		t.Fatalf("UNLOCK with one backend dead = %d, want 1", n)
+	}
+	jsonLines := 0
+	for _, line := range strings.Split(p.Log(), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Errorf("with -log-format json, a log line is not a JSON object: %q", line)
+			continue
+		}
+		jsonLines++
+	}
+	if jsonLines == 0 {
+		t.Errorf("with -log-format json and -log-level debug the proxy logged nothing")
+	}
+}
