@@ -233,6 +233,23 @@ func TestLockUnlockExtend(t *testing.T) {
 	if got := do(d, c, "LOCK", "res", "5000", "TOKEN", "mine"); !strings.HasPrefix(got, "*3\r\n$4\r\nmine\r\n") {
 		t.Fatalf("LOCK TOKEN = %q", got)
 	}
+	do(d, c, "UNLOCK", "res", "mine")
+	var last int64
+	for range 3 {
+		a, ok := d.Do(ctx, c, args("LOCK", "res", "5000", "FENCE")).(Array)
+		if !ok {
+			t.Fatal("LOCK FENCE failed")
+		}
+		fence, ok := a[2].(Int)
+		if !ok || int64(fence) <= last {
+			t.Fatalf("fence %#v after %d", a[2], last)
+		}
+		last = int64(fence)
+		do(d, c, "UNLOCK", "res", string(a[0].(BulkString)))
+	}
+	if got := do(d, c, "SET", "redlock-proxy:fence", "1"); got != "-"+string(errReservedKey)+"\r\n" {
+		t.Fatalf("SET of the fence key = %q", got)
+	}
 }
 
 func TestLockWait(t *testing.T) {

@@ -25,6 +25,7 @@ type lockRequest struct {
 	ttl   time.Duration
 	wait  time.Duration
 	token string
+	fence bool
 }
 
 // LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]
@@ -45,7 +46,11 @@ func (d *Dispatcher) lock(ctx context.Context, c *Client, args [][]byte) Reply {
 	switch {
 	case err == nil:
 		d.stats.acquired.Add(1)
-		return Array{BulkString(l.Token), Int(l.Validity.Milliseconds()), Null{}}
+		var fence Reply = Null{}
+		if req.fence {
+			fence = Int(l.Fence)
+		}
+		return Array{BulkString(l.Token), Int(l.Validity.Milliseconds()), fence}
 	case errors.Is(err, redlock.ErrHeld):
 		d.stats.contended.Add(1)
 		return NullArray{}
@@ -91,7 +96,7 @@ func (d *Dispatcher) parseLock(args [][]byte) (lockRequest, Reply) {
 			req.token = string(args[i+1])
 			i++
 		case "FENCE":
-			return req, Error("ERR FENCE is not supported yet")
+			req.fence = true
 		case "SESSION":
 			return req, Error("ERR SESSION is not supported yet")
 		default:
@@ -107,7 +112,11 @@ func (d *Dispatcher) acquireWaiting(ctx context.Context, req lockRequest) (redlo
 	deadline := d.now().Add(req.wait)
 	backoff := 5 * time.Millisecond
 	for {
-		l, err := d.locker.Acquire(ctx, req.key, req.token, req.ttl)
+		acquire := d.locker.Acquire
+		if req.fence {
+			acquire = d.locker.AcquireFenced
+		}
+		l, err := acquire(ctx, req.key, req.token, req.ttl)
 		if !errors.Is(err, redlock.ErrHeld) {
 			return l, err
 		}
@@ -179,6 +188,9 @@ func (d *Dispatcher) extendToken(ctx context.Context, key, token string, ttl tim
 func (d *Dispatcher) checkKey(key []byte) Reply {
 	if len(key) > d.opts.MaxKeyBytes {
 		return Errorf(errKeyTooLong, d.opts.MaxKeyBytes)
+	}
+	if string(key) == redlock.FenceKey {
+		return errReservedKey
 	}
 	return nil
 }

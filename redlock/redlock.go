@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -117,6 +118,7 @@ type Lock struct {
 	// Granted is the number of nodes that had said yes when the decision
 	// was made; more may have said yes afterwards.
 	Granted int
+	Fence   int64 // fencing token (AcquireFenced only)
 }
 
 // Redlock runs quorum lock operations over a fixed set of nodes. It is safe
@@ -131,6 +133,7 @@ type Redlock struct {
 	log             hclog.Logger
 	bg              tracker
 	gate            keyGate
+	fenceHWM        atomic.Int64 // the highest fence this process issued
 }
 
 // New returns a Redlock over nodes. It does not contact them. Fewer than

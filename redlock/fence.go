@@ -1,0 +1,157 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// FenceKey is the fence counter each backend keeps: one per backend, shared
+// by every lock key, so it only ever grows.
+const FenceKey = "redlock-proxy:fence"
+
+// Fencing. The acquire script INCRs the backend's counter whether or not
+// it grants the lock and returns it. The proxy takes the largest counter T
+// among the nodes that answered, raises it above every fence this process
+// issued (the high-water mark), and writes T back to a quorum of nodes where
+// our key still holds our token, before it answers. A later holder's quorum
+// shares at least one node with that write-back quorum; it can only lock
+// there after our key expired, when the counter is already ≥ T, so its
+// INCR yields more than T. docs/safety.md has the argument and its limits.
+
+var (
+	fenceAcquireScript = NewScript(`
+local fence = redis.call("INCR", KEYS[2])
+if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	return {1, fence}
+end
+return {0, fence}`)
+
+	// Raise the counter to ARGV[2] iff KEYS[1] still holds our token.
+	fenceWriteBackScript = NewScript(`
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+	return 0
+end
+local current = tonumber(redis.call("GET", KEYS[2]) or "0")
+if current < tonumber(ARGV[2]) then
+	redis.call("SET", KEYS[2], ARGV[2])
+end
+return 1`)
+)
+
+// fenceReply is one node's answer to the fenced acquire.
+type fenceReply struct {
+	granted bool
+	fence   int64
+}
+
+// fenceTally is a tally that also keeps the largest counter seen.
+type fenceTally struct {
+	*tally
+	max int64
+}
+
+func (t *fenceTally) add(v fenceReply) {
+	t.tally.add(v.granted)
+	t.max = max(t.max, v.fence)
+}
+
+// AcquireFenced is Acquire with a fencing token: Lock.Fence strictly
+// increases across successive holders of key (see FenceKey). The validity
+// is measured after the fence was written back to a quorum. It fails with
+// ErrNoQuorum when the write-back does not reach a quorum, and rolls back.
+func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (Lock, error) {
+	if err := validate(key, token, ttl); err != nil {
+		return Lock{}, err
+	}
+	if key == FenceKey {
+		return Lock{}, fmt.Errorf("%w: %s is reserved", ErrInvalid, FenceKey)
+	}
+	if err := ctx.Err(); err != nil {
+		return Lock{}, fmt.Errorf("acquire: %w", err)
+	}
+	keys := []string{key, FenceKey}
+	set := func(ctx context.Context, n Node) (fenceReply, error) {
+		v, err := n.Eval(ctx, fenceAcquireScript, keys, token, millis(ttl))
+		if err != nil {
+			return fenceReply{}, err
+		}
+		pair, err := asInts(v, 2)
+		if err != nil {
+			return fenceReply{}, err
+		}
+		return fenceReply{granted: pair[0] == 1, fence: pair[1]}, nil
+	}
+	undo := func(n Node, rep reply[fenceReply]) {
+		if rep.err == nil && !rep.val.granted {
+			return
+		}
+		r.rollback(ctx, n, keys[:1], token)
+	}
+	leave, err := r.gate.enter(ctx, keys[:1])
+	if err != nil {
+		return Lock{}, fmt.Errorf("acquire: %w", err)
+	}
+	defer leave()
+	t1 := r.now()
+	f := launch(r, ctx, r.callTimeout(ttl), set, undo)
+	failed := true
+	defer func() { f.decide(failed) }()
+
+	t := &fenceTally{tally: r.tally()}
+	if err := await(r, ctx, "acquire", f, decider[fenceReply](t)); err != nil {
+		return Lock{}, err
+	}
+	if !t.won() {
+		return Lock{}, t.failure(ErrHeld)
+	}
+	fence := r.raiseFence(t.max)
+	if err := r.writeBackFence(ctx, key, token, fence, ttl); err != nil {
+		return Lock{}, err
+	}
+	validity := r.validity(ttl, t1, r.now())
+	if validity <= 0 {
+		qe := t.failure(ErrNoQuorum)
+		qe.Kind = ErrNoQuorum
+		return Lock{}, qe
+	}
+	failed = false
+	return Lock{Key: key, Keys: []string{key}, Token: token, Validity: validity, Granted: t.yes, Fence: fence}, nil
+}
+
+// raiseFence returns max(t, the highest fence this process issued + 1) and
+// records it as the new highest.
+func (r *Redlock) raiseFence(t int64) int64 {
+	for {
+		hwm := r.fenceHWM.Load()
+		next := max(t, hwm+1)
+		if r.fenceHWM.CompareAndSwap(hwm, next) {
+			return next
+		}
+	}
+}
+
+// writeBackFence raises the counter to fence on a quorum of nodes where
+// key still holds token.
+func (r *Redlock) writeBackFence(ctx context.Context, key, token string, fence int64, ttl time.Duration) error {
+	write := func(ctx context.Context, n Node) (bool, error) {
+		v, err := n.Eval(ctx, fenceWriteBackScript, []string{key, FenceKey}, token, fence)
+		if err != nil {
+			return false, err
+		}
+		ok, err := asInt(v)
+		return ok == 1, err
+	}
+	f := launch(r, ctx, r.callTimeout(ttl), write, nil)
+	defer f.decide(false)
+	t := r.tally()
+	if err := await(r, ctx, "fence", f, decider[bool](t)); err != nil {
+		return err
+	}
+	if !t.won() {
+		qe := t.failure(ErrNoQuorum)
+		qe.Kind = ErrNoQuorum
+		return qe
+	}
+	return nil
+}
