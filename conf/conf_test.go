@@ -85,6 +85,9 @@ shutdown_timeout = "30s"
 strict           = true
 protected_mode   = false
 allow_flush      = true
+startup_quarantine = false
+health_interval  = "250ms"
+down_after       = 5
 requirepass      = "pw"
 requirepass_file = "/run/secret"
 max_args         = 64
@@ -94,32 +97,35 @@ max_key_bytes    = 256
 max_value_bytes  = 512
 `
 	want := Config{
-		Listen:          "0.0.0.0:7000",
-		Backends:        []string{"redis://a:6379", "rediss://user:pw@b:6380/2", "c:6379"},
-		Dev:             true,
-		NodeTimeout:     20 * time.Millisecond,
-		DriftFactor:     0.02,
-		MinTTL:          5 * time.Millisecond,
-		MaxTTL:          2 * time.Minute,
-		DefaultTTL:      0,
-		MaxWait:         3 * time.Second,
-		MaxHold:         2 * time.Hour,
-		LogLevel:        "debug",
-		LogFormat:       "json",
-		MaxClients:      500,
-		IdleTimeout:     0,
-		WriteTimeout:    2 * time.Second,
-		ShutdownTimeout: 30 * time.Second,
-		Strict:          true,
-		ProtectedMode:   false,
-		AllowFlush:      true,
-		RequirePass:     "pw",
-		RequirePassFile: "/run/secret",
-		MaxArgs:         64,
-		MaxBulkBytes:    8192,
-		MaxInlineBytes:  2048,
-		MaxKeyBytes:     256,
-		MaxValueBytes:   512,
+		Listen:            "0.0.0.0:7000",
+		Backends:          []string{"redis://a:6379", "rediss://user:pw@b:6380/2", "c:6379"},
+		Dev:               true,
+		NodeTimeout:       20 * time.Millisecond,
+		DriftFactor:       0.02,
+		MinTTL:            5 * time.Millisecond,
+		MaxTTL:            2 * time.Minute,
+		DefaultTTL:        0,
+		MaxWait:           3 * time.Second,
+		MaxHold:           2 * time.Hour,
+		LogLevel:          "debug",
+		LogFormat:         "json",
+		MaxClients:        500,
+		IdleTimeout:       0,
+		WriteTimeout:      2 * time.Second,
+		ShutdownTimeout:   30 * time.Second,
+		Strict:            true,
+		ProtectedMode:     false,
+		AllowFlush:        true,
+		StartupQuarantine: false,
+		HealthInterval:    250 * time.Millisecond,
+		DownAfter:         5,
+		RequirePass:       "pw",
+		RequirePassFile:   "/run/secret",
+		MaxArgs:           64,
+		MaxBulkBytes:      8192,
+		MaxInlineBytes:    2048,
+		MaxKeyBytes:       256,
+		MaxValueBytes:     512,
 	}
 	got := mustParse(t, src)
 	if !reflect.DeepEqual(got, want) {

@@ -12,32 +12,35 @@ import (
 // Config is the proxy's effective configuration. Field comments give the
 // default; doc.go has the table of keys and bounds.
 type Config struct {
-	Listen          string        // "127.0.0.1:6380"
-	Backends        []string      // redis://host:port[/db], rediss://…, or host:port
-	Dev             bool          // five embedded in-process backends
-	NodeTimeout     time.Duration // 50ms
-	DriftFactor     float64       // 0.01
-	MinTTL          time.Duration // 10ms
-	MaxTTL          time.Duration // 60s
-	DefaultTTL      time.Duration // 30s ("0" = no expiry)
-	MaxWait         time.Duration // 10s
-	MaxHold         time.Duration // 1h
-	LogLevel        string        // "info" (trace|debug|info|warn|error)
-	LogFormat       string        // "text" (text|json)
-	MaxClients      int           // 10000
-	IdleTimeout     time.Duration // 5m (0 = never)
-	WriteTimeout    time.Duration // 10s, deadline for each write to a client
-	ShutdownTimeout time.Duration // 10s, graceful drain on SIGTERM
-	Strict          bool          // false
-	ProtectedMode   bool          // true: with no password, loopback clients only
-	AllowFlush      bool          // false
-	RequirePass     string        // secret; never shown by String or GoString
-	RequirePassFile string        // file whose first line is the password
-	MaxArgs         int           // 1024 arguments per command (after AUTH)
-	MaxBulkBytes    int           // 1<<20 bytes per argument (after AUTH)
-	MaxInlineBytes  int           // 65536 bytes per inline command line
-	MaxKeyBytes     int           // 1024
-	MaxValueBytes   int           // 4096 (lock tokens / values)
+	Listen            string        // "127.0.0.1:6380"
+	Backends          []string      // redis://host:port[/db], rediss://…, or host:port
+	Dev               bool          // five embedded in-process backends
+	NodeTimeout       time.Duration // 50ms
+	DriftFactor       float64       // 0.01
+	MinTTL            time.Duration // 10ms
+	MaxTTL            time.Duration // 60s
+	DefaultTTL        time.Duration // 30s ("0" = no expiry)
+	MaxWait           time.Duration // 10s
+	MaxHold           time.Duration // 1h
+	LogLevel          string        // "info" (trace|debug|info|warn|error)
+	LogFormat         string        // "text" (text|json)
+	MaxClients        int           // 10000
+	IdleTimeout       time.Duration // 5m (0 = never)
+	WriteTimeout      time.Duration // 10s, deadline for each write to a client
+	ShutdownTimeout   time.Duration // 10s, graceful drain on SIGTERM
+	Strict            bool          // false
+	ProtectedMode     bool          // true: with no password, loopback clients only
+	AllowFlush        bool          // false
+	StartupQuarantine bool          // true: backends younger than max_ttl do not vote at start
+	HealthInterval    time.Duration // 1s: backend probes (run_id, clock, loading, down)
+	DownAfter         int           // 3: consecutive failures that mark a backend down
+	RequirePass       string        // secret; never shown by String or GoString
+	RequirePassFile   string        // file whose first line is the password
+	MaxArgs           int           // 1024 arguments per command (after AUTH)
+	MaxBulkBytes      int           // 1<<20 bytes per argument (after AUTH)
+	MaxInlineBytes    int           // 65536 bytes per inline command line
+	MaxKeyBytes       int           // 1024
+	MaxValueBytes     int           // 4096 (lock tokens / values)
 }
 
 // Default returns the built-in defaults. Backends is empty, so Default alone
@@ -45,26 +48,29 @@ type Config struct {
 // dev = true); there is no implicit localhost backend to mask a missing one.
 func Default() Config {
 	return Config{
-		Listen:          "127.0.0.1:6380",
-		NodeTimeout:     50 * time.Millisecond,
-		DriftFactor:     0.01,
-		MinTTL:          10 * time.Millisecond,
-		MaxTTL:          60 * time.Second,
-		DefaultTTL:      30 * time.Second,
-		MaxWait:         10 * time.Second,
-		MaxHold:         time.Hour,
-		LogLevel:        "info",
-		LogFormat:       "text",
-		MaxClients:      10000,
-		IdleTimeout:     5 * time.Minute,
-		WriteTimeout:    10 * time.Second,
-		ShutdownTimeout: 10 * time.Second,
-		ProtectedMode:   true,
-		MaxArgs:         1024,
-		MaxBulkBytes:    1 << 20,
-		MaxInlineBytes:  65536,
-		MaxKeyBytes:     1024,
-		MaxValueBytes:   4096,
+		Listen:            "127.0.0.1:6380",
+		NodeTimeout:       50 * time.Millisecond,
+		DriftFactor:       0.01,
+		MinTTL:            10 * time.Millisecond,
+		MaxTTL:            60 * time.Second,
+		DefaultTTL:        30 * time.Second,
+		MaxWait:           10 * time.Second,
+		MaxHold:           time.Hour,
+		LogLevel:          "info",
+		LogFormat:         "text",
+		MaxClients:        10000,
+		IdleTimeout:       5 * time.Minute,
+		WriteTimeout:      10 * time.Second,
+		ShutdownTimeout:   10 * time.Second,
+		ProtectedMode:     true,
+		StartupQuarantine: true,
+		HealthInterval:    time.Second,
+		DownAfter:         3,
+		MaxArgs:           1024,
+		MaxBulkBytes:      1 << 20,
+		MaxInlineBytes:    65536,
+		MaxKeyBytes:       1024,
+		MaxValueBytes:     4096,
 	}
 }
 
@@ -108,6 +114,9 @@ func (c Config) String() string {
 	kv("strict", strconv.FormatBool(c.Strict))
 	kv("protected_mode", strconv.FormatBool(c.ProtectedMode))
 	kv("allow_flush", strconv.FormatBool(c.AllowFlush))
+	kv("startup_quarantine", strconv.FormatBool(c.StartupQuarantine))
+	kv("health_interval", fmtDuration(c.HealthInterval))
+	kv("down_after", strconv.Itoa(c.DownAfter))
 	kv("requirepass", pass)
 	kv("requirepass_file", quoteIfNeeded(c.RequirePassFile))
 	kv("max_args", strconv.Itoa(c.MaxArgs))
@@ -181,6 +190,9 @@ func (c Config) Warnings() []string {
 		} else if host, _, err := net.SplitHostPort(c.Listen); err == nil && !isLoopbackHost(host) {
 			w = append(w, "listen = "+c.Listen+" with no requirepass: protected mode accepts loopback clients only; set requirepass to serve other hosts")
 		}
+	}
+	if !c.StartupQuarantine {
+		w = append(w, "startup_quarantine = false: backends are trusted to hold no locks at start; a backend that restarted empty just before may let two clients hold one lock")
 	}
 	if c.AllowFlush {
 		w = append(w, "allow_flush = true: clients may flush lock state on the backends")

@@ -68,6 +68,9 @@
 //	strict            false            refuse to start on backend problems that are otherwise warnings
 //	protected_mode    true             with no password, accept loopback clients only
 //	allow_flush       false            let clients flush lock state
+//	startup_quarantine true            backends with uptime < max_ttl+drift do not vote at start
+//	health_interval   1s               [10ms, 1m]          backend probes: run_id, clock, loading, down
+//	down_after        3                [1, 1000]           consecutive failures that mark a backend down
 //	requirepass       ""               any; never logged
 //	requirepass_file  ""               readable file with a non-empty first line; not together with requirepass
 //	max_args          1024             [16, 1048576]       arguments per command (after AUTH)

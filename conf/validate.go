@@ -75,6 +75,9 @@ func (c Config) Validate() error {
 	v.durWithin("max_wait", c.MaxWait, 0, "", maxMaxWait, "")
 	v.durWithin("max_hold", c.MaxHold, minMaxHold, "", maxMaxHold, "")
 
+	v.durWithin("health_interval", c.HealthInterval, 10*time.Millisecond, "", time.Minute, "")
+	v.intWithin("down_after", c.DownAfter, 1, 1000, "")
+
 	v.oneOf("log_level", c.LogLevel, logLevels)
 	v.oneOf("log_format", c.LogFormat, logFormats)
 
