@@ -377,6 +377,11 @@ func startProxy(t testing.TB, backends []*redisProc, extraHCL string, flags ...s
 			// deadline is still min(node_timeout, ttl × 0.05).
 			cfg += "node_timeout = \"1s\"\n"
 		}
+		if !strings.Contains(extraHCL, "startup_quarantine") {
+			// Every test starts fresh backends: without this each would wait
+			// out the start-up quarantine (max_ttl). Quarantine tests opt in.
+			cfg += "startup_quarantine = false\n"
+		}
 		cfg += extraHCL + "\n"
 		file := filepath.Join(dir, fmt.Sprintf("redlock-proxy-%d.hcl", attempt))
 		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
