@@ -1,0 +1,139 @@
+package tests
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestInteropNodeRedlock4: node-redlock 4 over ioredis 5 (EVALSHA, then
+// EVAL on NOSCRIPT; one client, so its quorum is 1).
+func TestInteropNodeRedlock4(t *testing.T) {
+	t.Parallel()
+	dir := requireNode(t)
+	rs, p, _ := interopSetup(t)
+	script := filepath.Join(dir, "redlock4.js")
+	backends := joinAddrs(rs)
+
+	t.Run("scenario", func(t *testing.T) {
+		got := runJSON(t, 30*time.Second, "node", script, "scenario", p.Addr(), backends, "node4:scenario")
+		jsonCheck(t, "node-redlock 4", got, map[string]any{
+			"holders_after_unlock":       0,
+			"exists_after_unlock":        0,
+			"unlock":                     "ok",
+			"multi_c_exists":             0,
+			"multi_unlock":               "ok",
+			"multi_holders_after_unlock": []any{0, 0},
+			"short_exists_after_expiry":  0,
+		})
+		for _, k := range []string{"holders", "holders_after_second", "holders_after_extend", "short_holders", "again_holders"} {
+			if n := jsonInt(t, got, k); n < interopQuorum {
+				t.Errorf("%s = %d: the held lock sits on %d of 5 backends, want at least %d", k, n, n, interopQuorum)
+			}
+		}
+		requireOffQuorum(t, got, "holders_after_unlock_now", "multi_holders_after_unlock_now")
+		mh := jsonInts(t, got, "multi_holders")
+		if len(mh) != 2 || mh[0] < interopQuorum || mh[1] < interopQuorum {
+			t.Errorf("redlock.lock([a, b]) holders per key = %v, want both at least %d", mh, interopQuorum)
+		}
+		for _, k := range []string{"second_lock", "multi_overlap"} {
+			if s, _ := got[k].(string); !strings.HasPrefix(s, "LockError: Exceeded 0 attempts") {
+				t.Errorf("%s = %q, want LockError: Exceeded 0 attempts to lock the resource", k, got[k])
+			}
+		}
+		for _, k := range []string{"second_unlock", "unlock_after_expiry", "stale_unlock"} {
+			if s, _ := got[k].(string); !strings.HasPrefix(s, "LockError: Unable to fully release the lock") {
+				t.Errorf("%s = %q, want LockError: Unable to fully release the lock", k, got[k])
+			}
+		}
+		if s, _ := got["stale_extend"].(string); !strings.HasPrefix(s, "LockError: Exceeded") {
+			t.Errorf("extend with a stale value = %q, want a LockError", got["stale_extend"])
+		}
+		if n := countAboveMs(jsonInts(t, got, "pttls_after_extend"), 3000); n < interopQuorum {
+			t.Errorf("after lock.extend(5000), backend pttls are %v; want at least %d above 3000 ms", got["pttls_after_extend"], interopQuorum)
+		}
+		if n := countAboveMs(jsonInts(t, got, "multi_pttls_after_extend"), 3000); n < interopQuorum {
+			t.Errorf("after extend(4000) of [a, b], backend pttls of b are %v; want at least %d above 3000 ms", got["multi_pttls_after_extend"], interopQuorum)
+		}
+		if errs, _ := got["client_errors"].([]any); len(errs) != 0 {
+			t.Errorf("node-redlock reported client errors (the proxy answered an error): %v", errs)
+		}
+	})
+
+	t.Run("contention", func(t *testing.T) {
+		const workers, rounds = 5, 6
+		runContenders(t, workers, rounds, 60*time.Second, func(i int, startAt string) []string {
+			return []string{"node", script, "contend", p.Addr(), backends, "node4:contended", strconv.Itoa(rounds), "20", startAt}
+		})
+	})
+}
+
+// TestInteropNodeRedis6: node-redis 6, which opens every connection with
+// HELLO 3 and has no RESP2 fallback: SET NX PX, GET, SET IFEQ, DELIFEQ
+// and DELEX.
+func TestInteropNodeRedis6(t *testing.T) {
+	t.Parallel()
+	dir := requireNode(t)
+	rs, p, _ := interopSetup(t)
+	script := filepath.Join(dir, "noderedis.js")
+	backends := joinAddrs(rs)
+
+	t.Run("scenario", func(t *testing.T) {
+		got := runJSON(t, 30*time.Second, "node", script, "scenario", p.Addr(), backends, "noderedis:scenario")
+		v, _ := got["v"].(string)
+		jsonCheck(t, "node-redis 6", got, map[string]any{
+			"ping":                  "PONG",
+			"set_nx":                "OK",
+			"set_nx_again":          nil,
+			"set_nx_legacy_opts":    nil,
+			"get":                   v,
+			"exists":                1,
+			"renew_wrong":           nil,
+			"renew":                 "OK",
+			"delifeq_wrong":         0,
+			"delifeq":               1,
+			"holders_after_release": 0,
+			"get_after_release":     nil,
+			"pttl_after_release":    -2,
+			"set_w":                 "OK",
+			"delex_wrong":           0,
+			"delex":                 1,
+			"exists_after_delex":    0,
+			"set_short":             "OK",
+			"get_after_expiry":      nil,
+			"delifeq_after_expiry":  0,
+			"renew_after_expiry":    nil,
+			"exists_after_expiry":   0,
+		})
+		requireOffQuorum(t, got, "holders_after_release_now")
+		// It negotiated RESP3: the HELLO 3 reply is a map with proto 3 and
+		// CLIENT INFO says resp=3.
+		hello, ok := got["hello"].(map[string]any)
+		if !ok || normJSON(hello["proto"]) != int64(3) {
+			t.Errorf("HELLO 3 through node-redis = %#v, want a map with proto 3", got["hello"])
+		}
+		if info, _ := got["client_info"].(string); !strings.Contains(info, "resp=3") {
+			t.Errorf("CLIENT INFO through node-redis = %q, want resp=3", got["client_info"])
+		}
+		for _, k := range []string{"holders", "holders_after_wrong"} {
+			if n := jsonInt(t, got, k); n < interopQuorum {
+				t.Errorf("%s = %d: the held lock sits on %d of 5 backends, want at least %d", k, n, n, interopQuorum)
+			}
+		}
+		if pttl := jsonInt(t, got, "pttl"); pttl <= 0 || pttl > 5000 {
+			t.Errorf("PTTL after SET NX PX 5000 = %d, want in (0, 5000]", pttl)
+		}
+		if n := countAboveMs(jsonInts(t, got, "pttls_after_renew"), 6000); n < interopQuorum {
+			t.Errorf("after SET k v PX 8000 IFEQ v, backend pttls are %v; want at least %d above 6000 ms", got["pttls_after_renew"], interopQuorum)
+		}
+	})
+
+	t.Run("contention", func(t *testing.T) {
+		const workers, rounds = 4, 6
+		runContenders(t, workers, rounds, 60*time.Second, func(i int, startAt string) []string {
+			return []string{"node", script, "contend", p.Addr(), backends, "noderedis:contended", strconv.Itoa(rounds), "20", startAt}
+		})
+	})
+}

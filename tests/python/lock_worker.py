@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""redis-py Lock against redlock-proxy, driven by tests/interop_python_test.go.
+
+Usage:
+  lock_worker.py contend  <proxy host:port> <backends> <name> <rounds> <hold-ms> <start-at-epoch-ms>
+  lock_worker.py scenario <proxy host:port> <backends> <name>
+
+<backends> is a comma-separated list of host:port of the real Redis masters;
+the worker reads them directly to see whether its token sits on a quorum.
+Every mode prints one JSON object on stdout; the Go test decides pass/fail.
+Times are CLOCK_MONOTONIC nanoseconds, which on Linux is one clock for every
+process, so the Go side can compare windows across workers.
+"""
+
+import json
+import sys
+import time
+
+import redis
+from redis.exceptions import LockError, LockNotOwnedError
+
+
+def now_ns():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def connect(addr):
+    host, port = addr.rsplit(":", 1)
+    return redis.Redis(host=host, port=int(port), socket_timeout=10)
+
+
+def holders(backends, name, token):
+    """How many backends hold token under name."""
+    n = 0
+    for b in backends:
+        if b.get(name) == token:
+            n += 1
+    return n
+
+
+def holders_settled(backends, name, token):
+    """(holders now, holders once the proxy's background deletes landed):
+    a release answers when a quorum deleted; the rest follow within ~2s."""
+    first = n = holders(backends, name, token)
+    deadline = time.monotonic() + 2
+    while n and time.monotonic() < deadline:
+        time.sleep(0.02)
+        n = holders(backends, name, token)
+    return first, n
+
+
+def backend_pttls(backends, name):
+    return [b.pttl(name) for b in backends]
+
+
+def contend(proxy, backends, name, rounds, hold_ms, start_at_ms):
+    delay = start_at_ms / 1000.0 - time.time()
+    if delay > 0:
+        time.sleep(delay)
+    windows = []
+    min_holders = None
+    for _ in range(rounds):
+        lock = proxy.lock(name, timeout=2, sleep=0.01, blocking_timeout=20)
+        if not lock.acquire():
+            return {"error": "blocking acquire timed out after 20s"}
+        start = now_ns()
+        token = lock.local.token
+        h = holders(backends, name, token)
+        min_holders = h if min_holders is None else min(min_holders, h)
+        if not lock.owned():
+            return {"error": "owned() is False right after acquire"}
+        if not lock.extend(1):
+            return {"error": "extend(1) returned False while held"}
+        time.sleep(hold_ms / 1000.0)
+        end = now_ns()
+        lock.release()
+        windows.append([start, end])
+        time.sleep(hold_ms / 1000.0)  # let the others in before trying again
+    return {"windows": windows, "min_holders": min_holders}
+
+
+def scenario(proxy, backends, name):
+    out = {}
+    lock = proxy.lock(name, timeout=2, blocking_timeout=5)
+    out["acquire"] = lock.acquire()
+    token = lock.local.token
+    out["token"] = token.decode()
+    out["owned"] = lock.owned()
+    out["locked"] = lock.locked()
+    out["holders"] = holders(backends, name, token)
+    out["get"] = (proxy.get(name) or b"").decode()
+
+    other = proxy.lock(name, timeout=2)
+    out["other_nonblocking"] = other.acquire(blocking=False)
+    out["other_owned"] = other.owned()
+    t0 = time.monotonic()
+    out["other_blocking_short"] = other.acquire(blocking_timeout=0.3)
+    out["other_blocking_short_waited_ms"] = int((time.monotonic() - t0) * 1000)
+
+    # extend adds to the remaining ttl (replace_ttl=False): about 2s + 3s.
+    out["extend"] = lock.extend(3)
+    out["pttls_after_extend"] = backend_pttls(backends, name)
+    out["proxy_pttl_after_extend"] = proxy.pttl(name)
+    # extend with replace_ttl sets it to exactly the given time.
+    out["extend_replace"] = lock.extend(1, replace_ttl=True)
+    out["pttls_after_extend_replace"] = backend_pttls(backends, name)
+    # reacquire resets the ttl to timeout (2s).
+    out["reacquire"] = lock.reacquire()
+    out["pttls_after_reacquire"] = backend_pttls(backends, name)
+
+    lock.release()
+    out["owned_after_release"] = lock.owned()
+    out["locked_after_release"] = lock.locked()
+    out["holders_after_release_now"], out["holders_after_release"] = holders_settled(backends, name, token)
+    try:
+        lock.release()
+        out["second_release"] = "no error"
+    except LockError as e:
+        out["second_release"] = type(e).__name__
+
+    # Another process can take it now; our stale token must not release it.
+    thief = proxy.lock(name, timeout=2)
+    out["thief_acquire"] = thief.acquire(blocking=False)
+    try:
+        lock.do_release(token)
+        out["stale_release"] = "no error"
+    except LockNotOwnedError as e:
+        out["stale_release"] = type(e).__name__
+    out["thief_holders"] = holders(backends, name, thief.local.token)
+    thief.release()
+
+    # Blocking acquire waits for a holder that never releases (its ttl ends).
+    holder = proxy.lock(name, timeout=0.5)
+    out["holder_acquire"] = holder.acquire(blocking=False)
+    waiter = proxy.lock(name, timeout=2, blocking_timeout=5, sleep=0.05)
+    t0 = time.monotonic()
+    out["waiter_acquire"] = waiter.acquire()
+    out["waiter_waited_ms"] = int((time.monotonic() - t0) * 1000)
+    out["waiter_holders"] = holders(backends, name, waiter.local.token)
+    waiter.release()
+
+    # Release and extend after expiry raise LockNotOwnedError.
+    short = proxy.lock(name, timeout=0.2)
+    out["short_acquire"] = short.acquire(blocking=False)
+    time.sleep(0.4)
+    out["short_owned_after_expiry"] = short.owned()
+    try:
+        short.extend(1)
+        out["extend_after_expiry"] = "no error"
+    except LockNotOwnedError as e:
+        out["extend_after_expiry"] = type(e).__name__
+    try:
+        short.reacquire()
+        out["reacquire_after_expiry"] = "no error"
+    except LockNotOwnedError as e:
+        out["reacquire_after_expiry"] = type(e).__name__
+    try:
+        short.release()
+        out["release_after_expiry"] = "no error"
+    except LockNotOwnedError as e:
+        out["release_after_expiry"] = type(e).__name__
+
+    # The context manager form most apps use.
+    with proxy.lock(name, timeout=2, blocking_timeout=5) as cm:
+        out["with_holders"] = holders(backends, name, cm.local.token)
+    out["with_exists_after"] = proxy.exists(name)
+    return out
+
+
+def main(argv):
+    mode, proxy_addr, backend_list, name = argv[1:5]
+    proxy = connect(proxy_addr)
+    backends = [connect(a) for a in backend_list.split(",") if a]
+    if mode == "contend":
+        rounds, hold_ms, start_at = int(argv[5]), int(argv[6]), int(argv[7])
+        result = contend(proxy, backends, name, rounds, hold_ms, start_at)
+    elif mode == "scenario":
+        result = scenario(proxy, backends, name)
+    else:
+        raise SystemExit("unknown mode " + mode)
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
