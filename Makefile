@@ -3,7 +3,7 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test deps check unit fuzz run build
+.PHONY: test deps check unit fuzz run build bench chaos
 
 test: deps check unit fuzz
 
@@ -27,3 +27,8 @@ run:
 
 build:
 	$(GO) build -o redlock-proxy ./cmd/redlock-proxy
+
+# The side-by-side lock benchmark of docs/benchmarks.md: proxy, proxy-setnx,
+# redsync and single-instance SET NX over five spawned backends.
+bench:
+	$(GO) run ./cmd/redlock-bench -spawn 5 -d 10s -c 1,64

@@ -1,0 +1,37 @@
+// Command redlock-bench measures lock workloads, in the spirit of
+// redis-benchmark: how many acquire+release cycles per second, and at what
+// latency, the same workload achieves through four paths, run one after
+// another in one invocation so the table compares like with like.
+//
+//	proxy        LOCK key ttl / UNLOCK key token through redlock-proxy
+//	proxy-setnx  SET key value PX ttl NX / EVALSHA <redsync release> 1 key value
+//	             through the proxy (the dialect existing lock libraries speak)
+//	redsync      client-side Redlock (go-redsync v4) over the same backends
+//	single       SET NX PX plus a compare-and-delete script on one backend:
+//	             the fast, non-fault-tolerant baseline
+//
+// A client is one goroutine with its own connections: one go-redis client
+// with PoolSize 1 for proxy, proxy-setnx and single; for redsync, a redsync
+// instance of its own over one PoolSize-1 go-redis client per backend, so
+// every goroutine holds exactly one connection to each server it talks to
+// and no client waits for another's connection.
+//
+// A cycle is acquire then release; its latency is the cycle's wall time.
+// Every successful cycle's latency is kept (per client, merged and sorted
+// at the end), so the percentiles are exact. A refused acquire (the key is
+// held: a null reply, or redsync's "taken") is counted as busy, not as a
+// cycle; anything else that goes wrong is an error, and more than 1% errors
+// in any run makes the command exit 1. A client that meets 50 errors in a
+// row stops (a dead server would otherwise make it spin), which also fails
+// the run.
+//
+// With -spawn N it starts N redis-server processes on free loopback ports
+// and a redlock-proxy built from this module (or -proxy-bin) in front of
+// them, and kills them all on exit or interrupt. Without it, -proxy and
+// -backend name running servers; the benchmark writes keys under "bench:".
+//
+// Usage:
+//
+//	redlock-bench -spawn 5 -d 5s -c 1,16,64
+//	redlock-bench -proxy 127.0.0.1:6380 -backend 10.0.0.1:6379 -backend … -keys contended -json
+package main

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// run parses args, runs the benchmark and returns the exit code: 0, 1 when
+// setup failed or a run had more than 1% errors, 2 for bad usage, 130 when
+// interrupted.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("redlock-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	var backends listFlag
+	clients := fs.String("c", "1", "client counts, comma separated (`1,16,64`); each mode runs at each")
+	fs.DurationVar(&cfg.duration, "d", 5*time.Second, "measured `duration` per mode and client count")
+	fs.IntVar(&cfg.cycles, "n", 0, "measure this many successful cycles per mode and client count instead of -d")
+	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up per run")
+	keys := fs.String("keys", "distinct", "distinct (a key per client), contended (one key) or N (N keys round-robin)")
+	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lock ttl")
+	modes := fs.String("modes", strings.Join(modeNames(), ","), "modes to run, comma separated")
+	fs.IntVar(&cfg.spawn, "spawn", 0, "start N redis-server backends and a proxy in front of them")
+	fs.StringVar(&cfg.proxyBin, "proxy-bin", "", "with -spawn: run this redlock-proxy `binary` instead of building ./cmd/redlock-proxy")
+	fs.StringVar(&cfg.proxyAddr, "proxy", "127.0.0.1:6380", "proxy `address` (without -spawn)")
+	fs.Var(&backends, "backend", "backend `address` (repeatable, without -spawn); redsync uses all, single the first")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON document instead of the table")
+	fs.BoolVar(&cfg.progress, "progress", false, "live progress line on stderr even when it is not a terminal")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg.args = args
+	cfg.backends = backends
+	var err error
+	if cfg.clients, err = parseClients(*clients); err == nil {
+		if cfg.keys, err = parseKeys(*keys); err == nil {
+			if cfg.modes, err = parseModes(*modes); err == nil {
+				err = cfg.validate()
+			}
+		}
+	}
+	if err != nil || fs.NArg() > 0 {
+		if err == nil {
+			err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		}
+		fmt.Fprintln(stderr, "redlock-bench:", err)
+		return 2
+	}
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 && stderr == os.Stderr {
+		cfg.progress = true
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return bench(ctx, cfg, stdout, stderr)
+}
+
+// parseClients reads "1,16,64".
+func parseClients(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-c: %q is not a positive client count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// parseKeys reads "distinct", "contended" or a positive number of keys.
+func parseKeys(s string) (keySpace, error) {
+	switch s {
+	case "distinct":
+		return keySpace{distinct: true}, nil
+	case "contended":
+		return keySpace{n: 1}, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return keySpace{}, fmt.Errorf("-keys: want distinct, contended or a positive number, got %q", s)
+	}
+	return keySpace{n: n}, nil
+}
+
+// parseModes reads a comma list of mode names, keeping the given order.
+func parseModes(s string) ([]*mode, error) {
+	var out []*mode
+	seen := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		name := strings.TrimSpace(f)
+		m := modeByName(name)
+		if m == nil {
+			return nil, fmt.Errorf("-modes: unknown mode %q (want %s)", name, strings.Join(modeNames(), ", "))
+		}
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}

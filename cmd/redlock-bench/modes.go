@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// redsyncReleaseSHA is the SHA1 of go-redsync's release script. The proxy
+// recognises it by hash, so EVALSHA works without the script ever being
+// sent; a NOSCRIPT reply means the proxy does not know it.
+const redsyncReleaseSHA = "e950836ed1e694540c503ef9972b8de518044d3b"
+
+// releaseScript is the single mode's compare-and-delete: -1 when the key is
+// gone, 0 when someone else holds it, 1 when this value held it and it was
+// deleted (the same three answers the proxy gives).
+var releaseScript = redis.NewScript(`local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+if cur ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])`)
+
+// targets are the servers a run talks to.
+type targets struct {
+	proxy    string
+	backends []string
+}
+
+// A locker is one client's view of a mode: it holds its connections and the
+// token of the lock it currently holds. It is used by one goroutine.
+type locker interface {
+	// acquire tries once; false with a nil error means the key is held.
+	acquire(ctx context.Context, key string) (bool, error)
+	// release gives back the lock acquire took; not releasing it is an error.
+	release(ctx context.Context, key string) error
+	close()
+}
+
+// A mode is one way of taking a lock.
+type mode struct {
+	name string
+	// needs says which targets the mode uses, for the usage check.
+	needsProxy, needsBackends bool
+	// prepare runs once per run before the clients open (may be nil).
+	prepare func(ctx context.Context, t targets) error
+	open    func(t targets, ttl time.Duration) locker
+}
+
+var modes = []*mode{
+	{name: "proxy", needsProxy: true, open: openProxy},
+	{name: "proxy-setnx", needsProxy: true, prepare: prepareProxySetNX, open: openProxySetNX},
+	{name: "redsync", needsBackends: true, open: openRedsync},
+	{name: "single", needsBackends: true, prepare: prepareSingle, open: openSingle},
+}
+
+func modeNames() []string {
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = m.name
+	}
+	return names
+}
+
+func modeByName(name string) *mode {
+	for _, m := range modes {
+		if m.name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// quietLogger drops go-redis's own log lines (dial retries and the like):
+// the benchmark counts and prints every error itself.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietLogger{}) }
+
+// newClient is a go-redis client with one connection and nothing hidden:
+// no retries, no identity or maintenance handshakes on connect.
+func newClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                     addr,
+		PoolSize:                 1,
+		MaxRetries:               -1,
+		DialTimeout:              2 * time.Second,
+		ReadTimeout:              5 * time.Second,
+		WriteTimeout:             2 * time.Second,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}
+
+// newValue is a fresh 128-bit random lock value.
+func newValue() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go ≥ 1.24)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func ttlMS(ttl time.Duration) string { return strconv.FormatInt(ttl.Milliseconds(), 10) }
+
+// proxy: LOCK key ttl-ms → [token, validity, fence] | null; UNLOCK key token.
+type proxyLocker struct {
+	c     *redis.Client
+	ttl   string
+	token string
+}
+
+func openProxy(t targets, ttl time.Duration) locker {
+	return &proxyLocker{c: newClient(t.proxy), ttl: ttlMS(ttl)}
+}
+
+func (l *proxyLocker) acquire(ctx context.Context, key string) (bool, error) {
+	reply, err := l.c.Do(ctx, "LOCK", key, l.ttl).Slice()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var tok string
+	if len(reply) == 3 {
+		tok, _ = reply[0].(string)
+	}
+	if tok == "" {
+		return false, fmt.Errorf("LOCK: unexpected reply %v", reply)
+	}
+	l.token = tok
+	return true, nil
+}
+
+func (l *proxyLocker) release(ctx context.Context, key string) error {
+	n, err := l.c.Do(ctx, "UNLOCK", key, l.token).Int64()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("UNLOCK replied %d: the lock was lost before its release", n)
+	}
+	return nil
+}
+
+func (l *proxyLocker) close() { _ = l.c.Close() }
+
+// setNXLocker: SET key value PX ttl NX, then a compare-and-delete release.
+// proxy-setnx releases with EVALSHA of redsync's script through the proxy,
+// single with its own script on one backend.
+type setNXLocker struct {
+	c      *redis.Client
+	ttl    string
+	value  string
+	unlock func(ctx context.Context, c *redis.Client, key, value string) (int64, error)
+}
+
+func openProxySetNX(t targets, ttl time.Duration) locker {
+	return &setNXLocker{c: newClient(t.proxy), ttl: ttlMS(ttl), unlock: evalRedsyncRelease}
+}
+
+// prepareProxySetNX checks once that the proxy knows redsync's release
+// script: otherwise every release would fail and leave its lock behind.
+func prepareProxySetNX(ctx context.Context, t targets) error {
+	c := newClient(t.proxy)
+	defer c.Close()
+	_, err := evalRedsyncRelease(ctx, c, "bench:probe:"+newValue(), newValue())
+	return err
+}
+
+func evalRedsyncRelease(ctx context.Context, c *redis.Client, key, value string) (int64, error) {
+	n, err := c.EvalSha(ctx, redsyncReleaseSHA, []string{key}, value).Int64()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		return 0, fmt.Errorf("EVALSHA %.8s…: %w (the proxy must recognise redsync's release script by its SHA1)", redsyncReleaseSHA, err)
+	}
+	return n, err
+}
+
+func prepareSingle(ctx context.Context, t targets) error {
+	c := newClient(t.backends[0])
+	defer c.Close()
+	if err := releaseScript.Load(ctx, c).Err(); err != nil {
+		return fmt.Errorf("SCRIPT LOAD on %s: %w", t.backends[0], err)
+	}
+	return nil
+}
+
+func openSingle(t targets, ttl time.Duration) locker {
+	return &setNXLocker{c: newClient(t.backends[0]), ttl: ttlMS(ttl), unlock: evalOwnRelease}
+}
+
+// evalOwnRelease runs the script loaded by prepareSingle; should the backend
+// have lost it, go-redis falls back to EVAL.
+func evalOwnRelease(ctx context.Context, c *redis.Client, key, value string) (int64, error) {
+	return releaseScript.Run(ctx, c, []string{key}, value).Int64()
+}
+
+func (l *setNXLocker) acquire(ctx context.Context, key string) (bool, error) {
+	l.value = newValue()
+	err := l.c.Do(ctx, "SET", key, l.value, "PX", l.ttl, "NX").Err()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (l *setNXLocker) release(ctx context.Context, key string) error {
+	n, err := l.unlock(ctx, l.c, key, l.value)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("release script replied %d: the lock was lost before its release", n)
+	}
+	return nil
+}
+
+func (l *setNXLocker) close() { _ = l.c.Close() }
+
+// redsyncLocker is client-side Redlock: its own redsync instance over one
+// PoolSize-1 client per backend, one try per acquire so a latency sample is
+// one attempt.
+type redsyncLocker struct {
+	clients []*redis.Client
+	rs      *redsync.Redsync
+	ttl     time.Duration
+	m       *redsync.Mutex
+}
+
+func openRedsync(t targets, ttl time.Duration) locker {
+	l := &redsyncLocker{ttl: ttl}
+	pools := make([]rsredis.Pool, len(t.backends))
+	for i, addr := range t.backends {
+		c := newClient(addr)
+		l.clients = append(l.clients, c)
+		pools[i] = goredis.NewPool(c)
+	}
+	l.rs = redsync.New(pools...)
+	return l
+}
+
+func (l *redsyncLocker) acquire(ctx context.Context, key string) (bool, error) {
+	l.m = l.rs.NewMutex(key, redsync.WithExpiry(l.ttl), redsync.WithTries(1))
+	err := l.m.LockContext(ctx)
+	if err == nil {
+		return true, nil
+	}
+	if redsyncBusy(err) {
+		return false, nil
+	}
+	return false, err
+}
+
+// redsyncBusy: the lock was refused because others hold it on enough nodes
+// to deny a quorum, and no node failed.
+func redsyncBusy(err error) bool {
+	var nodeErr *redsync.RedisError
+	if errors.As(err, &nodeErr) {
+		return false
+	}
+	var taken *redsync.ErrTaken
+	var nodeTaken *redsync.ErrNodeTaken
+	return errors.As(err, &taken) || errors.As(err, &nodeTaken)
+}
+
+func (l *redsyncLocker) release(ctx context.Context, _ string) error {
+	ok, err := l.m.UnlockContext(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("redsync Unlock: released on fewer than a quorum")
+	}
+	return nil
+}
+
+func (l *redsyncLocker) close() {
+	for _, c := range l.clients {
+		_ = c.Close()
+	}
+}
