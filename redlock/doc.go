@@ -28,8 +28,10 @@
 //   - Backends keep what they granted. A backend that restarts without
 //     persistence (or with asynchronous persistence) forgets the keys it
 //     held; if that turns a minority into a majority for a new owner, two
-//     owners hold the lock. The proxy quarantines restarted backends for
-//     the maximum ttl; this package alone does not.
+//     owners hold the lock. With Options.MaxTTL set, a node whose run_id
+//     changed (seen on every new connection, before its first command, and
+//     by RunHealth) does not vote for MaxTTL + drift, and a node younger
+//     than that at start waits out the rest (unless TrustFreshBackends).
 //   - The holder stops before its validity ends. Validity is a promise about
 //     the time right after Acquire returns. A process that pauses (garbage
 //     collection, swapping, a stopped VM) or is slow past that moment keeps
@@ -49,6 +51,15 @@
 // value it wrote, so that legacy "old timestamp expired?" checks fail safe.
 // Write, Delete, Expire and FlushAll are unconditional: they break locks
 // as Redis would, which is what the clients sending them expect.
+//
+// # Health
+//
+// RunHealth probes every node each HealthInterval: a down node (DownAfter
+// failures in a row, counted as a "no" at once, never called) comes back
+// when it answers; a node reporting loading:1 does not vote; a node whose
+// TIME runs away from the proxy's monotonic clock is quarantined (clock
+// watch). Status reports each node's state and why. FENCE tokens are in
+// fence.go, with the argument for their monotonicity.
 //
 // Liveness needs a quorum of nodes reachable within the node deadline.
 // Release and Extend report ErrNotHeld when the keys expired or belong to

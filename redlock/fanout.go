@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -51,10 +52,19 @@ func launch[T any](r *Redlock, ctx context.Context, d time.Duration,
 	}
 	base := context.WithoutCancel(ctx)
 	for i, n := range r.nodes {
+		// A node that does not vote (health.go) is not called: its reply
+		// is an immediate ErrNotVoting, and settle discards the answer of
+		// a node that stopped voting during the call.
+		epoch, err := r.vote(i)
+		if err != nil {
+			f.replies <- reply[T]{node: i, err: err}
+			continue
+		}
 		r.bg.goFunc(func() {
 			cctx, cancel := context.WithTimeout(base, d)
 			v, err := call(cctx, n)
 			cancel()
+			err = r.settle(i, epoch, err, d)
 			rep := reply[T]{node: i, val: v, err: err}
 			f.replies <- rep
 			if undo == nil {
@@ -102,7 +112,11 @@ func await[T any](r *Redlock, ctx context.Context, op string, f *flight[T], d de
 		case rep := <-f.replies:
 			if rep.err != nil {
 				addr := r.nodes[rep.node].Addr()
-				r.log.Warn("node failed", "node", addr, "op", op, "error", rep.err)
+				if errors.Is(rep.err, ErrNotVoting) { // health.go logged why
+					r.log.Debug("node skipped", "node", addr, "op", op, "error", rep.err)
+				} else {
+					r.log.Warn("node failed", "node", addr, "op", op, "error", rep.err)
+				}
 				d.fail(&NodeError{Addr: addr, Err: rep.err})
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,12 @@ const (
 type RedisNode struct {
 	c    *redis.Client
 	addr string
+
+	// Connection reports (see probe.go): the observer and the last report.
+	obsMu    sync.Mutex
+	observer func(Probe)
+	last     Probe
+	reported bool
 }
 
 // DialNode builds a RedisNode from "redis://[user:pass@]host:port[/db]",
@@ -30,6 +37,9 @@ type RedisNode struct {
 // deadlines, so a node call cannot
 // outlive its share of the validity window. DialNode neither blocks on
 // nor fails for an unreachable server; the pool dials in the background.
+// Every new connection runs INFO before its first command and reports it
+// to the observer (SetObserver), so a restarted backend is seen before it
+// votes.
 func DialNode(rawurl string) (*RedisNode, error) {
 	u := rawurl
 	if !strings.Contains(u, "://") {
@@ -47,7 +57,10 @@ func DialNode(rawurl string) (*RedisNode, error) {
 	opts.PoolSize = poolSize
 	opts.MinIdleConns = minIdleConns
 	opts.DisableIdentity = true
-	return NewRedisNode(redis.NewClient(opts)), nil
+	n := &RedisNode{addr: opts.Addr}
+	opts.OnConnect = n.onConnect
+	n.c = redis.NewClient(opts)
+	return n, nil
 }
 
 // redact drops the userinfo part of a URL for error messages.
@@ -66,6 +79,8 @@ func redact(rawurl string) string {
 }
 
 // NewRedisNode wraps an existing client; its options are used as given.
+// Such a node does not report new connections: restarts are then seen by
+// the health loop only.
 func NewRedisNode(c *redis.Client) *RedisNode {
 	return &RedisNode{c: c, addr: c.Options().Addr}
 }

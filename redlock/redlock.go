@@ -104,6 +104,21 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives node failures. Default: discard.
 	Logger hclog.Logger
+
+	// Backend health (health.go, probe.go).
+
+	// MaxTTL bounds every lock's ttl; a restarted backend, one fresh at
+	// start, or one whose clock jumped does not vote for MaxTTL +
+	// MaxTTL×DriftFactor + 2ms. Zero disables quarantine.
+	MaxTTL time.Duration
+	// TrustFreshBackends skips the quarantine of backends whose uptime at
+	// the first observation is below the quarantine length.
+	TrustFreshBackends bool
+	// DownAfter consecutive failed calls mark a node down (not called)
+	// until a probe answers; only while RunHealth runs. Default 3.
+	DownAfter int
+	// HealthInterval is RunHealth's period. Default 1s.
+	HealthInterval time.Duration
 }
 
 // Lock is a lock held on a quorum.
@@ -134,6 +149,14 @@ type Redlock struct {
 	bg              tracker
 	gate            keyGate
 	fenceHWM        atomic.Int64 // the highest fence this process issued
+
+	// Backend health (health.go): one per node, in node order.
+	health         []*nodeHealth
+	loops          atomic.Int32 // RunHealth loops running: fast failure needs one
+	maxTTL         time.Duration
+	trustFresh     bool
+	downAfter      int
+	healthInterval time.Duration
 }
 
 // New returns a Redlock over nodes. It does not contact them. Fewer than
@@ -148,6 +171,10 @@ func New(nodes []Node, opts Options) *Redlock {
 		drift:           opts.DriftFactor,
 		now:             opts.Now,
 		log:             opts.Logger,
+		maxTTL:          opts.MaxTTL,
+		trustFresh:      opts.TrustFreshBackends,
+		downAfter:       opts.DownAfter,
+		healthInterval:  opts.HealthInterval,
 	}
 	if r.nodeTimeout <= 0 {
 		r.nodeTimeout = 50 * time.Millisecond
@@ -167,6 +194,7 @@ func New(nodes []Node, opts Options) *Redlock {
 	if n := len(nodes); n < 3 || n%2 == 0 {
 		r.log.Warn("weak node count: use an odd number of at least 3", "nodes", n, "quorum", r.quorum)
 	}
+	r.initHealth()
 	return r
 }
 

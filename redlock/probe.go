@@ -1,0 +1,249 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Probes: what a backend says about itself, how RedisNode reports it on
+// every new connection, and the health loop that asks every interval.
+//
+// Two optional interfaces extend Node, so that other Node implementations
+// (and test doubles wrapping a Node) keep working without them:
+//
+//   - prober: Probe(ctx) answers run_id, uptime, loading, TIME and the
+//     settings CheckBackends looks at. A node without it is probed with
+//     PING: it can still be marked down and up, but not quarantined.
+//   - observable: SetObserver(func(Probe)) registers the callback a node
+//     calls on each new backend connection, before that connection's first
+//     command. New attaches itself to every node that has it. RedisNode
+//     (built by DialNode) runs INFO in go-redis's OnConnect hook for this,
+//     and replays the last report to a late observer, so connections made
+//     before New are not missed.
+
+// Probe is what a backend reports about itself. Fields it did not report
+// are unknown and treated as fine: RunID "" (exempt from restart
+// quarantine), Uptime < 0, Loading false, Time zero (no clock sample).
+type Probe struct {
+	RunID   string
+	Uptime  time.Duration
+	Loading bool
+	// Time is the backend's TIME; zero when not sampled (connection
+	// reports carry none).
+	Time time.Time
+	// MaxMemoryPolicy, Role and Replicas are for CheckBackends.
+	MaxMemoryPolicy string
+	Role            string
+	Replicas        int
+}
+
+// prober is a Node that can describe itself (RedisNode does).
+type prober interface {
+	Probe(ctx context.Context) (Probe, error)
+}
+
+// observable is a Node that reports each new backend connection
+// (RedisNode from DialNode does).
+type observable interface {
+	SetObserver(func(Probe))
+}
+
+// SetObserver makes f receive the INFO of every new connection, before
+// that connection runs its first command; only one observer is kept. If a
+// connection was already made, f first receives the latest report. Nodes
+// from NewRedisNode have no hook and never call f.
+func (n *RedisNode) SetObserver(f func(Probe)) {
+	n.obsMu.Lock()
+	n.observer = f
+	last, ok := n.last, n.reported
+	n.obsMu.Unlock()
+	if ok && f != nil {
+		f(last)
+	}
+}
+
+// onConnect is the go-redis OnConnect hook of DialNode's clients: INFO on
+// the new connection, reported to the observer. A failed INFO fails the
+// connection, so no command runs on a connection that was not checked.
+func (n *RedisNode) onConnect(ctx context.Context, cn *redis.Conn) error {
+	s, err := cn.Info(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("info on connect: %w", err)
+	}
+	p := parseInfo(s)
+	n.obsMu.Lock()
+	n.last, n.reported = p, true
+	f := n.observer
+	n.obsMu.Unlock()
+	if f != nil {
+		f(p)
+	}
+	return nil
+}
+
+// Probe sends TIME and INFO in one pipeline. Plain INFO (default
+// sections) is what both redis-server and miniredis accept; miniredis
+// reports neither run_id nor uptime nor loading.
+func (n *RedisNode) Probe(ctx context.Context) (Probe, error) {
+	pipe := n.c.Pipeline()
+	tm := pipe.Time(ctx)
+	info := pipe.Info(ctx)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Probe{}, err
+	}
+	p := parseInfo(info.Val())
+	p.Time = tm.Val()
+	return p, nil
+}
+
+// parseInfo reads the fields of an INFO reply this package uses.
+func parseInfo(s string) Probe {
+	p := Probe{Uptime: -1}
+	for line := range strings.Lines(s) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || strings.HasPrefix(k, "#") {
+			continue
+		}
+		switch k {
+		case "run_id":
+			p.RunID = v
+		case "uptime_in_seconds":
+			if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
+				p.Uptime = time.Duration(sec) * time.Second
+			}
+		case "loading":
+			p.Loading = v == "1"
+		case "maxmemory_policy":
+			p.MaxMemoryPolicy = v
+		case "role":
+			p.Role = v
+		case "connected_slaves":
+			p.Replicas, _ = strconv.Atoi(v)
+		}
+	}
+	return p
+}
+
+// probeNode probes n: with Probe when it has one, else with PING.
+func probeNode(ctx context.Context, n Node) (Probe, error) {
+	if p, ok := n.(prober); ok {
+		return p.Probe(ctx)
+	}
+	_, err := n.Do(ctx, "PING")
+	return Probe{Uptime: -1}, err
+}
+
+// probeTimeout is a probe's deadline: 4×NodeTimeout, at most 1s.
+func (r *Redlock) probeTimeout() time.Duration {
+	return min(4*r.nodeTimeout, maxProbeTimeout)
+}
+
+// RunHealth runs the health loop until ctx is done: every HealthInterval
+// (and once at once) it probes every node in parallel, each probe with
+// its own deadline, and waits for them all. A probe brings a down node
+// back, detects restarts (run_id), loading, and clock jumps (TIME against
+// the Redlock's clock). Run it in one goroutine that its owner waits for;
+// it leaves nothing running when it returns. Fast failure (DownAfter) is
+// on only while it runs; when it returns, down nodes vote again.
+func (r *Redlock) RunHealth(ctx context.Context) {
+	r.loops.Add(1)
+	defer r.endHealth()
+	t := time.NewTicker(r.healthInterval)
+	defer t.Stop()
+	for {
+		r.probeAll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// endHealth ends a RunHealth; after the last one no node stays down,
+// since nothing would bring it back.
+func (r *Redlock) endHealth() {
+	if r.loops.Add(-1) > 0 {
+		return
+	}
+	now := r.now()
+	for _, h := range r.health {
+		h.mu.Lock()
+		h.fails.Store(0)
+		if h.down {
+			h.down = false
+			h.refresh(now)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// probeAll probes every node once and applies the results.
+func (r *Redlock) probeAll(ctx context.Context) {
+	r.probeEach(ctx, func(int, Probe, error) {})
+}
+
+// probeEach probes every node in parallel, applies each result and hands
+// it to f; it returns when all are done. A probe cut short by ctx counts
+// for nothing.
+func (r *Redlock) probeEach(ctx context.Context, f func(int, Probe, error)) {
+	var wg sync.WaitGroup
+	for i, n := range r.nodes {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, r.probeTimeout())
+			defer cancel()
+			t1 := r.now()
+			p, err := probeNode(pctx, n)
+			t2 := r.now()
+			if ctx.Err() != nil {
+				return
+			}
+			r.probed(i, p, err, t1, t2)
+			f(i, p, err)
+		})
+	}
+	wg.Wait()
+}
+
+// CheckBackends probes every node once (as the health loop does) and
+// returns the problems it sees in their settings, one sentence each: a
+// maxmemory-policy other than noeviction (may evict locks), a node that is
+// a replica, a node with replicas (a failover may promote a replica that
+// missed recent locks). An unreachable node is logged as a warning, not
+// returned: it may come back. Settings a backend does not report (miniredis)
+// are not checked. main logs the problems, or refuses to start on them.
+func (r *Redlock) CheckBackends(ctx context.Context) []string {
+	problems := make([][]string, len(r.nodes))
+	r.probeEach(ctx, func(i int, p Probe, err error) {
+		addr := r.health[i].addr
+		if err != nil {
+			r.log.Warn("backend unreachable at start", "node", addr, "error", err)
+			return
+		}
+		var ps []string
+		if p.MaxMemoryPolicy != "" && p.MaxMemoryPolicy != "noeviction" {
+			ps = append(ps, fmt.Sprintf("backend %s: maxmemory-policy %s may evict locks; set noeviction",
+				addr, p.MaxMemoryPolicy))
+		}
+		if p.Role != "" && p.Role != "master" {
+			ps = append(ps, fmt.Sprintf("backend %s: role %s; every backend must be an independent master",
+				addr, p.Role))
+		}
+		if p.Replicas > 0 {
+			ps = append(ps, fmt.Sprintf("backend %s: has %d replicas; a failover may promote one that missed recent locks",
+				addr, p.Replicas))
+		}
+		problems[i] = ps // each probe writes its own slot
+	})
+	var out []string
+	for _, ps := range problems {
+		out = append(out, ps...)
+	}
+	return out
+}
