@@ -61,11 +61,25 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		line("connected_slaves", "0")
 	case "keyspace":
 	case "backends":
-		nodes := d.locker.Nodes()
-		num("backends", int64(len(nodes)))
+		status := d.locker.Status()
+		voting := d.locker.Voting()
+		num("backends", int64(len(status)))
 		num("quorum", int64(d.locker.Quorum()))
-		for i, n := range nodes {
-			line("backend"+strconv.Itoa(i), "addr="+n.Addr())
+		num("voting", int64(voting))
+		line("ready", boolDigit(voting >= d.locker.Quorum()))
+		now := d.now()
+		for i, st := range status {
+			v := "addr=" + st.Addr + ",state=" + st.State
+			if !st.QuarantinedUntil.IsZero() {
+				v += ",quarantine_left_ms=" + strconv.FormatInt(max(0, st.QuarantinedUntil.Sub(now).Milliseconds()), 10)
+			}
+			if st.Reason != "" {
+				v += ",reason=" + strings.ReplaceAll(st.Reason, ",", ";")
+			}
+			if st.RunID != "" {
+				v += ",run_id=" + st.RunID
+			}
+			line("backend"+strconv.Itoa(i), v)
 		}
 	case "locks":
 		s := &d.stats
@@ -184,4 +198,11 @@ func (d *Dispatcher) time(ctx context.Context, c *Client, args [][]byte) Reply {
 // DBSIZE: the proxy keeps no keys of its own.
 func (d *Dispatcher) dbsize(ctx context.Context, c *Client, args [][]byte) Reply {
 	return Int(0)
+}
+
+func boolDigit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -201,10 +201,28 @@ func TestFlagsOnly(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	p := startProxyArgs(t, addr, "-listen", addr,
 		"-backend", rs[0].URL(), "-backend", rs[1].Addr(), "-backend", rs[2].URL(),
-		"-log-format", "json", "-log-level", "debug")
+		"-log-format", "json", "-log-level", "debug", "-max-ttl", "1s")
 	ctx := testCtx(t, 20*time.Second)
 	c := p.Client(nil)
-	r := mustLock(ctx, t, c, "flags", 10000)
+	// Fresh backends are quarantined at start for max_ttl + drift: NOQUORUM
+	// until then, and granted after.
+	start := time.Now()
+	var first lockReply
+	var err error
+	for time.Since(start) < 5*time.Second {
+		if first, err = lock(ctx, t, c, "flags", 1000); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("LOCK after the start-up quarantine: %v", err)
+	}
+	t.Logf("first grant %v after start (start-up quarantine of fresh backends)", time.Since(start).Round(time.Millisecond))
+	if n := unlock(ctx, t, c, "flags", first.Token); n != 1 {
+		t.Fatalf("UNLOCK of the first grant = %d", n)
+	}
+	r := mustLock(ctx, t, c, "flags", 1000)
 	if n := holders(ctx, t, rs, "flags", r.Token); n < 2 {
 		t.Fatalf("the key holds the token on %d of 3 backends, want at least 2", n)
 	}
@@ -214,7 +232,7 @@ func TestFlagsOnly(t *testing.T) {
 	// A dead backend makes the driver log dial failures: those lines must be
 	// JSON too (go-redis's own logger writes plain text to stderr).
 	rs[2].Kill()
-	r = mustLock(ctx, t, c, "flags", 10000)
+	r = mustLock(ctx, t, c, "flags", 1000)
 	if n := unlock(ctx, t, c, "flags", r.Token); n != 1 {
 		t.Fatalf("UNLOCK with one backend dead = %d, want 1", n)
 	}

@@ -54,12 +54,22 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal) error {
 		nodes = append(nodes, n)
 	}
 	locker := redlock.New(nodes, redlock.Options{
-		NodeTimeout: cfg.NodeTimeout,
-		DriftFactor: cfg.DriftFactor,
-		Logger:      logger.Named("redlock"),
+		NodeTimeout:        cfg.NodeTimeout,
+		DriftFactor:        cfg.DriftFactor,
+		MaxTTL:             cfg.MaxTTL,
+		TrustFreshBackends: !cfg.StartupQuarantine,
+		DownAfter:          cfg.DownAfter,
+		HealthInterval:     cfg.HealthInterval,
+		Logger:             logger.Named("redlock"),
 	})
 	defer locker.CloseNodes()
-	checkBackends(logger.Named("backend"), nodes)
+	if err := checkBackends(logger.Named("backend"), locker, cfg.Strict); err != nil {
+		return err
+	}
+	hctx, stopHealth := context.WithCancel(context.Background())
+	healthDone := make(chan struct{})
+	go func() { defer close(healthDone); locker.RunHealth(hctx) }()
+	defer func() { stopHealth(); <-healthDone }()
 
 	disp := commands.New(commands.Options{
 		Locker:        locker,
@@ -114,32 +124,19 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal) error {
 	return nil
 }
 
-// checkBackends pings every backend once at start and logs what it finds;
-// an unreachable backend is a warning, not a refusal: it may come back.
-func checkBackends(logger hclog.Logger, nodes []redlock.Node) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+// checkBackends reports, once at start, what would make the backends unsafe
+// for locks (eviction, replicas); with strict it refuses to start on them.
+// An unreachable backend is a warning: it may come back.
+func checkBackends(logger hclog.Logger, locker *redlock.Redlock, strict bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	type result struct {
-		addr string
-		err  error
-	}
-	results := make(chan result, len(nodes))
-	for _, n := range nodes {
-		go func() {
-			var err error
-			if rn, ok := n.(*redlock.RedisNode); ok {
-				err = rn.Client().Ping(ctx).Err()
-			}
-			results <- result{n.Addr(), err}
-		}()
-	}
-	for range nodes {
-		r := <-results
-		if r.err != nil {
-			logger.Warn("backend unreachable at start", "node", r.addr, "error", r.err)
-		} else {
-			logger.Debug("backend reachable", "node", r.addr)
+	problems := locker.CheckBackends(ctx)
+	for _, p := range problems {
+		if strict {
+			return fmt.Errorf("strict: %s", p)
 		}
+		logger.Warn("backend check", "problem", p)
 	}
-	logger.Info("backends", "count", len(nodes), "quorum", len(nodes)/2+1)
+	logger.Info("backends", "count", len(locker.Nodes()), "quorum", locker.Quorum(), "voting", locker.Voting())
+	return nil
 }
