@@ -29,6 +29,16 @@ type flight[T any] struct {
 	decided chan struct{}
 	failed  atomic.Bool // set before decided is closed
 	once    sync.Once
+	calls   sync.WaitGroup // node calls still running
+}
+
+// afterCalls runs fn, in the background, once every node call of the
+// flight has returned (or met its deadline).
+func (f *flight[T]) afterCalls(r *Redlock, fn func()) {
+	r.bg.goFunc(func() {
+		f.calls.Wait()
+		fn()
+	})
 }
 
 // decide records the outcome and lets the node goroutines run their undo.
@@ -60,10 +70,12 @@ func launch[T any](r *Redlock, ctx context.Context, d time.Duration,
 			f.replies <- reply[T]{node: i, err: err}
 			continue
 		}
+		f.calls.Add(1)
 		r.bg.goFunc(func() {
 			cctx, cancel := context.WithTimeout(base, d)
 			v, err := call(cctx, n)
 			cancel()
+			f.calls.Done()
 			err = r.settle(i, epoch, err, d)
 			rep := reply[T]{node: i, val: v, err: err}
 			f.replies <- rep

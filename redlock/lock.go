@@ -147,13 +147,22 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 // own deadline even if ctx ends (a release is worth finishing); the call
 // then returns ctx.Err() wrapped. Calls still in flight after the decision
 // finish in the background.
+//
+// It answers at the quorum but keeps the key's gate (see keyGate) until
+// every node's delete has returned, so a following acquisition of the key
+// from this process can never reach a node before this delete does.
 func (r *Redlock) Release(ctx context.Context, key, token string) error {
 	if err := validate(key, token, time.Millisecond); err != nil {
 		return err
 	}
 	del := func(ctx context.Context, n Node) (bool, error) { return n.CompareAndDelete(ctx, key, token) }
+	leave, err := r.gate.enter(ctx, []string{key})
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
 	f := launch(r, ctx, r.nodeTimeout, del, nil)
 	defer f.decide(false)
+	f.afterCalls(r, leave)
 
 	t := r.tally()
 	if err := await(r, ctx, "release", f, t); err != nil {
@@ -182,8 +191,13 @@ func (r *Redlock) ReleaseKeys(ctx context.Context, keys []string, token string) 
 		}
 		return asInts(v, len(send))
 	}
+	leave, err := r.gate.enter(ctx, send)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
 	f := launch(r, ctx, r.nodeTimeout, del, nil)
 	defer f.decide(false)
+	f.afterCalls(r, leave)
 
 	t := r.keyTally(len(send), true)
 	if err := await(r, ctx, "release", f, t); err != nil {

@@ -1,9 +1,12 @@
 package redlock
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -18,10 +21,13 @@ const (
 	minIdleConns = 2
 )
 
-// RedisNode is a Node over one go-redis client. Scripts run with EVALSHA
-// and fall back to EVAL on NOSCRIPT.
+// RedisNode is a Node over one backend. The lock operations (SetNX, the
+// compare scripts, Eval) go through one auto-pipelined connection (pipe.go)
+// shared by all callers; everything else (probes, Do) through a go-redis
+// client. Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
 type RedisNode struct {
 	c    *redis.Client
+	p    *pipe // nil for NewRedisNode: then everything uses c
 	addr string
 
 	// Connection reports (see probe.go): the observer and the last report.
@@ -60,7 +66,76 @@ func DialNode(rawurl string) (*RedisNode, error) {
 	n := &RedisNode{addr: opts.Addr}
 	opts.OnConnect = n.onConnect
 	n.c = redis.NewClient(opts)
+	n.p = newPipe(n.dialPipe(opts), dialTimeout)
 	return n, nil
+}
+
+// dialPipe dials the pipelined connection as go-redis would (TLS, AUTH,
+// SELECT) and runs the same connect check (INFO, reported to the observer)
+// before the connection carries its first command.
+func (n *RedisNode) dialPipe(opts *redis.Options) func(ctx context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		d := net.Dialer{Timeout: dialTimeout}
+		nc, err := d.DialContext(ctx, "tcp", opts.Addr)
+		if err != nil {
+			return nil, err
+		}
+		if opts.TLSConfig != nil {
+			tc := tls.Client(nc, opts.TLSConfig.Clone())
+			if err := tc.HandshakeContext(ctx); err != nil {
+				nc.Close()
+				return nil, err
+			}
+			nc = tc
+		}
+		if err := n.setupPipe(ctx, nc, opts); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return nc, nil
+	}
+}
+
+// setupPipe authenticates, selects the database and checks the backend on
+// a fresh pipelined connection, within dialTimeout.
+func (n *RedisNode) setupPipe(ctx context.Context, nc net.Conn, opts *redis.Options) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(dialTimeout)
+	}
+	_ = nc.SetDeadline(deadline)
+	defer nc.SetDeadline(time.Time{})
+	var cmds [][]any
+	if opts.Password != "" {
+		if opts.Username != "" {
+			cmds = append(cmds, []any{"AUTH", opts.Username, opts.Password})
+		} else {
+			cmds = append(cmds, []any{"AUTH", opts.Password})
+		}
+	}
+	if opts.DB != 0 {
+		cmds = append(cmds, []any{"SELECT", opts.DB})
+	}
+	cmds = append(cmds, []any{"INFO"})
+	var buf []byte
+	for _, c := range cmds {
+		buf = appendCommand(buf, c)
+	}
+	if _, err := nc.Write(buf); err != nil {
+		return err
+	}
+	br := bufio.NewReader(nc)
+	var info any
+	for range cmds {
+		v, err := readReply(br)
+		if err != nil {
+			return fmt.Errorf("connect: %w", err)
+		}
+		info = v
+	}
+	s, _ := info.(string)
+	n.report(parseInfo(s))
+	return nil
 }
 
 // redact drops the userinfo part of a URL for error messages.
@@ -94,7 +169,11 @@ func (n *RedisNode) Addr() string { return n.addr }
 // SetNX runs SET key value NX PX ttl, with ttl rounded up to whole
 // milliseconds (a key that lives slightly longer is safe; shorter is not).
 func (n *RedisNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return n.c.SetNX(ctx, key, value, ceilMs(ttl)).Result()
+	if n.p == nil {
+		return n.c.SetNX(ctx, key, value, ceilMs(ttl)).Result()
+	}
+	v, err := n.p.do(ctx, "SET", key, value, "NX", "PX", millis(ttl))
+	return v == "OK", err
 }
 
 // CompareAndDelete deletes key iff it holds value.
@@ -121,11 +200,25 @@ func (n *RedisNode) CompareAndExpire(ctx context.Context, key, value string, ttl
 // Eval runs s with EVALSHA, and with EVAL when the server does not have it
 // cached (NOSCRIPT). A nil reply is (nil, nil).
 func (n *RedisNode) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
-	v, err := n.c.EvalSha(ctx, s.hash, keys, args...).Result()
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = n.c.Eval(ctx, s.src, keys, args...).Result()
+	if n.p == nil {
+		v, err := n.c.EvalSha(ctx, s.hash, keys, args...).Result()
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			v, err = n.c.Eval(ctx, s.src, keys, args...).Result()
+		}
+		return nilReply(v, err)
 	}
-	return nilReply(v, err)
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "EVALSHA", s.hash, len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	cmd = append(cmd, args...)
+	v, err := n.p.do(ctx, cmd...)
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd[0], cmd[1] = "EVAL", s.src
+		v, err = n.p.do(ctx, cmd...)
+	}
+	return v, err
 }
 
 // Do sends one command. A nil reply is (nil, nil).
@@ -140,8 +233,13 @@ func nilReply(v any, err error) (any, error) {
 	return v, err
 }
 
-// Close closes the client.
-func (n *RedisNode) Close() error { return n.c.Close() }
+// Close closes the pipelined connection and the client.
+func (n *RedisNode) Close() error {
+	if n.p != nil {
+		n.p.close()
+	}
+	return n.c.Close()
+}
 
 // millis is d in whole milliseconds, rounded up.
 func millis(d time.Duration) int64 { return ceilMs(d).Milliseconds() }

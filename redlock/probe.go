@@ -76,7 +76,12 @@ func (n *RedisNode) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if err != nil {
 		return fmt.Errorf("info on connect: %w", err)
 	}
-	p := parseInfo(s)
+	n.report(parseInfo(s))
+	return nil
+}
+
+// report records a new connection's INFO and hands it to the observer.
+func (n *RedisNode) report(p Probe) {
 	n.obsMu.Lock()
 	n.last, n.reported = p, true
 	f := n.observer
@@ -84,7 +89,6 @@ func (n *RedisNode) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if f != nil {
 		f(p)
 	}
-	return nil
 }
 
 // Probe sends TIME and INFO in one pipeline. Plain INFO (default

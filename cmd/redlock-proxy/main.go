@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -36,6 +37,7 @@ func run(args []string) int {
 	logFormat := fs.String("log-format", "", "text|json")
 	maxTTL := fs.Duration("max-ttl", 0, "longest lock ttl accepted")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `file` until shutdown (diagnostics)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -80,6 +82,19 @@ func run(args []string) int {
 		return 2
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+			return 2
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+			return 2
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	if err := serve(cfg, newLogger(cfg), sigs); err != nil {

@@ -1,0 +1,402 @@
+package redlock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Auto-pipelining. Every lock operation sends one command to each backend,
+// and many operations run at once: a pipe shares one connection among all
+// of them. A writer goroutine takes whatever requests are queued (up to
+// maxBatch) and writes them with one write; a reader goroutine reads the
+// replies in order and hands each to its caller. So N concurrent lock
+// operations cost a few syscalls per backend instead of 2N, and no caller
+// waits for a pooled connection.
+//
+// A caller waits for its reply until its own context ends; a reply that
+// comes later is read and dropped, so the connection stays in step. A
+// broken connection fails every request in flight and is dialled again by
+// the next request.
+
+const (
+	maxBatch   = 256  // requests written with one write
+	queueDepth = 4096 // requests waiting for the writer
+)
+
+// RedisError is an error reply from a backend: "NOSCRIPT No matching ...".
+type RedisError string
+
+func (e RedisError) Error() string { return string(e) }
+
+// RedisError marks it as a server's error reply for go-redis's helpers
+// (redis.Error, redis.HasErrorPrefix), which health.go uses.
+func (RedisError) RedisError() {}
+
+// errPipeClosed is returned for requests on a closed pipe.
+var errPipeClosed = errors.New("backend connection closed")
+
+// request is one command and where its reply goes.
+type request struct {
+	cmd      []byte        // the encoded command
+	deadline time.Time     // the caller's; zero for none
+	done     chan response // buffered: the reader never blocks on it
+}
+
+type response struct {
+	v   any
+	err error
+}
+
+var requestPool = sync.Pool{New: func() any { return &request{done: make(chan response, 1)} }}
+
+// pipe is one pipelined backend connection, dialled on first use. The
+// dial runs in the background, bounded by its own timeout, and callers
+// wait for it only as long as their own contexts allow: a backend that
+// accepts connections but never answers (SIGSTOP) costs each caller its
+// deadline, not the dial timeout.
+type pipe struct {
+	dial        func(ctx context.Context) (net.Conn, error)
+	dialTimeout time.Duration
+
+	mu      sync.Mutex
+	conn    *pipeConn     // nil until dialled, and after a failure
+	dialing chan struct{} // closed when the dial in progress ends
+	dialErr error         // the last dial's error
+	closed  bool
+	dials   sync.WaitGroup
+}
+
+// pipeConn is one live connection with its writer and reader.
+type pipeConn struct {
+	nc       net.Conn
+	queue    chan *request // to the writer
+	inflight chan *request // written, awaiting replies, in order
+	dead     chan struct{} // closed when the connection failed
+	once     sync.Once
+	err      error
+}
+
+func newPipe(dial func(ctx context.Context) (net.Conn, error), dialTimeout time.Duration) *pipe {
+	return &pipe{dial: dial, dialTimeout: dialTimeout}
+}
+
+// do sends one command and waits for its reply or for ctx to end.
+func (p *pipe) do(ctx context.Context, args ...any) (any, error) {
+	c, err := p.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := requestPool.Get().(*request)
+	req.cmd = appendCommand(req.cmd[:0], args)
+	req.deadline, _ = ctx.Deadline()
+	select {
+	case c.queue <- req:
+	case <-c.dead:
+		requestPool.Put(req)
+		return nil, c.err
+	case <-ctx.Done():
+		requestPool.Put(req)
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-req.done:
+		requestPool.Put(req)
+		return r.v, r.err
+	case <-ctx.Done():
+		// The reader will still deliver into req.done; the request is not
+		// reused, so the late reply is simply dropped with it.
+		return nil, ctx.Err()
+	}
+}
+
+// get returns the live connection, starting a dial if there is none and
+// waiting for it until ctx ends.
+func (p *pipe) get(ctx context.Context) (*pipeConn, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errPipeClosed
+		}
+		if c := p.conn; c != nil && c.alive() {
+			p.mu.Unlock()
+			return c, nil
+		}
+		dialing := p.dialing
+		if dialing == nil {
+			dialing = make(chan struct{})
+			p.dialing = dialing
+			p.dials.Add(1)
+			go p.dialNow(dialing)
+		}
+		p.mu.Unlock()
+		select {
+		case <-dialing:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		p.mu.Lock()
+		c, err := p.conn, p.dialErr
+		p.mu.Unlock()
+		if c == nil || !c.alive() {
+			if err == nil {
+				err = errPipeClosed
+			}
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// dialNow dials and installs the new connection, then wakes the waiters.
+func (p *pipe) dialNow(done chan struct{}) {
+	defer p.dials.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), p.dialTimeout)
+	nc, err := p.dial(ctx)
+	cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dialing, p.dialErr = nil, err
+	defer close(done)
+	if err != nil {
+		return
+	}
+	if p.closed {
+		nc.Close()
+		return
+	}
+	c := &pipeConn{
+		nc:       nc,
+		queue:    make(chan *request, queueDepth),
+		inflight: make(chan *request, queueDepth+maxBatch),
+		dead:     make(chan struct{}),
+	}
+	go c.writeLoop()
+	go c.readLoop()
+	p.conn = c
+}
+
+func (c *pipeConn) alive() bool {
+	select {
+	case <-c.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// close closes the connection (requests in flight fail) and waits for a
+// dial in progress.
+func (p *pipe) close() error {
+	p.mu.Lock()
+	p.closed = true
+	if p.conn != nil {
+		p.conn.fail(errPipeClosed)
+	}
+	p.mu.Unlock()
+	p.dials.Wait()
+	return nil
+}
+
+// fail marks the connection dead, closes it, and fails what is in flight.
+func (c *pipeConn) fail(err error) {
+	c.once.Do(func() {
+		c.err = err
+		close(c.dead)
+		_ = c.nc.Close()
+	})
+}
+
+func (c *pipeConn) writeLoop() {
+	var buf []byte
+	batch := make([]*request, 0, maxBatch)
+	for {
+		var req *request
+		select {
+		case req = <-c.queue:
+		case <-c.dead:
+			c.drain()
+			return
+		}
+		// Yield once so that callers already running can join this batch:
+		// under load it turns many writes into one; idle, it costs nothing.
+		if len(c.queue) == 0 {
+			runtime.Gosched()
+		}
+		// A request whose caller has given up is not sent: a backend that
+		// was stalled must not run long-abandoned commands when it resumes.
+		now := time.Now()
+		buf, batch = buf[:0], batch[:0]
+		for req != nil {
+			if !req.deadline.IsZero() && now.After(req.deadline) {
+				req.done <- response{err: context.DeadlineExceeded}
+			} else {
+				buf = append(buf, req.cmd...)
+				batch = append(batch, req)
+			}
+			req = nil
+			if len(batch) < maxBatch {
+				select {
+				case req = <-c.queue:
+				default:
+				}
+			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		// Hand the batch to the reader before writing, so a fast reply
+		// always finds its request.
+		for _, r := range batch {
+			select {
+			case c.inflight <- r:
+			case <-c.dead:
+				r.done <- response{err: c.err}
+			}
+		}
+		if _, err := c.nc.Write(buf); err != nil {
+			c.fail(err)
+		}
+		select {
+		case <-c.dead:
+			c.drain()
+			return
+		default:
+		}
+		if cap(buf) > 64<<10 {
+			buf = nil
+		}
+	}
+}
+
+// drain fails the requests that will never be answered: queued for the
+// writer, or written and awaiting a reply. Reader and writer may both
+// drain; each request is received once.
+func (c *pipeConn) drain() {
+	for {
+		select {
+		case r := <-c.queue:
+			r.done <- response{err: c.err}
+		case r := <-c.inflight:
+			r.done <- response{err: c.err}
+		default:
+			return
+		}
+	}
+}
+
+func (c *pipeConn) readLoop() {
+	br := bufio.NewReaderSize(c.nc, 16<<10)
+	for {
+		v, err := readReply(br)
+		if err != nil && !isRedisError(err) {
+			c.fail(err)
+			break
+		}
+		select {
+		case r := <-c.inflight:
+			r.done <- response{v: v, err: err}
+		case <-c.dead:
+			return
+		}
+	}
+	c.drain()
+}
+
+func isRedisError(err error) bool {
+	var re RedisError
+	return errors.As(err, &re)
+}
+
+// appendCommand encodes args as a RESP array of bulk strings.
+func appendCommand(b []byte, args []any) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(len(args)), 10)
+	b = append(b, '\r', '\n')
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			b = appendBulk(b, v)
+		case []byte:
+			b = appendBulk(b, string(v))
+		case int:
+			b = appendBulk(b, strconv.Itoa(v))
+		case int64:
+			b = appendBulk(b, strconv.FormatInt(v, 10))
+		default:
+			b = appendBulk(b, fmt.Sprint(v))
+		}
+	}
+	return b
+}
+
+func appendBulk(b []byte, s string) []byte {
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+// readReply reads one RESP2 reply: string (simple or bulk), int64, []any,
+// nil, or a RedisError (returned as the error).
+func readReply(br *bufio.Reader) (any, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return nil, fmt.Errorf("backend protocol error: %q", line)
+	}
+	body := line[1 : len(line)-2]
+	switch line[0] {
+	case '+':
+		return string(body), nil
+	case '-':
+		return nil, RedisError(body)
+	case ':':
+		return strconv.ParseInt(string(body), 10, 64)
+	case '$':
+		n, err := strconv.Atoi(string(body))
+		if err != nil || n < -1 {
+			return nil, fmt.Errorf("backend protocol error: bulk length %q", body)
+		}
+		if n == -1 {
+			return nil, nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(string(body))
+		if err != nil || n < -1 {
+			return nil, fmt.Errorf("backend protocol error: array length %q", body)
+		}
+		if n == -1 {
+			return nil, nil
+		}
+		out := make([]any, n)
+		for i := range out {
+			v, err := readReply(br)
+			if err != nil && !isRedisError(err) {
+				return nil, err
+			}
+			if err != nil {
+				v = err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("backend protocol error: unexpected %q", line)
+}

@@ -1,0 +1,183 @@
+package redlock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+func newTestPipe(t *testing.T, addr string) *pipe {
+	t.Helper()
+	p := newPipe(dialTCP(addr, time.Second, nil), time.Second)
+	t.Cleanup(func() { p.close() })
+	return p
+}
+
+func TestPipeConcurrentCallers(t *testing.T) {
+	mr := miniredis.RunT(t)
+	p := newTestPipe(t, mr.Addr())
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, v := "k"+strconv.Itoa(i), "v"+strconv.Itoa(i)
+			if r, err := p.do(ctx, "SET", k, v, "NX", "PX", 10000); err != nil || r != "OK" {
+				t.Errorf("SET %s = %v, %v", k, r, err)
+			}
+			if r, err := p.do(ctx, "GET", k); err != nil || r != v {
+				t.Errorf("GET %s = %v, %v", k, r, err)
+			}
+			if r, err := p.do(ctx, "SET", k, v, "NX"); err != nil || r != nil {
+				t.Errorf("second SET NX %s = %v, %v", k, r, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestPipeRepliesOfEveryType(t *testing.T) {
+	mr := miniredis.RunT(t)
+	p := newTestPipe(t, mr.Addr())
+	ctx := context.Background()
+	if r, err := p.do(ctx, "INCR", "n"); err != nil || r != int64(1) {
+		t.Fatalf("INCR = %#v, %v", r, err)
+	}
+	if r, err := p.do(ctx, "EVAL", `return {1, "a", {2}}`, 0); err != nil {
+		t.Fatalf("EVAL = %v", err)
+	} else if a, ok := r.([]any); !ok || len(a) != 3 || a[0] != int64(1) || a[1] != "a" {
+		t.Fatalf("EVAL = %#v", r)
+	}
+	_, err := p.do(ctx, "EVALSHA", "0000000000000000000000000000000000000000", 0)
+	var re RedisError
+	if !errors.As(err, &re) || re[:8] != "NOSCRIPT" {
+		t.Fatalf("EVALSHA unknown = %v", err)
+	}
+	// An error reply leaves the connection usable.
+	if r, err := p.do(ctx, "PING"); err != nil || r != "PONG" {
+		t.Fatalf("PING after error = %v, %v", r, err)
+	}
+}
+
+// TestPipeStalledBackend: a backend that never answers costs each caller
+// its own deadline, no more.
+func TestPipeStalledBackend(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { bufio.NewReader(c).WriteTo(discard{}) }() // read, never answer
+		}
+	}()
+	p := newTestPipe(t, ln.Addr().String())
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			if _, err := p.do(ctx, "PING"); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("PING to a stalled backend = %v", err)
+			}
+			if el := time.Since(start); el > time.Second {
+				t.Errorf("PING waited %v", el)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestPipeRedialsAfterFailure: a restarted backend is dialled again.
+func TestPipeRedialsAfterFailure(t *testing.T) {
+	mr := miniredis.RunT(t)
+	p := newTestPipe(t, mr.Addr())
+	ctx := context.Background()
+	if _, err := p.do(ctx, "PING"); err != nil {
+		t.Fatal(err)
+	}
+	addr := mr.Addr()
+	mr.Close()
+	if _, err := p.do(ctx, "PING"); err == nil {
+		t.Fatal("PING to a closed backend succeeded")
+	}
+	mr2 := miniredis.NewMiniRedis()
+	if err := mr2.StartAddr(addr); err != nil {
+		t.Skip("port taken:", err)
+	}
+	defer mr2.Close()
+	var err error
+	for range 3 { // the first call may still see the broken connection
+		if _, err = p.do(ctx, "PING"); err == nil {
+			return
+		}
+	}
+	t.Fatalf("PING after restart = %v", err)
+}
+
+// dialTCP dials addr and runs setup on the fresh connection, with a deadline.
+func dialTCP(addr string, timeout time.Duration, setup func(ctx context.Context, nc net.Conn, br *bufio.Reader) error) func(ctx context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		d := net.Dialer{Timeout: timeout}
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		if setup != nil {
+			_ = nc.SetDeadline(time.Now().Add(timeout))
+			if err := setup(ctx, nc, bufio.NewReader(nc)); err != nil {
+				nc.Close()
+				return nil, err
+			}
+			_ = nc.SetDeadline(time.Time{})
+		}
+		return nc, nil
+	}
+}
+
+// TestPipeDropsExpiredRequests: the writer does not send a request whose
+// caller's deadline has passed, and sends the live one.
+func TestPipeDropsExpiredRequests(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	c := &pipeConn{
+		nc:       client,
+		queue:    make(chan *request, 4),
+		inflight: make(chan *request, 4),
+		dead:     make(chan struct{}),
+	}
+	stale := &request{cmd: appendCommand(nil, []any{"DEL", "k"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
+	live := &request{cmd: appendCommand(nil, []any{"PING"}), done: make(chan response, 1)}
+	c.queue <- stale
+	c.queue <- live
+	go c.writeLoop()
+	defer c.fail(errPipeClosed)
+	if r := <-stale.done; !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("stale request answered %v", r.err)
+	}
+	server.SetReadDeadline(time.Now().Add(time.Second))
+	got, err := bufio.NewReader(server).ReadString('\n')
+	if err != nil || got != "*1\r\n" {
+		t.Fatalf("the backend received %q (%v), want the PING only", got, err)
+	}
+}
