@@ -32,3 +32,9 @@ build:
 # redsync and single-instance SET NX over five spawned backends.
 bench:
 	$(GO) run ./cmd/redlock-bench -spawn 5 -d 10s -c 1,64
+
+# The mutual-exclusion checker under faults, for longer than make test runs
+# it: proxy (must show no overlap) and redsync (shows the gap it leaves).
+CHAOS_DURATION ?= 2m
+chaos:
+	REDLOCK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestCheckerSynthetic|TestChaosProxy|TestChaosRedsync)$$' ./tests

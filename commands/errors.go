@@ -74,6 +74,15 @@ func (d *Dispatcher) lockError(err error) Reply {
 	var qe *redlock.QuorumError
 	switch {
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
+		notVoting := 0
+		for _, e := range qe.Errs {
+			if errors.Is(e, redlock.ErrNotVoting) {
+				notVoting++
+			}
+		}
+		if notVoting > 0 {
+			return Errorf("NOQUORUM only %d of %d backends answered, need %d (%d not voting: quarantined, down or loading; see INFO backends)", qe.Answered, qe.Nodes, qe.Quorum, notVoting)
+		}
 		return Errorf("NOQUORUM only %d of %d backends answered, need %d", qe.Answered, qe.Nodes, qe.Quorum)
 	case errors.Is(err, redlock.ErrNoQuorum):
 		return Error("NOQUORUM not enough backends answered")

@@ -126,9 +126,12 @@ func TestLockUnlockExtend(t *testing.T) {
 	if n := unlock(ctx, t, c, key, first.Token); n != 1 {
 		t.Fatalf("UNLOCK with the right token = %d, want 1", n)
 	}
-	if n := holders(ctx, t, rs, key, first.Token); n != 0 {
-		t.Fatalf("after UNLOCK the key holds the token on %d backends, want 0", n)
+	// UNLOCK answers at the quorum: at most a minority may still hold the
+	// token for a moment, and none shortly after.
+	if n := holders(ctx, t, rs, key, first.Token); n > 2 {
+		t.Fatalf("after UNLOCK the key holds the token on %d backends, want at most 2", n)
 	}
+	waitKeyGone(ctx, t, rs, key)
 	if n := unlock(ctx, t, c, key, first.Token); n != 0 {
 		t.Fatalf("second UNLOCK with the same token = %d, want 0", n)
 	}
@@ -160,9 +163,12 @@ func TestLockUnlockExtend(t *testing.T) {
 	if n := unlock(ctx, t, other, key, second.Token); n != 1 {
 		t.Fatalf("UNLOCK after EXTEND = %d, want 1", n)
 	}
-	if n := holders(ctx, t, rs, key, second.Token); n != 0 {
-		t.Fatalf("after UNLOCK the key holds the token on %d backends, want 0", n)
+	// UNLOCK answers at the quorum: at most a minority may still hold the
+	// token for a moment, and none shortly after.
+	if n := holders(ctx, t, rs, key, second.Token); n > 2 {
+		t.Fatalf("after UNLOCK the key holds the token on %d backends, want at most 2", n)
 	}
+	waitKeyGone(ctx, t, rs, key)
 	if v, err := other.Do(ctx, "EXTEND", key, second.Token, 30000).Result(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("EXTEND after UNLOCK = %#v, %v; want null", v, err)
 	}
