@@ -218,6 +218,7 @@ func (c *pipeConn) fail(err error) {
 func (c *pipeConn) writeLoop() {
 	var buf []byte
 	batch := make([]*request, 0, maxBatch)
+	loaded := false // the last batch had more than one request
 	for {
 		var req *request
 		select {
@@ -226,9 +227,10 @@ func (c *pipeConn) writeLoop() {
 			c.drain()
 			return
 		}
-		// Yield once so that callers already running can join this batch:
-		// under load it turns many writes into one; idle, it costs nothing.
-		if len(c.queue) == 0 {
+		// Under load, yield once so that callers already running can join
+		// this batch: it turns many writes into one. A lone request (the
+		// last batch had no company either) is written at once.
+		if len(c.queue) == 0 && loaded {
 			runtime.Gosched()
 		}
 		// A request whose caller has given up is not sent: a backend that
@@ -250,6 +252,7 @@ func (c *pipeConn) writeLoop() {
 				}
 			}
 		}
+		loaded = len(batch) > 1
 		if len(batch) == 0 {
 			continue
 		}
