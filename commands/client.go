@@ -56,11 +56,11 @@ func (c *Client) setName(name string) {
 	c.mu.Unlock()
 }
 
-func (c *Client) touch(cmd []byte, now time.Time) {
+// touch records the command about to run; name is the table's lower-case
+// name (a constant: no allocation).
+func (c *Client) touch(name string, now time.Time) {
 	c.mu.Lock()
-	if string(cmd) != c.lastCmd { // no allocation when unchanged
-		c.lastCmd = strings.ToLower(string(cmd))
-	}
+	c.lastCmd = name
 	c.lastAt = now
 	c.mu.Unlock()
 }

@@ -110,9 +110,9 @@ func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
 		}
 		return unknownCommand(args)
 	}
-	c.touch(args[0], d.now())
+	c.touch(cmd.lower, d.now())
 	if !cmd.arityOK(len(args)) {
-		return Errorf(errWrongArity, strings.ToLower(cmd.Name))
+		return Errorf(errWrongArity, cmd.lower)
 	}
 	if !c.Authenticated() && cmd.Flags&NoAuth == 0 {
 		return errNoAuth
@@ -121,7 +121,7 @@ func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
 		return d.queue(c, cmd, args)
 	}
 	if len(c.subs) > 0 && c.Proto() == 2 && cmd.Flags&PubSub == 0 {
-		return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", strings.ToLower(cmd.Name))
+		return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.lower)
 	}
 	return cmd.run(d, ctx, c, args)
 }

@@ -47,7 +47,7 @@ func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
 	}
 	expiries := 0
 	for i := 3; i < len(args); i++ {
-		opt := strings.ToUpper(string(args[i]))
+		opt := option(args[i])
 		switch opt {
 		case "NX":
 			req.nx = true

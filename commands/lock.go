@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -72,7 +71,7 @@ func (d *Dispatcher) parseLock(args [][]byte) (lockRequest, Reply) {
 	}
 	req.ttl = ttl
 	for i := 3; i < len(args); i++ {
-		switch strings.ToUpper(string(args[i])) {
+		switch option(args[i]) {
 		case "WAIT":
 			if i+1 >= len(args) {
 				return req, errSyntax

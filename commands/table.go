@@ -1,6 +1,10 @@
 package commands
 
-import "context"
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+)
 
 // Flag describes when a command may run.
 type Flag uint8
@@ -30,6 +34,7 @@ type Command struct {
 	Group   string
 	Summary string
 	run     handler
+	lower   string // Name in lower case, for replies and CLIENT LIST
 }
 
 // table is the one list of commands. A duplicate name panics at start.
@@ -101,6 +106,7 @@ var commandIndex = func() map[string]*Command {
 		if _, dup := m[c.Name]; dup {
 			panic("commands: duplicate command " + c.Name)
 		}
+		c.lower = strings.ToLower(c.Name)
 		m[c.Name] = c
 	}
 	return m
@@ -129,4 +135,38 @@ func (c *Command) arityOK(n int) bool {
 		return n == c.Arity
 	}
 	return n >= -c.Arity
+}
+
+// optionNames are the option words of LOCK and SET, by their upper-case
+// form.
+var optionNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{"WAIT", "TOKEN", "FENCE", "SESSION",
+		"NX", "XX", "GET", "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "IFEQ"} {
+		m[n] = n
+	}
+	return m
+}()
+
+// option returns strings.ToUpper(string(b)) when that is one of
+// optionNames, and "" otherwise (no option is empty), so that a switch
+// over option words neither allocates nor changes meaning. ASCII input is
+// upper-cased in a stack buffer; anything else takes strings.ToUpper, whose
+// Unicode case mapping it must agree with ("ſ" upper-cases to "S").
+func option(b []byte) string {
+	var buf [16]byte
+	if len(b) > len(buf) {
+		return optionNames[strings.ToUpper(string(b))]
+	}
+	up := buf[:len(b)]
+	for i, c := range b {
+		if c >= utf8.RuneSelf {
+			return optionNames[strings.ToUpper(string(b))]
+		}
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		up[i] = c
+	}
+	return optionNames[string(up)]
 }

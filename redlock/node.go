@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,10 +26,26 @@ const (
 // compare scripts, Eval) go through one auto-pipelined connection (pipe.go)
 // shared by all callers; everything else (probes, Do) through a go-redis
 // client. Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
+//
+// Compare-and-delete uses the backend's own command when it has one:
+// Redis ≥ 8.4 has DELEX key IFEQ value (and SET key value IFEQ old), Valkey
+// ≥ 9.0 has DELIFEQ key value; both answer 1 deleted, 0 not, as delScript
+// does. Which one a backend has is read from the INFO that every new
+// pipelined connection runs before its first command (setupPipe), and
+// stored atomically, since a re-dialled connection may reach an upgraded
+// or downgraded server. A native command answered with "unknown command"
+// (a downgrade, or a proxy in front that does not pass it) clears the
+// capability and the same call runs delScript instead. Compare-and-expire
+// has no native form (SET … IFEQ would rewrite the value) and always runs
+// expireScript. Nodes from NewRedisNode (no pipe) always use the scripts.
 type RedisNode struct {
 	c    *redis.Client
 	p    *pipe // nil for NewRedisNode: then everything uses c
 	addr string
+
+	// native is the backend's compare-and-delete command (a nativeCAD),
+	// set from each new pipelined connection's INFO.
+	native atomic.Int32
 
 	// Connection reports (see probe.go): the observer and the last report.
 	obsMu    sync.Mutex
@@ -134,7 +151,9 @@ func (n *RedisNode) setupPipe(ctx context.Context, nc net.Conn, opts *redis.Opti
 		info = v
 	}
 	s, _ := info.(string)
-	n.report(parseInfo(s))
+	p := parseInfo(s)
+	n.native.Store(int32(p.native))
+	n.report(p)
 	return nil
 }
 
@@ -176,8 +195,28 @@ func (n *RedisNode) SetNX(ctx context.Context, key, value string, ttl time.Durat
 	return v == "OK", err
 }
 
-// CompareAndDelete deletes key iff it holds value.
+// CompareAndDelete deletes key iff it holds value: with DELEX … IFEQ or
+// DELIFEQ when the backend has it (see RedisNode), else with delScript.
 func (n *RedisNode) CompareAndDelete(ctx context.Context, key, value string) (bool, error) {
+	if n.p != nil {
+		if kind := nativeCAD(n.native.Load()); kind != nativeNone {
+			var v any
+			var err error
+			if kind == nativeDelex {
+				v, err = n.p.do(ctx, "DELEX", key, "IFEQ", value)
+			} else {
+				v, err = n.p.do(ctx, "DELIFEQ", key, value)
+			}
+			if !isUnknownCommand(err) {
+				if err != nil {
+					return false, err
+				}
+				deleted, err := asInt(v)
+				return deleted == 1, err
+			}
+			n.native.CompareAndSwap(int32(kind), int32(nativeNone))
+		}
+	}
 	v, err := n.Eval(ctx, delScript, []string{key}, value)
 	if err != nil {
 		return false, err
@@ -224,6 +263,12 @@ func (n *RedisNode) Eval(ctx context.Context, s *Script, keys []string, args ...
 // Do sends one command. A nil reply is (nil, nil).
 func (n *RedisNode) Do(ctx context.Context, args ...any) (any, error) {
 	return nilReply(n.c.Do(ctx, args...).Result())
+}
+
+// isUnknownCommand reports a backend's "ERR unknown command …" reply.
+func isUnknownCommand(err error) bool {
+	var re RedisError
+	return errors.As(err, &re) && strings.HasPrefix(string(re), "ERR unknown command")
 }
 
 func nilReply(v any, err error) (any, error) {

@@ -41,7 +41,20 @@ type Probe struct {
 	MaxMemoryPolicy string
 	Role            string
 	Replicas        int
+
+	// native is the compare-and-delete command the backend has, from
+	// redis_version / valkey_version (RedisNode.CompareAndDelete).
+	native nativeCAD
 }
+
+// nativeCAD names a backend's native compare-and-delete command.
+type nativeCAD int32
+
+const (
+	nativeNone    nativeCAD = iota // none: EVALSHA of delScript
+	nativeDelex                    // Redis ≥ 8.4: DELEX key IFEQ value (and SET … IFEQ)
+	nativeDelIfEq                  // Valkey ≥ 9.0: DELIFEQ key value
+)
 
 // prober is a Node that can describe itself (RedisNode does).
 type prober interface {
@@ -109,6 +122,7 @@ func (n *RedisNode) Probe(ctx context.Context) (Probe, error) {
 // parseInfo reads the fields of an INFO reply this package uses.
 func parseInfo(s string) Probe {
 	p := Probe{Uptime: -1}
+	var redisVersion, valkeyVersion string
 	for line := range strings.Lines(s) {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || strings.HasPrefix(k, "#") {
@@ -129,9 +143,36 @@ func parseInfo(s string) Probe {
 			p.Role = v
 		case "connected_slaves":
 			p.Replicas, _ = strconv.Atoi(v)
+		case "redis_version":
+			redisVersion = v
+		case "valkey_version":
+			valkeyVersion = v
 		}
 	}
+	// Valkey reports redis_version 7.2.4 for compatibility, and its own
+	// version beside it: valkey_version decides when present.
+	switch {
+	case valkeyVersion != "":
+		if versionAtLeast(valkeyVersion, 9, 0) {
+			p.native = nativeDelIfEq
+		}
+	case versionAtLeast(redisVersion, 8, 4):
+		p.native = nativeDelex
+	}
 	return p
+}
+
+// versionAtLeast reports whether v ("major.minor.patch…") is at least
+// major.minor; an unreadable version is not.
+func versionAtLeast(v string, major, minor int) bool {
+	maj, rest, _ := strings.Cut(v, ".")
+	mnr, _, _ := strings.Cut(rest, ".")
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(mnr)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return a > major || a == major && b >= minor
 }
 
 // probeNode probes n: with Probe when it has one, else with PING.

@@ -312,3 +312,37 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("want one plain progress line per run on a non-terminal stderr, got %d", n)
 	}
 }
+
+// TestIdle runs -idle with a few hundred connections: the proxy's RSS is
+// read before and after, and the line is in the table and in the JSON.
+func TestIdle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns redis-server and builds the proxy")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is not on PATH; run `make test`, which installs it")
+	}
+	var out, errOut bytes.Buffer
+	code := run([]string{"-spawn", "1", "-idle", "200", "-d", "100ms", "-warmup", "10ms", "-c", "1", "-modes", "proxy", "-json"}, &out, &errOut)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var doc struct {
+		Idle *idleResult `json:"idle"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Idle == nil || doc.Idle.Connections != 200 || doc.Idle.RSSBeforeBytes <= 0 || doc.Idle.RSSAfterBytes <= 0 {
+		t.Fatalf("idle = %+v", doc.Idle)
+	}
+	if s := doc.Idle.String(); !strings.HasPrefix(s, "idle: 200 connections, proxy RSS ") || !strings.Contains(s, " KiB per connection)") {
+		t.Errorf("idle line %q", s)
+	}
+
+	var errs bytes.Buffer
+	if code := run([]string{"-idle", "10", "-modes", "proxy"}, &bytes.Buffer{}, &errs); code != 2 || !strings.Contains(errs.String(), "needs -spawn") {
+		t.Errorf("-idle without -spawn: exit %d, %q", code, errs.String())
+	}
+}

@@ -70,6 +70,8 @@ type report struct {
 	DurationMS int64    `json:"duration_ms,omitempty"`
 	Cycles     int      `json:"cycles,omitempty"`
 	Results    []result `json:"results"`
+	// Idle is the -idle measurement; nil without -idle.
+	Idle *idleResult `json:"idle,omitempty"`
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }
@@ -166,6 +168,10 @@ func (rep *report) writeTable(w io.Writer) error {
 				b.WriteString("  " + pad + cell)
 			}
 		}
+		b.WriteByte('\n')
+	}
+	if rep.Idle != nil {
+		b.WriteString(rep.Idle.String())
 		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())

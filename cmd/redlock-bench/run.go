@@ -22,6 +22,7 @@ type config struct {
 	ttl       time.Duration
 	modes     []*mode
 	spawn     int
+	idle      int // -idle: idle connections for the RSS measurement
 	proxyBin  string
 	proxyAddr string
 	backends  []string
@@ -43,6 +44,10 @@ func (c *config) validate() error {
 		return errors.New("-spawn must not be negative")
 	case c.spawn > 0 && len(c.backends) > 0:
 		return errors.New("-spawn starts its own backends: drop -backend")
+	case c.idle < 0:
+		return errors.New("-idle must not be negative")
+	case c.idle > 0 && c.spawn == 0:
+		return errors.New("-idle measures the proxy's memory: it needs -spawn N")
 	}
 	for _, m := range c.modes {
 		if m.needsBackends && c.spawn == 0 && len(c.backends) == 0 {
@@ -87,7 +92,16 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	var spawned *cluster
 	if cfg.spawn > 0 {
 		var err error
-		if spawned, err = spawnCluster(ctx, cfg.spawn, cfg.proxyBin); err != nil {
+		maxClients := 0 // the proxy's default
+		if cfg.idle > 0 {
+			// Before spawning: the proxy inherits the limit.
+			if err := raiseFileLimit(cfg.idle + fdHeadroom); err != nil {
+				fmt.Fprintln(stderr, "redlock-bench:", err)
+				return 1
+			}
+			maxClients = cfg.idle + 100
+		}
+		if spawned, err = spawnCluster(ctx, cfg.spawn, cfg.proxyBin, maxClients); err != nil {
 			fmt.Fprintln(stderr, "redlock-bench:", err)
 			return 1
 		}
@@ -109,6 +123,17 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		Redis:      redisVersion(ctx, t),
 		Keys:       cfg.keys.String(),
 		TTLMS:      cfg.ttl.Milliseconds(),
+	}
+	if cfg.idle > 0 {
+		idle, err := measureIdle(ctx, spawned, cfg.idle, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "redlock-bench:", err)
+			if ctx.Err() != nil {
+				return 130
+			}
+			return 1
+		}
+		rep.Idle = idle
 	}
 	if cfg.cycles > 0 {
 		rep.Cycles = cfg.cycles

@@ -19,9 +19,10 @@ import (
 // them, all on loopback, all killed by close.
 type cluster struct {
 	targets
-	dir   string
-	procs []*proc // backends first, the proxy last
-	proxy *proc
+	dir        string
+	procs      []*proc // backends first, the proxy last
+	proxy      *proc
+	maxClients int // the proxy's max_clients; 0 for its default
 }
 
 // proc is one child process whose output goes to a log file in the
@@ -34,13 +35,14 @@ type proc struct {
 }
 
 // spawnCluster starts n redis-servers and a proxy over them. The proxy is
-// proxyBin, or built from the enclosing module when proxyBin is empty.
-func spawnCluster(ctx context.Context, n int, proxyBin string) (*cluster, error) {
+// proxyBin, or built from the enclosing module when proxyBin is empty;
+// maxClients > 0 sets its max_clients.
+func spawnCluster(ctx context.Context, n int, proxyBin string, maxClients int) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "redlock-bench-")
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{dir: dir}
+	c := &cluster{dir: dir, maxClients: maxClients}
 	if err := c.start(ctx, n, proxyBin); err != nil {
 		c.close()
 		return nil, err
@@ -189,6 +191,9 @@ func (c *cluster) startProxy(ctx context.Context, bin string) error {
 		hcl := "log_level = \"warn\"\n"
 		if quarantineOff {
 			hcl += "startup_quarantine = false\n"
+		}
+		if c.maxClients > 0 {
+			hcl += "max_clients = " + strconv.Itoa(c.maxClients) + "\n"
 		}
 		file := filepath.Join(c.dir, fmt.Sprintf("proxy-%d.hcl", attempt))
 		if err := os.WriteFile(file, []byte(hcl), 0o600); err != nil {

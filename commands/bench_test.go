@@ -1,0 +1,148 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// Allocation benchmarks for the per-command hot path; run with
+// go test -run '^$' -bench . -benchmem ./commands.
+
+// newBenchDispatcher serves over n in-process miniredis nodes, with the
+// log discarded (a benchmark must not measure log formatting).
+func newBenchDispatcher(b *testing.B, n int) *Dispatcher {
+	b.Helper()
+	d, _ := newDispatcherLog(b, n, "", hclog.NewNullLogger())
+	return d
+}
+
+func BenchmarkParseLock(b *testing.B) {
+	d := New(Options{MinTTL: 1, MaxTTL: 1 << 62, MaxWait: 1 << 62})
+	a := args("LOCK", "orders:42", "30000", "wait", "500", "TOKEN", "my-token-0123456789abcdef", "fence")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, r := d.parseLock(a); r != nil {
+			b.Fatal(r)
+		}
+	}
+}
+
+func BenchmarkDispatchPing(b *testing.B) {
+	d := New(Options{})
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	a := args("PING")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := d.Do(ctx, c, a); r != Simple("PONG") {
+			b.Fatal(r)
+		}
+	}
+}
+
+// BenchmarkDispatchLockUnlock is a full in-process acquire and release:
+// Dispatcher.Do of LOCK then UNLOCK over 5 miniredis nodes. Most of its
+// allocations are miniredis's (server side, Lua), counted because it runs
+// in the same process.
+func BenchmarkDispatchLockUnlock(b *testing.B) {
+	benchLockUnlock(b, newBenchDispatcher(b, 5))
+}
+
+// BenchmarkDispatchLockUnlockMem is the same over 5 in-memory nodes, so
+// that what it counts is the proxy's own work: commands and redlock.
+func BenchmarkDispatchLockUnlockMem(b *testing.B) {
+	nodes := make([]redlock.Node, 5)
+	for i := range nodes {
+		nodes[i] = &memNode{addr: "mem-" + strconv.Itoa(i), keys: map[string]string{}}
+	}
+	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	b.Cleanup(func() { rl.Close(context.Background()) })
+	benchLockUnlock(b, New(Options{Locker: rl, MinTTL: time.Millisecond, MaxTTL: time.Minute}))
+}
+
+func benchLockUnlock(b *testing.B, d *Dispatcher) {
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	ctx := context.Background()
+	lock := args("LOCK", "bench:lock", "10000")
+	unlock := args("UNLOCK", "bench:lock", "")
+	b.ReportAllocs()
+	for b.Loop() {
+		r, ok := d.Do(ctx, c, lock).(Array)
+		if !ok {
+			b.Fatalf("LOCK = %#v", r)
+		}
+		unlock[2] = []byte(r[0].(BulkString))
+		if r := d.Do(ctx, c, unlock); r != Int(1) {
+			b.Fatalf("UNLOCK = %#v", r)
+		}
+	}
+}
+
+// memNode is a redlock.Node over a map, without expiry.
+type memNode struct {
+	addr string
+	mu   sync.Mutex
+	keys map[string]string
+}
+
+func (n *memNode) Addr() string { return n.addr }
+
+func (n *memNode) SetNX(_ context.Context, key, value string, _ time.Duration) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.keys[key]; ok {
+		return false, nil
+	}
+	n.keys[key] = value
+	return true, nil
+}
+
+func (n *memNode) CompareAndDelete(_ context.Context, key, value string) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if v, ok := n.keys[key]; !ok || v != value {
+		return false, nil
+	}
+	delete(n.keys, key)
+	return true, nil
+}
+
+func (n *memNode) CompareAndExpire(_ context.Context, key, value string, _ time.Duration) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v, ok := n.keys[key]
+	return ok && v == value, nil
+}
+
+var errMemNode = errors.New("memNode: not supported")
+
+func (n *memNode) Eval(context.Context, *redlock.Script, []string, ...any) (any, error) {
+	return nil, errMemNode
+}
+
+func (n *memNode) Do(context.Context, ...any) (any, error) { return nil, errMemNode }
+
+func (n *memNode) Close() error { return nil }
+
+func BenchmarkAppendReply(b *testing.B) {
+	// A Reply, as handlers return it: converting the Array in the loop
+	// would count an allocation the proxy does not make here.
+	var reply Reply = Array{BulkString("NdGx3kR2c8yJb0mQw7Zt1A"), Int(9899), Int(42)}
+	for _, proto := range []int{2, 3} {
+		b.Run("RESP"+strconv.Itoa(proto), func(b *testing.B) {
+			buf := make([]byte, 0, 256)
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = AppendReply(buf[:0], reply, proto)
+			}
+		})
+	}
+}
