@@ -80,7 +80,7 @@ func checkRESP(b []byte) ([]byte, string) {
 			return rest, "short bulk"
 		}
 		return rest[n+2:], ""
-	case '*', '%':
+	case '*', '%', '>':
 		n, err := strconv.Atoi(string(line))
 		if err != nil || n < -1 {
 			return rest, "bad aggregate length"
