@@ -60,22 +60,34 @@ func launch[T any](r *Redlock, ctx context.Context, d time.Duration,
 		replies: make(chan reply[T], len(r.nodes)),
 		decided: make(chan struct{}),
 	}
-	base := context.WithoutCancel(ctx)
+	// One deadline for every node call of the flight, detached from the
+	// caller's cancellation; released when the last call returned.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	var left atomic.Int32
+	left.Store(int32(len(r.nodes)))
+	done := func() {
+		f.calls.Done()
+		if left.Add(-1) == 0 {
+			cancel()
+		}
+	}
+	if len(r.nodes) == 0 {
+		cancel()
+	}
 	for i, n := range r.nodes {
 		// A node that does not vote (health.go) is not called: its reply
 		// is an immediate ErrNotVoting, and settle discards the answer of
 		// a node that stopped voting during the call.
+		f.calls.Add(1)
 		epoch, err := r.vote(i)
 		if err != nil {
 			f.replies <- reply[T]{node: i, err: err}
+			done()
 			continue
 		}
-		f.calls.Add(1)
 		r.bg.goFunc(func() {
-			cctx, cancel := context.WithTimeout(base, d)
 			v, err := call(cctx, n)
-			cancel()
-			f.calls.Done()
+			done()
 			err = r.settle(i, epoch, err, d)
 			rep := reply[T]{node: i, val: v, err: err}
 			f.replies <- rep

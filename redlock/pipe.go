@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,6 +67,8 @@ type pipe struct {
 	dial        func(ctx context.Context) (net.Conn, error)
 	dialTimeout time.Duration
 
+	live atomic.Pointer[pipeConn] // the connection, read without the lock
+
 	mu      sync.Mutex
 	conn    *pipeConn     // nil until dialled, and after a failure
 	dialing chan struct{} // closed when the dial in progress ends
@@ -120,6 +123,9 @@ func (p *pipe) do(ctx context.Context, args ...any) (any, error) {
 // get returns the live connection, starting a dial if there is none and
 // waiting for it until ctx ends.
 func (p *pipe) get(ctx context.Context) (*pipeConn, error) {
+	if c := p.live.Load(); c != nil && c.alive() {
+		return c, nil
+	}
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -182,6 +188,7 @@ func (p *pipe) dialNow(done chan struct{}) {
 	go c.writeLoop()
 	go c.readLoop()
 	p.conn = c
+	p.live.Store(c)
 }
 
 func (c *pipeConn) alive() bool {
@@ -218,7 +225,6 @@ func (c *pipeConn) fail(err error) {
 func (c *pipeConn) writeLoop() {
 	var buf []byte
 	batch := make([]*request, 0, maxBatch)
-	loaded := false // the last batch had more than one request
 	for {
 		var req *request
 		select {
@@ -227,10 +233,10 @@ func (c *pipeConn) writeLoop() {
 			c.drain()
 			return
 		}
-		// Under load, yield once so that callers already running can join
-		// this batch: it turns many writes into one. A lone request (the
-		// last batch had no company either) is written at once.
-		if len(c.queue) == 0 && loaded {
+		// Under load (replies still outstanding on this connection), yield
+		// once so that callers already running can join this batch: it
+		// turns many writes into one. A lone request is written at once.
+		if len(c.queue) == 0 && len(c.inflight) > 0 {
 			runtime.Gosched()
 		}
 		// A request whose caller has given up is not sent: a backend that
@@ -252,7 +258,6 @@ func (c *pipeConn) writeLoop() {
 				}
 			}
 		}
-		loaded = len(batch) > 1
 		if len(batch) == 0 {
 			continue
 		}
