@@ -26,6 +26,16 @@ type Client struct {
 	tx         txState
 	subs       map[string]bool // "subscribe\x00channel", "psubscribe\x00pattern"
 
+	// Connection lifetime, sessions and out-of-band messages (session.go).
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	hooks     atomic.Pointer[Hooks]
+	lostN     atomic.Int32
+	smu       sync.Mutex
+	sessions  map[*heldLock]struct{} // SESSION locks being renewed
+	ended     bool                   // the connection closed: no new sessions
+	lost      map[string]string      // key → why it was lost (RESP2: told on the next command)
+
 	mu      sync.Mutex
 	name    string
 	libName string

@@ -13,8 +13,16 @@
 // lock held by another owner is a null reply, too few backends is
 // -NOQUORUM, and node errors are logged, never sent to clients.
 //
-// Files: lock.go (LOCK, UNLOCK, EXTEND), connection.go (AUTH, HELLO,
-// CLIENT, PING, ...), server.go (INFO, COMMAND, CONFIG, ...).
+// Files: lock.go (LOCK, UNLOCK, EXTEND), wait.go (LOCK … WAIT: per-key
+// FIFO queues with hand-off on release), session.go (LOCK … SESSION:
+// renewal, release on close and shutdown, lock-lost notices), info.go
+// (LOCKINFO, LOCKS, MLOCK, MUNLOCK), registry.go (the locks granted through
+// this proxy and their waiters), connection.go (AUTH, HELLO, CLIENT, PING,
+// ...), server.go (INFO, COMMAND, CONFIG, ...).
+//
+// The registry is memory, not authority: it decides how long a waiter
+// sleeps, what LOCKINFO and LOCKS show and which locks a session renews,
+// never who holds a lock; the backends' quorum does that.
 //
 // Safety: the commands add nothing to redlock's guarantees and take
 // nothing away, with one caveat a client must know: a LOCK reply's

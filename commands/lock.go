@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -20,11 +19,12 @@ type lockStats struct {
 
 // lockRequest is a parsed LOCK command.
 type lockRequest struct {
-	key   string
-	ttl   time.Duration
-	wait  time.Duration
-	token string
-	fence bool
+	key     string
+	ttl     time.Duration
+	wait    time.Duration
+	token   string
+	fence   bool
+	session bool
 }
 
 // LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]
@@ -41,8 +41,20 @@ func (d *Dispatcher) lock(ctx context.Context, c *Client, args [][]byte) Reply {
 		}
 		req.token = tok
 	}
-	l, err := d.acquireWaiting(ctx, req)
+	var (
+		l    redlock.Lock
+		held *heldLock
+	)
+	err := d.acquireWaiting(ctx, c, req, func(got redlock.Lock, start time.Time) {
+		l = got
+		held = d.granted(c, got, req.ttl, start, req.session, req.fence)
+	})
 	switch {
+	case err == nil && c.gone() && !req.session:
+		// The connection closed while the lock was being taken: nobody
+		// will read the token, so give it back now.
+		d.bg.goFunc(func() { d.releaseHeld(held) })
+		return NullArray{}
 	case err == nil:
 		d.stats.acquired.Add(1)
 		var fence Reply = Null{}
@@ -50,13 +62,58 @@ func (d *Dispatcher) lock(ctx context.Context, c *Client, args [][]byte) Reply {
 			fence = Int(l.Fence)
 		}
 		return Array{BulkString(l.Token), Int(l.Validity.Milliseconds()), fence}
-	case errors.Is(err, redlock.ErrHeld):
+	case errors.Is(err, redlock.ErrHeld), errors.Is(err, errClientGone):
 		d.stats.contended.Add(1)
 		return NullArray{}
+	case errors.Is(err, errStopped):
+		return errShuttingDown
 	case errors.Is(err, redlock.ErrNoQuorum):
 		d.stats.noQuorum.Add(1)
 	}
 	return d.lockError(err)
+}
+
+// granted records a lock granted to c (and starts its renewal when it is a
+// SESSION lock).
+func (d *Dispatcher) granted(c *Client, l redlock.Lock, ttl time.Duration, start time.Time, session, fenced bool) *heldLock {
+	now := d.now()
+	keys := l.Keys
+	if len(keys) == 0 {
+		keys = []string{l.Key}
+	}
+	h := &heldLock{
+		keys:     keys,
+		token:    l.Token,
+		fenced:   fenced,
+		ttl:      ttl,
+		granted:  now,
+		client:   c,
+		session:  session,
+		deadline: now.Add(l.Validity),
+		expires:  start.Add(ttl),
+	}
+	if fenced {
+		h.fence = l.Fence
+	}
+	var sctx context.Context
+	if session {
+		sctx = d.newSession(h)
+	}
+	d.reg.add(h, now)
+	if session {
+		d.startSession(sctx, h)
+	}
+	return h
+}
+
+// releaseHeld releases a lock in the background work of the dispatcher.
+func (d *Dispatcher) releaseHeld(h *heldLock) {
+	ctx, cancel := context.WithTimeout(context.Background(), sessionReleaseTimeout)
+	defer cancel()
+	if _, err := d.locker.ReleaseKeys(ctx, h.keys, h.token); err != nil {
+		d.log.Debug("release after a closed connection failed", "keys", h.keys, "error", err)
+	}
+	d.reg.remove(h)
 }
 
 func (d *Dispatcher) parseLock(args [][]byte) (lockRequest, Reply) {
@@ -97,7 +154,7 @@ func (d *Dispatcher) parseLock(args [][]byte) (lockRequest, Reply) {
 		case "FENCE":
 			req.fence = true
 		case "SESSION":
-			return req, Error("ERR SESSION is not supported yet")
+			req.session = true
 		default:
 			return req, errSyntax
 		}
@@ -105,42 +162,16 @@ func (d *Dispatcher) parseLock(args [][]byte) (lockRequest, Reply) {
 	return req, nil
 }
 
-// acquireWaiting tries once, then, while WAIT time remains and the lock is
-// held by another owner, retries after a jittered back-off.
-func (d *Dispatcher) acquireWaiting(ctx context.Context, req lockRequest) (redlock.Lock, error) {
-	deadline := d.now().Add(req.wait)
-	backoff := 5 * time.Millisecond
-	for {
-		acquire := d.locker.Acquire
-		if req.fence {
-			acquire = d.locker.AcquireFenced
-		}
-		l, err := acquire(ctx, req.key, req.token, req.ttl)
-		if !errors.Is(err, redlock.ErrHeld) {
-			return l, err
-		}
-		left := deadline.Sub(d.now())
-		if left <= 0 {
-			return l, err
-		}
-		sleep := min(backoff/2+rand.N(backoff), left)
-		t := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return l, err
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
-	}
-}
-
 // UNLOCK key token
 func (d *Dispatcher) unlock(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	return d.release(ctx, string(args[1]), string(args[2]))
+	key, token := string(args[1]), string(args[2])
+	if h := d.reg.byToken(key, token); h != nil && h.session {
+		d.stopSession(h)
+	}
+	return d.release(ctx, key, token)
 }
 
 // release answers 1 when the lock was released on a quorum, 0 when it was
@@ -150,6 +181,7 @@ func (d *Dispatcher) release(ctx context.Context, key, token string) Reply {
 	switch {
 	case err == nil:
 		d.stats.released.Add(1)
+		d.reg.released(key, token)
 		return Int(1)
 	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
 		d.stats.notHeld.Add(1)
@@ -172,10 +204,12 @@ func (d *Dispatcher) extend(ctx context.Context, c *Client, args [][]byte) Reply
 
 // extendToken answers the new validity in ms, or null when not held.
 func (d *Dispatcher) extendToken(ctx context.Context, key, token string, ttl time.Duration) Reply {
+	start := d.now()
 	validity, err := d.locker.Extend(ctx, key, token, ttl)
 	switch {
 	case err == nil:
 		d.stats.extended.Add(1)
+		d.reg.extended(key, token, start, d.now(), validity)
 		return Int(validity.Milliseconds())
 	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
 		d.stats.extendFailed.Add(1)

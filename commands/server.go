@@ -50,7 +50,7 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		num("uptime_in_days", int64(up/(24*time.Hour)))
 	case "clients":
 		num("connected_clients", int64(d.clients.count()))
-		num("blocked_clients", 0)
+		num("blocked_clients", int64(d.LockWaiters()))
 	case "persistence":
 		line("loading", "0")
 	case "stats":

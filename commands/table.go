@@ -39,10 +39,14 @@ type Command struct {
 
 // table is the one list of commands. A duplicate name panics at start.
 var table = []Command{
-	// Native lock commands (lock.go).
+	// Native lock commands (lock.go, wait.go, session.go, info.go).
 	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
 	{Name: "UNLOCK", Arity: 3, Key: 1, Group: "lock", Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
 	{Name: "EXTEND", Arity: 4, Key: 1, Group: "lock", Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
+	{Name: "MLOCK", Arity: -3, Key: 2, Group: "lock", Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
+	{Name: "MUNLOCK", Arity: -3, Key: 2, Group: "lock", Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
+	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
+	{Name: "LOCKS", Arity: 1, Flags: Admin, Group: "lock", Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
 	{Name: "SET", Arity: -3, Key: 1, Group: "string", Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},

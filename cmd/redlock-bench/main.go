@@ -40,6 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	modes := fs.String("modes", strings.Join(modeNames(), ","), "modes to run, comma separated")
 	fs.IntVar(&cfg.spawn, "spawn", 0, "start N redis-server backends and a proxy in front of them")
 	fs.IntVar(&cfg.idle, "idle", 0, "with -spawn: first hold N idle connections to the proxy and report its RSS per connection")
+	fs.IntVar(&cfg.handoff, "handoff", 0, "first measure N lock hand-offs through the proxy: UNLOCK reply → a WAIT-ing client's grant")
 	fs.StringVar(&cfg.proxyBin, "proxy-bin", "", "with -spawn: run this redlock-proxy `binary` instead of building ./cmd/redlock-proxy")
 	fs.StringVar(&cfg.proxyAddr, "proxy", "127.0.0.1:6380", "proxy `address` (without -spawn)")
 	fs.Var(&backends, "backend", "backend `address` (repeatable, without -spawn); redsync uses all, single the first")

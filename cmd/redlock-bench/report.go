@@ -72,6 +72,8 @@ type report struct {
 	Results    []result `json:"results"`
 	// Idle is the -idle measurement; nil without -idle.
 	Idle *idleResult `json:"idle,omitempty"`
+	// Handoff is the -handoff measurement; nil without -handoff.
+	Handoff *handoffResult `json:"handoff,omitempty"`
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }
@@ -172,6 +174,10 @@ func (rep *report) writeTable(w io.Writer) error {
 	}
 	if rep.Idle != nil {
 		b.WriteString(rep.Idle.String())
+		b.WriteByte('\n')
+	}
+	if rep.Handoff != nil {
+		b.WriteString(rep.Handoff.String())
 		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())

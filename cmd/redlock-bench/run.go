@@ -23,6 +23,7 @@ type config struct {
 	modes     []*mode
 	spawn     int
 	idle      int // -idle: idle connections for the RSS measurement
+	handoff   int // -handoff: hand-offs to measure
 	proxyBin  string
 	proxyAddr string
 	backends  []string
@@ -46,6 +47,8 @@ func (c *config) validate() error {
 		return errors.New("-spawn starts its own backends: drop -backend")
 	case c.idle < 0:
 		return errors.New("-idle must not be negative")
+	case c.handoff < 0:
+		return errors.New("-handoff must not be negative")
 	case c.idle > 0 && c.spawn == 0:
 		return errors.New("-idle measures the proxy's memory: it needs -spawn N")
 	}
@@ -134,6 +137,17 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 			return 1
 		}
 		rep.Idle = idle
+	}
+	if cfg.handoff > 0 {
+		h, err := measureHandoff(ctx, t.proxy, cfg.handoff, cfg.ttl)
+		if err != nil {
+			fmt.Fprintln(stderr, "redlock-bench:", err)
+			if ctx.Err() != nil {
+				return 130
+			}
+			return 1
+		}
+		rep.Handoff = h
 	}
 	if cfg.cycles > 0 {
 		rep.Cycles = cfg.cycles

@@ -1,0 +1,312 @@
+package commands
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The registry is this proxy's memory of the locks it granted through the
+// native commands (LOCK, MLOCK), and of the clients waiting for them. The
+// backends stay the authority: the registry only decides how long a
+// waiter sleeps, what LOCKINFO and LOCKS show, and which locks a SESSION
+// renews and releases. A lock released or stolen behind the proxy's back
+// (another proxy, a legacy DEL) stays in the registry until its ttl ends.
+
+// heldLock is one lock granted through this proxy.
+type heldLock struct {
+	keys    []string
+	token   string
+	fence   int64
+	fenced  bool
+	ttl     time.Duration
+	granted time.Time // when the grant was answered
+	client  *Client   // the connection it was granted to
+	session bool      // LOCK … SESSION: renewed while client lives
+
+	// guarded by registry.mu
+	deadline time.Time   // end of the validity last reported
+	expires  time.Time   // when the backends drop it: last acquire/extend start + ttl
+	timer    *time.Timer // fires at expires
+	gone     bool        // released, lost or expired
+
+	stop     context.CancelFunc // ends the session renewal (session only)
+	released atomic.Bool        // the session release ran (session only)
+}
+
+// waiter is one LOCK … WAIT in a key's queue. wake is signalled when the
+// waiter becomes the head of the queue, and when the key is released or
+// expires while it is the head.
+type waiter struct {
+	wake chan struct{}
+}
+
+func (w *waiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+type registry struct {
+	mu     sync.Mutex
+	held   map[string]*heldLock // by key; an MLOCK appears under each key
+	queues map[string][]*waiter // by key, first come first
+}
+
+// add records a grant and arms its expiry. A stale record of the same key
+// (released elsewhere, expired unseen) is replaced.
+func (r *registry) add(l *heldLock, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil {
+		r.held = make(map[string]*heldLock)
+	}
+	for _, k := range l.keys {
+		if old := r.held[k]; old != nil && old != l {
+			r.dropLocked(old, false)
+		}
+		r.held[k] = l
+	}
+	l.timer = time.AfterFunc(l.expires.Sub(now), func() { r.expire(l) })
+}
+
+// lookup returns the live record of key, or nil.
+func (r *registry) lookup(key string) *heldLock {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held[key]
+}
+
+// byToken returns the live record of key when it holds token.
+func (r *registry) byToken(key, token string) *heldLock {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.held[key]; l != nil && l.token == token {
+		return l
+	}
+	return nil
+}
+
+// extended moves the validity deadline and the expiry of key's record when
+// it holds token: start is when the extend was sent.
+func (r *registry) extended(key, token string, start, now time.Time, validity time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.held[key]
+	if l == nil || l.token != token {
+		return
+	}
+	l.deadline = now.Add(validity)
+	l.expires = start.Add(l.ttl)
+	l.timer.Reset(l.expires.Sub(now))
+}
+
+// remove forgets l and hands its keys to their waiters. It reports whether
+// l was still recorded.
+func (r *registry) remove(l *heldLock) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.gone {
+		return false
+	}
+	r.dropLocked(l, true)
+	return true
+}
+
+// released is called after a release of key with token reached a quorum:
+// it forgets the matching record and wakes key's first waiter either way.
+func (r *registry) released(key, token string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.held[key]; l != nil && l.token == token {
+		r.dropLocked(l, true)
+		return
+	}
+	r.wakeLocked(key)
+}
+
+// expire runs at l's expiry; an extend in between moved the expiry on.
+func (r *registry) expire(l *heldLock) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.gone || time.Until(l.expires) > 0 {
+		return
+	}
+	r.dropLocked(l, true)
+}
+
+func (r *registry) dropLocked(l *heldLock, wake bool) {
+	l.gone = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	for _, k := range l.keys {
+		if r.held[k] == l {
+			delete(r.held, k)
+			if wake {
+				r.wakeLocked(k)
+			}
+		}
+	}
+}
+
+func (r *registry) wakeLocked(key string) {
+	if q := r.queues[key]; len(q) > 0 {
+		q[0].signal()
+	}
+}
+
+// snapshot lists the live records once each, by key.
+func (r *registry) snapshot() []*heldLock {
+	r.mu.Lock()
+	out := make([]*heldLock, 0, len(r.held))
+	seen := make(map[*heldLock]bool, len(r.held))
+	for _, l := range r.held {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b *heldLock) int { return cmp.Compare(a.keys[0], b.keys[0]) })
+	return out
+}
+
+// state returns the fields of l that change, read under the lock.
+func (r *registry) state(l *heldLock) (deadline, expires time.Time, gone bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return l.deadline, l.expires, l.gone
+}
+
+// enqueue puts a new waiter at the tail of key's queue; the head is
+// signalled at once.
+func (r *registry) enqueue(key string) *waiter {
+	w := &waiter{wake: make(chan struct{}, 1)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.queues == nil {
+		r.queues = make(map[string][]*waiter)
+	}
+	r.queues[key] = append(r.queues[key], w)
+	if len(r.queues[key]) == 1 {
+		w.signal()
+	}
+	return w
+}
+
+// leave takes w out of key's queue; when w was the head, the next waiter
+// becomes the head and is signalled.
+func (r *registry) leave(key string, w *waiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queues[key]
+	i := slices.Index(q, w)
+	if i < 0 {
+		return
+	}
+	q = slices.Delete(q, i, i+1)
+	if len(q) == 0 {
+		delete(r.queues, key)
+		return
+	}
+	r.queues[key] = q
+	if i == 0 {
+		q[0].signal()
+	}
+}
+
+// isHead reports whether w is first in key's queue.
+func (r *registry) isHead(key string, w *waiter) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queues[key]
+	return len(q) > 0 && q[0] == w
+}
+
+// waiting is the number of waiters queued for key.
+func (r *registry) waiting(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queues[key])
+}
+
+// tracker counts the dispatcher's background goroutines (session renewals
+// and releases) so that Shutdown can wait for them. New work may start
+// while someone waits.
+type tracker struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil while n == 0
+}
+
+func (t *tracker) goFunc(f func()) {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.idle = make(chan struct{})
+	}
+	t.n++
+	t.mu.Unlock()
+	go func() {
+		defer t.done()
+		f()
+	}()
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n--; t.n == 0 {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
+// wait returns when no goroutine runs, or ctx's error.
+func (t *tracker) wait(ctx context.Context) error {
+	t.mu.Lock()
+	idle := t.idle
+	t.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// counts returns the live SESSION locks and the queued waiters.
+func (r *registry) counts() (sessions, waiters int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := make(map[*heldLock]bool)
+	for _, l := range r.held {
+		if l.session && !seen[l] {
+			seen[l] = true
+			sessions++
+		}
+	}
+	for _, q := range r.queues {
+		waiters += len(q)
+	}
+	return sessions, waiters
+}
+
+// SessionLocks is the number of SESSION locks held through this proxy.
+func (d *Dispatcher) SessionLocks() int {
+	s, _ := d.reg.counts()
+	return s
+}
+
+// LockWaiters is the number of LOCK … WAIT commands queued on this proxy.
+func (d *Dispatcher) LockWaiters() int {
+	_, w := d.reg.counts()
+	return w
+}
