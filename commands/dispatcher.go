@@ -30,6 +30,11 @@ type Options struct {
 	Version       string // the proxy's own version, shown in INFO
 	Logger        hclog.Logger
 	Now           func() time.Time
+	MaxHold       time.Duration // SESSION locks stop renewing after this; 0: never
+	NodeTimeout   time.Duration // bounds LOCKINFO's per-backend reads
+	// Observe, when set, is called once per command after it ran (observe.go
+	// says how dialect and result are named). nil costs nothing.
+	Observe func(cmd, dialect, result string, d time.Duration)
 }
 
 // Dispatcher runs commands: it owns the command table, the client registry
@@ -46,6 +51,8 @@ type Dispatcher struct {
 	scripts *scriptIndex
 	clients clientRegistry
 	stats   lockStats
+
+	lockState // locks granted here, waiters, sessions (registry.go, session.go)
 }
 
 // New builds a Dispatcher. opts.Locker is required.
@@ -73,6 +80,7 @@ func New(opts Options) *Dispatcher {
 	}
 	d.started = d.now()
 	d.passSum = sha256.Sum256([]byte(opts.RequirePass))
+	d.initLockState()
 	return d
 }
 
@@ -84,6 +92,7 @@ func (d *Dispatcher) NewClient(addr, localAddr string) *Client {
 		Addr:      addr,
 		LocalAddr: localAddr,
 		Created:   d.now(),
+		done:      make(chan struct{}),
 	}
 	c.proto.Store(2)
 	c.authed.Store(d.opts.RequirePass == "")
@@ -92,7 +101,11 @@ func (d *Dispatcher) NewClient(addr, localAddr string) *Client {
 }
 
 // CloseClient forgets a connection. It is O(1) in the number of clients.
-func (d *Dispatcher) CloseClient(c *Client) { d.clients.remove(c) }
+// Its SESSION locks are released in the background.
+func (d *Dispatcher) CloseClient(c *Client) {
+	d.clients.remove(c)
+	d.closeSessions(c)
+}
 
 // ClientCount is the number of connected clients.
 func (d *Dispatcher) ClientCount() int { return d.clients.count() }
@@ -100,6 +113,14 @@ func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 // Do runs one command: look up, check arity, check auth, run. args[0] is
 // the command name in any case.
 func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
+	if d.opts.Observe != nil && len(args) > 0 {
+		return d.doObserved(ctx, c, args)
+	}
+	return d.do(ctx, c, args)
+}
+
+// do is Do without the observer.
+func (d *Dispatcher) do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if len(args) == 0 {
 		return nil
 	}
@@ -116,6 +137,9 @@ func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
 	}
 	if !c.Authenticated() && cmd.Flags&NoAuth == 0 {
 		return errNoAuth
+	}
+	if r := c.takeLost(cmd, args); r != nil {
+		return r
 	}
 	if c.tx.multi && cmd.Flags&TxControl == 0 {
 		return d.queue(c, cmd, args)

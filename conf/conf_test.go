@@ -95,6 +95,7 @@ max_bulk_bytes   = 8192
 max_inline_bytes = 2048
 max_key_bytes    = 256
 max_value_bytes  = 512
+metrics_listen   = "127.0.0.1:9121"
 `
 	want := Config{
 		Listen:            "0.0.0.0:7000",
@@ -126,6 +127,7 @@ max_value_bytes  = 512
 		MaxInlineBytes:    2048,
 		MaxKeyBytes:       256,
 		MaxValueBytes:     512,
+		MetricsListen:     "127.0.0.1:9121",
 	}
 	got := mustParse(t, src)
 	if !reflect.DeepEqual(got, want) {
@@ -296,6 +298,9 @@ func TestValidateBad(t *testing.T) {
 		{"max_key_bytes over bulk", func(c *Config) { c.MaxKeyBytes = 1<<20 + 1 }, "max_key_bytes", "must be <= max_bulk_bytes 1048576"},
 		{"max_value_bytes zero", func(c *Config) { c.MaxValueBytes = 0 }, "max_value_bytes", "must be >= 1"},
 		{"max_value_bytes over bulk", func(c *Config) { c.MaxBulkBytes = 4096; c.MaxKeyBytes = 100; c.MaxValueBytes = 4097 }, "max_value_bytes", "max_bulk_bytes 4096"},
+		{"metrics_listen no port", func(c *Config) { c.MetricsListen = "localhost" }, "metrics_listen", `metrics_listen = "localhost": must be host:port`},
+		{"metrics_listen bad port", func(c *Config) { c.MetricsListen = ":99999" }, "metrics_listen", "port must be a number within [0, 65535]"},
+		{"metrics_listen same as listen", func(c *Config) { c.MetricsListen = c.Listen }, "metrics_listen", "must differ from listen"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid()
@@ -345,6 +350,9 @@ func TestValidateBoundaries(t *testing.T) {
 			c.MaxKeyBytes, c.MaxValueBytes = 512<<20, 512<<20
 		}},
 		{"dev with no backends", func(c *Config) { c.Dev = true; c.Backends = nil }},
+		{"metrics_listen off", func(c *Config) { c.MetricsListen = "" }},
+		{"metrics_listen forms", func(c *Config) { c.MetricsListen = ":9121" }},
+		{"metrics_listen any port", func(c *Config) { c.Listen = "127.0.0.1:0"; c.MetricsListen = "127.0.0.1:0" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid()
@@ -498,6 +506,35 @@ func TestStringNamesEveryKey(t *testing.T) {
 	}
 	if !strings.Contains(s, "max_ttl=1m ") || !strings.Contains(s, "node_timeout=50ms ") {
 		t.Errorf("durations not in short form: %s", s)
+	}
+}
+
+func TestChanges(t *testing.T) {
+	old := valid()
+	old.RequirePass = "old-secret"
+	if got := Changes(old, old); len(got) != 0 {
+		t.Fatalf("Changes(c, c) = %v, want none", got)
+	}
+	cur := old
+	cur.Backends = append([]string(nil), old.Backends...)
+	cur.LogLevel = "debug"
+	cur.MaxClients = 5
+	cur.RequirePass = "new-secret"
+	cur.Backends[0] = "redis://u:other@10.0.0.1:6379" // differs only in its password
+	got := Changes(old, cur)
+	want := []Change{
+		{Key: "backends", Old: "[redis://10.0.0.1:6379,redis://10.0.0.2:6379,10.0.0.3:6379]", New: "[redis://u:xxxxx@10.0.0.1:6379,redis://10.0.0.2:6379,10.0.0.3:6379]"},
+		{Key: "log_level", Old: "info", New: "debug"},
+		{Key: "max_clients", Old: "10000", New: "5"},
+		{Key: "requirepass", Old: "<set>", New: "<set>"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Changes:\n got %+v\nwant %+v", got, want)
+	}
+	for _, ch := range got {
+		if strings.Contains(ch.Old+ch.New, "secret") || strings.Contains(ch.Old+ch.New, "other") {
+			t.Fatalf("change leaks a secret: %+v", ch)
+		}
 	}
 }
 

@@ -41,6 +41,7 @@ type Config struct {
 	MaxInlineBytes    int           // 65536 bytes per inline command line
 	MaxKeyBytes       int           // 1024
 	MaxValueBytes     int           // 4096 (lock tokens / values)
+	MetricsListen     string        // "" (off): host:port of /metrics, /healthz, /readyz
 }
 
 // Default returns the built-in defaults. Backends is empty, so Default alone
@@ -79,20 +80,34 @@ func Default() Config {
 // <unset>, and backend URLs have any credentials replaced by "xxxxx".
 func (c Config) String() string {
 	var b strings.Builder
-	kv := func(key, val string) {
+	for _, kv := range c.pairs(true) {
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(key)
+		b.WriteString(kv[0])
 		b.WriteByte('=')
-		b.WriteString(val)
+		b.WriteString(kv[1])
 	}
+	return b.String()
+}
+
+// pairs lists every key and its value as String shows it, in String's
+// order; without redact, secrets appear as they are (for comparison only).
+func (c Config) pairs(redact bool) [][2]string {
+	var out [][2]string
+	kv := func(key, val string) { out = append(out, [2]string{key, val}) }
 	backends := make([]string, len(c.Backends))
 	for i, be := range c.Backends {
-		backends[i] = quoteIfNeeded(RedactBackend(be))
+		if redact {
+			be = RedactBackend(be)
+		}
+		backends[i] = quoteIfNeeded(be)
 	}
 	pass := "<unset>"
-	if c.RequirePass != "" {
+	switch {
+	case !redact:
+		pass = strconv.Quote(c.RequirePass)
+	case c.RequirePass != "":
 		pass = "<set>"
 	}
 	kv("listen", quoteIfNeeded(c.Listen))
@@ -124,7 +139,30 @@ func (c Config) String() string {
 	kv("max_inline_bytes", strconv.Itoa(c.MaxInlineBytes))
 	kv("max_key_bytes", strconv.Itoa(c.MaxKeyBytes))
 	kv("max_value_bytes", strconv.Itoa(c.MaxValueBytes))
-	return b.String()
+	kv("metrics_listen", quoteIfNeeded(c.MetricsListen))
+	return out
+}
+
+// Change is one key whose value differs between two configurations, with
+// both values as String shows them (secrets redacted).
+type Change struct {
+	Key, Old, New string
+}
+
+// Changes lists the keys whose values differ from old to new, in String's
+// order. Secrets are compared as they are but shown redacted, so a new
+// password is a change even though both sides read <set>. A reload uses it
+// to say what it applied and what needs a restart.
+func Changes(old, new Config) []Change {
+	oldRaw, newRaw := old.pairs(false), new.pairs(false)
+	oldShown, newShown := old.pairs(true), new.pairs(true)
+	var out []Change
+	for i := range oldRaw {
+		if oldRaw[i][1] != newRaw[i][1] {
+			out = append(out, Change{Key: oldRaw[i][0], Old: oldShown[i][1], New: newShown[i][1]})
+		}
+	}
+	return out
 }
 
 // GoString makes %#v print the same redacted text as String, so the

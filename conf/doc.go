@@ -78,9 +78,18 @@
 //	max_inline_bytes  65536            [1024, 1048576]     bytes per inline command line
 //	max_key_bytes     1024             [1, max_bulk_bytes]
 //	max_value_bytes   4096             [1, max_bulk_bytes] lock tokens and values
+//	metrics_listen    ""               "" (off) or host:port, port in [0, 65535], not listen's address;
+//	                                   serves /metrics (Prometheus), /healthz and /readyz over HTTP
 //
 // Durations reject negatives. Validate reports every broken bound as a
 // *ValidationError ("conf: max_ttl = 48h: must be <= 24h").
+//
+// # Reload
+//
+// Changes lists the keys that differ between two configurations, secrets
+// redacted; cmd/redlock-proxy uses it on SIGHUP to apply what can change at
+// run time (log_level, max_clients) and to refuse, by key, what needs a
+// restart.
 //
 // # Where safety depends on this package
 //

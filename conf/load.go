@@ -118,6 +118,7 @@ var fieldByKey = map[string]field{
 	"max_inline_bytes":   integer(func(c *Config) *int { return &c.MaxInlineBytes }),
 	"max_key_bytes":      integer(func(c *Config) *int { return &c.MaxKeyBytes }),
 	"max_value_bytes":    integer(func(c *Config) *int { return &c.MaxValueBytes }),
+	"metrics_listen":     str(func(c *Config) *string { return &c.MetricsListen }),
 }
 
 // keys returns the HCL keys a config file may set, sorted.

@@ -98,6 +98,10 @@ func (c Config) Validate() error {
 	v.intWithin("max_key_bytes", c.MaxKeyBytes, 1, bulk, bulkName)
 	v.intWithin("max_value_bytes", c.MaxValueBytes, 1, bulk, bulkName)
 
+	if c.MetricsListen != "" && v.hostPort("metrics_listen", c.MetricsListen) && c.MetricsListen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
+		v.fail("metrics_listen", strconv.Quote(c.MetricsListen), "must differ from listen")
+	}
+
 	switch len(v.errs) {
 	case 0:
 		return nil
@@ -158,14 +162,22 @@ func (v *validator) listen(s string) {
 		v.fail("listen", `""`, "must be host:port")
 		return
 	}
+	v.hostPort("listen", s)
+}
+
+// hostPort checks a listen address: host:port, port in [0, 65535] (0 = any
+// free port, empty host = all interfaces). It reports whether s passed.
+func (v *validator) hostPort(key, s string) bool {
 	_, port, err := net.SplitHostPort(s)
 	if err != nil {
-		v.fail("listen", strconv.Quote(s), "must be host:port")
-		return
+		v.fail(key, strconv.Quote(s), "must be host:port")
+		return false
 	}
 	if _, err := parsePort(port, true); err != nil {
-		v.fail("listen", strconv.Quote(s), "port "+err.Error())
+		v.fail(key, strconv.Quote(s), "port "+err.Error())
+		return false
 	}
+	return true
 }
 
 func (v *validator) backends(list []string, dev bool) {

@@ -11,6 +11,13 @@
 // with panic recovery, and the reply is encoded for the session's RESP
 // version.
 //
+// Two things reach a connection outside its command loop (commands.Hooks):
+// a RESP3 push (a SESSION lock lost), written from another goroutine —
+// guardConn.Write is atomic and redcon writes each batch of replies in one
+// Write, so a push never lands inside a reply — and, while a command blocks
+// (LOCK … WAIT), a background read of the socket that notices the client
+// going away and keeps what it sent for redcon.
+//
 // Limits: max_clients (refused with -ERR max number of clients reached),
 // an idle timeout, a write deadline on every write, and protected mode
 // (with no password, only loopback clients are served).
@@ -19,6 +26,14 @@
 // is done (then cancels them), and closes every connection. It is
 // idempotent.
 //
-// Safety: nothing here decides who holds a lock; the proxy keeps no lock
-// state of its own, so several proxies may serve the same backends.
+// Observability (metrics.go, ops.go): Metrics holds the Prometheus metrics
+// in a private registry, fed by commands.Options.Observe (lock operations
+// by command, dialect and result; latency histograms) and read at scrape
+// time from the backends' health, the client count and the SESSION and
+// WAIT gauges. OpsServer serves them on metrics_listen with /healthz and
+// /readyz (200 while a quorum of backends votes, 503 otherwise or once
+// draining). docs/operations.md lists every metric.
+//
+// Safety: nothing here decides who holds a lock, so several proxies may
+// serve the same backends.
 package proxy

@@ -45,6 +45,7 @@ type Server struct {
 	closing   atomic.Bool
 	inflight  atomic.Int64
 	conns     atomic.Int64
+	maxConns  atomic.Int64 // cfg.MaxClients, changed by SetMaxClients
 	serveDone chan struct{}
 	closeOnce sync.Once
 }
@@ -62,6 +63,7 @@ func New(cfg Config, disp *commands.Dispatcher, logger hclog.Logger) *Server {
 		logger = hclog.NewNullLogger()
 	}
 	s := &Server{cfg: cfg, disp: disp, log: logger, serveDone: make(chan struct{})}
+	s.maxConns.Store(int64(cfg.MaxClients))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = redcon.NewServer(cfg.Listen, s.serveCommand, s.accept, s.closed)
 	s.srv.SetIdleClose(cfg.IdleTimeout)
@@ -132,6 +134,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// SetMaxClients changes the client limit for connections accepted from
+// now on; clients beyond a lowered limit stay connected.
+func (s *Server) SetMaxClients(n int) { s.maxConns.Store(int64(n)) }
+
 func (s *Server) accept(conn redcon.Conn) bool {
 	if s.closing.Load() {
 		return false
@@ -141,9 +147,9 @@ func (s *Server) accept(conn redcon.Conn) bool {
 		conn.WriteError(errProtected)
 		return false
 	}
-	if n := s.conns.Add(1); s.cfg.MaxClients > 0 && n > int64(s.cfg.MaxClients) {
+	if n, limit := s.conns.Add(1), s.maxConns.Load(); limit > 0 && n > limit {
 		s.conns.Add(-1)
-		s.log.Warn("refused client: max clients reached", "remote-addr", conn.RemoteAddr(), "max-clients", s.cfg.MaxClients)
+		s.log.Warn("refused client: max clients reached", "remote-addr", conn.RemoteAddr(), "max-clients", limit)
 		conn.WriteError(errMaxClients)
 		return false
 	}
@@ -153,11 +159,26 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	if g != nil {
 		g.SetAuthenticated(c.Authenticated())
 	}
-	conn.SetContext(&session{client: c, guard: g})
+	sess := &session{client: c, guard: g}
+	if g != nil {
+		c.SetHooks(commands.Hooks{Push: sess.push, WatchClose: g.watchClose})
+	}
+	conn.SetContext(sess)
 	return true
 }
 
-// closed runs under redcon's server lock: keep it O(1).
+// push writes an out-of-band RESP3 message (a lock-lost notice) from any
+// goroutine. guardConn.Write is atomic, and redcon writes each batch of
+// replies with one Write, so the push lands between replies, never inside
+// one.
+func (s *session) push(r commands.Reply) bool {
+	_, err := s.guard.Write(commands.AppendReply(nil, r, 3))
+	return err == nil
+}
+
+// closed runs under redcon's server lock: keep it O(1). CloseClient only
+// wakes the client's waits and starts releasing its SESSION locks in the
+// background.
 func (s *Server) closed(conn redcon.Conn, err error) {
 	sess, ok := conn.Context().(*session)
 	if !ok {

@@ -37,6 +37,7 @@ func run(args []string) int {
 	logFormat := fs.String("log-format", "", "text|json")
 	maxTTL := fs.Duration("max-ttl", 0, "longest lock ttl accepted")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	checkConfig := fs.String("check-config", "", "load `file` (with the environment and flags), validate, print the effective config and exit: 0 ok, 2 invalid")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `file` until shutdown (diagnostics)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -46,38 +47,55 @@ func run(args []string) int {
 		return 0
 	}
 
-	cfg := conf.Default()
-	if *configFile != "" {
-		var err error
-		if cfg, err = conf.LoadFile(*configFile, cfg); err != nil {
+	// load builds the effective config: defaults < file < environment <
+	// flags. It runs at start and again on SIGHUP.
+	load := func(file string) (conf.Config, error) {
+		cfg := conf.Default()
+		if file != "" {
+			var err error
+			if cfg, err = conf.LoadFile(file, cfg); err != nil {
+				return cfg, err
+			}
+		}
+		cfg.ApplyEnv(os.LookupEnv)
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "listen":
+				cfg.Listen = *listen
+			case "backend":
+				cfg.Backends = backends
+			case "dev":
+				cfg.Dev = *dev
+			case "log-level":
+				cfg.LogLevel = *logLevel
+			case "log-format":
+				cfg.LogFormat = *logFormat
+			case "max-ttl":
+				// A smaller max_ttl brings the default ttl down with it.
+				cfg.MaxTTL = *maxTTL
+				cfg.DefaultTTL = min(cfg.DefaultTTL, cfg.MaxTTL)
+			}
+		})
+		if err := cfg.ResolveSecrets(); err != nil {
+			return cfg, err
+		}
+		return cfg, cfg.Validate()
+	}
+	if *checkConfig != "" {
+		cfg, err := load(*checkConfig)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
 			return 2
 		}
-	}
-	cfg.ApplyEnv(os.LookupEnv)
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "listen":
-			cfg.Listen = *listen
-		case "backend":
-			cfg.Backends = backends
-		case "dev":
-			cfg.Dev = *dev
-		case "log-level":
-			cfg.LogLevel = *logLevel
-		case "log-format":
-			cfg.LogFormat = *logFormat
-		case "max-ttl":
-			// A smaller max_ttl brings the default ttl down with it.
-			cfg.MaxTTL = *maxTTL
-			cfg.DefaultTTL = min(cfg.DefaultTTL, cfg.MaxTTL)
+		fmt.Println("config ok")
+		fmt.Println(cfg.String())
+		for _, w := range cfg.Warnings() {
+			fmt.Println("warning:", w)
 		}
-	})
-	if err := cfg.ResolveSecrets(); err != nil {
-		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
-		return 2
+		return 0
 	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := load(*configFile)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
 		return 2
 	}
@@ -96,8 +114,9 @@ func run(args []string) int {
 		defer pprof.StopCPUProfile()
 	}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	if err := serve(cfg, newLogger(cfg), sigs); err != nil {
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	reload := func() (conf.Config, error) { return load(*configFile) }
+	if err := serve(cfg, newLogger(cfg), sigs, reload); err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
 		return 1
 	}

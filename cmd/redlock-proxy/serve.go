@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,8 +16,8 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
-// shutdownGrace bounds the wait for background rollbacks after the clients
-// are gone.
+// shutdownGrace bounds the wait for SESSION releases and background
+// rollbacks after the clients are gone.
 const shutdownGrace = time.Second
 
 func newLogger(cfg conf.Config) hclog.Logger {
@@ -28,12 +29,17 @@ func newLogger(cfg conf.Config) hclog.Logger {
 	})
 }
 
-// serve wires backends → redlock → commands → proxy, serves until a signal
-// arrives on sigs, then shuts down in order: clients, rollbacks, backends.
-func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal) error {
+// serve wires backends → redlock → commands → proxy (and the metrics
+// server), serves until SIGINT or SIGTERM arrives on sigs, then shuts down
+// in order: readiness off, clients (in-flight commands finish within
+// shutdown_timeout), SESSION locks, rollbacks, the metrics server,
+// backends. SIGHUP re-reads the config with reload and applies what can
+// change while running (reload.go).
+func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal, reload func() (conf.Config, error)) error {
 	for _, w := range cfg.Warnings() {
 		logger.Warn(w)
 	}
+	loaded := cfg // as configured, before -dev replaces the backends: what a reload compares with
 	if cfg.Dev {
 		dev, err := startDevBackends(5)
 		if err != nil {
@@ -71,18 +77,34 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal) error {
 	go func() { defer close(healthDone); locker.RunHealth(hctx) }()
 	defer func() { stopHealth(); <-healthDone }()
 
-	disp := commands.New(commands.Options{
+	var disp *commands.Dispatcher
+	var metrics *proxy.Metrics
+	var observe func(cmd, dialect, result string, d time.Duration)
+	if cfg.MetricsListen != "" {
+		metrics = proxy.NewMetrics(proxy.MetricsSources{
+			Backends:     locker,
+			Clients:      func() int { return disp.ClientCount() },
+			SessionLocks: func() int { return disp.SessionLocks() },
+			Waiters:      func() int { return disp.LockWaiters() },
+			Version:      version,
+		})
+		observe = metrics.Observe
+	}
+	disp = commands.New(commands.Options{
 		Locker:        locker,
 		MinTTL:        cfg.MinTTL,
 		MaxTTL:        cfg.MaxTTL,
 		DefaultTTL:    cfg.DefaultTTL,
 		MaxWait:       cfg.MaxWait,
+		MaxHold:       cfg.MaxHold,
+		NodeTimeout:   cfg.NodeTimeout,
 		MaxKeyBytes:   cfg.MaxKeyBytes,
 		MaxValueBytes: cfg.MaxValueBytes,
 		AllowFlush:    cfg.AllowFlush,
 		RequirePass:   cfg.RequirePass,
 		Version:       version,
 		Logger:        logger.Named("commands"),
+		Observe:       observe,
 	})
 	srv := proxy.New(proxy.Config{
 		Listen:        cfg.Listen,
@@ -100,22 +122,62 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal) error {
 	if err := srv.Listen(); err != nil {
 		return err
 	}
+	var ops *proxy.OpsServer
+	opsDone := make(chan error, 1)
+	if metrics != nil {
+		ops = proxy.NewOpsServer(cfg.MetricsListen, metrics, locker, logger.Named("metrics"))
+		if err := ops.Listen(); err != nil {
+			return err
+		}
+		go func() { opsDone <- ops.Serve() }()
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
 
-	select {
-	case err := <-served:
-		return err
-	case sig := <-sigs:
-		logger.Info("shutting down", "signal", sig.String(), "timeout", cfg.ShutdownTimeout)
+	live := &reloader{log: logger, running: loaded, load: reload, srv: srv}
+wait:
+	for {
+		select {
+		case err := <-served:
+			if ops != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+				_ = ops.Shutdown(ctx)
+				cancel()
+				<-opsDone
+			}
+			return err
+		case err := <-opsDone:
+			// The lock service outranks its monitoring: keep serving.
+			logger.Error("metrics server stopped", "error", err)
+			ops, opsDone = nil, nil
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				live.reload()
+				continue
+			}
+			logger.Info("shutting down", "signal", sig.String(), "timeout", cfg.ShutdownTimeout)
+			break wait
+		}
+	}
+	if ops != nil {
+		ops.Drain() // /readyz says 503 while the clients drain
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(ctx)
 	<-served
+	// SESSION releases and rollbacks get their own grace, so a drain that
+	// ran out of time does not also leave session locks to expire.
 	rctx, rcancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer rcancel()
+	err = errors.Join(err, releaseSessions(rctx, disp))
 	err = errors.Join(err, locker.Close(rctx))
+	if ops != nil {
+		octx, ocancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer ocancel()
+		err = errors.Join(err, ops.Shutdown(octx))
+		<-opsDone
+	}
 	if err != nil {
 		logger.Error("shutdown incomplete", "error", err)
 		return err

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/redlock-proxy/redlock-proxy/commands"
+	"github.com/redlock-proxy/redlock-proxy/conf"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+)
+
+// reloader applies a re-read configuration to the running proxy on SIGHUP.
+// Only what is safe to change under live connections is applied: the log
+// level (hclog's level is shared by every Named sub-logger) and
+// max_clients (for connections accepted from then on). Every other key
+// keeps its running value and is logged as refused: the backends, ttl
+// bounds and quarantine length are safety parameters that the locks
+// already granted depend on, and the listeners would drop connections.
+type reloader struct {
+	log     hclog.Logger
+	running conf.Config // what runs now, as configured (before -dev)
+	load    func() (conf.Config, error)
+	srv     *proxy.Server
+}
+
+func (r *reloader) reload() {
+	next, err := r.load()
+	if err != nil {
+		r.log.Error("config reload failed: keeping the running config", "error", err)
+		return
+	}
+	changes := conf.Changes(r.running, next)
+	if len(changes) == 0 {
+		r.log.Info("config reloaded: nothing changed")
+		return
+	}
+	for _, ch := range changes {
+		switch ch.Key {
+		case "log_level":
+			// Log where both the old and the new level show it.
+			lvl := hclog.LevelFromString(next.LogLevel)
+			if lvl > r.log.GetLevel() {
+				r.changed(ch)
+				r.log.SetLevel(lvl)
+			} else {
+				r.log.SetLevel(lvl)
+				r.changed(ch)
+			}
+			r.running.LogLevel = next.LogLevel
+		case "max_clients":
+			r.srv.SetMaxClients(next.MaxClients)
+			r.running.MaxClients = next.MaxClients
+			r.changed(ch)
+		default:
+			r.log.Warn("config change refused: restart to apply", "key", ch.Key, "running", ch.Old, "file", ch.New)
+		}
+	}
+}
+
+func (r *reloader) changed(ch conf.Change) {
+	r.log.Info("config changed", "key", ch.Key, "old", ch.Old, "new", ch.New)
+}
+
+// releaseSessions is the shutdown step between draining the clients and
+// closing the backends: the dispatcher releases every SESSION lock still
+// held and waits for its renewals and releases to end.
+func releaseSessions(ctx context.Context, disp *commands.Dispatcher) error {
+	return disp.Shutdown(ctx)
+}

@@ -1,0 +1,100 @@
+package commands
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+type observation struct{ cmd, dialect, result string }
+
+// observed runs each command on c and returns what Observe heard.
+func observed(t *testing.T, d *Dispatcher, c *Client, cmds ...[]string) []observation {
+	t.Helper()
+	var got []observation
+	d.opts.Observe = func(cmd, dialect, result string, el time.Duration) {
+		if el < 0 {
+			t.Errorf("%s: negative duration %v", cmd, el)
+		}
+		got = append(got, observation{cmd, dialect, result})
+	}
+	defer func() { d.opts.Observe = nil }()
+	for _, s := range cmds {
+		d.Do(context.Background(), c, args(s...))
+	}
+	return got
+}
+
+func TestObserve(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	lockReply := do(d, c, "LOCK", "held", "5000")
+	token := strings.Split(lockReply, "\r\n")[2]
+	do(d, c, "SET", "taken2", "x", "NX", "PX", "5000")
+
+	for _, tc := range []struct {
+		cmd  []string
+		want observation
+	}{
+		{[]string{"LOCK", "free", "5000"}, observation{"lock", DialectNative, ResultOK}},
+		{[]string{"lock", "held", "5000"}, observation{"lock", DialectNative, ResultHeld}},
+		{[]string{"UNLOCK", "held", "wrong"}, observation{"unlock", DialectNative, ResultNotHeld}},
+		{[]string{"EXTEND", "held", "wrong", "5000"}, observation{"extend", DialectNative, ResultNotHeld}},
+		{[]string{"UNLOCK", "held", token}, observation{"unlock", DialectNative, ResultOK}},
+		{[]string{"LOCK", "k", "1"}, observation{"lock", DialectNative, ResultError}},
+		{[]string{"LOCK"}, observation{"lock", DialectNative, ResultError}},
+		{[]string{"SET", "taken2", "y", "NX", "PX", "5000"}, observation{"set", DialectLegacy, ResultHeld}},
+		{[]string{"SETNX", "taken2", "y"}, observation{"setnx", DialectLegacy, ResultHeld}},
+		{[]string{"SET", "taken2", "y", "IFEQ", "nope", "PX", "5000"}, observation{"set", DialectLegacy, ResultNotHeld}},
+		{[]string{"GET", "nothing"}, observation{"get", DialectLegacy, ResultNotHeld}},
+		{[]string{"GET", "taken2"}, observation{"get", DialectLegacy, ResultOK}},
+		{[]string{"PTTL", "nothing"}, observation{"pttl", DialectLegacy, ResultNotHeld}},
+		{[]string{"DELIFEQ", "taken2", "nope"}, observation{"delifeq", DialectLegacy, ResultNotHeld}},
+		// redsync release of a lock another owner holds: 0.
+		{[]string{"EVALSHA", "e950836ed1e694540c503ef9972b8de518044d3b", "1", "taken2", "nope"}, observation{"evalsha", DialectScript, ResultNotHeld}},
+		// node-redlock acquire of a held key: 0.
+		{[]string{"EVALSHA", "e5a322e2634ef59a516e8ea150cb085afafee684", "1", "taken2", "v", "5000"}, observation{"evalsha", DialectScript, ResultHeld}},
+		{[]string{"EVALSHA", "0000000000000000000000000000000000000000", "0"}, observation{"evalsha", DialectScript, ResultError}},
+		{[]string{"PING"}, observation{"ping", "", ResultOK}},
+		{[]string{"DBSIZE"}, observation{"dbsize", "", ResultOK}},
+		{[]string{"NOSUCH", "x"}, observation{"unknown", "", ResultError}},
+		{[]string{"MULTI"}, observation{"multi", DialectTx, ResultOK}},
+		{[]string{"DEL", "k"}, observation{"del", DialectTx, ResultError}}, // not WATCHed: refused, in the tx dialect
+		{[]string{"EXEC"}, observation{"exec", DialectTx, ResultError}},
+	} {
+		got := observed(t, d, c, tc.cmd)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%q: observed %+v, want one %+v", tc.cmd, got, tc.want)
+		}
+	}
+}
+
+func TestObserveNoQuorum(t *testing.T) {
+	d, mrs := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	for _, m := range mrs[:2] {
+		m.Close()
+	}
+	got := observed(t, d, c, []string{"LOCK", "q", "1000"})
+	if want := (observation{"lock", DialectNative, ResultNoQuorum}); len(got) != 1 || got[0] != want {
+		t.Fatalf("observed %+v, want %+v", got, want)
+	}
+}
+
+// TestObserveAllocs checks that the observer adds no allocation to a
+// command: the names it passes are constants and the table's own strings.
+func TestObserveAllocs(t *testing.T) {
+	d, _ := newTestDispatcher(t, 1, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	ping := args("PING")
+	ctx := context.Background()
+	base := testing.AllocsPerRun(200, func() { d.Do(ctx, c, ping) })
+	n := 0
+	d.opts.Observe = func(string, string, string, time.Duration) { n++ }
+	with := testing.AllocsPerRun(200, func() { d.Do(ctx, c, ping) })
+	d.opts.Observe = nil
+	if with > base || n == 0 {
+		t.Fatalf("PING allocates %v times with an observer, %v without (observed %d)", with, base, n)
+	}
+}

@@ -1,0 +1,206 @@
+package proxy
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// metricPrefix starts every metric name of the proxy's own.
+const metricPrefix = "redlock_proxy_"
+
+// latencyBuckets span a lock operation's range: a fast quorum on a LAN
+// (~100µs) up to a LOCK … WAIT that waits out max_wait (10s by default).
+var latencyBuckets = []float64{
+	.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
+}
+
+// Backends is the view of backend health that the metrics and /readyz
+// read; *redlock.Redlock has it.
+type Backends interface {
+	Status() []redlock.NodeStatus
+	Voting() int
+	Quorum() int
+}
+
+// MetricsSources are what the gauges read at scrape time.
+type MetricsSources struct {
+	Backends     Backends   // required
+	Clients      func() int // connected clients; nil reads 0
+	SessionLocks func() int // SESSION locks this proxy holds and renews; nil reads 0
+	Waiters      func() int // LOCK … WAIT callers queued on this proxy; nil reads 0
+	Version      string     // shown as redlock_proxy_build_info{version}
+}
+
+// Metrics are the proxy's Prometheus metrics, in a registry of their own
+// (nothing is registered with the global default registry). Observe feeds
+// the lock operation counters and latency histograms; everything else is
+// read from MetricsSources when scraped.
+type Metrics struct {
+	reg     *prometheus.Registry
+	ops     *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+
+	// Children looked up once per label set, so Observe neither hashes
+	// label values nor allocates on the common path.
+	mu      sync.RWMutex
+	opsBy   map[opKey]prometheus.Counter
+	latByOp map[string]prometheus.Observer
+}
+
+type opKey struct{ cmd, dialect, result string }
+
+// NewMetrics builds the registry: lock operations, latencies, backend
+// health, clients, SESSION locks and waiters, and the Go and process
+// collectors.
+func NewMetrics(src MetricsSources) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "lock_operations_total",
+			Help: "Lock operations by command, client dialect (native, legacy, script, tx) and result (ok, held, not_held, noquorum, error).",
+		}, []string{"command", "dialect", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    metricPrefix + "lock_operation_duration_seconds",
+			Help:    "Time from a lock operation's arrival to its reply, by command, WAIT included.",
+			Buckets: latencyBuckets,
+		}, []string{"command"}),
+		opsBy:   map[opKey]prometheus.Counter{},
+		latByOp: map[string]prometheus.Observer{},
+	}
+	gauge := func(name, help string, f func() int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help},
+			func() float64 {
+				if f == nil {
+					return 0
+				}
+				return float64(f())
+			})
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricPrefix + "build_info",
+		Help: "Always 1; the version label is the proxy's version.",
+	}, []string{"version"})
+	build.WithLabelValues(src.Version).Set(1)
+	m.reg.MustRegister(
+		m.ops, m.latency, build,
+		gauge("clients_connected", "Client connections open now.", src.Clients),
+		gauge("session_locks", "SESSION locks this proxy holds and renews for its clients.", src.SessionLocks),
+		gauge("lock_waiters", "LOCK … WAIT callers queued on this proxy for a held key.", src.Waiters),
+		backendCollector{b: src.Backends},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Observe counts one command; it has commands.Options.Observe's
+// signature. Commands of no lock dialect (PING, INFO, …) are not counted.
+func (m *Metrics) Observe(cmd, dialect, result string, d time.Duration) {
+	if dialect == "" {
+		return
+	}
+	k := opKey{cmd, dialect, result}
+	m.mu.RLock()
+	c, okC := m.opsBy[k]
+	h, okH := m.latByOp[cmd]
+	m.mu.RUnlock()
+	if !okC || !okH {
+		m.mu.Lock()
+		if c, okC = m.opsBy[k]; !okC {
+			c = m.ops.WithLabelValues(cmd, dialect, result)
+			m.opsBy[k] = c
+		}
+		if h, okH = m.latByOp[cmd]; !okH {
+			h = m.latency.WithLabelValues(cmd)
+			m.latByOp[cmd] = h
+		}
+		m.mu.Unlock()
+	}
+	c.Inc()
+	h.Observe(d.Seconds())
+}
+
+// Handler serves the registry in the Prometheus text format (or
+// OpenMetrics / protobuf when the scraper asks).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the registry the metrics live in, for tests and for adding
+// collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// backendStates are the values of the state label, in NodeStatus terms.
+var backendStates = []string{redlock.StateUp, redlock.StateDown, redlock.StateQuarantined, redlock.StateLoading}
+
+var (
+	descBackendState = prometheus.NewDesc(metricPrefix+"backend_state",
+		"1 for the backend's current state (up, down, quarantined, loading), 0 for the others.",
+		[]string{"backend", "state"}, nil)
+	descBackendVoting = prometheus.NewDesc(metricPrefix+"backend_voting",
+		"1 when the backend's answers count towards a quorum now, else 0.",
+		[]string{"backend"}, nil)
+	descBackendQuarantine = prometheus.NewDesc(metricPrefix+"backend_quarantine_seconds",
+		"Seconds until the backend's quarantine ends (restart, fresh start or clock jump); 0 when not quarantined.",
+		[]string{"backend"}, nil)
+	descBackendFailures = prometheus.NewDesc(metricPrefix+"backend_consecutive_failures",
+		"Consecutive failed calls to the backend; down_after of them mark it down.",
+		[]string{"backend"}, nil)
+	descVoting = prometheus.NewDesc(metricPrefix+"backends_voting",
+		"Backends whose answers count towards a quorum now.", nil, nil)
+	descQuorum = prometheus.NewDesc(metricPrefix+"backends_quorum",
+		"Backends that must agree for a lock operation to succeed (N/2+1).", nil, nil)
+)
+
+// backendCollector reads backend health when scraped, so the gauges are
+// never stale and nothing runs between scrapes.
+type backendCollector struct{ b Backends }
+
+func (c backendCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBackendState, descBackendVoting, descBackendQuarantine,
+		descBackendFailures, descVoting, descQuorum} {
+		ch <- d
+	}
+}
+
+func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.b == nil {
+		return
+	}
+	now := time.Now()
+	voting := 0
+	for _, s := range c.b.Status() {
+		for _, st := range backendStates {
+			ch <- prometheus.MustNewConstMetric(descBackendState, prometheus.GaugeValue, boolFloat(s.State == st), s.Addr, st)
+		}
+		up := s.State == redlock.StateUp
+		if up {
+			voting++
+		}
+		ch <- prometheus.MustNewConstMetric(descBackendVoting, prometheus.GaugeValue, boolFloat(up), s.Addr)
+		left := 0.0
+		if !s.QuarantinedUntil.IsZero() {
+			left = max(0, s.QuarantinedUntil.Sub(now).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(descBackendQuarantine, prometheus.GaugeValue, left, s.Addr)
+		ch <- prometheus.MustNewConstMetric(descBackendFailures, prometheus.GaugeValue, float64(s.Failures), s.Addr)
+	}
+	// Counted from the same snapshot as the per-backend gauges, so the
+	// total always matches their sum.
+	ch <- prometheus.MustNewConstMetric(descVoting, prometheus.GaugeValue, float64(voting))
+	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(c.b.Quorum()))
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

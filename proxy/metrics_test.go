@@ -1,0 +1,185 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// fakeBackends reports a fixed health.
+type fakeBackends struct {
+	status []redlock.NodeStatus
+	quorum int
+}
+
+func (f *fakeBackends) Status() []redlock.NodeStatus { return f.status }
+func (f *fakeBackends) Quorum() int                  { return f.quorum }
+func (f *fakeBackends) Voting() int {
+	n := 0
+	for _, s := range f.status {
+		if s.State == redlock.StateUp {
+			n++
+		}
+	}
+	return n
+}
+
+// fiveBackends returns five backends of which the first `up` are up, the
+// next one quarantined for a minute and the rest down.
+func fiveBackends(up int) *fakeBackends {
+	f := &fakeBackends{quorum: 3}
+	for i := range 5 {
+		s := redlock.NodeStatus{Addr: "10.0.0." + string(rune('1'+i)) + ":6379", State: redlock.StateUp}
+		switch {
+		case i == up:
+			s.State, s.QuarantinedUntil = redlock.StateQuarantined, time.Now().Add(time.Minute)
+		case i > up:
+			s.State, s.Failures = redlock.StateDown, 4
+		}
+		f.status = append(f.status, s)
+	}
+	return f
+}
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+func TestReadyHandler(t *testing.T) {
+	draining := false
+	for _, tc := range []struct {
+		up       int
+		draining bool
+		code     int
+		body     string
+	}{
+		{5, false, 200, "ready: 5 of 5 backends voting, quorum 3\n"},
+		{3, false, 200, "ready: 3 of 5 backends voting, quorum 3\n"},
+		{2, false, 503, "not ready: 2 of 5 backends voting, quorum 3\n"},
+		{0, false, 503, "not ready: 0 of 5 backends voting, quorum 3\n"},
+		{5, true, 503, "not ready: shutting down\n"},
+	} {
+		draining = tc.draining
+		code, body := get(t, ReadyHandler(fiveBackends(tc.up), func() bool { return draining }), "/readyz")
+		if code != tc.code || body != tc.body {
+			t.Errorf("%d up, draining %v: %d %q, want %d %q", tc.up, tc.draining, code, body, tc.code, tc.body)
+		}
+	}
+	if code, body := get(t, HealthHandler(), "/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("healthz: %d %q", code, body)
+	}
+}
+
+func TestMetricsExposition(t *testing.T) {
+	m := NewMetrics(MetricsSources{
+		Backends: fiveBackends(3),
+		Clients:  func() int { return 7 },
+		Waiters:  func() int { return 2 },
+		Version:  "1.2.3",
+	})
+	m.Observe("lock", "native", "ok", time.Millisecond)
+	m.Observe("lock", "native", "ok", 3*time.Millisecond)
+	m.Observe("lock", "native", "held", time.Millisecond)
+	m.Observe("set", "legacy", "noquorum", time.Millisecond)
+	m.Observe("ping", "", "ok", time.Millisecond) // no lock dialect: not counted
+	_, body := get(t, m.Handler(), "/metrics")
+	for _, want := range []string{
+		`redlock_proxy_lock_operations_total{command="lock",dialect="native",result="ok"} 2`,
+		`redlock_proxy_lock_operations_total{command="lock",dialect="native",result="held"} 1`,
+		`redlock_proxy_lock_operations_total{command="set",dialect="legacy",result="noquorum"} 1`,
+		`redlock_proxy_lock_operation_duration_seconds_count{command="lock"} 3`,
+		`redlock_proxy_lock_operation_duration_seconds_bucket{command="lock",le="0.0025"} 2`,
+		`redlock_proxy_backend_state{backend="10.0.0.1:6379",state="up"} 1`,
+		`redlock_proxy_backend_state{backend="10.0.0.1:6379",state="down"} 0`,
+		`redlock_proxy_backend_state{backend="10.0.0.4:6379",state="quarantined"} 1`,
+		`redlock_proxy_backend_state{backend="10.0.0.5:6379",state="down"} 1`,
+		`redlock_proxy_backend_voting{backend="10.0.0.3:6379"} 1`,
+		`redlock_proxy_backend_voting{backend="10.0.0.4:6379"} 0`,
+		`redlock_proxy_backend_quarantine_seconds{backend="10.0.0.1:6379"} 0`,
+		`redlock_proxy_backend_consecutive_failures{backend="10.0.0.5:6379"} 4`,
+		"redlock_proxy_backends_voting 3",
+		"redlock_proxy_backends_quorum 3",
+		"redlock_proxy_clients_connected 7",
+		"redlock_proxy_session_locks 0",
+		"redlock_proxy_lock_waiters 2",
+		`redlock_proxy_build_info{version="1.2.3"} 1`,
+		"go_goroutines ",
+		"process_cpu_seconds_total ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `command="ping"`) {
+		t.Errorf("PING was counted as a lock operation")
+	}
+	// The quarantine gauge counts down from about a minute.
+	for line := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(line, `redlock_proxy_backend_quarantine_seconds{backend="10.0.0.4:6379"} `); ok {
+			if !strings.HasPrefix(v, "59.") && !strings.HasPrefix(v, "60") {
+				t.Errorf("quarantine seconds = %q, want about 60", v)
+			}
+		}
+	}
+}
+
+func TestMetricsObserveAllocs(t *testing.T) {
+	m := NewMetrics(MetricsSources{Backends: fiveBackends(5)})
+	m.Observe("unlock", "native", "ok", time.Millisecond)
+	if n := testing.AllocsPerRun(200, func() { m.Observe("unlock", "native", "ok", time.Millisecond) }); n != 0 {
+		t.Fatalf("Observe allocates %v times per call", n)
+	}
+}
+
+func TestOpsServer(t *testing.T) {
+	b := fiveBackends(2)
+	o := NewOpsServer("127.0.0.1:0", NewMetrics(MetricsSources{Backends: b}), b, nil)
+	if err := o.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- o.Serve() }()
+	base := "http://" + o.Addr().String()
+	fetch := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := fetch("/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz = %d %q", code, body)
+	}
+	if code, _ := fetch("/readyz"); code != 503 {
+		t.Fatalf("/readyz with 2 of 5 voting = %d", code)
+	}
+	if code, body := fetch("/metrics"); code != 200 || !strings.Contains(body, "redlock_proxy_backends_voting 2") {
+		t.Fatalf("/metrics = %d, %d bytes", code, len(body))
+	}
+	if code, _ := fetch("/nothing"); code != 404 {
+		t.Fatalf("/nothing = %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := o.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve after Shutdown = %v", err)
+	}
+	if err := o.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown = %v", err)
+	}
+}
