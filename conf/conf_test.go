@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,7 +169,10 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown key", "listen = \"a:1\"\nmax_ttll = \"1s\"\n", []string{`unknown key "max_ttll"`, "test.hcl:2:", `did you mean "max_ttl"`}},
 		{"unknown key far from any", "\n\nfrobnicate = 1\n", []string{`unknown key "frobnicate"`, "test.hcl:3:1"}},
-		{"unknown block", "tls {\n}\n", []string{`unknown block "tls"`, "test.hcl:1:1"}},
+		{"unknown block", "nosuch {\n}\n", []string{`unknown block "nosuch"`, "test.hcl:1:1"}},
+		{"unknown key in block", "tls {\n  cert = \"x\"\n}\n", []string{`tls: unknown key "cert"`, "test.hcl:2:3"}},
+		{"user without name", "user {\n}\n", []string{"user block needs one name"}},
+		{"tls with a name", "tls \"x\" {\n}\n", []string{"tls block takes no name"}},
 		{"string for int", `max_clients = "lots"`, []string{"max_clients", "number is required", "test.hcl:1:"}},
 		{"fraction for int", `max_args = 1.5`, []string{"max_args", "whole number"}},
 		{"string for bool", `strict = "yes"`, []string{"strict", "bool is required"}},
@@ -641,4 +645,78 @@ func FuzzParse(f *testing.F) {
 		_ = c.String()
 		_ = c.Warnings()
 	})
+}
+
+func TestBlocks(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pwFile, []byte("from-file\r\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := `
+backends = ["127.0.0.1:6379"]
+tls {
+  cert_file      = "/etc/rp/cert.pem"
+  key_file       = "/etc/rp/key.pem"
+  client_ca_file = "/etc/rp/ca.pem"
+}
+backend_tls {
+  ca_file     = "/etc/rp/backend-ca.pem"
+  server_name = "redis.internal"
+}
+user "orders" {
+  password = "s3cret-orders"
+  commands = ["LOCK", "UNLOCK", "EXTEND"]
+  keys     = ["orders:*"]
+}
+user "ops" {
+  password_file = "` + pwFile + `"
+  commands      = ["*"]
+  admin         = true
+}
+`
+	c, err := Parse([]byte(src), "blocks.hcl", Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ResolveSecrets(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.TLS == nil || c.TLS.ClientCAFile != "/etc/rp/ca.pem" || c.BackendTLS == nil || c.BackendTLS.ServerName != "redis.internal" {
+		t.Fatalf("tls blocks: %+v %+v", c.TLS, c.BackendTLS)
+	}
+	if len(c.Users) != 2 || c.Users[0].Keys[0] != "orders:*" || c.Users[1].Password != "from-file" || !c.Users[1].Admin {
+		t.Fatalf("users: %+v", c.Users)
+	}
+	for _, shown := range []string{c.String(), fmt.Sprintf("%#v", c)} {
+		if strings.Contains(shown, "s3cret-orders") || strings.Contains(shown, "from-file") {
+			t.Fatalf("a user password is shown: %s", shown)
+		}
+	}
+	changed := c
+	changed.Users = slices.Clone(c.Users)
+	changed.Users[0].Password = "new"
+	if len(Changes(c, changed)) != 1 {
+		t.Fatal("a changed user password is not a change")
+	}
+
+	bad := []struct{ src, key string }{
+		{"tls {\n cert_file = \"a\"\n}", "tls"},
+		{"backend_tls {\n cert_file = \"a\"\n}", "backend_tls"},
+		{"user \"u\" {\n commands = [\"*\"]\n}", `user u`},
+		{"user \"u\" {\n password = \"p\"\n}", `user u`},
+		{"user \"u\" {\n password = \"p\"\n commands = [\"*\"]\n}\nuser \"u\" {\n password = \"p\"\n commands = [\"*\"]\n}", `user u`},
+	}
+	for _, b := range bad {
+		c, err := Parse([]byte("backends = [\"127.0.0.1:6379\"]\n"+b.src), "bad.hcl", Default())
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), b.key) {
+			t.Errorf("%q: err = %v, want one naming %q", b.src, err, b.key)
+		}
+	}
 }

@@ -42,6 +42,9 @@ type Config struct {
 	MaxKeyBytes       int           // 1024
 	MaxValueBytes     int           // 4096 (lock tokens / values)
 	MetricsListen     string        // "" (off): host:port of /metrics, /healthz, /readyz
+	TLS               *TLS          // nil: plaintext clients (block tls { … })
+	BackendTLS        *BackendTLS   // nil: rediss:// backends verify with system roots
+	Users             []User        // proxy-level users (blocks user "name" { … })
 }
 
 // Default returns the built-in defaults. Backends is empty, so Default alone
@@ -140,7 +143,7 @@ func (c Config) pairs(redact bool) [][2]string {
 	kv("max_key_bytes", strconv.Itoa(c.MaxKeyBytes))
 	kv("max_value_bytes", strconv.Itoa(c.MaxValueBytes))
 	kv("metrics_listen", quoteIfNeeded(c.MetricsListen))
-	return out
+	return append(out, c.blockPairs(redact)...)
 }
 
 // Change is one key whose value differs between two configurations, with

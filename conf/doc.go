@@ -81,6 +81,17 @@
 //	metrics_listen    ""               "" (off) or host:port, port in [0, 65535], not listen's address;
 //	                                   serves /metrics (Prometheus), /healthz and /readyz over HTTP
 //
+// Blocks:
+//
+//	tls { cert_file key_file [client_ca_file] }
+//	    client-facing TLS; with client_ca_file, clients need a certificate it signed
+//	backend_tls { [ca_file] [cert_file key_file] [server_name] [insecure_skip_verify] }
+//	    TLS to rediss:// backends; system roots when ca_file is empty
+//	user "name" { password | password_file, commands = ["LOCK", …] or ["*"],
+//	              [keys = ["orders:*"]], [admin = true] }
+//	    proxy-level users, separate from backend credentials; passwords are
+//	    never shown by String, GoString or Validate
+//
 // Durations reject negatives. Validate reports every broken bound as a
 // *ValidationError ("conf: max_ttl = 48h: must be <= 24h").
 //

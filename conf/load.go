@@ -45,9 +45,9 @@ func Parse(src []byte, filename string, base Config) (Config, error) {
 	}
 
 	var errs []error
-	for _, blk := range body.Blocks {
-		errs = append(errs, fmt.Errorf("conf: %s: unknown block %q", pos(blk.TypeRange), blk.Type))
-	}
+	c := base
+	c.Backends = slices.Clone(base.Backends) // never alias the caller's slice
+	errs = append(errs, decodeBlocks(&c, body.Blocks)...)
 	attrs := make([]*hclsyntax.Attribute, 0, len(body.Attributes))
 	for _, a := range body.Attributes {
 		attrs = append(attrs, a)
@@ -56,8 +56,6 @@ func Parse(src []byte, filename string, base Config) (Config, error) {
 		return a.NameRange.Start.Byte - b.NameRange.Start.Byte
 	})
 
-	c := base
-	c.Backends = slices.Clone(base.Backends) // never alias the caller's slice
 	for _, a := range attrs {
 		f, ok := fieldByKey[a.Name]
 		if !ok {
@@ -270,6 +268,9 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
 // error to set both RequirePass and RequirePassFile, or for the file to be
 // unreadable or its first line empty. Call it once, after flags.
 func (c *Config) ResolveSecrets() error {
+	if err := c.resolveUserSecrets(); err != nil {
+		return err
+	}
 	if c.RequirePassFile == "" {
 		return nil
 	}

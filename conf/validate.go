@@ -55,6 +55,7 @@ func (c Config) Validate() error {
 
 	v.listen(c.Listen)
 	v.backends(c.Backends, c.Dev)
+	v.blocks(c)
 
 	v.durAbove("node_timeout", c.NodeTimeout, 0, maxNodeTimeout)
 	if !(c.DriftFactor >= 0 && c.DriftFactor <= maxDriftFactor) { // also catches NaN
