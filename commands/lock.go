@@ -53,7 +53,7 @@ func (d *Dispatcher) lock(ctx context.Context, c *Client, args [][]byte) Reply {
 	case err == nil && c.gone() && !req.session:
 		// The connection closed while the lock was being taken: nobody
 		// will read the token, so give it back now.
-		d.bg.goFunc(func() { d.releaseHeld(held) })
+		d.bg.Go(func() { d.releaseHeld(held) })
 		return NullArray{}
 	case err == nil:
 		d.stats.acquired.Add(1)

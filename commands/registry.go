@@ -235,53 +235,6 @@ func (r *registry) waiting(key string) int {
 	return len(r.queues[key])
 }
 
-// tracker counts the dispatcher's background goroutines (session renewals
-// and releases) so that Shutdown can wait for them. New work may start
-// while someone waits.
-type tracker struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to zero; nil while n == 0
-}
-
-func (t *tracker) goFunc(f func()) {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.n++
-	t.mu.Unlock()
-	go func() {
-		defer t.done()
-		f()
-	}()
-}
-
-func (t *tracker) done() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.n--; t.n == 0 {
-		close(t.idle)
-		t.idle = nil
-	}
-}
-
-// wait returns when no goroutine runs, or ctx's error.
-func (t *tracker) wait(ctx context.Context) error {
-	t.mu.Lock()
-	idle := t.idle
-	t.mu.Unlock()
-	if idle == nil {
-		return nil
-	}
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // counts returns the live SESSION locks and the queued waiters.
 func (r *registry) counts() (sessions, waiters int) {
 	r.mu.Lock()

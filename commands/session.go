@@ -22,7 +22,7 @@ import (
 // of locks granted here with their waiters, and the session goroutines.
 type lockState struct {
 	reg       registry
-	bg        tracker         // session renewals and releases
+	bg        redlock.Tracker // session renewals and releases
 	life      context.Context // cancelled at the end of Shutdown
 	stopLife  context.CancelFunc
 	stopWaits chan struct{} // closed by stopWaiting
@@ -165,10 +165,10 @@ func (d *Dispatcher) newSession(l *heldLock) context.Context {
 // for as long as its connection lives.
 func (d *Dispatcher) startSession(ctx context.Context, l *heldLock) {
 	if d.closing.Load() || !l.client.addSession(l) {
-		d.bg.goFunc(func() { d.endSession(l) })
+		d.bg.Go(func() { d.endSession(l) })
 		return
 	}
-	d.bg.goFunc(func() { d.renew(ctx, l) })
+	d.bg.Go(func() { d.renew(ctx, l) })
 }
 
 // renew extends l every third of its ttl until it is stopped, max_hold
@@ -277,7 +277,7 @@ func (d *Dispatcher) closeSessions(c *Client) {
 	c.Close()
 	ls := c.endSessions()
 	for _, l := range ls {
-		d.bg.goFunc(func() { d.endSession(l) })
+		d.bg.Go(func() { d.endSession(l) })
 	}
 }
 
@@ -297,15 +297,15 @@ func (d *Dispatcher) Shutdown(ctx context.Context) error {
 	d.closing.Store(true)
 	for _, l := range d.reg.snapshot() {
 		if l.session {
-			d.bg.goFunc(func() { d.endSession(l) })
+			d.bg.Go(func() { d.endSession(l) })
 		}
 	}
 	for _, c := range d.clients.snapshot() {
 		for _, l := range c.endSessions() {
-			d.bg.goFunc(func() { d.endSession(l) })
+			d.bg.Go(func() { d.endSession(l) })
 		}
 	}
-	err := d.bg.wait(ctx)
+	err := d.bg.Wait(ctx)
 	d.stopLife()
 	return err
 }

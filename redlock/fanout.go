@@ -35,7 +35,7 @@ type flight[T any] struct {
 // afterCalls runs fn, in the background, once every node call of the
 // flight has returned (or met its deadline).
 func (f *flight[T]) afterCalls(r *Redlock, fn func()) {
-	r.bg.goFunc(func() {
+	r.bg.Go(func() {
 		f.calls.Wait()
 		fn()
 	})
@@ -85,7 +85,7 @@ func launch[T any](r *Redlock, ctx context.Context, d time.Duration,
 			done()
 			continue
 		}
-		r.bg.goFunc(func() {
+		r.bg.Go(func() {
 			v, err := call(cctx, n)
 			done()
 			err = r.settle(i, epoch, err, d)

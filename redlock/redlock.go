@@ -146,7 +146,7 @@ type Redlock struct {
 	drift           float64
 	now             func() time.Time
 	log             hclog.Logger
-	bg              tracker
+	bg              Tracker
 	gate            keyGate
 	fenceHWM        atomic.Int64 // the highest fence this process issued
 
@@ -209,7 +209,7 @@ func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
 // returns ctx.Err() if ctx ends first. It is idempotent, does not close the
 // nodes, and does not stop the Redlock: operations started later add new
 // background work, which a later Close waits for.
-func (r *Redlock) Close(ctx context.Context) error { return r.bg.wait(ctx) }
+func (r *Redlock) Close(ctx context.Context) error { return r.bg.Wait(ctx) }
 
 // CloseNodes closes every node and joins their errors.
 func (r *Redlock) CloseNodes() error {
@@ -222,15 +222,17 @@ func (r *Redlock) CloseNodes() error {
 	return errors.Join(errs...)
 }
 
-// tracker counts background goroutines. Unlike sync.WaitGroup it allows
-// new work to start while someone is waiting.
-type tracker struct {
+// Tracker owns background goroutines: Go starts one, Wait waits until none
+// runs. Unlike sync.WaitGroup it allows new work to start while someone is
+// waiting. The zero value is ready to use.
+type Tracker struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed when n drops to zero; nil while n == 0
 }
 
-func (t *tracker) goFunc(f func()) {
+// Go runs f in a goroutine the tracker owns.
+func (t *Tracker) Go(f func()) {
 	t.mu.Lock()
 	if t.n == 0 {
 		t.idle = make(chan struct{})
@@ -243,7 +245,7 @@ func (t *tracker) goFunc(f func()) {
 	}()
 }
 
-func (t *tracker) done() {
+func (t *Tracker) done() {
 	t.mu.Lock()
 	t.n--
 	if t.n == 0 {
@@ -253,7 +255,8 @@ func (t *tracker) done() {
 	t.mu.Unlock()
 }
 
-func (t *tracker) wait(ctx context.Context) error {
+// Wait returns when no goroutine of the tracker runs, or ctx's error.
+func (t *Tracker) Wait(ctx context.Context) error {
 	t.mu.Lock()
 	idle := t.idle
 	t.mu.Unlock()
