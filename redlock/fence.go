@@ -82,41 +82,19 @@ func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time
 		}
 		return fenceReply{granted: pair[0] == 1, fence: pair[1]}, nil
 	}
-	undo := func(n Node, rep reply[fenceReply]) {
-		if rep.err == nil && !rep.val.granted {
-			return
-		}
-		r.rollback(ctx, n, keys[:1], token)
-	}
-	leave, err := r.gate.enter(ctx, keys[:1])
-	if err != nil {
-		return Lock{}, fmt.Errorf("acquire: %w", err)
-	}
-	defer leave()
-	t1 := r.now()
-	f := launch(r, ctx, r.callTimeout(ttl), set, undo)
-	failed := true
-	defer func() { f.decide(failed) }()
-
+	granted := func(v fenceReply) bool { return v.granted }
 	t := &fenceTally{tally: r.tally()}
-	if err := await(r, ctx, "acquire", f, decider[fenceReply](t)); err != nil {
+	var fence int64
+	writeBack := func() error {
+		fence = r.raiseFence(t.max)
+		return r.writeBackFence(ctx, key, token, fence, ttl)
+	}
+	l, err := acquireFlight(r, ctx, keys[:1], token, ttl, set, granted, voteTally[fenceReply](t), writeBack)
+	if err != nil {
 		return Lock{}, err
 	}
-	if !t.won() {
-		return Lock{}, t.failure(ErrHeld)
-	}
-	fence := r.raiseFence(t.max)
-	if err := r.writeBackFence(ctx, key, token, fence, ttl); err != nil {
-		return Lock{}, err
-	}
-	validity := r.validity(ttl, t1, r.now())
-	if validity <= 0 {
-		qe := t.failure(ErrNoQuorum)
-		qe.Kind = ErrNoQuorum
-		return Lock{}, qe
-	}
-	failed = false
-	return Lock{Key: key, Keys: []string{key}, Token: token, Validity: validity, Granted: t.yes, Fence: fence}, nil
+	l.Fence = fence
+	return l, nil
 }
 
 // raiseFence returns max(t, the highest fence this process issued + 1) and

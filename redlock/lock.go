@@ -107,13 +107,41 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 		granted, err := asInt(v)
 		return granted == 1, err
 	}
-	undo := func(n Node, rep reply[bool]) {
-		if rep.err == nil && !rep.val {
+	granted := func(ok bool) bool { return ok }
+	l, err := acquireFlight(r, ctx, send, token, ttl, set, granted, r.tally(), nil)
+	if err != nil {
+		return Lock{}, err
+	}
+	l.Key, l.Keys = keys[0], slices.Clone(keys) // as the caller named them
+	return l, nil
+}
+
+// voteTally is what acquireFlight needs of a decider: yes votes counted
+// towards a quorum, and the failure named.
+type voteTally[T any] interface {
+	decider[T]
+	won() bool
+	failure(no error) *QuorumError
+	granted() int
+}
+
+func (t *tally) granted() int { return t.yes }
+
+// acquireFlight is one acquisition: it enters the keys' gate, sends set to
+// every node, decides with t, runs after (when not nil: FENCE's write-back)
+// once a quorum granted, and measures the validity after that. On any
+// failure it decides the flight as failed, so every node that may have set
+// the keys (all but a definite "no", per granted) is rolled back after its
+// own call returned.
+func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token string, ttl time.Duration,
+	set func(context.Context, Node) (T, error), granted func(T) bool, t voteTally[T], after func() error) (Lock, error) {
+	undo := func(n Node, rep reply[T]) {
+		if rep.err == nil && !granted(rep.val) {
 			return // a definite "no": the node set nothing
 		}
-		r.rollback(ctx, n, send, token)
+		r.rollback(ctx, n, keys, token)
 	}
-	leave, err := r.gate.enter(ctx, send)
+	leave, err := r.gate.enter(ctx, keys)
 	if err != nil {
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
@@ -123,12 +151,16 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 	failed := true
 	defer func() { f.decide(failed) }()
 
-	t := r.tally()
-	if err := await(r, ctx, "acquire", f, t); err != nil {
+	if err := await(r, ctx, "acquire", f, decider[T](t)); err != nil {
 		return Lock{}, err
 	}
 	if !t.won() {
 		return Lock{}, t.failure(ErrHeld)
+	}
+	if after != nil {
+		if err := after(); err != nil {
+			return Lock{}, err
+		}
 	}
 	validity := r.validity(ttl, t1, r.now())
 	if validity <= 0 {
@@ -137,7 +169,7 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 		return Lock{}, qe
 	}
 	failed = false
-	return Lock{Key: keys[0], Keys: slices.Clone(keys), Token: token, Validity: validity, Granted: t.yes}, nil
+	return Lock{Key: keys[0], Keys: keys, Token: token, Validity: validity, Granted: t.granted()}, nil
 }
 
 // Release deletes key on every node where it holds token. It returns nil
