@@ -64,6 +64,16 @@ type RedisNode struct {
 // to the observer (SetObserver), so a restarted backend is seen before it
 // votes.
 func DialNode(rawurl string) (*RedisNode, error) {
+	return DialNodeTLS(rawurl, nil)
+}
+
+// DialNodeTLS is DialNode with the TLS settings of rediss:// URLs given by
+// tc (roots, client certificate, …): when tc is not nil it replaces the
+// URL's default (system roots, ServerName from the URL's host). The host
+// stays the ServerName unless tc sets one, and MinVersion is at least TLS
+// 1.2. Plain redis:// URLs and bare host:port never use tc. The go-redis
+// client and the pipelined connection share the result.
+func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	u := rawurl
 	if !strings.Contains(u, "://") {
 		u = "redis://" + u
@@ -80,11 +90,27 @@ func DialNode(rawurl string) (*RedisNode, error) {
 	opts.PoolSize = poolSize
 	opts.MinIdleConns = minIdleConns
 	opts.DisableIdentity = true
+	if opts.TLSConfig != nil && tc != nil {
+		opts.TLSConfig = mergeTLS(opts.TLSConfig, tc)
+	}
 	n := &RedisNode{addr: opts.Addr}
 	opts.OnConnect = n.onConnect
 	n.c = redis.NewClient(opts)
 	n.p = newPipe(n.dialPipe(opts), dialTimeout)
 	return n, nil
+}
+
+// mergeTLS returns a copy of tc completed from the URL's config: its
+// ServerName when tc has none, and the stricter of the minimum versions.
+// InsecureSkipVerify from either (the URL's skip_verify=true, or tc) holds.
+func mergeTLS(fromURL, tc *tls.Config) *tls.Config {
+	out := tc.Clone()
+	if out.ServerName == "" {
+		out.ServerName = fromURL.ServerName
+	}
+	out.MinVersion = max(out.MinVersion, fromURL.MinVersion, tls.VersionTLS12)
+	out.InsecureSkipVerify = out.InsecureSkipVerify || fromURL.InsecureSkipVerify
+	return out
 }
 
 // dialPipe dials the pipelined connection as go-redis would (TLS, AUTH,
