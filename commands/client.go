@@ -21,6 +21,7 @@ type Client struct {
 	Created   time.Time
 
 	authed     atomic.Bool
+	user       atomic.Pointer[account] // nil: no users configured, or not logged in
 	proto      atomic.Int32
 	closeAfter bool // QUIT: close once the reply is written
 	tx         txState
@@ -46,6 +47,28 @@ type Client struct {
 
 // Authenticated reports whether the client may run commands beyond AUTH.
 func (c *Client) Authenticated() bool { return c.authed.Load() }
+
+// User is the name of the user the client is logged in as ("default"
+// when no user is configured).
+func (c *Client) User() string {
+	if u := c.user.Load(); u != nil {
+		return u.name
+	}
+	return "default"
+}
+
+// login records a successful AUTH as acc (nil: no users configured).
+func (c *Client) login(acc *account) {
+	c.user.Store(acc)
+	c.authed.Store(true)
+}
+
+// logout forgets the user; the client stays authenticated only when no
+// credential is required.
+func (c *Client) logout(required bool) {
+	c.user.Store(nil)
+	c.authed.Store(!required)
+}
 
 // Proto is the RESP version the client speaks: 2 or 3.
 func (c *Client) Proto() int { return int(c.proto.Load()) }
@@ -90,7 +113,7 @@ func (c *Client) infoLine(now time.Time) string {
 	}
 	sb.WriteString(" idle=" + strconv.FormatInt(int64(idle/time.Second), 10))
 	sb.WriteString(" flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0")
-	sb.WriteString(" user=default resp=" + strconv.Itoa(c.Proto()))
+	sb.WriteString(" user=" + c.User() + " resp=" + strconv.Itoa(c.Proto()))
 	sb.WriteString(" lib-name=" + c.libName + " lib-ver=" + c.libVer)
 	sb.WriteString(" cmd=" + c.lastCmd)
 	return sb.String()

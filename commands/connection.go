@@ -11,7 +11,7 @@ func (d *Dispatcher) auth(ctx context.Context, c *Client, args [][]byte) Reply {
 	var user, pass []byte
 	switch len(args) {
 	case 2:
-		if d.opts.RequirePass == "" {
+		if !d.users.required {
 			return errAuthNoPass
 		}
 		pass = args[1]
@@ -20,11 +20,9 @@ func (d *Dispatcher) auth(ctx context.Context, c *Client, args [][]byte) Reply {
 	default:
 		return errSyntax
 	}
-	if !d.checkPassword(user, pass) {
-		d.log.Warn("authentication failed", "client-id", c.ID, "remote-addr", c.Addr)
-		return errWrongPass
+	if r := d.authenticate(c, user, pass); r != nil {
+		return r
 	}
-	c.authed.Store(true)
 	return OK
 }
 
@@ -49,10 +47,9 @@ func (d *Dispatcher) hello(ctx context.Context, c *Client, args [][]byte) Reply 
 			if i+2 >= len(args) {
 				return Errorf("ERR Syntax error in HELLO option '%s'", args[i])
 			}
-			if !d.checkPassword(args[i+1], args[i+2]) {
-				return errWrongPass
+			if r := d.authenticate(c, args[i+1], args[i+2]); r != nil {
+				return r
 			}
-			c.authed.Store(true)
 			i += 2
 		case "SETNAME":
 			if i+1 >= len(args) {
@@ -91,11 +88,12 @@ func (d *Dispatcher) quit(ctx context.Context, c *Client, args [][]byte) Reply {
 	return OK
 }
 
-// RESET
+// RESET: back to a new connection's state, logged out when a password or
+// user is configured.
 func (d *Dispatcher) reset(ctx context.Context, c *Client, args [][]byte) Reply {
 	c.proto.Store(2)
 	c.setName("")
-	c.authed.Store(d.opts.RequirePass == "")
+	c.logout(d.users.required)
 	c.tx.reset()
 	c.subs = nil
 	return Simple("RESET")
@@ -160,7 +158,10 @@ func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply
 		return Int(c.ID)
 	case "INFO":
 		return BulkString(c.infoLine(d.now()) + "\n")
-	default: // LIST
+	default: // LIST shows every connection: admin users only
+		if r := requireAdmin(c, "client|list"); r != nil {
+			return r
+		}
 		var sb strings.Builder
 		now := d.now()
 		for _, o := range d.clients.snapshot() {

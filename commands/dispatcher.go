@@ -2,9 +2,6 @@ package commands
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -26,12 +23,18 @@ type Options struct {
 	MaxKeyBytes   int
 	MaxValueBytes int
 	AllowFlush    bool   // FLUSHDB/FLUSHALL reach the backends
-	RequirePass   string // empty: no authentication
-	Version       string // the proxy's own version, shown in INFO
-	Logger        hclog.Logger
-	Now           func() time.Time
-	MaxHold       time.Duration // SESSION locks stop renewing after this; 0: never
-	NodeTimeout   time.Duration // bounds LOCKINFO's per-backend reads
+	RequirePass   string // the password of the user "default"; empty: none
+	Users         []User // proxy-level users (users.go); any user makes AUTH required
+	// AuthFailLimit failed AUTHs from one network within AuthFailWindow
+	// make further AUTHs from it refused until the window has passed
+	// (authlimit.go). 0: 10 within 10s; negative: no limit.
+	AuthFailLimit  int
+	AuthFailWindow time.Duration
+	Version        string // the proxy's own version, shown in INFO
+	Logger         hclog.Logger
+	Now            func() time.Time
+	MaxHold        time.Duration // SESSION locks stop renewing after this; 0: never
+	NodeTimeout    time.Duration // bounds LOCKINFO's per-backend reads
 	// Observe, when set, is called once per command after it ran (observe.go
 	// says how dialect and result are named). nil costs nothing.
 	Observe func(cmd, dialect, result string, d time.Duration)
@@ -45,7 +48,8 @@ type Dispatcher struct {
 	log     hclog.Logger
 	now     func() time.Time
 	started time.Time
-	passSum [32]byte // sha256 of requirepass, for constant-time comparison
+	users   authState    // users and their hashed passwords (users.go)
+	limiter *authLimiter // failed AUTHs by source network (authlimit.go)
 	table   []Command
 	index   map[string]*Command
 	scripts *scriptIndex
@@ -79,13 +83,23 @@ func New(opts Options) *Dispatcher {
 		scripts: newScriptIndex(catalog),
 	}
 	d.started = d.now()
-	d.passSum = sha256.Sum256([]byte(opts.RequirePass))
+	var unknown []string
+	d.users, unknown = newAuthState(opts.RequirePass, opts.Users)
+	for _, u := range unknown {
+		d.log.Warn("user lists an unknown command: it never matches", "command", u)
+	}
+	for _, u := range opts.Users {
+		if len(u.Keys) == 0 {
+			d.log.Warn("user has no key patterns: every command on a key is refused", "user", u.Name)
+		}
+	}
+	d.limiter = newAuthLimiter(opts.AuthFailLimit, opts.AuthFailWindow)
 	d.initLockState()
 	return d
 }
 
-// NewClient registers a new connection. Without a password configured the
-// client starts authenticated.
+// NewClient registers a new connection. Without a password or user
+// configured the client starts authenticated.
 func (d *Dispatcher) NewClient(addr, localAddr string) *Client {
 	c := &Client{
 		ID:        d.clients.nextID.Add(1),
@@ -95,7 +109,7 @@ func (d *Dispatcher) NewClient(addr, localAddr string) *Client {
 		done:      make(chan struct{}),
 	}
 	c.proto.Store(2)
-	c.authed.Store(d.opts.RequirePass == "")
+	c.authed.Store(!d.users.required)
 	d.clients.add(c)
 	return c
 }
@@ -110,8 +124,8 @@ func (d *Dispatcher) CloseClient(c *Client) {
 // ClientCount is the number of connected clients.
 func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 
-// Do runs one command: look up, check arity, check auth, run. args[0] is
-// the command name in any case.
+// Do runs one command: look up, check arity, check auth, check the user's
+// permissions, run. args[0] is the command name in any case.
 func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if d.opts.Observe != nil && len(args) > 0 {
 		return d.doObserved(ctx, c, args)
@@ -138,6 +152,14 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if !c.Authenticated() && cmd.Flags&NoAuth == 0 {
 		return errNoAuth
 	}
+	if u := c.user.Load(); u != nil && !u.unrestricted {
+		if r := permit(u, cmd, args); r != nil {
+			if c.tx.multi && cmd.Flags&TxControl == 0 {
+				c.tx.dirty = true // as Redis: EXEC then aborts
+			}
+			return r
+		}
+	}
 	if r := c.takeLost(cmd, args); r != nil {
 		return r
 	}
@@ -150,13 +172,32 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, args [][]byte) Reply {
 	return cmd.run(d, ctx, c, args)
 }
 
-// checkPassword compares in constant time, whatever the lengths.
-func (d *Dispatcher) checkPassword(user, pass []byte) bool {
-	if d.opts.RequirePass == "" {
-		return true
+// authenticate logs c in as the user whose name (nil: "default") and
+// password match, for AUTH and HELLO AUTH; on failure c keeps its current
+// user. A network that failed too often is refused without a check.
+func (d *Dispatcher) authenticate(c *Client, name, pass []byte) Reply {
+	if !d.users.required {
+		c.login(nil)
+		return nil
 	}
-	sum := sha256.Sum256(pass)
-	okPass := subtle.ConstantTimeCompare(sum[:], d.passSum[:]) == 1
-	okUser := user == nil || strings.EqualFold(string(user), "default")
-	return okPass && okUser
+	now := d.now()
+	if d.limiter.blocked(c.Addr, now) {
+		d.log.Debug("authentication refused: too many failures", "client-id", c.ID, "remote-addr", c.Addr)
+		return errWrongPass
+	}
+	acc := d.users.check(name, pass)
+	if acc == nil {
+		user := "<unknown>" // what was sent may be a password typed in the wrong place
+		if known := d.users.lookup(name); known != nil {
+			user = known.name
+		}
+		d.log.Warn("authentication failed", "client-id", c.ID, "remote-addr", c.Addr, "user", user)
+		if d.limiter.fail(c.Addr, now) {
+			d.log.Warn("authentication rate limited: refusing AUTH from this network",
+				"remote-addr", c.Addr, "failures", d.limiter.limit, "window", d.limiter.window)
+		}
+		return errWrongPass
+	}
+	c.login(acc)
+	return nil
 }

@@ -2,8 +2,10 @@
 // package redlock what a thin protocol adapter is to a library.
 //
 // The command table (table.go) has one row per command: name, arity,
-// flags, documentation and handler. Dispatcher.Do upper-cases the name,
-// checks arity, then authentication, then runs the handler. A handler
+// flags, key positions, documentation and handler. Dispatcher.Do
+// upper-cases the name, checks arity, then authentication, then the user's
+// permissions (users.go: the row's command, Admin flag and keys), then runs
+// the handler. A handler
 // parses all of its arguments before any I/O, then operates, then returns
 // a Reply value; package proxy encodes it for the client's RESP version
 // (AppendReply), so RESP2 and RESP3 differ only in the encoder.
@@ -18,7 +20,8 @@
 // renewal, release on close and shutdown, lock-lost notices), info.go
 // (LOCKINFO, LOCKS, MLOCK, MUNLOCK), registry.go (the locks granted through
 // this proxy and their waiters), connection.go (AUTH, HELLO, CLIENT, PING,
-// ...), server.go (INFO, COMMAND, CONFIG, ...).
+// ...), server.go (INFO, COMMAND, CONFIG, ...), users.go (users, password
+// checks, permissions, key globs), authlimit.go (failed AUTH by network).
 //
 // The registry is memory, not authority: it decides how long a waiter
 // sleeps, what LOCKINFO and LOCKS show and which locks a session renews,

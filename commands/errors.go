@@ -33,6 +33,8 @@ const (
 	errWrongArity    = "ERR wrong number of arguments for '%s' command"
 	errUnknownSubcmd = "ERR unknown subcommand '%s'. Try %s HELP."
 	errNotSupported  = "ERR %s is not supported by redlock-proxy"
+	errNoPermCmd     = "NOPERM User %s has no permissions to run the '%s' command"
+	errNoPermKey     = Error("NOPERM No permissions to access a key")
 )
 
 // Errorf builds an error reply from a format.

@@ -144,6 +144,20 @@ func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args [][]byte) Repl
 	return d.runScript(ctx, s, args[2:])
 }
 
+// scriptKeys is the key list of EVAL and EVALSHA (script numkeys key …),
+// for the users' key patterns: nil when numkeys is not a count that fits,
+// and the handler then refuses the command before any I/O.
+func scriptKeys(args [][]byte) [][]byte {
+	if len(args) < 3 {
+		return nil
+	}
+	n, err := strconv.Atoi(string(args[2]))
+	if err != nil || n < 0 || n > len(args)-3 {
+		return nil
+	}
+	return args[3 : 3+n]
+}
+
 // runScript splits numkeys, keys and argv and runs the script's meaning.
 func (d *Dispatcher) runScript(ctx context.Context, s *script, rest [][]byte) Reply {
 	numKeys, err := strconv.Atoi(string(rest[0]))
@@ -189,6 +203,9 @@ func (d *Dispatcher) scriptCmd(ctx context.Context, c *Client, args [][]byte) Re
 		}
 		return out
 	case sub == "FLUSH" && len(args) <= 3:
+		if r := requireAdmin(c, "script|flush"); r != nil {
+			return r
+		}
 		d.scripts.flush()
 		return OK
 	case sub == "KILL" && len(args) == 2:

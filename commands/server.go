@@ -167,10 +167,13 @@ func commandInfo(cmd *Command) Array {
 	if cmd.Flags&NoAuth != 0 {
 		flags = append(flags, Simple("no_auth"))
 	}
-	key := cmd.Key
+	key, last := cmd.Key, cmd.LastKey
+	if last == 0 {
+		last = key
+	}
 	return Array{
 		BulkString(strings.ToLower(cmd.Name)), Int(cmd.Arity), flags,
-		Int(key), Int(key), Int(min(key, 1)),
+		Int(key), Int(last), Int(min(key, 1)),
 		Array{Simple("@" + cmd.Group)}, Array{}, Array{}, Array{},
 	}
 }

@@ -12,7 +12,8 @@ type Flag uint8
 const (
 	// NoAuth commands run before the client has authenticated.
 	NoAuth Flag = 1 << iota
-	// Admin commands act on the whole proxy (user checks come later).
+	// Admin commands act on the whole proxy: only users with admin = true
+	// may run them (users.go).
 	Admin
 	// InMulti commands may be queued between MULTI and EXEC (tx.go).
 	InMulti
@@ -20,6 +21,9 @@ const (
 	TxControl
 	// PubSub commands are allowed on a RESP2 connection in subscribed mode.
 	PubSub
+	// AnyUser commands (the connection's own handshake and introspection)
+	// run for every authenticated user, whatever its commands list.
+	AnyUser
 )
 
 // handler runs one command. args[0] is the command name as sent.
@@ -31,10 +35,12 @@ type Command struct {
 	Arity   int    // Redis convention: n exact, -n at least n (name included)
 	Flags   Flag
 	Key     int // position of the first key, 0 if none (COMMAND INFO)
+	LastKey int // position of the last key: 0 the same as Key, -1 the last argument
 	Group   string
 	Summary string
 	run     handler
-	lower   string // Name in lower case, for replies and CLIENT LIST
+	keys    func(args [][]byte) [][]byte // keys found by parsing (EVAL numkeys); overrides Key/LastKey for user checks
+	lower   string                       // Name in lower case, for replies and CLIENT LIST
 }
 
 // table is the one list of commands. A duplicate name panics at start.
@@ -43,8 +49,8 @@ var table = []Command{
 	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
 	{Name: "UNLOCK", Arity: 3, Key: 1, Group: "lock", Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
 	{Name: "EXTEND", Arity: 4, Key: 1, Group: "lock", Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
-	{Name: "MLOCK", Arity: -3, Key: 2, Group: "lock", Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
-	{Name: "MUNLOCK", Arity: -3, Key: 2, Group: "lock", Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
+	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
+	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
 	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
 	{Name: "LOCKS", Arity: 1, Flags: Admin, Group: "lock", Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
@@ -53,8 +59,8 @@ var table = []Command{
 	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
 	{Name: "GET", Arity: 2, Key: 1, Group: "string", Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
 	{Name: "GETSET", Arity: 3, Key: 1, Group: "string", Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
-	{Name: "DEL", Arity: -2, Key: 1, Flags: InMulti, Group: "generic", Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
-	{Name: "EXISTS", Arity: -2, Key: 1, Group: "generic", Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
+	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti, Group: "generic", Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
+	{Name: "EXISTS", Arity: -2, Key: 1, LastKey: -1, Group: "generic", Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
 	{Name: "PTTL", Arity: 2, Key: 1, Group: "generic", Summary: "Smallest ttl (ms) among the quorum agreeing on the value", run: (*Dispatcher).pttl},
 	{Name: "TTL", Arity: 2, Key: 1, Group: "generic", Summary: "Smallest ttl (s) among the quorum agreeing on the value", run: (*Dispatcher).pttl},
 	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti, Group: "generic", Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},
@@ -65,12 +71,12 @@ var table = []Command{
 	{Name: "FLUSHALL", Arity: -1, Flags: Admin, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 
 	// Lock-library scripts, recognised and carried out (scripts.go, catalog.go).
-	{Name: "EVAL", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script as a quorum operation", run: (*Dispatcher).eval},
-	{Name: "EVALSHA", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script by SHA1", run: (*Dispatcher).evalsha},
+	{Name: "EVAL", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script as a quorum operation", run: (*Dispatcher).eval, keys: scriptKeys},
+	{Name: "EVALSHA", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
 	{Name: "SCRIPT", Arity: -2, Group: "scripting", Summary: "SCRIPT LOAD|EXISTS|FLUSH for the known lock scripts", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).
-	{Name: "WATCH", Arity: -2, Key: 1, Flags: TxControl, Group: "transactions", Summary: "Watches keys for the lock transaction", run: (*Dispatcher).watch},
+	{Name: "WATCH", Arity: -2, Key: 1, LastKey: -1, Flags: TxControl, Group: "transactions", Summary: "Watches keys for the lock transaction", run: (*Dispatcher).watch},
 	{Name: "UNWATCH", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Forgets watched keys", run: (*Dispatcher).unwatch},
 	{Name: "MULTI", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Starts the lock transaction", run: (*Dispatcher).multi},
 	{Name: "EXEC", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Runs it as compare-and-delete or compare-and-expire", run: (*Dispatcher).exec},
@@ -84,21 +90,21 @@ var table = []Command{
 	{Name: "PUBLISH", Arity: 3, Group: "pubsub", Summary: "Reaches no subscriber: answers 0", run: (*Dispatcher).publish},
 
 	// Connection commands (connection.go).
-	{Name: "AUTH", Arity: -2, Flags: NoAuth, Group: "connection", Summary: "Authenticates the connection", run: (*Dispatcher).auth},
-	{Name: "HELLO", Arity: -1, Flags: NoAuth, Group: "connection", Summary: "Handshakes: protocol version, auth, client name", run: (*Dispatcher).hello},
-	{Name: "QUIT", Arity: -1, Flags: NoAuth | PubSub | TxControl, Group: "connection", Summary: "Closes the connection", run: (*Dispatcher).quit},
-	{Name: "RESET", Arity: 1, Flags: NoAuth | PubSub | TxControl, Group: "connection", Summary: "Resets the connection state", run: (*Dispatcher).reset},
-	{Name: "PING", Arity: -1, Flags: PubSub, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
-	{Name: "ECHO", Arity: 2, Group: "connection", Summary: "Returns the message", run: (*Dispatcher).echo},
-	{Name: "SELECT", Arity: 2, Group: "connection", Summary: "Selects database 0 (the only one)", run: (*Dispatcher).selectDB},
-	{Name: "CLIENT", Arity: -2, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST", run: (*Dispatcher).client},
+	{Name: "AUTH", Arity: -2, Flags: NoAuth | AnyUser, Group: "connection", Summary: "Authenticates the connection", run: (*Dispatcher).auth},
+	{Name: "HELLO", Arity: -1, Flags: NoAuth | AnyUser, Group: "connection", Summary: "Handshakes: protocol version, auth, client name", run: (*Dispatcher).hello},
+	{Name: "QUIT", Arity: -1, Flags: NoAuth | PubSub | TxControl | AnyUser, Group: "connection", Summary: "Closes the connection", run: (*Dispatcher).quit},
+	{Name: "RESET", Arity: 1, Flags: NoAuth | PubSub | TxControl | AnyUser, Group: "connection", Summary: "Resets the connection state", run: (*Dispatcher).reset},
+	{Name: "PING", Arity: -1, Flags: PubSub | AnyUser, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
+	{Name: "ECHO", Arity: 2, Flags: AnyUser, Group: "connection", Summary: "Returns the message", run: (*Dispatcher).echo},
+	{Name: "SELECT", Arity: 2, Flags: AnyUser, Group: "connection", Summary: "Selects database 0 (the only one)", run: (*Dispatcher).selectDB},
+	{Name: "CLIENT", Arity: -2, Flags: AnyUser, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST", run: (*Dispatcher).client},
 
 	// Server commands (server.go).
 	{Name: "INFO", Arity: -1, Group: "server", Summary: "Server, client, backend and lock information", run: (*Dispatcher).info},
-	{Name: "CONFIG", Arity: -2, Group: "server", Summary: "CONFIG GET answers an empty list", run: (*Dispatcher).config},
-	{Name: "COMMAND", Arity: -1, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST", run: (*Dispatcher).command},
+	{Name: "CONFIG", Arity: -2, Flags: Admin, Group: "server", Summary: "CONFIG GET answers an empty list", run: (*Dispatcher).config},
+	{Name: "COMMAND", Arity: -1, Flags: AnyUser, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST", run: (*Dispatcher).command},
 	{Name: "CLUSTER", Arity: -2, Group: "cluster", Summary: "Cluster support is disabled", run: (*Dispatcher).cluster},
-	{Name: "TIME", Arity: 1, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
+	{Name: "TIME", Arity: 1, Flags: AnyUser, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
 	{Name: "DBSIZE", Arity: 1, Group: "server", Summary: "Always 0: locks live on the backends", run: (*Dispatcher).dbsize},
 }
 
@@ -131,6 +137,20 @@ func (d *Dispatcher) lookup(name []byte) *Command {
 		up[i] = c
 	}
 	return d.index[string(up)]
+}
+
+// keyRange is the first and last argument positions holding keys (first 0:
+// none) for a command of n arguments, name included.
+func (c *Command) keyRange(n int) (first, last int) {
+	switch {
+	case c.Key <= 0 || c.Key >= n:
+		return 0, 0
+	case c.LastKey < 0:
+		return c.Key, n + c.LastKey
+	case c.LastKey == 0:
+		return c.Key, c.Key
+	}
+	return c.Key, min(c.LastKey, n-1)
 }
 
 // arityOK reports whether n arguments (name included) fit the arity.
