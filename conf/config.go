@@ -224,7 +224,7 @@ func (c Config) Warnings() []string {
 	if c.DriftFactor == 0 {
 		w = append(w, "drift_factor = 0: no allowance for clock drift between the proxy and the backends")
 	}
-	hasPass := c.RequirePass != "" || c.RequirePassFile != ""
+	hasPass := c.RequirePass != "" || c.RequirePassFile != "" || len(c.Users) > 0
 	if !hasPass {
 		if !c.ProtectedMode {
 			w = append(w, "protected_mode = false and no requirepass: any client that reaches "+c.Listen+" can take and release locks")

@@ -11,6 +11,13 @@
 // with panic recovery, and the reply is encoded for the session's RESP
 // version.
 //
+// With Config.TLS the listener is TLS-only (tls.go): each handshake runs
+// on its own goroutine under a deadline before redcon sees the connection,
+// so the guard reads plaintext and a stalled handshake holds neither
+// redcon's accept loop nor a client slot. A plaintext client is answered
+// with one clear-text -ERR line and closed. Client certificates do not
+// count as authentication: protected mode depends on the password alone.
+//
 // Two things reach a connection outside its command loop (commands.Hooks):
 // a RESP3 push (a SESSION lock lost), written from another goroutine —
 // guardConn.Write is atomic and redcon writes each batch of replies in one

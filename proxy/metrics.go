@@ -46,12 +46,20 @@ type Metrics struct {
 	reg     *prometheus.Registry
 	ops     *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	calls   *prometheus.HistogramVec // backend call durations, by backend
+	callErr *prometheus.CounterVec   // backend call errors, by backend
 
 	// Children looked up once per label set, so Observe neither hashes
 	// label values nor allocates on the common path.
 	mu      sync.RWMutex
 	opsBy   map[opKey]prometheus.Counter
 	latByOp map[string]prometheus.Observer
+	byAddr  map[string]backendChildren
+}
+
+type backendChildren struct {
+	calls prometheus.Observer
+	errs  prometheus.Counter
 }
 
 type opKey struct{ cmd, dialect, result string }
@@ -71,8 +79,18 @@ func NewMetrics(src MetricsSources) *Metrics {
 			Help:    "Time from a lock operation's arrival to its reply, by command, WAIT included.",
 			Buckets: latencyBuckets,
 		}, []string{"command"}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    metricPrefix + "backend_call_duration_seconds",
+			Help:    "Duration of each call to a backend (one per backend per lock operation), errors included.",
+			Buckets: latencyBuckets,
+		}, []string{"backend"}),
+		callErr: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "backend_call_errors_total",
+			Help: "Backend calls that failed: timeouts, connection errors, error replies.",
+		}, []string{"backend"}),
 		opsBy:   map[opKey]prometheus.Counter{},
 		latByOp: map[string]prometheus.Observer{},
+		byAddr:  map[string]backendChildren{},
 	}
 	gauge := func(name, help string, f func() int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help},
@@ -89,7 +107,7 @@ func NewMetrics(src MetricsSources) *Metrics {
 	}, []string{"version"})
 	build.WithLabelValues(src.Version).Set(1)
 	m.reg.MustRegister(
-		m.ops, m.latency, build,
+		m.ops, m.latency, m.calls, m.callErr, build,
 		gauge("clients_connected", "Client connections open now.", src.Clients),
 		gauge("session_locks", "SESSION locks this proxy holds and renews for its clients.", src.SessionLocks),
 		gauge("lock_waiters", "LOCK … WAIT callers queued on this proxy for a held key.", src.Waiters),
@@ -125,6 +143,27 @@ func (m *Metrics) Observe(cmd, dialect, result string, d time.Duration) {
 	}
 	c.Inc()
 	h.Observe(d.Seconds())
+}
+
+// ObserveBackend records one backend call; it has
+// redlock.Options.ObserveCall's signature and allocates nothing once a
+// backend has been seen.
+func (m *Metrics) ObserveBackend(addr string, d time.Duration, err error) {
+	m.mu.RLock()
+	ch, ok := m.byAddr[addr]
+	m.mu.RUnlock()
+	if !ok {
+		m.mu.Lock()
+		if ch, ok = m.byAddr[addr]; !ok {
+			ch = backendChildren{calls: m.calls.WithLabelValues(addr), errs: m.callErr.WithLabelValues(addr)}
+			m.byAddr[addr] = ch
+		}
+		m.mu.Unlock()
+	}
+	ch.calls.Observe(d.Seconds())
+	if err != nil {
+		ch.errs.Inc()
+	}
 }
 
 // Handler serves the registry in the Prometheus text format (or

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -91,6 +92,8 @@ func TestMetricsExposition(t *testing.T) {
 	m.Observe("lock", "native", "held", time.Millisecond)
 	m.Observe("set", "legacy", "noquorum", time.Millisecond)
 	m.Observe("ping", "", "ok", time.Millisecond) // no lock dialect: not counted
+	m.ObserveBackend("10.0.0.1:6379", time.Millisecond, nil)
+	m.ObserveBackend("10.0.0.1:6379", time.Millisecond, errors.New("i/o timeout"))
 	_, body := get(t, m.Handler(), "/metrics")
 	for _, want := range []string{
 		`redlock_proxy_lock_operations_total{command="lock",dialect="native",result="ok"} 2`,
@@ -98,6 +101,8 @@ func TestMetricsExposition(t *testing.T) {
 		`redlock_proxy_lock_operations_total{command="set",dialect="legacy",result="noquorum"} 1`,
 		`redlock_proxy_lock_operation_duration_seconds_count{command="lock"} 3`,
 		`redlock_proxy_lock_operation_duration_seconds_bucket{command="lock",le="0.0025"} 2`,
+		`redlock_proxy_backend_call_duration_seconds_count{backend="10.0.0.1:6379"} 2`,
+		`redlock_proxy_backend_call_errors_total{backend="10.0.0.1:6379"} 1`,
 		`redlock_proxy_backend_state{backend="10.0.0.1:6379",state="up"} 1`,
 		`redlock_proxy_backend_state{backend="10.0.0.1:6379",state="down"} 0`,
 		`redlock_proxy_backend_state{backend="10.0.0.4:6379",state="quarantined"} 1`,
@@ -137,6 +142,10 @@ func TestMetricsObserveAllocs(t *testing.T) {
 	m.Observe("unlock", "native", "ok", time.Millisecond)
 	if n := testing.AllocsPerRun(200, func() { m.Observe("unlock", "native", "ok", time.Millisecond) }); n != 0 {
 		t.Fatalf("Observe allocates %v times per call", n)
+	}
+	m.ObserveBackend("10.0.0.1:6379", time.Millisecond, nil)
+	if n := testing.AllocsPerRun(200, func() { m.ObserveBackend("10.0.0.1:6379", time.Millisecond, nil) }); n != 0 {
+		t.Fatalf("ObserveBackend allocates %v times per call", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"runtime/debug"
 	"sync"
@@ -21,8 +22,14 @@ type Config struct {
 	IdleTimeout   time.Duration // 0: never close idle clients
 	WriteTimeout  time.Duration // deadline for each write to a client
 	ProtectedMode bool          // with no password, serve loopback clients only
-	RequirePass   bool          // whether a password is configured
+	RequirePass   bool          // whether a password (requirepass or a user) is configured
 	Limits        Limits
+
+	// TLS, when set, makes the listener serve TLS only (see tlsListener);
+	// ClientAuth in it decides whether clients need a certificate.
+	// Protected mode ignores client certificates: it only asks whether a
+	// password is set.
+	TLS *tls.Config
 }
 
 const (
@@ -80,6 +87,10 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return err
 	}
+	if s.cfg.TLS != nil {
+		// The guard reads plaintext: TLS goes between it and the socket.
+		ln = newTLSListener(ln, s.cfg.TLS, handshakeTimeout, s.log)
+	}
 	s.ln = newGuardListener(ln, s.cfg.Limits, s.cfg.WriteTimeout)
 	return nil
 }
@@ -98,7 +109,7 @@ func (s *Server) Serve() error {
 	if err := s.Listen(); err != nil {
 		return err
 	}
-	s.log.Info("listening", "addr", s.ln.Addr().String())
+	s.log.Info("listening", "addr", s.ln.Addr().String(), "tls", s.cfg.TLS != nil)
 	return s.srv.Serve(s.ln)
 }
 

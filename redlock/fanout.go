@@ -86,8 +86,12 @@ func launch[T any](r *Redlock, ctx context.Context, d time.Duration,
 			continue
 		}
 		r.bg.Go(func() {
+			start := time.Now()
 			v, err := call(cctx, n)
 			done()
+			if r.observeCall != nil {
+				r.observeCall(n.Addr(), time.Since(start), err)
+			}
 			err = r.settle(i, epoch, err, d)
 			rep := reply[T]{node: i, val: v, err: err}
 			f.replies <- rep

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -80,5 +81,25 @@ func TestFenceWriteBackNeedsQuorum(t *testing.T) {
 	c.wait(t)
 	if n := c.holders("res", "a"); n != 0 {
 		t.Fatalf("%d nodes still hold the failed lock", n)
+	}
+}
+
+// TestObserveCall: every backend call is reported with its address.
+func TestObserveCall(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	c := newCluster(t, 3, Options{ObserveCall: func(addr string, d time.Duration, err error) {
+		mu.Lock()
+		seen[addr]++
+		mu.Unlock()
+	}})
+	if _, err := c.r.Acquire(context.Background(), "obs", "t", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 3 {
+		t.Fatalf("calls observed on %d backends, want 3: %v", len(seen), seen)
 	}
 }

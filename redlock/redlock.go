@@ -119,6 +119,9 @@ type Options struct {
 	DownAfter int
 	// HealthInterval is RunHealth's period. Default 1s.
 	HealthInterval time.Duration
+	// ObserveCall, when set, is told the outcome and duration of every
+	// backend call (metrics); it must be cheap and must not block.
+	ObserveCall func(addr string, elapsed time.Duration, err error)
 }
 
 // Lock is a lock held on a quorum.
@@ -148,6 +151,7 @@ type Redlock struct {
 	log             hclog.Logger
 	bg              Tracker
 	gate            keyGate
+	observeCall     func(addr string, elapsed time.Duration, err error)
 	fenceHWM        atomic.Int64 // the highest fence this process issued
 
 	// Backend health (health.go): one per node, in node order.
@@ -175,6 +179,7 @@ func New(nodes []Node, opts Options) *Redlock {
 		trustFresh:      opts.TrustFreshBackends,
 		downAfter:       opts.DownAfter,
 		healthInterval:  opts.HealthInterval,
+		observeCall:     opts.ObserveCall,
 	}
 	if r.nodeTimeout <= 0 {
 		r.nodeTimeout = 50 * time.Millisecond

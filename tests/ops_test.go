@@ -128,6 +128,7 @@ func TestOpsMetricsCountTraffic(t *testing.T) {
 		{"redlock_proxy_backends_quorum", nil, 2},
 		{"redlock_proxy_backend_voting", []string{"backend", rs[0].Addr()}, 1},
 		{"redlock_proxy_backend_state", []string{"backend", rs[2].Addr(), "state", "up"}, 1},
+		{"redlock_proxy_backend_call_duration_seconds_count", []string{"backend", rs[0].Addr()}, locks},
 		{"redlock_proxy_session_locks", nil, 0},
 		{"redlock_proxy_lock_waiters", nil, 0},
 		{"go_goroutines", nil, 1},

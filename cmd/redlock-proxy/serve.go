@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,14 +51,26 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal, reload f
 	}
 	logger.Info("starting", "version", version, "config", cfg.String())
 
+	clientTLS, nodeTLS, tlsErr := loadTLS(cfg)
+	if tlsErr != nil {
+		return tlsErr
+	}
 	redlock.RouteDriverLogs(logger.Named("backend"))
 	nodes := make([]redlock.Node, 0, len(cfg.Backends))
 	for _, b := range cfg.Backends {
-		n, err := redlock.DialNode(b)
+		n, err := redlock.DialNodeTLS(b, nodeTLS)
 		if err != nil {
 			return fmt.Errorf("backend %s: %w", conf.RedactBackend(b), err)
 		}
 		nodes = append(nodes, n)
+	}
+	// Backend calls feed the metrics, which are built once the locker
+	// exists (they read its state): the hook finds them through a pointer.
+	var callMetrics atomic.Pointer[proxy.Metrics]
+	observeCall := func(addr string, d time.Duration, err error) {
+		if m := callMetrics.Load(); m != nil {
+			m.ObserveBackend(addr, d, err)
+		}
 	}
 	locker := redlock.New(nodes, redlock.Options{
 		NodeTimeout:        cfg.NodeTimeout,
@@ -67,6 +80,7 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal, reload f
 		DownAfter:          cfg.DownAfter,
 		HealthInterval:     cfg.HealthInterval,
 		Logger:             logger.Named("redlock"),
+		ObserveCall:        observeCall,
 	})
 	defer locker.CloseNodes()
 	if err := checkBackends(logger.Named("backend"), locker, cfg.Strict); err != nil {
@@ -89,6 +103,7 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal, reload f
 			Version:      version,
 		})
 		observe = metrics.Observe
+		callMetrics.Store(metrics)
 	}
 	disp = commands.New(commands.Options{
 		Locker:        locker,
@@ -102,6 +117,7 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal, reload f
 		MaxValueBytes: cfg.MaxValueBytes,
 		AllowFlush:    cfg.AllowFlush,
 		RequirePass:   cfg.RequirePass,
+		Users:         proxyUsers(cfg.Users),
 		Version:       version,
 		Logger:        logger.Named("commands"),
 		Observe:       observe,
@@ -112,12 +128,13 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal, reload f
 		IdleTimeout:   cfg.IdleTimeout,
 		WriteTimeout:  cfg.WriteTimeout,
 		ProtectedMode: cfg.ProtectedMode,
-		RequirePass:   cfg.RequirePass != "",
+		RequirePass:   passwordConfigured(cfg),
 		Limits: proxy.Limits{
 			MaxArgs:        cfg.MaxArgs,
 			MaxBulkBytes:   cfg.MaxBulkBytes,
 			MaxInlineBytes: cfg.MaxInlineBytes,
 		},
+		TLS: clientTLS,
 	}, disp, logger.Named("proxy"))
 	if err := srv.Listen(); err != nil {
 		return err
