@@ -64,23 +64,30 @@ func TestFenceSurvivesBackendsLosingCounters(t *testing.T) {
 	}
 }
 
-// TestFenceWriteBackNeedsQuorum: when a majority of nodes fails after
-// granting, the write-back cannot reach a quorum, the acquisition fails and
-// is rolled back.
+// TestFenceWriteBackNeedsQuorum: every node grants the lock, but the
+// write-back of the fence fails on 3 of 5: the acquisition fails with
+// ErrNoQuorum and is rolled back, so no node keeps the key.
 func TestFenceWriteBackNeedsQuorum(t *testing.T) {
 	c := newCluster(t, 5, Options{})
 	ctx := context.Background()
 	if _, err := c.r.AcquireFenced(ctx, FenceKey, "a", time.Second); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("acquire of the fence key = %v, want ErrInvalid", err)
 	}
-	c.setMask(0b00111, modeFail)
-	if _, err := c.r.AcquireFenced(ctx, "res", "a", time.Second); !errors.Is(err, ErrNoQuorum) {
-		t.Fatalf("acquire with 3 of 5 failing = %v, want ErrNoQuorum", err)
+	for _, n := range c.nodes[:3] {
+		n.failScript.Store(fenceWriteBackScript)
 	}
-	c.setMask(0, modeOK)
+	if _, err := c.r.AcquireFenced(ctx, "res", "a", time.Second); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("acquire whose fence write-back reached 2 of 5 = %v, want ErrNoQuorum", err)
+	}
 	c.wait(t)
 	if n := c.holders("res", "a"); n != 0 {
 		t.Fatalf("%d nodes still hold the failed lock", n)
+	}
+	for _, n := range c.nodes[:3] {
+		n.failScript.Store(nil)
+	}
+	if _, err := c.r.AcquireFenced(ctx, "res", "b", time.Second); err != nil {
+		t.Fatalf("acquire after the fault cleared = %v", err)
 	}
 }
 

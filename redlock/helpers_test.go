@@ -46,6 +46,9 @@ type faultyNode struct {
 	Node
 	mode atomic.Int32
 	dels atomic.Int32 // CompareAndDelete calls
+	// failScript, when set, makes Eval of that one script fail at once,
+	// whatever the mode (a fault in one step of a multi-step operation).
+	failScript atomic.Pointer[Script]
 
 	mu   sync.Mutex
 	gate chan struct{} // nil: never opens
@@ -116,6 +119,9 @@ func (f *faultyNode) CompareAndExpire(ctx context.Context, key, value string, tt
 }
 
 func (f *faultyNode) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+	if s == f.failScript.Load() {
+		return nil, errFault
+	}
 	if err := f.pre(ctx); err != nil {
 		return nil, err
 	}
