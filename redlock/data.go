@@ -255,9 +255,7 @@ func (r *Redlock) CompareAndSet(ctx context.Context, key, old, new string, ttl t
 	}
 	validity := r.validity(ttl, t1, r.now())
 	if validity <= 0 {
-		qe := t.failure(ErrNotHeld)
-		qe.Kind = ErrNotHeld
-		return Lock{}, qe
+		return Lock{}, t.failure(ErrNotHeld)
 	}
 	return Lock{Key: key, Keys: []string{key}, Token: new, Validity: validity, Granted: t.yes}, nil
 }

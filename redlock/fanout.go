@@ -86,7 +86,10 @@ func launch[T any](r *Redlock, ctx context.Context, d time.Duration,
 			continue
 		}
 		r.bg.Go(func() {
-			start := time.Now()
+			var start time.Time
+			if r.observeCall != nil {
+				start = time.Now()
+			}
 			v, err := call(cctx, n)
 			done()
 			if r.observeCall != nil {

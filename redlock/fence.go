@@ -127,9 +127,7 @@ func (r *Redlock) writeBackFence(ctx context.Context, key, token string, fence i
 		return err
 	}
 	if !t.won() {
-		qe := t.failure(ErrNoQuorum)
-		qe.Kind = ErrNoQuorum
-		return qe
+		return t.failure(ErrNoQuorum)
 	}
 	return nil
 }

@@ -29,9 +29,11 @@ type gateEntry struct {
 // multi-key acquisitions cannot deadlock. It returns the function that
 // leaves, or ctx's error having left every key it entered.
 func (g *keyGate) enter(ctx context.Context, keys []string) (func(), error) {
-	keys = slices.Clone(keys)
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
+	if len(keys) > 1 { // enter only reads keys; one key needs no ordering
+		keys = slices.Clone(keys)
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+	}
 	entries := make([]*gateEntry, len(keys))
 	g.mu.Lock()
 	if g.m == nil {

@@ -112,7 +112,9 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 	if err != nil {
 		return Lock{}, err
 	}
-	l.Key, l.Keys = keys[0], slices.Clone(keys) // as the caller named them
+	if len(send) != len(keys) {
+		l.Keys = slices.Clone(keys) // as the caller named them, duplicates too
+	}
 	return l, nil
 }
 
@@ -164,9 +166,7 @@ func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token 
 	}
 	validity := r.validity(ttl, t1, r.now())
 	if validity <= 0 {
-		qe := t.failure(ErrNoQuorum)
-		qe.Kind = ErrNoQuorum
-		return Lock{}, qe
+		return Lock{}, t.failure(ErrNoQuorum)
 	}
 	failed = false
 	return Lock{Key: keys[0], Keys: keys, Token: token, Validity: validity, Granted: t.granted()}, nil
@@ -306,9 +306,7 @@ func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, t
 	}
 	validity := r.validity(time.Duration(t.least)*time.Millisecond, t1, r.now())
 	if validity <= 0 {
-		qe := t.failure(ErrNotHeld)
-		qe.Kind = ErrNotHeld
-		return 0, qe
+		return 0, t.failure(ErrNotHeld)
 	}
 	return validity, nil
 }

@@ -233,7 +233,7 @@ func (n *RedisNode) CompareAndDelete(ctx context.Context, key, value string) (bo
 			} else {
 				v, err = n.p.do(ctx, "DELIFEQ", key, value)
 			}
-			if !isUnknownCommand(err) {
+			if err == nil || !isUnknownCommand(err) {
 				if err != nil {
 					return false, err
 				}
@@ -267,7 +267,7 @@ func (n *RedisNode) CompareAndExpire(ctx context.Context, key, value string, ttl
 func (n *RedisNode) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
 	if n.p == nil {
 		v, err := n.c.EvalSha(ctx, s.hash, keys, args...).Result()
-		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			v, err = n.c.Eval(ctx, s.src, keys, args...).Result()
 		}
 		return nilReply(v, err)
@@ -279,7 +279,7 @@ func (n *RedisNode) Eval(ctx context.Context, s *Script, keys []string, args ...
 	}
 	cmd = append(cmd, args...)
 	v, err := n.p.do(ctx, cmd...)
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		cmd[0], cmd[1] = "EVAL", s.src
 		v, err = n.p.do(ctx, cmd...)
 	}

@@ -102,9 +102,9 @@ func (t *keyTally) add(v []int64) {
 	t.answered++
 	for i, x := range v {
 		switch x {
-		case 1:
+		case keyDeleted:
 			t.hits[i]++
-		case 0:
+		case keyAbsent:
 			t.absent[i]++
 		}
 	}
