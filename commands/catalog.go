@@ -80,7 +80,7 @@ func (d *Dispatcher) ttlArg(s string) (time.Duration, Reply) {
 	if err != nil {
 		return 0, errNotInteger
 	}
-	return d.checkTTL(time.Duration(ms) * time.Millisecond)
+	return d.ttlIn(ms, time.Millisecond)
 }
 
 // acquireKeys runs an acquisition for a script and reports granted or not.

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -94,21 +95,39 @@ func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string) (time.Dura
 	if err != nil {
 		return 0, errNotInteger
 	}
-	var ttl time.Duration
-	switch unit {
-	case "EX":
-		ttl = time.Duration(n) * time.Second
-	case "PX":
-		ttl = time.Duration(n) * time.Millisecond
-	case "EXAT":
-		ttl = time.Until(time.Unix(n, 0))
-	case "PXAT":
-		ttl = time.Until(time.UnixMilli(n))
-	}
-	if n <= 0 || n > 1<<46 { // Redis's own bound is near; keeps the arithmetic exact
+	if n <= 0 {
 		return 0, Errorf("ERR invalid expire time in '%s' command", cmd)
 	}
-	return d.checkTTL(ttl)
+	switch unit {
+	case "EX":
+		return d.ttlIn(n, time.Second)
+	case "PX":
+		return d.ttlIn(n, time.Millisecond)
+	case "EXAT":
+		return d.checkTTL(time.Until(time.Unix(n, 0))) // Sub saturates: no overflow
+	default: // PXAT
+		return d.checkTTL(time.Until(time.UnixMilli(n)))
+	}
+}
+
+// ttlIn is n units as a ttl within [min_ttl, max_ttl]. The range is checked
+// before multiplying, so no n, however large, wraps around into range.
+func (d *Dispatcher) ttlIn(n int64, unit time.Duration) (time.Duration, Reply) {
+	if n >= 0 && n <= int64(d.opts.MaxTTL/unit) {
+		return d.checkTTL(time.Duration(n) * unit)
+	}
+	ms := n // for the message, in ms, saturated
+	if per := int64(unit / time.Millisecond); per > 1 {
+		switch {
+		case n > math.MaxInt64/per:
+			ms = math.MaxInt64
+		case n < math.MinInt64/per:
+			ms = math.MinInt64
+		default:
+			ms = n * per
+		}
+	}
+	return 0, Errorf(errTTLRange, ms, d.opts.MinTTL.Milliseconds(), d.opts.MaxTTL.Milliseconds())
 }
 
 // checkTTL enforces [min_ttl, max_ttl]: the bound is a safety parameter,
@@ -284,7 +303,7 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	if n <= 0 { // Redis deletes a key given a ttl in the past
 		return d.countKeys(ctx, args[1:2], d.locker.Delete)
 	}
-	ttl, r := d.checkTTL(time.Duration(n) * unit)
+	ttl, r := d.ttlIn(n, unit)
 	if r != nil {
 		return r
 	}

@@ -234,9 +234,5 @@ func (d *Dispatcher) parseTTL(b []byte) (time.Duration, Reply) {
 	if err != nil {
 		return 0, errNotInteger
 	}
-	lo, hi := d.opts.MinTTL.Milliseconds(), d.opts.MaxTTL.Milliseconds()
-	if ms < lo || ms > hi {
-		return 0, Errorf(errTTLRange, ms, lo, hi)
-	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return d.ttlIn(ms, time.Millisecond)
 }
