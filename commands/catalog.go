@@ -97,6 +97,8 @@ func (d *Dispatcher) acquireKeys(ctx context.Context, keys []string, token, ttlA
 	case errors.Is(err, redlock.ErrHeld):
 		d.stats.contended.Add(1)
 		return false, nil
+	case errors.Is(err, redlock.ErrNoQuorum):
+		d.stats.noQuorum.Add(1)
 	}
 	return false, d.lockError(err)
 }
@@ -121,13 +123,17 @@ func (d *Dispatcher) extendKeys(ctx context.Context, keys []string, token, ttlAr
 
 // releaseKeys releases for a script and returns each key's state.
 func (d *Dispatcher) releaseKeys(ctx context.Context, keys []string, token string) ([]redlock.KeyState, Reply) {
+	for _, k := range keys {
+		d.releasing(k, token)
+	}
 	states, err := d.locker.ReleaseKeys(ctx, keys, token)
 	if err != nil {
 		return nil, d.lockError(err)
 	}
-	for _, s := range states {
+	for i, s := range states {
 		if s == redlock.Released {
 			d.stats.released.Add(1)
+			d.reg.released(keys[i], token) // wakes the key's waiters
 		} else {
 			d.stats.notHeld.Add(1)
 		}

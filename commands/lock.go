@@ -167,16 +167,13 @@ func (d *Dispatcher) unlock(ctx context.Context, c *Client, args [][]byte) Reply
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	key, token := string(args[1]), string(args[2])
-	if h := d.reg.byToken(key, token); h != nil && h.session {
-		d.stopSession(h)
-	}
-	return d.release(ctx, key, token)
+	return d.release(ctx, string(args[1]), string(args[2]))
 }
 
 // release answers 1 when the lock was released on a quorum, 0 when it was
 // not held by token.
 func (d *Dispatcher) release(ctx context.Context, key, token string) Reply {
+	d.releasing(key, token)
 	err := d.locker.Release(ctx, key, token)
 	switch {
 	case err == nil:

@@ -261,6 +261,15 @@ func (d *Dispatcher) endSession(l *heldLock) {
 
 // stopSession is UNLOCK of a session lock: no more renewals, and no
 // release on close.
+// releasing ends the renewal of a SESSION lock about to be released with
+// its token, whatever command releases it (UNLOCK, DELIFEQ, DELEX, a
+// transaction, a library's script), before the release is sent.
+func (d *Dispatcher) releasing(key, token string) {
+	if h := d.reg.byToken(key, token); h != nil && h.session {
+		d.stopSession(h)
+	}
+}
+
 func (d *Dispatcher) stopSession(l *heldLock) {
 	if !l.released.CompareAndSwap(false, true) {
 		return

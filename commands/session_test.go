@@ -85,7 +85,7 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 	token := string(a[0].(BulkString))
 	time.Sleep(500 * time.Millisecond) // a few renewals
-	if got := do(d, c, "LOCKINFO", "s"); !strings.Contains(got, "session") {
+	if got := do(d, c, "LOCKINFO", "s"); !strings.Contains(got, "$7\r\nsession\r\n:1\r\n") {
 		t.Fatalf("LOCKINFO of a renewed session lock = %q", got)
 	}
 	if got := do(d, c, "LOCKS"); strings.Contains(got, token) || !strings.Contains(got, "$1\r\ns\r\n") {
@@ -142,5 +142,29 @@ func TestLockLostRESP2(t *testing.T) {
 	}
 	if got := do(d, c, "UNLOCK", "l", "x"); got != ":0\r\n" {
 		t.Fatalf("LOCKLOST is told once; then %q", got)
+	}
+}
+
+// TestSessionEndsWithAnyRelease: a SESSION lock released by DELIFEQ (or
+// any other releasing command) stops renewing: the client is not told
+// later that the lock it released was lost.
+func TestSessionEndsWithAnyRelease(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	d.opts.MaxHold = time.Hour
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	r := d.Do(context.Background(), c, args("LOCK", "s", "300", "SESSION"))
+	a, ok := r.(Array)
+	if !ok {
+		t.Fatalf("LOCK SESSION = %#v", r)
+	}
+	if got := do(d, c, "DELIFEQ", "s", string(a[0].(BulkString))); got != ":1\r\n" {
+		t.Fatalf("DELIFEQ = %q", got)
+	}
+	time.Sleep(400 * time.Millisecond) // past several renewal periods (ttl/3 = 100 ms)
+	if got := do(d, c, "GET", "s"); got != "$-1\r\n" {
+		t.Fatalf("GET after releasing the SESSION lock with DELIFEQ = %q, want nil (no lock-lost notice)", got)
+	}
+	if n := d.SessionLocks(); n != 0 {
+		t.Fatalf("%d session locks still renewing", n)
 	}
 }
