@@ -288,16 +288,9 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	if len(args) > 3 {
-		return Errorf(errNotSupported, strings.ToUpper(string(args[0]))+" "+strings.ToUpper(string(args[3])))
-	}
-	n, err := strconv.ParseInt(string(args[2]), 10, 64)
-	if err != nil {
-		return errNotInteger
-	}
-	unit := time.Millisecond
-	if strings.EqualFold(string(args[0]), "EXPIRE") {
-		unit = time.Second
+	n, unit, r := expireArgs(args)
+	if r != nil {
+		return r
 	}
 	key := string(args[1])
 	if n <= 0 { // Redis deletes a key given a ttl in the past
@@ -312,6 +305,23 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 		return d.lockError(err)
 	}
 	return boolInt(ok)
+}
+
+// expireArgs reads PEXPIRE/EXPIRE key t: the count, its unit, or the
+// error for a bad count or an option the proxy does not support (NX, XX,
+// GT, LT). Inside MULTI the same checks run when the command is queued.
+func expireArgs(args [][]byte) (int64, time.Duration, Reply) {
+	if len(args) > 3 {
+		return 0, 0, Errorf(errNotSupported, strings.ToUpper(string(args[0]))+" "+strings.ToUpper(string(args[3])))
+	}
+	n, err := strconv.ParseInt(string(args[2]), 10, 64)
+	if err != nil {
+		return 0, 0, errNotInteger
+	}
+	if strings.EqualFold(string(args[0]), "EXPIRE") {
+		return n, time.Second, nil
+	}
+	return n, time.Millisecond, nil
 }
 
 // DELEX key [IFEQ value]  (Redis 8.4)

@@ -2,7 +2,7 @@ package commands
 
 import (
 	"context"
-	"strings"
+	"time"
 )
 
 // txState is a client's WATCH/MULTI state. Only the StackExchange.Redis
@@ -14,7 +14,13 @@ type txState struct {
 	watched map[string]*string // key → value read by GET after WATCH (nil: not read, or absent)
 	multi   bool
 	dirty   bool
-	queue   [][][]byte
+	queue   []txOp
+}
+
+// txOp is one queued command, parsed and checked when it was queued.
+type txOp struct {
+	key string
+	ttl time.Duration // PEXPIRE/EXPIRE; zero for DEL
 }
 
 func (t *txState) reset() { *t = txState{} }
@@ -39,11 +45,21 @@ func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
 		c.tx.dirty = true
 		return Error(errTxOnly)
 	}
-	q := make([][]byte, len(args))
-	for i, a := range args {
-		q[i] = append([]byte(nil), a...)
+	op := txOp{key: string(args[1])}
+	if cmd.Name != "DEL" { // PEXPIRE or EXPIRE, checked as outside MULTI
+		n, unit, r := expireArgs(args)
+		if r == nil && n <= 0 {
+			r = Errorf("ERR invalid expire time in '%s' command", cmd.lower)
+		}
+		if r == nil {
+			op.ttl, r = d.ttlIn(n, unit)
+		}
+		if r != nil {
+			c.tx.dirty = true
+			return r
+		}
 	}
-	c.tx.queue = append(c.tx.queue, q)
+	c.tx.queue = append(c.tx.queue, op)
 	return Simple("QUEUED")
 }
 
@@ -98,14 +114,13 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 		return Error("EXECABORT Transaction discarded because of previous errors.")
 	}
 	out := make(Array, 0, len(tx.queue))
-	for _, q := range tx.queue {
-		key := string(q[1])
-		token := *tx.watched[key]
+	for _, op := range tx.queue {
+		token := *tx.watched[op.key]
 		var r Reply
-		if strings.EqualFold(string(q[0]), "DEL") {
-			r = d.release(ctx, key, token)
+		if op.ttl == 0 {
+			r = d.release(ctx, op.key, token)
 		} else {
-			r = d.extendWith(ctx, q[0], key, token, q[2])
+			r = d.extendToken(ctx, op.key, token, op.ttl)
 		}
 		switch r {
 		case Int(0), Null{}:
@@ -117,17 +132,4 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 		out = append(out, Int(1))
 	}
 	return out
-}
-
-// extendWith is PEXPIRE/EXPIRE of a watched key as a compare-and-expire.
-func (d *Dispatcher) extendWith(ctx context.Context, cmd []byte, key, token string, ttlArg []byte) Reply {
-	unit := "PX"
-	if strings.EqualFold(string(cmd), "EXPIRE") {
-		unit = "EX"
-	}
-	ttl, r := d.parseExpiry(unit, ttlArg, strings.ToLower(string(cmd)))
-	if r != nil {
-		return r
-	}
-	return d.extendToken(ctx, key, token, ttl)
 }
