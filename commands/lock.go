@@ -77,12 +77,8 @@ func (d *Dispatcher) lock(ctx context.Context, c *Client, args [][]byte) Reply {
 // SESSION lock).
 func (d *Dispatcher) granted(c *Client, l redlock.Lock, ttl time.Duration, start time.Time, session, fenced bool) *heldLock {
 	now := d.now()
-	keys := l.Keys
-	if len(keys) == 0 {
-		keys = []string{l.Key}
-	}
 	h := &heldLock{
-		keys:     keys,
+		keys:     l.Keys,
 		token:    l.Token,
 		fenced:   fenced,
 		ttl:      ttl,

@@ -48,9 +48,6 @@ type Push []Reply
 // once per channel).
 type Replies []Reply
 
-// Raw is pre-encoded RESP, written as is whatever the protocol.
-type Raw []byte
-
 // OK is the most common reply.
 const OK = Simple("OK")
 
@@ -157,8 +154,6 @@ func (rs Replies) appendTo(b []byte, proto int) []byte {
 	}
 	return b
 }
-
-func (r Raw) appendTo(b []byte, _ int) []byte { return append(b, r...) }
 
 func appendHeader(b []byte, kind byte, n int) []byte {
 	b = append(b, kind)

@@ -125,7 +125,7 @@ func (d *Dispatcher) command(ctx context.Context, c *Client, args [][]byte) Repl
 	case "LIST":
 		out := make(Array, len(d.table))
 		for i := range d.table {
-			out[i] = BulkString(strings.ToLower(d.table[i].Name))
+			out[i] = BulkString(d.table[i].lower)
 		}
 		return out
 	case "INFO":
@@ -147,7 +147,7 @@ func (d *Dispatcher) command(ctx context.Context, c *Client, args [][]byte) Repl
 			if len(names) > 0 && !containsFold(names, cmd.Name) {
 				continue
 			}
-			out = append(out, KV{strings.ToLower(cmd.Name), Map{
+			out = append(out, KV{cmd.lower, Map{
 				{"summary", BulkString(cmd.Summary)},
 				{"since", BulkString("1.0.0")},
 				{"group", BulkString(cmd.Group)},
@@ -172,7 +172,7 @@ func commandInfo(cmd *Command) Array {
 		last = key
 	}
 	return Array{
-		BulkString(strings.ToLower(cmd.Name)), Int(cmd.Arity), flags,
+		BulkString(cmd.lower), Int(cmd.Arity), flags,
 		Int(key), Int(last), Int(min(key, 1)),
 		Array{Simple("@" + cmd.Group)}, Array{}, Array{}, Array{},
 	}

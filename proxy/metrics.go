@@ -172,10 +172,6 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// Registry is the registry the metrics live in, for tests and for adding
-// collectors.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // backendStates are the values of the state label, in NodeStatus terms.
 var backendStates = []string{redlock.StateUp, redlock.StateDown, redlock.StateQuarantined, redlock.StateLoading}
 
