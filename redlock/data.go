@@ -35,18 +35,12 @@ func (r *Redlock) Read(ctx context.Context, key string) (Value, error) {
 	if err := checkKeys(ctx, "read", []string{key}); err != nil {
 		return Value{}, err
 	}
-	get := func(ctx context.Context, n Node) (Value, error) {
-		v, err := n.Eval(ctx, readScript, []string{key})
-		if err != nil {
-			return Value{}, err
-		}
-		return asValue(v)
-	}
-	f := launch(r, ctx, r.nodeTimeout, get, nil)
+	get := call[Value]{cmd: command{kind: callEval, script: readScript, keys: []string{key}}, decode: asValue}
+	t := r.valueTally(true)
+	f := launch(r, ctx, "read", r.nodeTimeout, get, decider[Value](t), nil)
 	defer f.decide(false)
 
-	t := r.valueTally(true)
-	if err := await(r, ctx, "read", f, t); err != nil {
+	if err := f.wait(ctx); err != nil {
 		return Value{}, err
 	}
 	if v, ok := t.winner(); ok {
@@ -81,18 +75,15 @@ func (r *Redlock) countKeys(ctx context.Context, op string, s *Script, keys []st
 		return 0, err
 	}
 	keys = slices.Clone(keys)
-	call := func(ctx context.Context, n Node) ([]int64, error) {
-		v, err := n.Eval(ctx, s, keys)
-		if err != nil {
-			return nil, err
-		}
-		return asInts(v, len(keys))
+	count := call[[]int64]{
+		cmd:    command{kind: callEval, script: s, keys: keys},
+		decode: func(v any) ([]int64, error) { return asInts(v, len(keys)) },
 	}
-	f := launch(r, ctx, r.nodeTimeout, call, nil)
+	t := r.keyTally(len(keys), false)
+	f := launch(r, ctx, op, r.nodeTimeout, count, decider[[]int64](t), nil)
 	defer f.decide(false)
 
-	t := r.keyTally(len(keys), false)
-	if err := await(r, ctx, op, f, t); err != nil {
+	if err := f.wait(ctx); err != nil {
 		return 0, err
 	}
 	if t.short() {
@@ -126,15 +117,12 @@ func (r *Redlock) FlushAll(ctx context.Context) error {
 
 // ack sends one command to every node and decides at a quorum of replies.
 func (r *Redlock) ack(ctx context.Context, op string, d time.Duration, args []any) error {
-	call := func(ctx context.Context, n Node) (bool, error) {
-		_, err := n.Do(ctx, args...)
-		return err == nil, err
-	}
-	f := launch(r, ctx, d, call, nil)
+	do := call[bool]{cmd: command{kind: callDo, args: args}, decode: func(any) (bool, error) { return true, nil }}
+	t := r.tally()
+	f := launch(r, ctx, op, d, do, decider[bool](t), nil)
 	defer f.decide(false)
 
-	t := r.tally()
-	if err := await(r, ctx, op, f, t); err != nil {
+	if err := f.wait(ctx); err != nil {
 		return err
 	}
 	if !t.won() {
@@ -158,18 +146,15 @@ func (r *Redlock) GetSet(ctx context.Context, key, value string, ttl time.Durati
 	if ttl > 0 {
 		ms = millis(ttl)
 	}
-	swap := func(ctx context.Context, n Node) (Value, error) {
-		v, err := n.Eval(ctx, getSetScript, []string{key}, value, ms)
-		if err != nil {
-			return Value{}, err
-		}
-		return asValue(v)
+	swap := call[Value]{
+		cmd:    command{kind: callEval, script: getSetScript, keys: []string{key}, args: []any{value, ms}},
+		decode: asValue,
 	}
-	f := launch(r, ctx, r.dataTimeout(ttl), swap, nil)
+	t := r.valueTally(false)
+	f := launch(r, ctx, "getset", r.dataTimeout(ttl), swap, decider[Value](t), nil)
 	defer f.decide(false)
 
-	t := r.valueTally(false)
-	if err := await(r, ctx, "getset", f, t); err != nil {
+	if err := f.wait(ctx); err != nil {
 		return Value{}, err
 	}
 	if t.short() {
@@ -198,19 +183,12 @@ func (r *Redlock) Expire(ctx context.Context, key string, ttl time.Duration) (bo
 		return false, err
 	}
 	ms := millis(ttl)
-	expire := func(ctx context.Context, n Node) (bool, error) {
-		v, err := n.Do(ctx, "PEXPIRE", key, ms)
-		if err != nil {
-			return false, err
-		}
-		done, err := asInt(v)
-		return done == 1, err
-	}
-	f := launch(r, ctx, r.callTimeout(ttl), expire, nil)
+	expire := call[bool]{cmd: command{kind: callDo, args: []any{"PEXPIRE", key, ms}}, decode: intIs1}
+	t := r.tally()
+	f := launch(r, ctx, "expire", r.callTimeout(ttl), expire, decider[bool](t), nil)
 	defer f.decide(false)
 
-	t := r.tally()
-	if err := await(r, ctx, "expire", f, t); err != nil {
+	if err := f.wait(ctx); err != nil {
 		return false, err
 	}
 	if !t.won() && t.short() {
@@ -234,20 +212,16 @@ func (r *Redlock) CompareAndSet(ctx context.Context, key, old, new string, ttl t
 	if err := ctx.Err(); err != nil {
 		return Lock{}, fmt.Errorf("compare-and-set: %w", err)
 	}
-	set := func(ctx context.Context, n Node) (bool, error) {
-		v, err := n.Eval(ctx, casScript, []string{key}, old, new, millis(ttl))
-		if err != nil {
-			return false, err
-		}
-		done, err := asInt(v)
-		return done == 1, err
+	set := call[bool]{
+		cmd:    command{kind: callEval, script: casScript, keys: []string{key}, args: []any{old, new, millis(ttl)}},
+		decode: intIs1,
 	}
 	t1 := r.now()
-	f := launch(r, ctx, r.callTimeout(ttl), set, nil)
+	t := r.tally()
+	f := launch(r, ctx, "compare-and-set", r.callTimeout(ttl), set, decider[bool](t), nil)
 	defer f.decide(false)
 
-	t := r.tally()
-	if err := await(r, ctx, "compare-and-set", f, t); err != nil {
+	if err := f.wait(ctx); err != nil {
 		return Lock{}, err
 	}
 	if !t.won() {

@@ -2,9 +2,12 @@
 // masters behind a small Node interface. It knows nothing of RESP or of the
 // proxy's clients.
 //
-// Every operation sends to all nodes in parallel, each call with its own
+// Every operation sends to all nodes in parallel, every call with the same
 // deadline of min(NodeTimeout, 5% of the ttl) that the caller's context
-// cannot cancel, and decides as soon as the outcome is certain. A quorum is
+// cannot cancel, and decides as soon as the outcome is certain. A
+// RedisNode from DialNode takes the command onto its auto-pipelined
+// connection and the reply is counted on that connection's reader, so an
+// operation costs no goroutine per node call (fanout.go). A quorum is
 // len(nodes)/2+1. Acquire measures the time from before the first send to
 // the deciding reply and grants the lock only if a quorum said yes and
 //

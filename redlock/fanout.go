@@ -9,12 +9,19 @@ import (
 	"time"
 )
 
-// The fan-out engine. Every operation is one flight: launch starts one
-// goroutine per node, each call with its own deadline detached from the
-// caller's cancellation, and await feeds the replies to a decider (see
-// tally.go) until the decider says the outcome is certain. Replies go to a
-// channel buffered to the node count, so an early decision never strands
-// a sender; the goroutines belong to r.bg, so Close can wait for them.
+// The fan-out engine. Every operation is one flight: launch sends one
+// command to every node, each reply is counted by a decider (tally.go) as
+// it arrives, and wait returns as soon as the decider says the outcome is
+// certain. Every call of a flight has the same deadline, detached from the
+// caller's cancellation; a timer counts the calls still open at the
+// deadline as timed out.
+//
+// A pipelined node (sender) takes the command without a goroutine, and its
+// reply is counted on the connection's reader goroutine: a lock operation
+// costs no goroutine and one wake-up of its caller. Other nodes are called
+// by a goroutine each. Either way the flight is held in r.bg until every
+// call returned and, for a flight with an undo, its outcome is decided, so
+// Close waits for it.
 
 // reply is one node's answer: val when err is nil.
 type reply[T any] struct {
@@ -23,91 +30,280 @@ type reply[T any] struct {
 	err  error
 }
 
+// call is what a flight asks of every node: the command, and how its
+// result reads as a T.
+type call[T any] struct {
+	cmd    command
+	decode func(any) (T, error)
+}
+
+// verdict is a flight's decision.
+type verdict uint8
+
+const (
+	outUndecided verdict = iota
+	outSucceeded
+	outFailed
+)
+
+// nodeCall is one node's part of a flight.
+type nodeCall[T any] struct {
+	epoch   uint64      // the node's health epoch when the call started
+	claimed atomic.Bool // the result is taken: by a reply or the deadline
+	skipped bool        // not called (not voting): nothing to undo
+	done    bool        // under flight.mu: rep is final
+	rep     reply[T]
+}
+
 // flight is one fan-out in progress.
 type flight[T any] struct {
-	replies chan reply[T] // buffered to the node count
-	decided chan struct{}
-	failed  atomic.Bool // set before decided is closed
-	once    sync.Once
-	calls   sync.WaitGroup // node calls still running
+	r      *Redlock
+	op     string
+	ctx    context.Context // the caller's, without its cancellation
+	cmd    *command
+	decode func(any) (T, error)
+	undo   func(Node, reply[T])
+	d      time.Duration
+	start  time.Time
+	timer  *time.Timer
+	calls  []nodeCall[T]
+	wake   chan struct{} // buffered: the caller may look again
+
+	mu       sync.Mutex
+	dec      decider[T]
+	pending  int  // calls not yet done
+	open     bool // wait has not returned: replies feed dec
+	outcome  verdict
+	after    func() // to run once pending is 0
+	released bool   // r.bg released
 }
 
-// afterCalls runs fn, in the background, once every node call of the
-// flight has returned (or met its deadline).
-func (f *flight[T]) afterCalls(r *Redlock, fn func()) {
-	r.bg.Go(func() {
-		f.calls.Wait()
-		fn()
-	})
-}
-
-// decide records the outcome and lets the node goroutines run their undo.
-// Only the first call counts.
-func (f *flight[T]) decide(failed bool) {
-	f.once.Do(func() {
-		f.failed.Store(failed)
-		close(f.decided)
-	})
-}
-
-// launch starts one goroutine per node running call with its own deadline
-// d, detached from ctx's cancellation. When undo is set, each goroutine,
-// after its own call returned and the operation was decided, runs undo if
-// the operation failed, so an undo never overtakes its call.
-func launch[T any](r *Redlock, ctx context.Context, d time.Duration,
-	call func(context.Context, Node) (T, error), undo func(Node, reply[T])) *flight[T] {
+// launch sends c to every node with deadline d and returns the flight;
+// dec counts the replies until wait returns. When undo is set, each node's
+// call, once it is done and the flight is decided as failed, is undone in
+// the background (never before its own call is done, so an undo cannot
+// overtake it).
+func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, c call[T], dec decider[T], undo func(Node, reply[T])) *flight[T] {
+	n := len(r.nodes)
 	f := &flight[T]{
-		replies: make(chan reply[T], len(r.nodes)),
-		decided: make(chan struct{}),
+		r: r, op: op, ctx: context.WithoutCancel(ctx), cmd: &c.cmd, decode: c.decode,
+		undo: undo, d: d, calls: make([]nodeCall[T], n), wake: make(chan struct{}, 1),
+		dec: dec, pending: n, open: true,
 	}
-	// One deadline for every node call of the flight, detached from the
-	// caller's cancellation; released when the last call returned.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
-	var left atomic.Int32
-	left.Store(int32(len(r.nodes)))
-	done := func() {
-		f.calls.Done()
-		if left.Add(-1) == 0 {
-			cancel()
-		}
+	f.start = time.Now()
+	deadline := f.start.Add(d)
+	if n == 0 {
+		f.released = true // nothing to wait for
+		return f
 	}
-	if len(r.nodes) == 0 {
-		cancel()
-	}
-	for i, n := range r.nodes {
+	r.bg.hold()
+	f.timer = time.AfterFunc(d, f.expire)
+	for i, node := range r.nodes {
 		// A node that does not vote (health.go) is not called: its reply
 		// is an immediate ErrNotVoting, and settle discards the answer of
 		// a node that stopped voting during the call.
-		f.calls.Add(1)
 		epoch, err := r.vote(i)
 		if err != nil {
-			f.replies <- reply[T]{node: i, err: err}
-			done()
+			if f.calls[i].claimed.CompareAndSwap(false, true) {
+				f.calls[i].skipped = true
+				f.settled(i, reply[T]{node: i, err: err})
+			}
+			continue
+		}
+		f.calls[i].epoch = epoch
+		if s, ok := node.(sender); ok && s.send(f.cmd, deadline, f, i) {
 			continue
 		}
 		r.bg.Go(func() {
-			var start time.Time
-			if r.observeCall != nil {
-				start = time.Now()
-			}
-			v, err := call(cctx, n)
-			done()
-			if r.observeCall != nil {
-				r.observeCall(n.Addr(), time.Since(start), err)
-			}
-			err = r.settle(i, epoch, err, d)
-			rep := reply[T]{node: i, val: v, err: err}
-			f.replies <- rep
-			if undo == nil {
-				return
-			}
-			<-f.decided
-			if f.failed.Load() {
-				undo(n, rep)
-			}
+			cctx, cancel := context.WithDeadline(f.ctx, deadline)
+			v, err := f.cmd.run(cctx, node)
+			cancel()
+			f.deliver(i, v, err)
 		})
 	}
 	return f
+}
+
+// deliver takes node i's result (see target), unless the deadline took it.
+func (f *flight[T]) deliver(i int, v any, err error) {
+	if !f.calls[i].claimed.CompareAndSwap(false, true) {
+		return
+	}
+	rep := reply[T]{node: i}
+	if err == nil {
+		rep.val, err = f.decode(v)
+	}
+	f.observe(i, err)
+	rep.err = f.r.settle(i, f.calls[i].epoch, err, f.d)
+	f.settled(i, rep)
+}
+
+// expire times out every call still open at the deadline.
+func (f *flight[T]) expire() {
+	for i := range f.calls {
+		if f.calls[i].claimed.CompareAndSwap(false, true) {
+			err := context.DeadlineExceeded
+			f.observe(i, err)
+			f.settled(i, reply[T]{node: i, err: f.r.settle(i, 0, err, f.d)})
+		}
+	}
+}
+
+func (f *flight[T]) observe(i int, err error) {
+	if f.r.observeCall != nil {
+		f.r.observeCall(f.r.nodes[i].Addr(), time.Since(f.start), err)
+	}
+}
+
+// settled records node i's final reply: counted while the caller waits,
+// undone if the flight failed, and once it is the last, the flight's
+// after-work runs.
+func (f *flight[T]) settled(i int, rep reply[T]) {
+	f.mu.Lock()
+	c := &f.calls[i]
+	c.rep, c.done = rep, true
+	f.pending--
+	counted := f.open
+	var undo []int
+	if f.outcome == outFailed && f.undo != nil && !c.skipped {
+		undo = []int{i}
+	}
+	if counted {
+		if rep.err != nil {
+			f.dec.fail(&NodeError{Addr: f.r.nodes[i].Addr(), Err: rep.err})
+		} else {
+			f.dec.add(rep.val)
+		}
+		if f.dec.lost() && f.outcome == outUndecided {
+			undo = f.decideLocked(outFailed) // i among them
+		}
+	}
+	var after func()
+	if f.pending == 0 {
+		f.timer.Stop()
+		after, f.after = f.after, nil
+	}
+	wake := counted && (f.pending == 0 || f.dec.done())
+	release := f.releaseLocked()
+	f.mu.Unlock()
+
+	if counted && rep.err != nil {
+		f.logNodeError(i, rep.err)
+	}
+	f.undoAll(undo)
+	if after != nil {
+		after()
+	}
+	if wake {
+		select {
+		case f.wake <- struct{}{}:
+		default:
+		}
+	}
+	if release {
+		f.r.bg.release()
+	}
+}
+
+func (f *flight[T]) logNodeError(i int, err error) {
+	addr := f.r.nodes[i].Addr()
+	if errors.Is(err, ErrNotVoting) { // health.go logged why
+		f.r.log.Debug("node skipped", "node", addr, "op", f.op, "error", err)
+	} else {
+		f.r.log.Warn("node failed", "node", addr, "op", f.op, "error", err)
+	}
+}
+
+// wait returns once the decider is done or every call is done, or with an
+// error wrapping ctx.Err() when ctx ends first. Replies that come later are
+// not counted. As soon as the decider has lost, the flight is decided as
+// failed, so undo starts while wait may still wait for replies to tell
+// "no" (enough definite answers) from "no quorum" (too many node errors).
+func (f *flight[T]) wait(ctx context.Context) error {
+	for {
+		f.mu.Lock()
+		if f.pending == 0 || f.dec.done() {
+			f.open = false
+			f.mu.Unlock()
+			return nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-f.wake:
+		case <-ctx.Done():
+			f.mu.Lock()
+			f.open = false
+			f.mu.Unlock()
+			return fmt.Errorf("%s: %w", f.op, ctx.Err())
+		}
+	}
+}
+
+// decide records the outcome; only the first call counts. Failed, every
+// call already done is undone now and every later one when it is done.
+func (f *flight[T]) decide(failed bool) {
+	o := outSucceeded
+	if failed {
+		o = outFailed
+	}
+	f.mu.Lock()
+	undo := f.decideLocked(o)
+	release := f.releaseLocked()
+	f.mu.Unlock()
+	f.undoAll(undo)
+	if release {
+		f.r.bg.release()
+	}
+}
+
+// decideLocked sets the outcome if undecided and returns the calls to undo.
+func (f *flight[T]) decideLocked(o verdict) []int {
+	if f.outcome != outUndecided {
+		return nil
+	}
+	f.outcome = o
+	if o != outFailed || f.undo == nil {
+		return nil
+	}
+	var undo []int
+	for i := range f.calls {
+		if f.calls[i].done && !f.calls[i].skipped {
+			undo = append(undo, i)
+		}
+	}
+	return undo
+}
+
+// releaseLocked reports, once, that the flight's background work is over:
+// every call done and, with an undo, the outcome decided (undos run in
+// goroutines of their own).
+func (f *flight[T]) releaseLocked() bool {
+	if f.released || f.pending > 0 || f.undo != nil && f.outcome == outUndecided {
+		return false
+	}
+	f.released = true
+	return true
+}
+
+func (f *flight[T]) undoAll(nodes []int) {
+	for _, i := range nodes {
+		rep := f.calls[i].rep
+		f.r.bg.Go(func() { f.undo(f.r.nodes[i], rep) })
+	}
+}
+
+// afterCalls runs fn once every call of the flight is done (replied or met
+// its deadline): at once if they are, else on the goroutine that settles
+// the last one.
+func (f *flight[T]) afterCalls(fn func()) {
+	f.mu.Lock()
+	if f.pending > 0 {
+		f.after = fn
+		f.mu.Unlock()
+		return
+	}
+	f.mu.Unlock()
+	fn()
 }
 
 // decider turns the replies of one flight into an outcome.
@@ -121,43 +317,4 @@ type decider[T any] interface {
 	lost() bool
 	// done reports that the outcome is certain and can be named.
 	done() bool
-}
-
-// await feeds replies to d until d is done or every node replied, or it
-// returns an error wrapping ctx.Err() when ctx ends first. As soon as d has
-// lost, the flight is decided as failed, so undo starts while await may
-// still wait for replies to tell "no" (enough definite answers) from
-// "no quorum" (too many node errors). Node errors are logged here.
-func await[T any](r *Redlock, ctx context.Context, op string, f *flight[T], d decider[T]) error {
-	for range r.nodes {
-		if d.lost() {
-			f.decide(true)
-		}
-		if d.done() {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		select {
-		case rep := <-f.replies:
-			if rep.err != nil {
-				addr := r.nodes[rep.node].Addr()
-				if errors.Is(rep.err, ErrNotVoting) { // health.go logged why
-					r.log.Debug("node skipped", "node", addr, "op", op, "error", rep.err)
-				} else {
-					r.log.Warn("node failed", "node", addr, "op", op, "error", rep.err)
-				}
-				d.fail(&NodeError{Addr: addr, Err: rep.err})
-				continue
-			}
-			d.add(rep.val)
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", op, ctx.Err())
-		}
-	}
-	if d.lost() {
-		f.decide(true)
-	}
-	return nil
 }

@@ -71,16 +71,15 @@ func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
 	keys := []string{key, FenceKey}
-	set := func(ctx context.Context, n Node) (fenceReply, error) {
-		v, err := n.Eval(ctx, fenceAcquireScript, keys, token, millis(ttl))
-		if err != nil {
-			return fenceReply{}, err
-		}
-		pair, err := asInts(v, 2)
-		if err != nil {
-			return fenceReply{}, err
-		}
-		return fenceReply{granted: pair[0] == 1, fence: pair[1]}, nil
+	set := call[fenceReply]{
+		cmd: command{kind: callEval, script: fenceAcquireScript, keys: keys, args: []any{token, millis(ttl)}},
+		decode: func(v any) (fenceReply, error) {
+			pair, err := asInts(v, 2)
+			if err != nil {
+				return fenceReply{}, err
+			}
+			return fenceReply{granted: pair[0] == 1, fence: pair[1]}, nil
+		},
 	}
 	granted := func(v fenceReply) bool { return v.granted }
 	t := &fenceTally{tally: r.tally()}
@@ -112,18 +111,14 @@ func (r *Redlock) raiseFence(t int64) int64 {
 // writeBackFence raises the counter to fence on a quorum of nodes where
 // key still holds token.
 func (r *Redlock) writeBackFence(ctx context.Context, key, token string, fence int64, ttl time.Duration) error {
-	write := func(ctx context.Context, n Node) (bool, error) {
-		v, err := n.Eval(ctx, fenceWriteBackScript, []string{key, FenceKey}, token, fence)
-		if err != nil {
-			return false, err
-		}
-		ok, err := asInt(v)
-		return ok == 1, err
+	write := call[bool]{
+		cmd:    command{kind: callEval, script: fenceWriteBackScript, keys: []string{key, FenceKey}, args: []any{token, fence}},
+		decode: intIs1,
 	}
-	f := launch(r, ctx, r.callTimeout(ttl), write, nil)
-	defer f.decide(false)
 	t := r.tally()
-	if err := await(r, ctx, "fence", f, decider[bool](t)); err != nil {
+	f := launch(r, ctx, "fence", r.callTimeout(ttl), write, decider[bool](t), nil)
+	defer f.decide(false)
+	if err := f.wait(ctx); err != nil {
 		return err
 	}
 	if !t.won() {

@@ -96,16 +96,12 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
 	send, _ := unique(keys)
-	set := func(ctx context.Context, n Node) (bool, error) {
-		if len(send) == 1 && mode == IfAbsent {
-			return n.SetNX(ctx, send[0], token, ttl)
+	set := call[bool]{cmd: command{kind: callSetNX, keys: send, value: token, ttl: ttl}, decode: asBool}
+	if len(send) > 1 || mode != IfAbsent {
+		set = call[bool]{
+			cmd:    command{kind: callEval, script: acquireScript, keys: send, args: []any{token, millis(ttl), flag(mode == IfAbsentOrMine)}},
+			decode: intIs1,
 		}
-		v, err := n.Eval(ctx, acquireScript, send, token, millis(ttl), flag(mode == IfAbsentOrMine))
-		if err != nil {
-			return false, err
-		}
-		granted, err := asInt(v)
-		return granted == 1, err
 	}
 	granted := func(ok bool) bool { return ok }
 	l, err := acquireFlight(r, ctx, send, token, ttl, set, granted, r.tally(), nil)
@@ -136,7 +132,7 @@ func (t *tally) granted() int { return t.yes }
 // the keys (all but a definite "no", per granted) is rolled back after its
 // own call returned.
 func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token string, ttl time.Duration,
-	set func(context.Context, Node) (T, error), granted func(T) bool, t voteTally[T], after func() error) (Lock, error) {
+	set call[T], granted func(T) bool, t voteTally[T], after func() error) (Lock, error) {
 	undo := func(n Node, rep reply[T]) {
 		if rep.err == nil && !granted(rep.val) {
 			return // a definite "no": the node set nothing
@@ -149,11 +145,11 @@ func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token 
 	}
 	defer leave()
 	t1 := r.now()
-	f := launch(r, ctx, r.callTimeout(ttl), set, undo)
+	f := launch(r, ctx, "acquire", r.callTimeout(ttl), set, decider[T](t), undo)
 	failed := true
 	defer func() { f.decide(failed) }()
 
-	if err := await(r, ctx, "acquire", f, decider[T](t)); err != nil {
+	if err := f.wait(ctx); err != nil {
 		return Lock{}, err
 	}
 	if !t.won() {
@@ -187,17 +183,17 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 	if err := validate(key, token, time.Millisecond); err != nil {
 		return err
 	}
-	del := func(ctx context.Context, n Node) (bool, error) { return n.CompareAndDelete(ctx, key, token) }
-	leave, err := r.gate.enter(ctx, []string{key})
+	del := call[bool]{cmd: command{kind: callCAD, keys: []string{key}, value: token}, decode: asBool}
+	leave, err := r.gate.enter(ctx, del.cmd.keys)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	f := launch(r, ctx, r.nodeTimeout, del, nil)
-	defer f.decide(false)
-	f.afterCalls(r, leave)
-
 	t := r.tally()
-	if err := await(r, ctx, "release", f, t); err != nil {
+	f := launch(r, ctx, "release", r.nodeTimeout, del, decider[bool](t), nil)
+	defer f.decide(false)
+	f.afterCalls(leave)
+
+	if err := f.wait(ctx); err != nil {
 		return err
 	}
 	if !t.won() {
@@ -216,23 +212,20 @@ func (r *Redlock) ReleaseKeys(ctx context.Context, keys []string, token string) 
 		return nil, err
 	}
 	send, at := unique(keys)
-	del := func(ctx context.Context, n Node) ([]int64, error) {
-		v, err := n.Eval(ctx, releaseScript, send, token)
-		if err != nil {
-			return nil, err
-		}
-		return asInts(v, len(send))
+	del := call[[]int64]{
+		cmd:    command{kind: callEval, script: releaseScript, keys: send, args: []any{token}},
+		decode: func(v any) ([]int64, error) { return asInts(v, len(send)) },
 	}
 	leave, err := r.gate.enter(ctx, send)
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	f := launch(r, ctx, r.nodeTimeout, del, nil)
-	defer f.decide(false)
-	f.afterCalls(r, leave)
-
 	t := r.keyTally(len(send), true)
-	if err := await(r, ctx, "release", f, t); err != nil {
+	f := launch(r, ctx, "release", r.nodeTimeout, del, decider[[]int64](t), nil)
+	defer f.decide(false)
+	f.afterCalls(leave)
+
+	if err := f.wait(ctx); err != nil {
 		return nil, err
 	}
 	if t.short() {
@@ -279,26 +272,27 @@ func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, t
 	}
 	send, _ := unique(keys)
 	ms := millis(ttl)
-	expire := func(ctx context.Context, n Node) (int64, error) {
-		if len(send) == 1 && mode == Replace {
-			ok, err := n.CompareAndExpire(ctx, send[0], token, ttl)
-			if err != nil || !ok {
+	expire := call[int64]{
+		cmd: command{kind: callCAE, keys: send, value: token, ttl: ttl},
+		decode: func(v any) (int64, error) {
+			if ok, err := asBool(v); !ok || err != nil {
 				return 0, err
 			}
 			return ms, nil
+		},
+	}
+	if len(send) > 1 || mode != Replace {
+		expire = call[int64]{
+			cmd:    command{kind: callEval, script: extendScript, keys: send, args: []any{token, ms, flag(mode == Add)}},
+			decode: asInt,
 		}
-		v, err := n.Eval(ctx, extendScript, send, token, ms, flag(mode == Add))
-		if err != nil {
-			return 0, err
-		}
-		return asInt(v)
 	}
 	t1 := r.now()
-	f := launch(r, ctx, r.callTimeout(ttl), expire, nil)
+	t := &ttlTally{tally: tally{counts: r.counts()}}
+	f := launch(r, ctx, "extend", r.callTimeout(ttl), expire, decider[int64](t), nil)
 	defer f.decide(false)
 
-	t := &ttlTally{tally: tally{counts: r.counts()}}
-	if err := await(r, ctx, "extend", f, t); err != nil {
+	if err := f.wait(ctx); err != nil {
 		return 0, err
 	}
 	if !t.won() {

@@ -25,6 +25,7 @@ type fakeBackend struct {
 	keys   map[string]string
 	cmds   []string
 	native bool
+	hold   chan struct{} // non-nil: commands other than INFO wait for it to close
 }
 
 func startFakeBackend(t *testing.T, info string) (*fakeBackend, string) {
@@ -59,10 +60,38 @@ func (f *fakeBackend) received() []string {
 	return append([]string(nil), f.cmds...)
 }
 
-func (f *fakeBackend) handle(c redcon.Conn, cmd redcon.Command) {
+// stall makes commands other than INFO wait until the returned function
+// is called; each connection then runs its waiting commands in order.
+func (f *fakeBackend) stall() (resume func()) {
+	hold := make(chan struct{})
+	f.mu.Lock()
+	f.hold = hold
+	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		f.hold = nil
+		f.mu.Unlock()
+		close(hold)
+	}
+}
+
+// value returns key's value, "" when absent.
+func (f *fakeBackend) value(key string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.keys[key]
+}
+
+func (f *fakeBackend) handle(c redcon.Conn, cmd redcon.Command) {
 	name := strings.ToUpper(string(cmd.Args[0]))
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil && name != "INFO" {
+		<-hold
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.cmds = append(f.cmds, name)
 	arg := func(i int) string { return string(cmd.Args[i]) }
 	compareAndDelete := func(key, value string) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,49 +218,28 @@ func (n *RedisNode) SetNX(ctx context.Context, key, value string, ttl time.Durat
 	if n.p == nil {
 		return n.c.SetNX(ctx, key, value, ceilMs(ttl)).Result()
 	}
-	v, err := n.p.do(ctx, "SET", key, value, "NX", "PX", millis(ttl))
-	return v == "OK", err
+	v, err := n.runPipe(ctx, &command{kind: callSetNX, keys: []string{key}, value: value, ttl: ttl})
+	return v == true, err
 }
 
 // CompareAndDelete deletes key iff it holds value: with DELEX … IFEQ or
 // DELIFEQ when the backend has it (see RedisNode), else with delScript.
 func (n *RedisNode) CompareAndDelete(ctx context.Context, key, value string) (bool, error) {
-	if n.p != nil {
-		if kind := nativeCAD(n.native.Load()); kind != nativeNone {
-			var v any
-			var err error
-			if kind == nativeDelex {
-				v, err = n.p.do(ctx, "DELEX", key, "IFEQ", value)
-			} else {
-				v, err = n.p.do(ctx, "DELIFEQ", key, value)
-			}
-			if err == nil || !isUnknownCommand(err) {
-				if err != nil {
-					return false, err
-				}
-				deleted, err := asInt(v)
-				return deleted == 1, err
-			}
-			n.native.CompareAndSwap(int32(kind), int32(nativeNone))
-		}
+	if n.p == nil {
+		return evalBool(n.Eval(ctx, delScript, []string{key}, value))
 	}
-	v, err := n.Eval(ctx, delScript, []string{key}, value)
-	if err != nil {
-		return false, err
-	}
-	deleted, err := asInt(v)
-	return deleted == 1, err
+	v, err := n.runPipe(ctx, &command{kind: callCAD, keys: []string{key}, value: value})
+	return v == true, err
 }
 
 // CompareAndExpire sets key's ttl (rounded up to whole milliseconds) iff
 // it holds value.
 func (n *RedisNode) CompareAndExpire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	v, err := n.Eval(ctx, expireScript, []string{key}, value, millis(ttl))
-	if err != nil {
-		return false, err
+	if n.p == nil {
+		return evalBool(n.Eval(ctx, expireScript, []string{key}, value, millis(ttl)))
 	}
-	done, err := asInt(v)
-	return done == 1, err
+	v, err := n.runPipe(ctx, &command{kind: callCAE, keys: []string{key}, value: value, ttl: ttl})
+	return v == true, err
 }
 
 // Eval runs s with EVALSHA, and with EVAL when the server does not have it
@@ -272,18 +252,190 @@ func (n *RedisNode) Eval(ctx context.Context, s *Script, keys []string, args ...
 		}
 		return nilReply(v, err)
 	}
-	cmd := make([]any, 0, 3+len(keys)+len(args))
-	cmd = append(cmd, "EVALSHA", s.hash, len(keys))
+	return n.runPipe(ctx, &command{kind: callEval, script: s, keys: keys, args: args})
+}
+
+// evalBool reads a compare script's reply: 1 done, 0 not.
+func evalBool(v any, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	x, err := asInt(v)
+	return x == 1, err
+}
+
+// A step is how a pipelined call sends its command: the backend's native
+// compare-and-delete, the script by SHA1, or the script's source. A call
+// starts at the first step it can use and moves on when the backend says
+// it lacks the command (a downgrade) or the script (NOSCRIPT).
+type step uint8
+
+const (
+	stepNative step = iota
+	stepSHA
+	stepSource
+)
+
+// firstStep is where c starts on this node.
+func (n *RedisNode) firstStep(c *command) step {
+	if c.kind == callCAD && nativeCAD(n.native.Load()) != nativeNone {
+		return stepNative
+	}
+	return stepSHA
+}
+
+// encode appends c's command at step st. Kinds the pipe does not carry
+// (callDo) are not encoded: ok false.
+func (n *RedisNode) encode(b []byte, c *command, st step) (out []byte, ok bool) {
+	switch c.kind {
+	case callSetNX:
+		b = append(b, "*6\r\n$3\r\nSET\r\n"...)
+		b = appendBulk(b, c.keys[0])
+		b = appendBulk(b, c.value)
+		b = append(b, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
+		return appendBulkInt(b, millis(c.ttl)), true
+	case callCAD:
+		if st == stepNative {
+			switch nativeCAD(n.native.Load()) {
+			case nativeDelex:
+				b = append(b, "*4\r\n$5\r\nDELEX\r\n"...)
+				b = appendBulk(b, c.keys[0])
+				b = append(b, "$4\r\nIFEQ\r\n"...)
+				return appendBulk(b, c.value), true
+			case nativeDelIfEq:
+				b = append(b, "*3\r\n$7\r\nDELIFEQ\r\n"...)
+				b = appendBulk(b, c.keys[0])
+				return appendBulk(b, c.value), true
+			}
+			st = stepSHA // the capability went away since firstStep
+		}
+		return appendScript(b, delScript, st, c.keys, c.value), true
+	case callCAE:
+		return appendScript(b, expireScript, st, c.keys, c.value, millis(c.ttl)), true
+	case callEval:
+		return appendScript(b, c.script, st, c.keys, c.args...), true
+	}
+	return b, false
+}
+
+// finish turns the reply to c's command at step st into run's result, or
+// names the step to try next: after "unknown command" to a native
+// compare-and-delete (whose capability is then cleared), and after NOSCRIPT.
+func (n *RedisNode) finish(c *command, st step, v any, err error) (res any, rerr error, next step, again bool) {
+	if err != nil {
+		switch {
+		case st == stepNative && isUnknownCommand(err):
+			n.native.Store(int32(nativeNone))
+			return nil, nil, stepSHA, true
+		case st == stepSHA && c.kind != callSetNX && isNoScript(err):
+			return nil, nil, stepSource, true
+		}
+		return nil, err, 0, false
+	}
+	switch c.kind {
+	case callSetNX:
+		return v == "OK", nil, 0, false
+	case callCAD, callCAE:
+		x, err := asInt(v)
+		return x == 1, err, 0, false
+	}
+	return v, nil, 0, false
+}
+
+// runPipe runs c over the pipelined connection and waits for the result.
+func (n *RedisNode) runPipe(ctx context.Context, c *command) (any, error) {
+	return n.runPipeFrom(ctx, c, n.firstStep(c))
+}
+
+// runPipeFrom is runPipe starting at step st.
+func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, error) {
+	for {
+		v, err := n.p.doWith(ctx, func(b []byte) []byte {
+			b, _ = n.encode(b, c, st)
+			return b
+		})
+		res, err, next, again := n.finish(c, st, v, err)
+		if !again {
+			return res, err
+		}
+		st = next
+	}
+}
+
+// send starts c on the pipelined connection without blocking (see sender).
+// The reply is finished by onReply on the connection's reader goroutine.
+func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int) bool {
+	if n.p == nil || c.kind == callDo {
+		return false
+	}
+	return n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag)
+}
+
+func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.Time, to target, tag int) bool {
+	if conn == nil {
+		return false
+	}
+	req := requestPool.Get().(*request)
+	req.cmd, _ = n.encode(req.cmd[:0], c, st)
+	req.deadline = deadline
+	req.onReply, req.call, req.step, req.to, req.tag = n.onReply, c, st, to, tag
+	if conn.trySend(req) {
+		return true
+	}
+	req.onReply, req.call, req.to = nil, nil, nil
+	requestPool.Put(req)
+	return false
+}
+
+// onReply finishes a call started with send. A call that must try again
+// (see finish) is sent again from here when that cannot block, else
+// finished by a goroutine of its own.
+func (n *RedisNode) onReply(req *request, v any, err error) {
+	c, to, tag, deadline := req.call, req.to, req.tag, req.deadline
+	res, err, next, again := n.finish(c, req.step, v, err)
+	if !again {
+		to.deliver(tag, res, err)
+		return
+	}
+	// Past the deadline the caller may already be undoing this call: a
+	// retry sent now could land after the undo.
+	if time.Now().After(deadline) {
+		to.deliver(tag, nil, context.DeadlineExceeded)
+		return
+	}
+	if n.sendStep(n.p.ready(), c, next, deadline, to, tag) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		res, err := n.runPipeFrom(ctx, c, next)
+		to.deliver(tag, res, err)
+	}()
+}
+
+// isNoScript reports a backend's NOSCRIPT reply.
+func isNoScript(err error) bool {
+	var re RedisError
+	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT")
+}
+
+// appendScript appends EVALSHA (step stepSHA) or EVAL (stepSource) of s.
+func appendScript(b []byte, s *Script, st step, keys []string, args ...any) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(3+len(keys)+len(args)), 10)
+	if st == stepSource {
+		b = append(b, "\r\n$4\r\nEVAL\r\n"...)
+		b = appendBulk(b, s.src)
+	} else {
+		b = append(b, "\r\n$7\r\nEVALSHA\r\n"...)
+		b = appendBulk(b, s.hash)
+	}
+	b = appendBulkInt(b, int64(len(keys)))
 	for _, k := range keys {
-		cmd = append(cmd, k)
+		b = appendBulk(b, k)
 	}
-	cmd = append(cmd, args...)
-	v, err := n.p.do(ctx, cmd...)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmd[0], cmd[1] = "EVAL", s.src
-		v, err = n.p.do(ctx, cmd...)
-	}
-	return v, err
+	return appendArgs(b, args)
 }
 
 // Do sends one command. A nil reply is (nil, nil).

@@ -44,11 +44,32 @@ func (RedisError) RedisError() {}
 // errPipeClosed is returned for requests on a closed pipe.
 var errPipeClosed = errors.New("backend connection closed")
 
-// request is one command and where its reply goes.
+// request is one command and where its reply goes: to done, or, when
+// onReply is set, to onReply, called by the pipe's own goroutines (it must
+// not block); the pipe then recycles the request.
 type request struct {
 	cmd      []byte        // the encoded command
 	deadline time.Time     // the caller's; zero for none
 	done     chan response // buffered: the reader never blocks on it
+
+	onReply func(req *request, v any, err error)
+	// For onReply (see RedisNode.send): the command, how it was sent, and
+	// where its result goes.
+	call *command
+	step step
+	to   target
+	tag  int
+}
+
+// complete hands the reply to whoever waits for it.
+func (r *request) complete(v any, err error) {
+	if r.onReply == nil {
+		r.done <- response{v: v, err: err}
+		return
+	}
+	r.onReply(r, v, err)
+	r.onReply, r.call, r.to = nil, nil, nil
+	requestPool.Put(r)
 }
 
 type response struct {
@@ -93,12 +114,18 @@ func newPipe(dial func(ctx context.Context) (net.Conn, error), dialTimeout time.
 
 // do sends one command and waits for its reply or for ctx to end.
 func (p *pipe) do(ctx context.Context, args ...any) (any, error) {
+	return p.doWith(ctx, func(b []byte) []byte { return appendCommand(b, args) })
+}
+
+// doWith sends the command that encode appends and waits for its reply or
+// for ctx to end.
+func (p *pipe) doWith(ctx context.Context, encode func([]byte) []byte) (any, error) {
 	c, err := p.get(ctx)
 	if err != nil {
 		return nil, err
 	}
 	req := requestPool.Get().(*request)
-	req.cmd = appendCommand(req.cmd[:0], args)
+	req.cmd = encode(req.cmd[:0])
 	req.deadline, _ = ctx.Deadline()
 	select {
 	case c.queue <- req:
@@ -117,6 +144,25 @@ func (p *pipe) do(ctx context.Context, args ...any) (any, error) {
 		// The reader will still deliver into req.done; the request is not
 		// reused, so the late reply is simply dropped with it.
 		return nil, ctx.Err()
+	}
+}
+
+// ready returns the live connection, or nil while there is none.
+func (p *pipe) ready() *pipeConn {
+	if c := p.live.Load(); c != nil && c.alive() {
+		return c
+	}
+	return nil
+}
+
+// trySend queues req for the writer without blocking: false when the
+// queue is full.
+func (c *pipeConn) trySend(req *request) bool {
+	select {
+	case c.queue <- req:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -245,7 +291,7 @@ func (c *pipeConn) writeLoop() {
 		buf, batch = buf[:0], batch[:0]
 		for req != nil {
 			if !req.deadline.IsZero() && now.After(req.deadline) {
-				req.done <- response{err: context.DeadlineExceeded}
+				req.complete(nil, context.DeadlineExceeded)
 			} else {
 				buf = append(buf, req.cmd...)
 				batch = append(batch, req)
@@ -267,7 +313,7 @@ func (c *pipeConn) writeLoop() {
 			select {
 			case c.inflight <- r:
 			case <-c.dead:
-				r.done <- response{err: c.err}
+				r.complete(nil, c.err)
 			}
 		}
 		if _, err := c.nc.Write(buf); err != nil {
@@ -292,9 +338,9 @@ func (c *pipeConn) drain() {
 	for {
 		select {
 		case r := <-c.queue:
-			r.done <- response{err: c.err}
+			r.complete(nil, c.err)
 		case r := <-c.inflight:
-			r.done <- response{err: c.err}
+			r.complete(nil, c.err)
 		default:
 			return
 		}
@@ -311,7 +357,7 @@ func (c *pipeConn) readLoop() {
 		}
 		select {
 		case r := <-c.inflight:
-			r.done <- response{v: v, err: err}
+			r.complete(v, err)
 		case <-c.dead:
 			return
 		}
@@ -329,6 +375,11 @@ func appendCommand(b []byte, args []any) []byte {
 	b = append(b, '*')
 	b = strconv.AppendInt(b, int64(len(args)), 10)
 	b = append(b, '\r', '\n')
+	return appendArgs(b, args)
+}
+
+// appendArgs appends each of args as a bulk string.
+func appendArgs(b []byte, args []any) []byte {
 	for _, a := range args {
 		switch v := a.(type) {
 		case string:
@@ -338,12 +389,23 @@ func appendCommand(b []byte, args []any) []byte {
 		case int:
 			b = appendBulk(b, strconv.Itoa(v))
 		case int64:
-			b = appendBulk(b, strconv.FormatInt(v, 10))
+			b = appendBulkInt(b, v)
 		default:
 			b = appendBulk(b, fmt.Sprint(v))
 		}
 	}
 	return b
+}
+
+// appendBulkInt appends x in decimal as a bulk string.
+func appendBulkInt(b []byte, x int64) []byte {
+	var digits [20]byte
+	d := strconv.AppendInt(digits[:0], x, 10)
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(d)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, d...)
+	return append(b, '\r', '\n')
 }
 
 func appendBulk(b []byte, s string) []byte {

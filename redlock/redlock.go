@@ -227,47 +227,55 @@ func (r *Redlock) CloseNodes() error {
 	return errors.Join(errs...)
 }
 
-// Tracker owns background goroutines: Go starts one, Wait waits until none
-// runs. Unlike sync.WaitGroup it allows new work to start while someone is
-// waiting. The zero value is ready to use.
+// Tracker owns background work: Go starts a goroutine it owns, hold and
+// release bracket work that runs elsewhere (a flight's pipelined calls),
+// and Wait waits until none is left. Unlike sync.WaitGroup it allows new
+// work to start while someone is waiting. The count is atomic; the lock is
+// taken only when it drops to zero and by Wait. The zero value is ready
+// to use.
 type Tracker struct {
+	n    atomic.Int64
 	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to zero; nil while n == 0
+	idle chan struct{} // made by Wait while n > 0, closed when n drops to zero
 }
 
 // Go runs f in a goroutine the tracker owns.
 func (t *Tracker) Go(f func()) {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.n++
-	t.mu.Unlock()
+	t.hold()
 	go func() {
-		defer t.done()
+		defer t.release()
 		f()
 	}()
 }
 
-func (t *Tracker) done() {
+// hold counts one piece of work until its release.
+func (t *Tracker) hold() { t.n.Add(1) }
+
+// release ends one piece of work.
+func (t *Tracker) release() {
+	if t.n.Add(-1) != 0 {
+		return
+	}
 	t.mu.Lock()
-	t.n--
-	if t.n == 0 {
+	if t.idle != nil && t.n.Load() == 0 {
 		close(t.idle)
 		t.idle = nil
 	}
 	t.mu.Unlock()
 }
 
-// Wait returns when no goroutine of the tracker runs, or ctx's error.
+// Wait returns when no work of the tracker is left, or ctx's error.
 func (t *Tracker) Wait(ctx context.Context) error {
 	t.mu.Lock()
-	idle := t.idle
-	t.mu.Unlock()
-	if idle == nil {
+	if t.n.Load() == 0 {
+		t.mu.Unlock()
 		return nil
 	}
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	idle := t.idle
+	t.mu.Unlock()
 	select {
 	case <-idle:
 		return nil

@@ -1,0 +1,193 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// Flights over pipelined nodes: replies are counted on the connections'
+// reader goroutines and the deadline is a timer (fanout.go). These tests
+// use RedisNodes directly, with no wrapper, so every call takes that path.
+
+// pipelinedNodes starts n miniredis servers and dials a RedisNode to each.
+func pipelinedNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []Node) {
+	t.Helper()
+	var mrs []*miniredis.Miniredis
+	var nodes []Node
+	for range n {
+		mr := miniredis.RunT(t)
+		rn, err := DialNode(mr.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rn.Close() })
+		mrs = append(mrs, mr)
+		nodes = append(nodes, rn)
+	}
+	return mrs, nodes
+}
+
+// warm dials every node's pipelined connection, so that calls are sent
+// without a goroutine from the first one.
+func warm(t *testing.T, nodes []Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		if _, err := n.CompareAndDelete(ctx, "warm-up", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFlightLateReplyUndone: a node that answers after the deadline has
+// its late write undone, in order: the rollback is sent on the same
+// connection behind the write, so it runs after it.
+func TestFlightLateReplyUndone(t *testing.T) {
+	mrs, nodes := pipelinedNodes(t, 4)
+	fake, addr := startFakeBackend(t, "# Server\r\nredis_version:7.0.15\r\n")
+	slow, err := DialNode(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	nodes = append(nodes, slow)
+	warm(t, nodes)
+	for _, mr := range mrs[:2] {
+		mr.Set("k", "other")
+	}
+	r := New(nodes, Options{NodeTimeout: 100 * time.Millisecond, Logger: testLogger(t)})
+	ctx := context.Background()
+
+	resume := fake.stall()
+	_, err = r.Acquire(ctx, "k", "tok", 10*time.Second) // 2 yes, 2 no, 1 timeout
+	mustKind(t, err, ErrHeld)
+	resume() // the stalled SET NX runs now, then the rollback behind it
+
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.Close(cctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		cmds := fake.received()
+		if i := slices.Index(cmds, "SET"); i >= 0 && slices.Index(cmds[i:], "EVALSHA") > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if v := fake.value("k"); v != "" {
+		t.Fatalf("the late node holds k=%q after the rollback; it received %v", v, fake.received())
+	}
+	for i, mr := range mrs {
+		if v, _ := mr.Get("k"); i >= 2 && v != "" {
+			t.Fatalf("node %d holds k=%q after the rollback", i, v)
+		}
+	}
+}
+
+// TestFlightStalledMinority: two pipelined nodes that never answer cost
+// the quorum nothing; their calls time out at the deadline, count as
+// failures in their health, and Close waits for that.
+func TestFlightStalledMinority(t *testing.T) {
+	_, nodes := pipelinedNodes(t, 3)
+	var fakes []*fakeBackend
+	for range 2 {
+		f, addr := startFakeBackend(t, "# Server\r\nredis_version:7.0.15\r\n")
+		n, err := DialNode(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		fakes = append(fakes, f)
+		nodes = append(nodes, n)
+	}
+	warm(t, nodes)
+	const timeout = 200 * time.Millisecond
+	r := New(nodes, Options{NodeTimeout: timeout, Logger: testLogger(t)})
+	for _, f := range fakes {
+		defer f.stall()()
+	}
+	ctx := context.Background()
+	start := time.Now()
+	l, err := r.Acquire(ctx, "k", "tok", 10*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if err := r.Release(ctx, "k", l.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if el := time.Since(start); el >= timeout {
+		t.Fatalf("Acquire+Release took %v, at least the deadline of the stalled nodes", el)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.Close(cctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if el := time.Since(start); el < timeout {
+		t.Fatalf("Close returned after %v, before the stalled calls' deadline", el)
+	}
+	for i := 3; i < 5; i++ {
+		if f := r.health[i].fails.Load(); f != 2 {
+			t.Fatalf("node %d: %d failures recorded, want 2 (acquire and release timed out)", i, f)
+		}
+	}
+}
+
+// TestFlightCallerGivesUp: a caller whose context ends gets its error at
+// once; the calls still count towards health and are undone.
+func TestFlightCallerGivesUp(t *testing.T) {
+	mrs, nodes := pipelinedNodes(t, 2)
+	var fakes []*fakeBackend
+	for range 3 {
+		f, addr := startFakeBackend(t, "# Server\r\nredis_version:7.0.15\r\n")
+		n, err := DialNode(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		fakes = append(fakes, f)
+		nodes = append(nodes, n)
+	}
+	warm(t, nodes)
+	r := New(nodes, Options{NodeTimeout: time.Second, Logger: testLogger(t)})
+	var resumes []func()
+	for _, f := range fakes {
+		resumes = append(resumes, f.stall())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := r.Acquire(ctx, "k", "tok", 10*time.Second)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire = %v, want the caller's deadline", err)
+	}
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Fatalf("Acquire returned after %v", el)
+	}
+	for _, resume := range resumes {
+		resume()
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	if err := r.Close(cctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for i, mr := range mrs {
+		if v, _ := mr.Get("k"); v != "" {
+			t.Fatalf("node %d holds k=%q after the rollback", i, v)
+		}
+	}
+	for i, f := range fakes {
+		if v := f.value("k"); v != "" {
+			t.Fatalf("stalled node %d holds k=%q after the rollback; received %v", i, v, f.received())
+		}
+	}
+}
