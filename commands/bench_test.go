@@ -2,15 +2,14 @@ package commands
 
 import (
 	"context"
-	"errors"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
 
 // Allocation benchmarks for the per-command hot path; run with
@@ -56,12 +55,18 @@ func BenchmarkDispatchLockUnlock(b *testing.B) {
 	benchLockUnlock(b, newBenchDispatcher(b, 5))
 }
 
-// BenchmarkDispatchLockUnlockMem is the same over 5 in-memory nodes, so
-// that what it counts is the proxy's own work: commands and redlock.
+// BenchmarkDispatchLockUnlockMem is the same over 5 pipelined nodes whose
+// backends are canned responders that allocate nothing, so that what it
+// counts is the proxy's own work per lock cycle: commands and redlock.
 func BenchmarkDispatchLockUnlockMem(b *testing.B) {
 	nodes := make([]redlock.Node, 5)
 	for i := range nodes {
-		nodes[i] = &memNode{addr: "mem-" + strconv.Itoa(i), keys: map[string]string{}}
+		n, err := redlock.DialNode(redlocktest.Canned(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = n.Close() })
+		nodes[i] = n
 	}
 	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond})
 	b.Cleanup(func() { rl.Close(context.Background()) })
@@ -85,52 +90,6 @@ func benchLockUnlock(b *testing.B, d *Dispatcher) {
 		}
 	}
 }
-
-// memNode is a redlock.Node over a map, without expiry.
-type memNode struct {
-	addr string
-	mu   sync.Mutex
-	keys map[string]string
-}
-
-func (n *memNode) Addr() string { return n.addr }
-
-func (n *memNode) SetNX(_ context.Context, key, value string, _ time.Duration) (bool, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if _, ok := n.keys[key]; ok {
-		return false, nil
-	}
-	n.keys[key] = value
-	return true, nil
-}
-
-func (n *memNode) CompareAndDelete(_ context.Context, key, value string) (bool, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if v, ok := n.keys[key]; !ok || v != value {
-		return false, nil
-	}
-	delete(n.keys, key)
-	return true, nil
-}
-
-func (n *memNode) CompareAndExpire(_ context.Context, key, value string, _ time.Duration) (bool, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	v, ok := n.keys[key]
-	return ok && v == value, nil
-}
-
-var errMemNode = errors.New("memNode: not supported")
-
-func (n *memNode) Eval(context.Context, *redlock.Script, []string, ...any) (any, error) {
-	return nil, errMemNode
-}
-
-func (n *memNode) Do(context.Context, ...any) (any, error) { return nil, errMemNode }
-
-func (n *memNode) Close() error { return nil }
 
 func BenchmarkAppendReply(b *testing.B) {
 	// A Reply, as handlers return it: converting the Array in the loop

@@ -37,6 +37,14 @@ func newDispatcherLog(t testing.TB, n int, pass string, logger hclog.Logger) (*D
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { node.Close() })
+		// Connected before the test starts: a first command on a cold
+		// connection may miss a short ttl's deadline on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = node.Connect(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
 		nodes = append(nodes, node)
 		mrs = append(mrs, m)
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
 
 func BenchmarkAcquireRelease3(b *testing.B) { benchAcquireRelease(b, 3) }
@@ -63,4 +65,36 @@ func benchRead(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkAcquireReleasePipelined5 is an acquire and release over five
+// pipelined RedisNodes (the proxy's path: no goroutine per node call)
+// whose backends are canned responders that allocate nothing, so that
+// allocs/op is this package's own work per lock cycle.
+func BenchmarkAcquireReleasePipelined5(b *testing.B) {
+	var nodes []Node
+	for range 5 {
+		n, err := DialNode(redlocktest.Canned(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = n.Close() })
+		nodes = append(nodes, n)
+	}
+	r := New(nodes, Options{NodeTimeout: time.Second})
+	ctx := context.Background()
+	if _, err := r.Acquire(ctx, "warm-up", "tok", time.Second); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Acquire(ctx, "bench", "tok", 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Release(ctx, "bench", "tok"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	_ = r.Close(ctx)
 }

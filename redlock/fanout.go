@@ -59,15 +59,20 @@ type nodeCall[T any] struct {
 type flight[T any] struct {
 	r      *Redlock
 	op     string
-	ctx    context.Context // the caller's, without its cancellation
-	cmd    *command
+	ctx    context.Context // the caller's
+	cmd    command
 	decode func(any) (T, error)
 	undo   func(Node, reply[T])
 	d      time.Duration
 	start  time.Time
 	timer  *time.Timer
-	calls  []nodeCall[T]
+	calls  []nodeCall[T] // in few, for up to inlineNodes nodes
+	few    [inlineNodes]nodeCall[T]
 	wake   chan struct{} // buffered: the caller may look again
+	// For calls run by a goroutine: their context, with the deadline,
+	// made by launch on first use; cancel (under mu) once pending is 0.
+	cctx   context.Context
+	cancel context.CancelFunc
 
 	mu       sync.Mutex
 	dec      decider[T]
@@ -78,6 +83,9 @@ type flight[T any] struct {
 	released bool   // r.bg released
 }
 
+// inlineNodes is how many nodes a flight holds without allocating.
+const inlineNodes = 5
+
 // launch sends c to every node with deadline d and returns the flight;
 // dec counts the replies until wait returns. When undo is set, each node's
 // call, once it is done and the flight is decided as failed, is undone in
@@ -86,9 +94,14 @@ type flight[T any] struct {
 func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, c call[T], dec decider[T], undo func(Node, reply[T])) *flight[T] {
 	n := len(r.nodes)
 	f := &flight[T]{
-		r: r, op: op, ctx: context.WithoutCancel(ctx), cmd: &c.cmd, decode: c.decode,
-		undo: undo, d: d, calls: make([]nodeCall[T], n), wake: make(chan struct{}, 1),
+		r: r, op: op, ctx: ctx, cmd: c.cmd, decode: c.decode,
+		undo: undo, d: d, wake: make(chan struct{}, 1),
 		dec: dec, pending: n, open: true,
+	}
+	if n > inlineNodes {
+		f.calls = make([]nodeCall[T], n)
+	} else {
+		f.calls = f.few[:n]
 	}
 	f.start = time.Now()
 	deadline := f.start.Add(d)
@@ -111,13 +124,17 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 			continue
 		}
 		f.calls[i].epoch = epoch
-		if s, ok := node.(sender); ok && s.send(f.cmd, deadline, f, i) {
+		if s, ok := node.(sender); ok && s.send(&f.cmd, deadline, f, i) {
 			continue
 		}
+		if f.cctx == nil {
+			cctx, cancel := context.WithDeadline(context.WithoutCancel(f.ctx), deadline)
+			f.mu.Lock()
+			f.cctx, f.cancel = cctx, cancel
+			f.mu.Unlock()
+		}
 		r.bg.Go(func() {
-			cctx, cancel := context.WithDeadline(f.ctx, deadline)
-			v, err := f.cmd.run(cctx, node)
-			cancel()
+			v, err := f.cmd.run(f.cctx, node)
 			f.deliver(i, v, err)
 		})
 	}
@@ -181,6 +198,9 @@ func (f *flight[T]) settled(i int, rep reply[T]) {
 	var after func()
 	if f.pending == 0 {
 		f.timer.Stop()
+		if f.cancel != nil {
+			f.cancel()
+		}
 		after, f.after = f.after, nil
 	}
 	wake := counted && (f.pending == 0 || f.dec.done())

@@ -25,16 +25,33 @@ type gateEntry struct {
 	refs int           // holders and waiters
 }
 
+// gateEntries recycles entries: one whose refs dropped to zero is no
+// longer reachable and its turn is empty.
+var gateEntries = sync.Pool{New: func() any { return &gateEntry{turn: make(chan struct{}, 1)} }}
+
+// gatePass is one caller's way through the gate for its keys.
+type gatePass struct {
+	g       *keyGate
+	keys    []string
+	entries []*gateEntry
+	one     [1]*gateEntry // entries of a single key, without allocating
+	entered int           // turns taken
+}
+
 // enter waits for the turn of every key, in sorted order so that
-// multi-key acquisitions cannot deadlock. It returns the function that
-// leaves, or ctx's error having left every key it entered.
-func (g *keyGate) enter(ctx context.Context, keys []string) (func(), error) {
+// multi-key acquisitions cannot deadlock. It returns the pass to leave
+// with, or ctx's error having left every key it entered.
+func (g *keyGate) enter(ctx context.Context, keys []string) (*gatePass, error) {
 	if len(keys) > 1 { // enter only reads keys; one key needs no ordering
 		keys = slices.Clone(keys)
 		slices.Sort(keys)
 		keys = slices.Compact(keys)
 	}
-	entries := make([]*gateEntry, len(keys))
+	p := &gatePass{g: g, keys: keys}
+	p.entries = p.one[:]
+	if len(keys) > 1 {
+		p.entries = make([]*gateEntry, len(keys))
+	}
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = make(map[string]*gateEntry)
@@ -42,33 +59,40 @@ func (g *keyGate) enter(ctx context.Context, keys []string) (func(), error) {
 	for i, k := range keys {
 		e := g.m[k]
 		if e == nil {
-			e = &gateEntry{turn: make(chan struct{}, 1)}
+			e = gateEntries.Get().(*gateEntry)
 			g.m[k] = e
 		}
 		e.refs++
-		entries[i] = e
+		p.entries[i] = e
 	}
 	g.mu.Unlock()
 
-	leave := func(entered int) {
-		for i := range entered {
-			<-entries[i].turn
-		}
-		g.mu.Lock()
-		for i, k := range keys {
-			if entries[i].refs--; entries[i].refs == 0 {
-				delete(g.m, k)
-			}
-		}
-		g.mu.Unlock()
-	}
-	for i, e := range entries {
+	for _, e := range p.entries {
 		select {
 		case e.turn <- struct{}{}:
+			p.entered++
 		case <-ctx.Done():
-			leave(i)
+			p.leave()
 			return nil, ctx.Err()
 		}
 	}
-	return func() { leave(len(entries)) }, nil
+	return p, nil
+}
+
+// leave gives back the turns taken and forgets keys nobody waits for. It
+// is called once.
+func (p *gatePass) leave() {
+	for _, e := range p.entries[:p.entered] {
+		<-e.turn
+	}
+	g := p.g
+	g.mu.Lock()
+	for i, k := range p.keys {
+		e := p.entries[i]
+		if e.refs--; e.refs == 0 {
+			delete(g.m, k)
+			gateEntries.Put(e)
+		}
+	}
+	g.mu.Unlock()
 }

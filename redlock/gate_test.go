@@ -20,7 +20,7 @@ func TestKeyGateSerialisesAndForgets(t *testing.T) {
 			if i%2 == 1 {
 				keys = []string{"b", "a", "b"} // other order, duplicate: no deadlock
 			}
-			leave, err := g.enter(context.Background(), keys)
+			pass, err := g.enter(context.Background(), keys)
 			if err != nil {
 				t.Error(err)
 				return
@@ -34,7 +34,7 @@ func TestKeyGateSerialisesAndForgets(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 			inside.Add(-1)
-			leave()
+			pass.leave()
 		}()
 	}
 	wg.Wait()
@@ -48,19 +48,19 @@ func TestKeyGateSerialisesAndForgets(t *testing.T) {
 
 func TestKeyGateHonoursContext(t *testing.T) {
 	var g keyGate
-	leave, _ := g.enter(context.Background(), []string{"k"})
+	pass, _ := g.enter(context.Background(), []string{"k"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := g.enter(ctx, []string{"j", "k"}); err == nil {
 		t.Fatal("entered a busy key")
 	}
-	leave()
+	pass.leave()
 	if len(g.m) != 0 {
 		t.Fatalf("gate keeps %d entries", len(g.m))
 	}
-	leave2, err := g.enter(context.Background(), []string{"k"})
+	pass2, err := g.enter(context.Background(), []string{"k"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leave2()
+	pass2.leave()
 }

@@ -139,11 +139,11 @@ func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token 
 		}
 		r.rollback(ctx, n, keys, token)
 	}
-	leave, err := r.gate.enter(ctx, keys)
+	pass, err := r.gate.enter(ctx, keys)
 	if err != nil {
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
-	defer leave()
+	defer pass.leave()
 	t1 := r.now()
 	f := launch(r, ctx, "acquire", r.callTimeout(ttl), set, decider[T](t), undo)
 	failed := true
@@ -184,14 +184,14 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 		return err
 	}
 	del := call[bool]{cmd: command{kind: callCAD, keys: []string{key}, value: token}, decode: asBool}
-	leave, err := r.gate.enter(ctx, del.cmd.keys)
+	pass, err := r.gate.enter(ctx, del.cmd.keys)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	t := r.tally()
 	f := launch(r, ctx, "release", r.nodeTimeout, del, decider[bool](t), nil)
 	defer f.decide(false)
-	f.afterCalls(leave)
+	f.afterCalls(pass.leave)
 
 	if err := f.wait(ctx); err != nil {
 		return err
@@ -216,14 +216,14 @@ func (r *Redlock) ReleaseKeys(ctx context.Context, keys []string, token string) 
 		cmd:    command{kind: callEval, script: releaseScript, keys: send, args: []any{token}},
 		decode: func(v any) ([]int64, error) { return asInts(v, len(send)) },
 	}
-	leave, err := r.gate.enter(ctx, send)
+	pass, err := r.gate.enter(ctx, send)
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	t := r.keyTally(len(send), true)
 	f := launch(r, ctx, "release", r.nodeTimeout, del, decider[[]int64](t), nil)
 	defer f.decide(false)
-	f.afterCalls(leave)
+	f.afterCalls(pass.leave)
 
 	if err := f.wait(ctx); err != nil {
 		return nil, err

@@ -98,6 +98,7 @@ func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	opts.OnConnect = n.onConnect
 	n.c = redis.NewClient(opts)
 	n.p = newPipe(n.dialPipe(opts), dialTimeout)
+	n.p.prime()
 	return n, nil
 }
 
@@ -206,6 +207,16 @@ func NewRedisNode(c *redis.Client) *RedisNode {
 	return &RedisNode{c: c, addr: c.Options().Addr}
 }
 
+// Connect waits until the pipelined connection is up (after its connect
+// check), or for ctx. Calls do not need it: they dial on demand.
+func (n *RedisNode) Connect(ctx context.Context) error {
+	if n.p == nil {
+		return n.c.Ping(ctx).Err()
+	}
+	_, err := n.p.get(ctx)
+	return err
+}
+
 // Client returns the underlying client.
 func (n *RedisNode) Client() *redis.Client { return n.c }
 
@@ -309,11 +320,15 @@ func (n *RedisNode) encode(b []byte, c *command, st step) (out []byte, ok bool) 
 			}
 			st = stepSHA // the capability went away since firstStep
 		}
-		return appendScript(b, delScript, st, c.keys, c.value), true
+		b = appendScriptHead(b, delScript, st, c.keys, 1)
+		return appendBulk(b, c.value), true
 	case callCAE:
-		return appendScript(b, expireScript, st, c.keys, c.value, millis(c.ttl)), true
+		b = appendScriptHead(b, expireScript, st, c.keys, 2)
+		b = appendBulk(b, c.value)
+		return appendBulkInt(b, millis(c.ttl)), true
 	case callEval:
-		return appendScript(b, c.script, st, c.keys, c.args...), true
+		b = appendScriptHead(b, c.script, st, c.keys, len(c.args))
+		return appendArgs(b, c.args), true
 	}
 	return b, false
 }
@@ -378,11 +393,11 @@ func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.
 	req := requestPool.Get().(*request)
 	req.cmd, _ = n.encode(req.cmd[:0], c, st)
 	req.deadline = deadline
-	req.onReply, req.call, req.step, req.to, req.tag = n.onReply, c, st, to, tag
+	req.fin, req.call, req.step, req.to, req.tag = n, c, st, to, tag
 	if conn.trySend(req) {
 		return true
 	}
-	req.onReply, req.call, req.to = nil, nil, nil
+	req.fin, req.call, req.to = nil, nil, nil
 	requestPool.Put(req)
 	return false
 }
@@ -420,10 +435,11 @@ func isNoScript(err error) bool {
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT")
 }
 
-// appendScript appends EVALSHA (step stepSHA) or EVAL (stepSource) of s.
-func appendScript(b []byte, s *Script, st step, keys []string, args ...any) []byte {
+// appendScriptHead appends EVALSHA (step stepSHA) or EVAL (stepSource) of
+// s with keys, for nargs arguments that the caller appends.
+func appendScriptHead(b []byte, s *Script, st step, keys []string, nargs int) []byte {
 	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(3+len(keys)+len(args)), 10)
+	b = strconv.AppendInt(b, int64(3+len(keys)+nargs), 10)
 	if st == stepSource {
 		b = append(b, "\r\n$4\r\nEVAL\r\n"...)
 		b = appendBulk(b, s.src)
@@ -435,7 +451,7 @@ func appendScript(b []byte, s *Script, st step, keys []string, args ...any) []by
 	for _, k := range keys {
 		b = appendBulk(b, k)
 	}
-	return appendArgs(b, args)
+	return b
 }
 
 // Do sends one command. A nil reply is (nil, nil).

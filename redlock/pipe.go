@@ -44,16 +44,16 @@ func (RedisError) RedisError() {}
 // errPipeClosed is returned for requests on a closed pipe.
 var errPipeClosed = errors.New("backend connection closed")
 
-// request is one command and where its reply goes: to done, or, when
-// onReply is set, to onReply, called by the pipe's own goroutines (it must
-// not block); the pipe then recycles the request.
+// request is one command and where its reply goes: to done, or, when fin
+// is set, to fin, called by the pipe's own goroutines; the pipe then
+// recycles the request.
 type request struct {
 	cmd      []byte        // the encoded command
 	deadline time.Time     // the caller's; zero for none
 	done     chan response // buffered: the reader never blocks on it
 
-	onReply func(req *request, v any, err error)
-	// For onReply (see RedisNode.send): the command, how it was sent, and
+	fin finisher
+	// For fin (see RedisNode.send): the command, how it was sent, and
 	// where its result goes.
 	call *command
 	step step
@@ -61,14 +61,20 @@ type request struct {
 	tag  int
 }
 
+// finisher takes the reply of a request sent without a waiting caller.
+type finisher interface {
+	// onReply is called by the pipe's own goroutines and must not block.
+	onReply(req *request, v any, err error)
+}
+
 // complete hands the reply to whoever waits for it.
 func (r *request) complete(v any, err error) {
-	if r.onReply == nil {
+	if r.fin == nil {
 		r.done <- response{v: v, err: err}
 		return
 	}
-	r.onReply(r, v, err)
-	r.onReply, r.call, r.to = nil, nil, nil
+	r.fin.onReply(r, v, err)
+	r.fin, r.call, r.to = nil, nil, nil
 	requestPool.Put(r)
 }
 
@@ -172,40 +178,53 @@ func (p *pipe) get(ctx context.Context) (*pipeConn, error) {
 	if c := p.live.Load(); c != nil && c.alive() {
 		return c, nil
 	}
-	for {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return nil, errPipeClosed
-		}
-		if c := p.conn; c != nil && c.alive() {
-			p.mu.Unlock()
-			return c, nil
-		}
-		dialing := p.dialing
-		if dialing == nil {
-			dialing = make(chan struct{})
-			p.dialing = dialing
-			p.dials.Add(1)
-			go p.dialNow(dialing)
-		}
+	p.mu.Lock()
+	if p.closed {
 		p.mu.Unlock()
-		select {
-		case <-dialing:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		p.mu.Lock()
-		c, err := p.conn, p.dialErr
+		return nil, errPipeClosed
+	}
+	if c := p.conn; c != nil && c.alive() {
 		p.mu.Unlock()
-		if c == nil || !c.alive() {
-			if err == nil {
-				err = errPipeClosed
-			}
-			return nil, err
-		}
 		return c, nil
 	}
+	dialing := p.dialLocked()
+	p.mu.Unlock()
+	select {
+	case <-dialing:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	c, err := p.conn, p.dialErr
+	p.mu.Unlock()
+	if c == nil || !c.alive() {
+		if err == nil {
+			err = errPipeClosed
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// prime starts a dial in the background when there is no connection, so
+// that the first calls find one ready.
+func (p *pipe) prime() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed && (p.conn == nil || !p.conn.alive()) {
+		p.dialLocked()
+	}
+}
+
+// dialLocked returns the channel of the dial in progress, starting one if
+// there is none. p.mu is held.
+func (p *pipe) dialLocked() chan struct{} {
+	if p.dialing == nil {
+		p.dialing = make(chan struct{})
+		p.dials.Add(1)
+		go p.dialNow(p.dialing)
+	}
+	return p.dialing
 }
 
 // dialNow dials and installs the new connection, then wakes the waiters.
@@ -429,6 +448,9 @@ func readReply(br *bufio.Reader) (any, error) {
 	body := line[1 : len(line)-2]
 	switch line[0] {
 	case '+':
+		if string(body) == "OK" { // the common reply, without a copy
+			return "OK", nil
+		}
 		return string(body), nil
 	case '-':
 		return nil, RedisError(body)
