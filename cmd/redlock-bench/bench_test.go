@@ -150,7 +150,8 @@ func sampleReport() *report {
 		Command: commandLine([]string{"-c", "1,2", "-modes", "proxy, single"}), Go: "go1.26 linux/amd64", GOMAXPROCS: 2,
 		Proxy: "127.0.0.1:1", Backends: []string{"127.0.0.1:2", "127.0.0.1:3"}, Keys: "distinct", TTLMS: 10000, DurationMS: 5000,
 		Results: []result{
-			{Mode: "proxy", Clients: 1, Cycles: 10, Attempts: 10, CyclesPerSec: 3000, P50US: 300, P99US: 1500, P999US: 12000, AcquireP50US: 150},
+			{Mode: "proxy", Clients: 1, Cycles: 10, Attempts: 10, CyclesPerSec: 3000, P50US: 300, P99US: 1500, P999US: 12000, AcquireP50US: 150,
+				ProxyAllocBytesPerCycle: ptr(4335.4), ProxyAllocsPerCycle: ptr(71.96), ProxyCPUUSPerCycle: ptr(41.2)},
 			{Mode: "redsync", Clients: 1, Cycles: 10, Attempts: 10, CyclesPerSec: 1500, P50US: 600, P99US: 2000, P999US: 250000},
 			{Mode: "single", Clients: 1, Cycles: 10, Attempts: 10, CyclesPerSec: 12000, P50US: 80, P99US: 200, P999US: 900},
 			{Mode: "proxy-setnx", Clients: 2, Cycles: 0, Busy: 50, Attempts: 50, BusyPerSec: 7.5},
@@ -159,6 +160,8 @@ func sampleReport() *report {
 		},
 	}
 }
+
+func ptr(v float64) *float64 { return &v }
 
 func TestRatios(t *testing.T) {
 	rep := sampleReport()
@@ -224,11 +227,11 @@ func TestTable(t *testing.T) {
 		t.Errorf("columns %v", got)
 	}
 	wantRows := [][]string{
-		{"proxy", "1", "3000", "0", "300µs", "1.50ms", "12.0ms", "150µs", "2.00x", "0.25x", "0.50x"},
-		{"redsync", "1", "1500", "0", "600µs", "2.00ms", "250ms", "0µs", "1.00x", "0.12x", "1.00x"},
-		{"single", "1", "12000", "0", "80µs", "200µs", "900µs", "0µs", "8.00x", "1.00x", "0.13x"},
-		{"proxy-setnx", "2", "0", "7.50", "-", "-", "-", "-", "-", "0.00x", "-"},
-		{"single", "2", "20000", "0", "90µs", "0µs", "0µs", "0µs", "-", "1.00x", "-"},
+		{"proxy", "1", "3000", "0", "300µs", "1.50ms", "12.0ms", "150µs", "2.00x", "0.25x", "0.50x", "4335", "72.0", "41µs"},
+		{"redsync", "1", "1500", "0", "600µs", "2.00ms", "250ms", "0µs", "1.00x", "0.12x", "1.00x", "-", "-", "-"},
+		{"single", "1", "12000", "0", "80µs", "200µs", "900µs", "0µs", "8.00x", "1.00x", "0.13x", "-", "-", "-"},
+		{"proxy-setnx", "2", "0", "7.50", "-", "-", "-", "-", "-", "0.00x", "-", "-", "-", "-"},
+		{"single", "2", "20000", "0", "90µs", "0µs", "0µs", "0µs", "-", "1.00x", "-", "-", "-", "-"},
 	}
 	for i, want := range wantRows {
 		if got := strings.Fields(lines[i+2]); !slices.Equal(got, want) {
@@ -275,6 +278,14 @@ func TestJSON(t *testing.T) {
 	if doc.Results[3]["vs_redsync"] != nil {
 		t.Errorf("a missing reference row must be null: %v", doc.Results[3])
 	}
+	if r["proxy_alloc_bytes_per_cycle"] != 4335.4 || r["proxy_allocs_per_cycle"] != 71.96 || r["proxy_cpu_us_per_cycle"] != 41.2 {
+		t.Errorf("row 0 proxy cost: %v", r)
+	}
+	for _, f := range []string{"proxy_alloc_bytes_per_cycle", "proxy_allocs_per_cycle", "proxy_cpu_us_per_cycle"} {
+		if _, ok := doc.Results[1][f]; ok {
+			t.Errorf("row 1 has %s; absent figures must be left out: %v", f, doc.Results[1])
+		}
+	}
 }
 
 // TestSmoke runs the whole command: spawned backends and proxy, two modes
@@ -306,6 +317,10 @@ func TestSmoke(t *testing.T) {
 		}
 		if f[9] == "-" || f[8] != "-" {
 			t.Errorf("%s c=%s: vs-single %s (want a ratio), vs-redsync %s (want -)", want[0], want[1], f[9], f[8])
+		}
+		// The spawned proxy's cost per cycle is read from its metrics.
+		if cost := f[11:14]; (want[0] == "proxy") == slices.Contains(cost, "-") {
+			t.Errorf("%s c=%s: B/cycle, allocs, cpu/cycle = %v", want[0], want[1], cost)
 		}
 	}
 	if n := strings.Count(errOut.String(), " cycles, "); n != 4 {

@@ -30,6 +30,22 @@
 // them, and kills them all on exit or interrupt. Without it, -proxy and
 // -backend name running servers; the benchmark writes keys under "bench:".
 //
+// With -spawn the proxy also serves its Prometheus metrics on a free
+// loopback port (metrics_listen), and the proxy and proxy-setnx rows get
+// three more columns: what the proxy process spent per successful cycle
+// in the measured window, from its counters read just before the window
+// and just after it. B/cycle is heap bytes allocated
+// (go_memstats_alloc_bytes_total), allocs heap objects allocated
+// (go_memstats_mallocs_total), cpu/cycle user plus system CPU time
+// (process_cpu_seconds_total, in 10 ms ticks). The counters cover the
+// whole process, so they also include its backend health checks (tiny),
+// the metrics bookkeeping that metrics_listen turns on, and part of the
+// scrapes themselves (0.1–0.3 MB per run: tens of bytes per cycle in a 2 s
+// run, much more with a small -n). Other rows, runs without -spawn, and
+// runs whose scrape failed (a warning on stderr) show "-"; in -json the
+// fields proxy_alloc_bytes_per_cycle, proxy_allocs_per_cycle and
+// proxy_cpu_us_per_cycle are then left out.
+//
 // With -idle N (and -spawn) it first measures what an idle connection
 // costs the proxy: it raises its own open-files limit to the hard limit
 // before spawning (the proxy inherits it), starts the proxy with

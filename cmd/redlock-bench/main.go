@@ -38,7 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	keys := fs.String("keys", "distinct", "distinct (a key per client), contended (one key) or N (N keys round-robin)")
 	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lock ttl")
 	modes := fs.String("modes", strings.Join(modeNames(), ","), "modes to run, comma separated")
-	fs.IntVar(&cfg.spawn, "spawn", 0, "start N redis-server backends and a proxy in front of them")
+	fs.IntVar(&cfg.spawn, "spawn", 0, "start N redis-server backends and a proxy in front of them; proxy rows then show the proxy's B/cycle, allocs and cpu/cycle")
 	fs.IntVar(&cfg.idle, "idle", 0, "with -spawn: first hold N idle connections to the proxy and report its RSS per connection")
 	fs.IntVar(&cfg.handoff, "handoff", 0, "first measure N lock hand-offs through the proxy: UNLOCK reply → a WAIT-ing client's grant")
 	fs.StringVar(&cfg.proxyBin, "proxy-bin", "", "with -spawn: run this redlock-proxy `binary` instead of building ./cmd/redlock-proxy")

@@ -34,6 +34,9 @@ return redis.call('DEL', KEYS[1])`)
 type targets struct {
 	proxy    string
 	backends []string
+	// metrics is the proxy's metrics_listen address, known only when
+	// -spawn started the proxy; "" otherwise.
+	metrics string
 }
 
 // A locker is one client's view of a mode: it holds its connections and the

@@ -42,6 +42,23 @@ type result struct {
 	VsSingle     *float64     `json:"vs_single"`
 	P50VsRedsync *float64     `json:"p50_vs_redsync"`
 	ErrorKinds   []errorCount `json:"error_kinds,omitempty"`
+	// What the proxy process spent per successful cycle in the measured
+	// window (see metrics.go); nil unless the mode goes through a proxy
+	// this tool spawned and both readings of its metrics succeeded.
+	ProxyAllocBytesPerCycle *float64 `json:"proxy_alloc_bytes_per_cycle,omitempty"`
+	ProxyAllocsPerCycle     *float64 `json:"proxy_allocs_per_cycle,omitempty"`
+	ProxyCPUUSPerCycle      *float64 `json:"proxy_cpu_us_per_cycle,omitempty"`
+}
+
+// setProxyCost fills the proxy cost fields from the proxy's counters read
+// at the start and the end of the measured window; it leaves them nil
+// when there were no cycles.
+func (r *result) setProxyCost(before, after proxyCounters) {
+	c, ok := after.perCycle(before, r.Cycles)
+	if !ok {
+		return
+	}
+	r.ProxyAllocBytesPerCycle, r.ProxyAllocsPerCycle, r.ProxyCPUUSPerCycle = &c.allocBytes, &c.allocs, &c.cpuUS
 }
 
 // errorRate is the share of attempts that failed for a reason other than
@@ -137,7 +154,8 @@ func (rep *report) header() string {
 	return b.String()
 }
 
-var tableColumns = []string{"mode", "clients", "cycles/s", "busy/s", "p50", "p99", "p99.9", "acq-p50", "vs-redsync", "vs-single", "p50/redsync"}
+var tableColumns = []string{"mode", "clients", "cycles/s", "busy/s", "p50", "p99", "p99.9", "acq-p50", "vs-redsync", "vs-single", "p50/redsync",
+	"B/cycle", "allocs", "cpu/cycle"}
 
 // writeTable prints the header and one aligned row per result: the mode
 // left-aligned, the numbers right-aligned.
@@ -149,6 +167,7 @@ func (rep *report) writeTable(w io.Writer) error {
 			fmtMicros(r.P50US, r.Cycles), fmtMicros(r.P99US, r.Cycles), fmtMicros(r.P999US, r.Cycles),
 			fmtMicros(r.AcquireP50US, r.Cycles),
 			fmtRatio(r.VsRedsync), fmtRatio(r.VsSingle), fmtRatio(r.P50VsRedsync),
+			fmtCount(r.ProxyAllocBytesPerCycle), fmtCount(r.ProxyAllocsPerCycle), fmtCPU(r.ProxyCPUUSPerCycle),
 		})
 	}
 	width := make([]int, len(tableColumns))
@@ -252,6 +271,26 @@ func fmtRatio(r *float64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(*r, 'f', 2, 64) + "x"
+}
+
+// fmtCount prints a per-cycle count (bytes or allocations): one decimal
+// below 100, whole numbers above; "-" when absent.
+func fmtCount(v *float64) string {
+	switch {
+	case v == nil:
+		return "-"
+	case *v < 100:
+		return strconv.FormatFloat(*v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(*v, 'f', 0, 64)
+}
+
+// fmtCPU prints CPU time per cycle like a latency; "-" when absent.
+func fmtCPU(us *float64) string {
+	if us == nil {
+		return "-"
+	}
+	return fmtMicros(*us, 1)
 }
 
 // commandLine is the invocation as a shell would accept it back.

@@ -298,6 +298,13 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 	prog := newProgress(cfg.progress, stderr, m.name, clients, cfg.duration, cfg.cycles)
 	prog.phase("warmup", nil, &done)
 	ready.Wait()
+	// The clients wait for start, so the proxy is idle while it is read.
+	scrape := m.needsProxy && t.metrics != ""
+	var before, after proxyCounters
+	var scrapeErr error
+	if scrape {
+		before, scrapeErr = scrapeProxy(ctx, t.metrics)
+	}
 	t0 := time.Now()
 	close(start)
 	prog.phase("run", &t0, &done)
@@ -307,9 +314,21 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 	}
 	running.Wait()
 	elapsed := time.Since(t0)
+	if scrape && scrapeErr == nil {
+		after, scrapeErr = scrapeProxy(ctx, t.metrics)
+	}
 	prog.stop()
 
 	res := collect(m.name, clients, cfg.keys.String(), elapsed, stats)
+	switch {
+	case !scrape:
+	case scrapeErr != nil:
+		if ctx.Err() == nil {
+			fmt.Fprintf(stderr, "redlock-bench: %s c=%d: no B/cycle, allocs, cpu/cycle: %v\n", m.name, clients, scrapeErr)
+		}
+	default:
+		res.setProxyCost(before, after)
+	}
 	prog.finished(res)
 	return res
 }

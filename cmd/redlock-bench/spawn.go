@@ -177,12 +177,14 @@ func (c *cluster) startRedis(ctx context.Context, i int) (string, error) {
 
 // startProxy runs the proxy over the backends with a config file that
 // turns off start-up quarantine (fresh backends would otherwise not vote
-// for max_ttl) and keeps its log to warnings. A proxy too old to know
-// startup_quarantine is started again without it.
+// for max_ttl), serves metrics on a free loopback port (read for the
+// per-cycle cost columns) and keeps its log to warnings. A proxy too old
+// to know startup_quarantine or metrics_listen is started again without
+// it.
 func (c *cluster) startProxy(ctx context.Context, bin string) error {
-	quarantineOff := true
+	quarantineOff, metricsOn := true, true
 	var lastErr error
-	for attempt := range startAttempts + 1 {
+	for attempt := range startAttempts + 2 {
 		port, err := freePort()
 		if err != nil {
 			return err
@@ -191,6 +193,15 @@ func (c *cluster) startProxy(ctx context.Context, bin string) error {
 		hcl := "log_level = \"warn\"\n"
 		if quarantineOff {
 			hcl += "startup_quarantine = false\n"
+		}
+		metrics := ""
+		if metricsOn {
+			mport, err := freePort()
+			if err != nil {
+				return err
+			}
+			metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
+			hcl += "metrics_listen = " + strconv.Quote(metrics) + "\n"
 		}
 		if c.maxClients > 0 {
 			hcl += "max_clients = " + strconv.Itoa(c.maxClients) + "\n"
@@ -208,14 +219,18 @@ func (c *cluster) startProxy(ctx context.Context, bin string) error {
 			return fmt.Errorf("start %s: %w", bin, err)
 		}
 		if lastErr = p.waitPing(ctx, addr); lastErr == nil {
-			c.proxy, c.targets.proxy = p, addr
+			c.proxy, c.targets.proxy, c.targets.metrics = p, addr, metrics
 			return nil
 		}
 		p.kill()
 		switch msg := lastErr.Error(); {
+		case strings.Contains(msg, "already in use"):
+			// the proxy's or the metrics port was taken meanwhile: retry
 		case quarantineOff && strings.Contains(msg, "startup_quarantine"):
 			quarantineOff = false
-		case !strings.Contains(msg, "already in use"):
+		case metricsOn && strings.Contains(msg, "metrics_listen"):
+			metricsOn = false
+		default:
 			return fmt.Errorf("redlock-proxy: %w", lastErr)
 		}
 	}
