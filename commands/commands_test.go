@@ -37,19 +37,18 @@ func newDispatcherLog(t testing.TB, n int, pass string, logger hclog.Logger) (*D
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { node.Close() })
-		// Connected before the test starts: a first command on a cold
-		// connection may miss a short ttl's deadline on a loaded machine.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = node.Connect(ctx)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
 		nodes = append(nodes, node)
 		mrs = append(mrs, m)
 	}
 	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
 	t.Cleanup(func() { rl.Close(context.Background()) })
+	// Connected before the test starts: a first command on a cold
+	// connection may miss a short ttl's deadline on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if up := rl.Connect(ctx); up != n {
+		t.Fatalf("%d of %d backends connected", up, n)
+	}
 	d := New(Options{
 		Locker: rl, MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
 		DefaultTTL: 30 * time.Second, MaxWait: 2 * time.Second,

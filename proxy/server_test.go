@@ -48,6 +48,11 @@ func startServer(t *testing.T, cfg Config, pass string, nilLocker bool) *Server 
 		}
 		locker = redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
 		t.Cleanup(func() { locker.Close(context.Background()); locker.CloseNodes() })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if up := locker.Connect(ctx); up != len(nodes) {
+			t.Fatalf("%d of %d backends connected", up, len(nodes))
+		}
 	}
 	disp := commands.New(commands.Options{
 		Locker: locker, MinTTL: 10 * time.Millisecond, MaxTTL: time.Minute,

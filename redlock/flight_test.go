@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -188,6 +189,34 @@ func TestFlightCallerGivesUp(t *testing.T) {
 	for i, f := range fakes {
 		if v := f.value("k"); v != "" {
 			t.Fatalf("stalled node %d holds k=%q after the rollback; received %v", i, v, f.received())
+		}
+	}
+}
+
+// TestConnect: Connect waits for every node's connection and counts the
+// nodes that have one; a dead address is not counted.
+func TestConnect(t *testing.T) {
+	_, nodes := pipelinedNodes(t, 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	n, err := DialNode(dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	r := New(append(nodes, n), Options{Logger: testLogger(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if up := r.Connect(ctx); up != 2 {
+		t.Fatalf("Connect = %d, want 2 of 3", up)
+	}
+	for i, n := range nodes {
+		if n.(*RedisNode).p.ready() == nil {
+			t.Fatalf("node %d has no connection after Connect", i)
 		}
 	}
 }

@@ -227,6 +227,29 @@ func (r *Redlock) CloseNodes() error {
 	return errors.Join(errs...)
 }
 
+// Connect waits, in parallel, until every node that keeps a connection
+// (RedisNode) has it up, or until ctx ends, and returns how many nodes are
+// connected. Operations do not need it, since nodes dial on demand, but
+// the first one then waits for the dials within its own short deadline.
+func (r *Redlock) Connect(ctx context.Context) int {
+	var wg sync.WaitGroup
+	var up atomic.Int32
+	for _, n := range r.nodes {
+		c, ok := n.(interface{ Connect(context.Context) error })
+		if !ok {
+			up.Add(1)
+			continue
+		}
+		wg.Go(func() {
+			if c.Connect(ctx) == nil {
+				up.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(up.Load())
+}
+
 // Tracker owns background work: Go starts a goroutine it owns, hold and
 // release bracket work that runs elsewhere (a flight's pipelined calls),
 // and Wait waits until none is left. Unlike sync.WaitGroup it allows new

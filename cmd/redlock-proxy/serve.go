@@ -205,7 +205,9 @@ wait:
 
 // checkBackends reports, once at start, what would make the backends unsafe
 // for locks (eviction, replicas); with strict it refuses to start on them.
-// An unreachable backend is a warning: it may come back.
+// An unreachable backend is a warning: it may come back. Then it waits up
+// to connectWait for the backend connections, so that the first clients
+// do not pay for the dials within their short node deadlines.
 func checkBackends(logger hclog.Logger, locker *redlock.Redlock, strict bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -217,5 +219,14 @@ func checkBackends(logger hclog.Logger, locker *redlock.Redlock, strict bool) er
 		logger.Warn("backend check", "problem", p)
 	}
 	logger.Info("backends", "count", len(locker.Nodes()), "quorum", locker.Quorum(), "voting", locker.Voting())
+	// The first clients find the backend connections up.
+	ctx, cancel = context.WithTimeout(context.Background(), connectWait)
+	defer cancel()
+	if up, n := locker.Connect(ctx), len(locker.Nodes()); up < n {
+		logger.Warn("backends not connected yet", "connected", up, "count", n, "waited", connectWait)
+	}
 	return nil
 }
+
+// connectWait bounds the wait for backend connections at start.
+const connectWait = time.Second
