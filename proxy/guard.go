@@ -60,8 +60,9 @@ const (
 	// errorWriteTimeout bounds the write of the final -ERR reply.
 	errorWriteTimeout = time.Second
 
-	// initialBufSize is the first allocation of a connection's buffer;
-	// keepBufSize is the largest buffer kept once it has drained.
+	// initialBufSize is the size of a connection's buffer, taken from a
+	// pool while it holds bytes; keepBufSize is the largest grown buffer
+	// a connection keeps once it has drained.
 	initialBufSize = 4 << 10
 	keepBufSize    = 8 << 10
 )
@@ -225,12 +226,22 @@ func (s *frameScanner) take(p []byte) int {
 	return n
 }
 
-// reset empties the buffer, freeing it if a large command made it grow.
+// scanBufs holds drained buffers of initialBufSize, so that an idle
+// connection holds none.
+var scanBufs = sync.Pool{New: func() any { return new([initialBufSize]byte) }}
+
+// reset empties the buffer. One of the first size goes back to the pool;
+// one that a pipelining client made grow is kept up to keepBufSize, and
+// dropped beyond (a large command made it grow).
 func (s *frameScanner) reset() {
-	if cap(s.buf) > keepBufSize {
+	switch c := cap(s.buf); {
+	case c == initialBufSize:
+		scanBufs.Put((*[initialBufSize]byte)(s.buf[:initialBufSize]))
 		s.buf = nil
-	} else {
+	case c <= keepBufSize:
 		s.buf = s.buf[:0]
+	default:
+		s.buf = nil
 	}
 	s.off, s.ready = 0, 0
 }
@@ -255,7 +266,11 @@ func (s *frameScanner) compact() {
 
 func (s *frameScanner) keep(b []byte) {
 	if s.buf == nil {
-		s.buf = make([]byte, 0, max(initialBufSize, len(b)))
+		if len(b) <= initialBufSize {
+			s.buf = scanBufs.Get().(*[initialBufSize]byte)[:0]
+		} else {
+			s.buf = make([]byte, 0, len(b))
+		}
 	}
 	s.buf = append(s.buf, b...)
 }
