@@ -124,6 +124,9 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 			continue
 		}
 		f.calls[i].epoch = epoch
+		if f.calls[i].claimed.Load() {
+			continue // the deadline passed already (launch was descheduled)
+		}
 		if s, ok := node.(sender); ok && s.send(&f.cmd, deadline, f, i) {
 			continue
 		}
@@ -240,6 +243,9 @@ func (f *flight[T]) logNodeError(i int, err error) {
 // failed, so undo starts while wait may still wait for replies to tell
 // "no" (enough definite answers) from "no quorum" (too many node errors).
 func (f *flight[T]) wait(ctx context.Context) error {
+	if err := ctx.Err(); err != nil { // gave up before the first reply counted
+		return f.giveUp(err)
+	}
 	for {
 		f.mu.Lock()
 		if f.pending == 0 || f.dec.done() {
@@ -251,12 +257,17 @@ func (f *flight[T]) wait(ctx context.Context) error {
 		select {
 		case <-f.wake:
 		case <-ctx.Done():
-			f.mu.Lock()
-			f.open = false
-			f.mu.Unlock()
-			return fmt.Errorf("%s: %w", f.op, ctx.Err())
+			return f.giveUp(ctx.Err())
 		}
 	}
+}
+
+// giveUp stops counting replies and returns the caller's error.
+func (f *flight[T]) giveUp(err error) error {
+	f.mu.Lock()
+	f.open = false
+	f.mu.Unlock()
+	return fmt.Errorf("%s: %w", f.op, err)
 }
 
 // decide records the outcome; only the first call counts. Failed, every
