@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"time"
@@ -110,22 +109,19 @@ func (d *Dispatcher) resultOf(cmd *Command, dialect string, args [][]byte, r Rep
 // to acquire, not_held otherwise. It runs only on that path, so the
 // script lookup costs nothing on success.
 func (d *Dispatcher) refusal(cmd *Command, args [][]byte) string {
-	switch cmd.Name {
-	case "LOCK", "MLOCK", "SETNX":
+	if cmd.Flags&Acquires != 0 {
 		return ResultHeld
+	}
+	switch cmd.Name {
 	case "SET":
-		// SET k v … IFEQ old is a renewal; SET k v NX an acquire; a
-		// plain SET k v GET answers null for a key that was free.
-		acquire := false
-		for _, a := range args[min(3, len(args)):] {
-			switch {
-			case bytes.EqualFold(a, []byte("IFEQ")):
-				return ResultNotHeld
-			case bytes.EqualFold(a, []byte("NX")):
-				acquire = true
-			}
-		}
-		if acquire {
+		// Read by SET's own parser: SET k v … IFEQ old is a renewal, SET
+		// k v NX an acquire, and a plain SET k v GET answers null for a
+		// key that was free.
+		req, r := d.parseSet(args)
+		switch {
+		case r != nil || req.ifeq != nil:
+			return ResultNotHeld
+		case req.nx:
 			return ResultHeld
 		}
 		return ResultOK

@@ -47,6 +47,11 @@ func TestObserve(t *testing.T) {
 		{[]string{"SET", "taken2", "y", "NX", "PX", "5000"}, observation{"set", DialectLegacy, ResultHeld}},
 		{[]string{"SETNX", "taken2", "y"}, observation{"setnx", DialectLegacy, ResultHeld}},
 		{[]string{"SET", "taken2", "y", "IFEQ", "nope", "PX", "5000"}, observation{"set", DialectLegacy, ResultNotHeld}},
+		// SET's own parser reads the options (Unicode case folding
+		// included), so a refused compare-and-set is not_held however
+		// IFEQ is spelled.
+		{[]string{"SET", "taken2", "y", "ıfeq", "nope"}, observation{"set", DialectLegacy, ResultNotHeld}},
+		{[]string{"SET", "taken2", "y", "GET"}, observation{"set", DialectLegacy, ResultOK}},
 		{[]string{"GET", "nothing"}, observation{"get", DialectLegacy, ResultNotHeld}},
 		{[]string{"GET", "taken2"}, observation{"get", DialectLegacy, ResultOK}},
 		{[]string{"PTTL", "nothing"}, observation{"pttl", DialectLegacy, ResultNotHeld}},

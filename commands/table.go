@@ -24,6 +24,10 @@ const (
 	// AnyUser commands (the connection's own handshake and introspection)
 	// run for every authenticated user, whatever its commands list.
 	AnyUser
+	// Acquires commands only take locks: a null or zero reply means the
+	// lock is held by another (observe.go). SET and the scripts acquire or
+	// not depending on their arguments.
+	Acquires
 )
 
 // handler runs one command. args[0] is the command name as sent.
@@ -46,17 +50,17 @@ type Command struct {
 // table is the one list of commands. A duplicate name panics at start.
 var table = []Command{
 	// Native lock commands (lock.go, wait.go, session.go, info.go).
-	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
+	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Flags: Acquires, Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
 	{Name: "UNLOCK", Arity: 3, Key: 1, Group: "lock", Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
 	{Name: "EXTEND", Arity: 4, Key: 1, Group: "lock", Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
-	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
+	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Flags: Acquires, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
 	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
 	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
 	{Name: "LOCKS", Arity: 1, Flags: Admin, Group: "lock", Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
 	{Name: "SET", Arity: -3, Key: 1, Group: "string", Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},
-	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
+	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Flags: Acquires, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
 	{Name: "GET", Arity: 2, Key: 1, Group: "string", Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
 	{Name: "GETSET", Arity: 3, Key: 1, Group: "string", Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
 	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti, Group: "generic", Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
