@@ -33,6 +33,25 @@ func pipelinedNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []Node) {
 	return mrs, nodes
 }
 
+// fakeNodes starts n fake Redis 7 backends (native_test.go), which the
+// tests can stall, and dials a RedisNode to each.
+func fakeNodes(t *testing.T, n int) ([]*fakeBackend, []Node) {
+	t.Helper()
+	var fakes []*fakeBackend
+	var nodes []Node
+	for range n {
+		f, addr := startFakeBackend(t, "# Server\r\nredis_version:7.0.15\r\n")
+		rn, err := DialNode(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rn.Close() })
+		fakes = append(fakes, f)
+		nodes = append(nodes, rn)
+	}
+	return fakes, nodes
+}
+
 // warm dials every node's pipelined connection, so that calls are sent
 // without a goroutine from the first one.
 func warm(t *testing.T, nodes []Node) {
@@ -98,17 +117,8 @@ func TestFlightLateReplyUndone(t *testing.T) {
 // failures in their health, and Close waits for that.
 func TestFlightStalledMinority(t *testing.T) {
 	_, nodes := pipelinedNodes(t, 3)
-	var fakes []*fakeBackend
-	for range 2 {
-		f, addr := startFakeBackend(t, "# Server\r\nredis_version:7.0.15\r\n")
-		n, err := DialNode(addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close() })
-		fakes = append(fakes, f)
-		nodes = append(nodes, n)
-	}
+	fakes, more := fakeNodes(t, 2)
+	nodes = append(nodes, more...)
 	warm(t, nodes)
 	const timeout = 200 * time.Millisecond
 	r := New(nodes, Options{NodeTimeout: timeout, Logger: testLogger(t)})
@@ -146,17 +156,8 @@ func TestFlightStalledMinority(t *testing.T) {
 // once; the calls still count towards health and are undone.
 func TestFlightCallerGivesUp(t *testing.T) {
 	mrs, nodes := pipelinedNodes(t, 2)
-	var fakes []*fakeBackend
-	for range 3 {
-		f, addr := startFakeBackend(t, "# Server\r\nredis_version:7.0.15\r\n")
-		n, err := DialNode(addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close() })
-		fakes = append(fakes, f)
-		nodes = append(nodes, n)
-	}
+	fakes, more := fakeNodes(t, 3)
+	nodes = append(nodes, more...)
 	warm(t, nodes)
 	r := New(nodes, Options{NodeTimeout: time.Second, Logger: testLogger(t)})
 	var resumes []func()
