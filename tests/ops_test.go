@@ -385,6 +385,7 @@ metrics_listen = "127.0.0.1:9121"
 		{"bound", "backends = [\"a:1\"]\nmax_ttl = \"48h\"\n", "max_ttl = 48h: must be <= 24h"},
 		{"unknown key", "backends = [\"a:1\"]\nmetrics_listn = \":1\"\n", `unknown key "metrics_listn"`},
 		{"metrics_listen", "backends = [\"a:1\"]\nmetrics_listen = \"nope\"\n", "metrics_listen"},
+		{"tls files", "backends = [\"a:1\"]\ntls {\n  cert_file = \"" + filepath.Join(dir, "no-cert.pem") + "\"\n  key_file = \"" + filepath.Join(dir, "no-key.pem") + "\"\n}\n", "no-cert.pem"},
 	} {
 		code, out := check("-check-config", write(tc.name+".hcl", tc.src))
 		if code != 2 || !strings.Contains(out, tc.want) || strings.Contains(out, "config ok") {

@@ -37,7 +37,7 @@ func run(args []string) int {
 	logFormat := fs.String("log-format", "", "text|json")
 	maxTTL := fs.Duration("max-ttl", 0, "longest lock ttl accepted")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	checkConfig := fs.String("check-config", "", "load `file` (with the environment and flags), validate, print the effective config and exit: 0 ok, 2 invalid")
+	checkConfig := fs.String("check-config", "", "load `file` (with the environment and flags) and its TLS files, validate, print the effective config and exit: 0 ok, 2 invalid")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `file` until shutdown (diagnostics)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -83,6 +83,9 @@ func run(args []string) int {
 	}
 	if *checkConfig != "" {
 		cfg, err := load(*checkConfig)
+		if err == nil {
+			_, _, err = loadTLS(cfg) // the certificate files, as a start reads them
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
 			return 2
