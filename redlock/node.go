@@ -94,6 +94,7 @@ func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	if opts.TLSConfig != nil && tc != nil {
 		opts.TLSConfig = mergeTLS(opts.TLSConfig, tc)
 	}
+	opts.Dialer = backendDialer(opts)
 	n := &RedisNode{addr: opts.Addr}
 	opts.OnConnect = n.onConnect
 	n.c = redis.NewClient(opts)
@@ -120,18 +121,9 @@ func mergeTLS(fromURL, tc *tls.Config) *tls.Config {
 // before the connection carries its first command.
 func (n *RedisNode) dialPipe(opts *redis.Options) func(ctx context.Context) (net.Conn, error) {
 	return func(ctx context.Context) (net.Conn, error) {
-		d := net.Dialer{Timeout: dialTimeout}
-		nc, err := d.DialContext(ctx, "tcp", opts.Addr)
+		nc, err := opts.Dialer(ctx, opts.Network, opts.Addr)
 		if err != nil {
 			return nil, err
-		}
-		if opts.TLSConfig != nil {
-			tc := tls.Client(nc, opts.TLSConfig.Clone())
-			if err := tc.HandshakeContext(ctx); err != nil {
-				nc.Close()
-				return nil, err
-			}
-			nc = tc
 		}
 		if err := n.setupPipe(ctx, nc, opts); err != nil {
 			nc.Close()
@@ -139,6 +131,42 @@ func (n *RedisNode) dialPipe(opts *redis.Options) func(ctx context.Context) (net
 		}
 		return nc, nil
 	}
+}
+
+// backendDialer dials a backend for both of a node's connections: TCP (or
+// a Unix socket), then TLS when opts has a TLS config. It refuses a TCP
+// connection to itself: dialling a loopback port that nothing listens on
+// can connect the socket to itself (TCP simultaneous open), and that
+// socket would then both pass for the backend, echoing our commands as
+// replies, and hold the port the restarting backend needs.
+func backendDialer(opts *redis.Options) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: dialTimeout}
+		nc, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if selfConnected(nc) {
+			nc.Close()
+			return nil, fmt.Errorf("dial %s %s: the socket connected to itself (nothing listens there)", network, addr)
+		}
+		if opts.TLSConfig == nil {
+			return nc, nil
+		}
+		tc := tls.Client(nc, opts.TLSConfig.Clone())
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
+}
+
+// selfConnected reports a TCP connection whose two ends are one address.
+func selfConnected(nc net.Conn) bool {
+	l, ok1 := nc.LocalAddr().(*net.TCPAddr)
+	r, ok2 := nc.RemoteAddr().(*net.TCPAddr)
+	return ok1 && ok2 && l.Port == r.Port && l.IP.Equal(r.IP)
 }
 
 // setupPipe authenticates, selects the database and checks the backend on

@@ -3,11 +3,13 @@ package redlock
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestDialNode(t *testing.T) {
@@ -133,3 +135,35 @@ func TestRedisNodeEvalDo(t *testing.T) {
 		t.Fatal("Hash is not the SHA1 Redis uses")
 	}
 }
+
+// TestSelfConnected: a TCP socket connected to itself is recognised; a
+// normal connection is not.
+func TestSelfConnected(t *testing.T) {
+	self := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40001}
+	other := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40002}
+	if !selfConnected(addrConn{local: self, remote: &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 40001}}) {
+		t.Fatal("a socket connected to itself was not recognised")
+	}
+	if selfConnected(addrConn{local: self, remote: other}) {
+		t.Fatal("a normal connection counted as connected to itself")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	nc, err := backendDialer(&redis.Options{})(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("dial a listening port: %v", err)
+	}
+	nc.Close()
+}
+
+// addrConn is a net.Conn with given addresses and nothing else.
+type addrConn struct {
+	net.Conn
+	local, remote net.Addr
+}
+
+func (c addrConn) LocalAddr() net.Addr  { return c.local }
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
