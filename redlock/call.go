@@ -56,6 +56,9 @@ type target interface {
 	// returned it. It is called once per send, from any goroutine, and
 	// must not block.
 	deliver(tag int, v any, err error)
+	// spawn runs fn, which must end by the call's deadline, in a
+	// goroutine that Redlock.Close waits for.
+	spawn(fn func())
 }
 
 // sender is a Node that can start a command without blocking.

@@ -13,15 +13,19 @@ import (
 // command to every node, each reply is counted by a decider (tally.go) as
 // it arrives, and wait returns as soon as the decider says the outcome is
 // certain. Every call of a flight has the same deadline, detached from the
-// caller's cancellation; a timer counts the calls still open at the
-// deadline as timed out.
+// caller's cancellation.
 //
 // A pipelined node (sender) takes the command without a goroutine, and its
 // reply is counted on the connection's reader goroutine: a lock operation
-// costs no goroutine and one wake-up of its caller. Other nodes are called
-// by a goroutine each. Either way the flight is held in r.bg until every
-// call returned and, for a flight with an undo, its outcome is decided, so
-// Close waits for it.
+// costs no goroutine and one wake-up of its caller. A timer takes the
+// pipelined calls still open at the deadline as timed out; an undo of such
+// a call is then queued on the same connection behind it, and the pipe
+// never writes a request queued after its deadline, so the undo cannot be
+// overtaken. Other nodes are called by a goroutine each, with the deadline
+// in the call's context, and only that goroutine settles its call: an
+// undo waits until the call returned. Either way the flight is held in
+// r.bg until every call is settled and, for a flight with an undo, its
+// outcome is decided, so Close waits for it.
 
 // reply is one node's answer: val when err is nil.
 type reply[T any] struct {
@@ -46,12 +50,19 @@ const (
 	outFailed
 )
 
+// A call's state says who may take its result.
+const (
+	callOpen  = iota // a pipelined reply or the deadline, whichever comes first
+	callTaken        // taken: later results are ignored
+	callOwned        // run by a goroutine, which alone delivers it
+)
+
 // nodeCall is one node's part of a flight.
 type nodeCall[T any] struct {
-	epoch   uint64      // the node's health epoch when the call started
-	claimed atomic.Bool // the result is taken: by a reply or the deadline
-	skipped bool        // not called (not voting): nothing to undo
-	done    bool        // under flight.mu: rep is final
+	epoch   uint64        // the node's health epoch when the call started
+	state   atomic.Uint32 // callOpen, callTaken or callOwned
+	skipped bool          // not called (not voting): nothing to undo
+	done    bool          // under flight.mu: rep is final
 	rep     reply[T]
 }
 
@@ -110,25 +121,38 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 		return f
 	}
 	r.bg.hold()
-	f.timer = time.AfterFunc(d, f.expire)
-	for i, node := range r.nodes {
-		// A node that does not vote (health.go) is not called: its reply
-		// is an immediate ErrNotVoting, and settle discards the answer of
-		// a node that stopped voting during the call.
+	// A node that does not vote (health.go) is not called: its reply is
+	// an immediate ErrNotVoting, and settle discards the answer of a node
+	// that stopped voting during the call. Votes are taken before the
+	// timer runs, so the deadline never takes such a node's call.
+	for i := range r.nodes {
 		epoch, err := r.vote(i)
 		if err != nil {
-			if f.calls[i].claimed.CompareAndSwap(false, true) {
-				f.calls[i].skipped = true
-				f.settled(i, reply[T]{node: i, err: err})
-			}
+			f.calls[i].skipped = true
+			f.calls[i].state.Store(callTaken)
+			f.settled(i, reply[T]{node: i, err: err})
 			continue
 		}
 		f.calls[i].epoch = epoch
-		if f.calls[i].claimed.Load() {
-			continue // the deadline passed already (launch was descheduled)
+	}
+	f.mu.Lock()
+	if f.pending > 0 {
+		f.timer = time.AfterFunc(d, f.expire)
+	}
+	f.mu.Unlock()
+	for i, node := range r.nodes {
+		c := &f.calls[i]
+		if c.skipped || c.state.Load() != callOpen {
+			continue // not voting, or the deadline passed already (launch was descheduled)
 		}
 		if s, ok := node.(sender); ok && s.send(&f.cmd, deadline, f, i) {
 			continue
+		}
+		// Run by a goroutine of its own, which alone settles it: the
+		// call's context carries the deadline, and an undo must wait
+		// until the call has returned.
+		if !c.state.CompareAndSwap(callOpen, callOwned) {
+			continue // the deadline took it meanwhile: never sent
 		}
 		if f.cctx == nil {
 			cctx, cancel := context.WithDeadline(context.WithoutCancel(f.ctx), deadline)
@@ -144,9 +168,11 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 	return f
 }
 
-// deliver takes node i's result (see target), unless the deadline took it.
+// deliver takes node i's result (see target): from its goroutine, or from
+// the pipe unless the deadline took the call first.
 func (f *flight[T]) deliver(i int, v any, err error) {
-	if !f.calls[i].claimed.CompareAndSwap(false, true) {
+	st := &f.calls[i].state
+	if !st.CompareAndSwap(callOpen, callTaken) && !st.CompareAndSwap(callOwned, callTaken) {
 		return
 	}
 	rep := reply[T]{node: i}
@@ -158,10 +184,14 @@ func (f *flight[T]) deliver(i int, v any, err error) {
 	f.settled(i, rep)
 }
 
-// expire times out every call still open at the deadline.
+// spawn runs fn in a goroutine of r.bg (see target).
+func (f *flight[T]) spawn(fn func()) { f.r.bg.Go(fn) }
+
+// expire times out every call still open at the deadline. A call run by
+// a goroutine is left to it: its context has the same deadline.
 func (f *flight[T]) expire() {
 	for i := range f.calls {
-		if f.calls[i].claimed.CompareAndSwap(false, true) {
+		if f.calls[i].state.CompareAndSwap(callOpen, callTaken) {
 			err := context.DeadlineExceeded
 			f.observe(i, err)
 			f.settled(i, reply[T]{node: i, err: f.r.settle(i, 0, err, f.d)})
@@ -200,7 +230,9 @@ func (f *flight[T]) settled(i int, rep reply[T]) {
 	}
 	var after func()
 	if f.pending == 0 {
-		f.timer.Stop()
+		if f.timer != nil { // nil while launch takes the votes
+			f.timer.Stop()
+		}
 		if f.cancel != nil {
 			f.cancel()
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,5 +221,154 @@ func TestConnect(t *testing.T) {
 		if n.(*RedisNode).p.ready() == nil {
 			t.Fatalf("node %d has no connection after Connect", i)
 		}
+	}
+}
+
+// slowNode is an in-memory Node, not a sender, whose SetNX and
+// CompareAndDelete take a set time whatever their context says; it logs
+// the order in which they ran.
+type slowNode struct {
+	name               string
+	setDelay, cadDelay time.Duration
+	cads               atomic.Int32
+
+	mu   sync.Mutex
+	keys map[string]string
+	log  []string
+}
+
+func newSlowNode(name string) *slowNode { return &slowNode{name: name, keys: map[string]string{}} }
+
+func (n *slowNode) Addr() string { return n.name }
+func (n *slowNode) Close() error { return nil }
+
+func (n *slowNode) value(key string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.keys[key]
+}
+
+func (n *slowNode) SetNX(_ context.Context, key, value string, _ time.Duration) (bool, error) {
+	time.Sleep(n.setDelay)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.log = append(n.log, "SET")
+	if _, ok := n.keys[key]; ok {
+		return false, nil
+	}
+	n.keys[key] = value
+	return true, nil
+}
+
+func (n *slowNode) CompareAndDelete(_ context.Context, key, value string) (bool, error) {
+	n.cads.Add(1)
+	time.Sleep(n.cadDelay)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.log = append(n.log, "CAD")
+	if n.keys[key] != value {
+		return false, nil
+	}
+	delete(n.keys, key)
+	return true, nil
+}
+
+func (n *slowNode) CompareAndExpire(context.Context, string, string, time.Duration) (bool, error) {
+	return false, errors.New("slowNode: not supported")
+}
+
+func (n *slowNode) Eval(context.Context, *Script, []string, ...any) (any, error) {
+	return nil, errors.New("slowNode: not supported")
+}
+
+func (n *slowNode) Do(context.Context, ...any) (any, error) {
+	return nil, errors.New("slowNode: not supported")
+}
+
+func closeWithin(t *testing.T, r *Redlock) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// TestFlightUndoAfterSlowCall: a call run by a goroutine that returns
+// after the deadline is undone only once it returned (found in review: the
+// deadline used to settle it, and the undo overtook the SET).
+func TestFlightUndoAfterSlowCall(t *testing.T) {
+	a, b, c := newSlowNode("a"), newSlowNode("b"), newSlowNode("c")
+	a.keys["k"], b.keys["k"] = "other", "other"
+	c.setDelay = 150 * time.Millisecond
+	r := New([]Node{a, b, c}, Options{NodeTimeout: 50 * time.Millisecond, Logger: testLogger(t)})
+	_, err := r.Acquire(context.Background(), "k", "tok", 10*time.Second)
+	mustKind(t, err, ErrHeld)
+	closeWithin(t, r)
+	if v := c.value("k"); v != "" {
+		t.Fatalf("the slow node holds k=%q after the rollback: the undo overtook the SET (%v)", v, c.log)
+	}
+}
+
+// TestFlightReleaseGateAfterSlowDelete: Release keeps the key's gate
+// until a slow delete returned, so a re-acquire with the same token is not
+// deleted by it (found in review).
+func TestFlightReleaseGateAfterSlowDelete(t *testing.T) {
+	a, b, c := newSlowNode("a"), newSlowNode("b"), newSlowNode("c")
+	for _, n := range []*slowNode{a, b, c} {
+		n.keys["k"] = "tok"
+	}
+	c.cadDelay = 150 * time.Millisecond
+	r := New([]Node{a, b, c}, Options{NodeTimeout: 50 * time.Millisecond, Logger: testLogger(t)})
+	if err := r.Release(context.Background(), "k", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Acquire(context.Background(), "k", "tok", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	closeWithin(t, r)
+	if v := c.value("k"); v != "tok" {
+		t.Fatalf("node c lost the new lock (k=%q): the old delete ran after the new SET (%v)", v, c.log)
+	}
+}
+
+// TestFlightTinyDeadline: a deadline shorter than launch itself (1ns)
+// neither races nor panics (found in review: the timer could fire before
+// launch had stored it).
+func TestFlightTinyDeadline(t *testing.T) {
+	r := New([]Node{newSlowNode("a"), newSlowNode("b"), newSlowNode("c")}, Options{NodeTimeout: 1})
+	for range 2000 {
+		_ = r.Release(context.Background(), "k", "tok")
+	}
+	closeWithin(t, r)
+}
+
+// slowSender declines every send after a pause, as if launch were
+// descheduled while sending.
+type slowSender struct {
+	*slowNode
+	pause time.Duration
+}
+
+func (s slowSender) send(*command, time.Time, target, int) bool {
+	time.Sleep(s.pause)
+	return false
+}
+
+// TestFlightNotVotingNeverUndone: a node that does not vote is neither
+// called nor undone, even when launch passes the deadline before reaching
+// it (found in review).
+func TestFlightNotVotingNeverUndone(t *testing.T) {
+	a, b, c := newSlowNode("a"), newSlowNode("b"), newSlowNode("c")
+	r := New([]Node{slowSender{a, 30 * time.Millisecond}, b, c}, Options{NodeTimeout: 5 * time.Millisecond, Logger: testLogger(t)})
+	h := r.health[1]
+	h.mu.Lock()
+	h.down = true
+	h.stop()
+	h.mu.Unlock()
+	_, _ = r.Acquire(context.Background(), "k", "tok", 10*time.Second)
+	closeWithin(t, r)
+	if n := b.cads.Load(); n != 0 {
+		t.Fatalf("the node that does not vote got %d CompareAndDelete calls", n)
 	}
 }

@@ -449,12 +449,12 @@ func (n *RedisNode) onReply(req *request, v any, err error) {
 	if n.sendStep(n.p.ready(), c, next, deadline, to, tag) {
 		return
 	}
-	go func() {
+	to.spawn(func() {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
 		res, err := n.runPipeFrom(ctx, c, next)
 		to.deliver(tag, res, err)
-	}()
+	})
 }
 
 // isNoScript reports a backend's NOSCRIPT reply.

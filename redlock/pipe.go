@@ -306,10 +306,12 @@ func (c *pipeConn) writeLoop() {
 		}
 		// A request whose caller has given up is not sent: a backend that
 		// was stalled must not run long-abandoned commands when it resumes.
-		now := time.Now()
+		// The clock is read for each request, after it was queued, so a
+		// request queued after its deadline is never written: an undo
+		// queued at the deadline cannot be overtaken by the call it undoes.
 		buf, batch = buf[:0], batch[:0]
 		for req != nil {
-			if !req.deadline.IsZero() && now.After(req.deadline) {
+			if !req.deadline.IsZero() && !time.Now().Before(req.deadline) {
 				req.complete(nil, context.DeadlineExceeded)
 			} else {
 				buf = append(buf, req.cmd...)
