@@ -91,6 +91,8 @@ health_interval  = "250ms"
 down_after       = 5
 requirepass      = "pw"
 requirepass_file = "/run/secret"
+auth_fail_limit  = 3
+auth_fail_window = "1m"
 max_args         = 64
 max_bulk_bytes   = 8192
 max_inline_bytes = 2048
@@ -123,6 +125,8 @@ metrics_listen   = "127.0.0.1:9121"
 		DownAfter:         5,
 		RequirePass:       "pw",
 		RequirePassFile:   "/run/secret",
+		AuthFailLimit:     3,
+		AuthFailWindow:    time.Minute,
 		MaxArgs:           64,
 		MaxBulkBytes:      8192,
 		MaxInlineBytes:    2048,
@@ -269,6 +273,9 @@ func TestValidateBad(t *testing.T) {
 		{"node_timeout zero", func(c *Config) { c.NodeTimeout = 0 }, "node_timeout", "conf: node_timeout = 0s: must be > 0"},
 		{"node_timeout negative", func(c *Config) { c.NodeTimeout = -time.Millisecond }, "node_timeout", "must be > 0"},
 		{"node_timeout big", func(c *Config) { c.NodeTimeout = 11 * time.Second }, "node_timeout", "must be <= 10s"},
+		{"auth_fail_limit zero", func(c *Config) { c.AuthFailLimit = 0 }, "auth_fail_limit", "must be >= 1"},
+		{"auth_fail_window short", func(c *Config) { c.AuthFailWindow = time.Millisecond }, "auth_fail_window", "must be >= 1s"},
+		{"auth_fail_window long", func(c *Config) { c.AuthFailWindow = 2 * time.Hour }, "auth_fail_window", "must be <= 1h"},
 		{"drift negative", func(c *Config) { c.DriftFactor = -0.01 }, "drift_factor", "[0, 0.1]"},
 		{"drift big", func(c *Config) { c.DriftFactor = 0.2 }, "drift_factor", "drift_factor = 0.2"},
 		{"min_ttl small", func(c *Config) { c.MinTTL = time.Microsecond }, "min_ttl", "must be >= 1ms"},
@@ -345,6 +352,7 @@ func TestValidateBoundaries(t *testing.T) {
 		{"default_ttl 0", func(c *Config) { c.DefaultTTL = 0 }},
 		{"max_wait edges", func(c *Config) { c.MaxWait = 0 }},
 		{"max_hold edges", func(c *Config) { c.MaxHold = 7 * 24 * time.Hour }},
+		{"auth_fail edges", func(c *Config) { c.AuthFailLimit = 100000; c.AuthFailWindow = time.Hour }},
 		{"idle_timeout 0", func(c *Config) { c.IdleTimeout = 0 }},
 		{"int edges low", func(c *Config) {
 			c.MaxClients, c.MaxArgs, c.MaxBulkBytes, c.MaxInlineBytes, c.MaxKeyBytes, c.MaxValueBytes = 1, 16, 4096, 1024, 1, 1

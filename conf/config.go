@@ -36,6 +36,8 @@ type Config struct {
 	DownAfter         int           // 3: consecutive failures that mark a backend down
 	RequirePass       string        // secret; never shown by String or GoString
 	RequirePassFile   string        // file whose first line is the password
+	AuthFailLimit     int           // 10 failed AUTHs per client network …
+	AuthFailWindow    time.Duration // … within 10s, then AUTH is refused until the window passes
 	MaxArgs           int           // 1024 arguments per command (after AUTH)
 	MaxBulkBytes      int           // 1<<20 bytes per argument (after AUTH)
 	MaxInlineBytes    int           // 65536 bytes per inline command line
@@ -70,6 +72,8 @@ func Default() Config {
 		StartupQuarantine: true,
 		HealthInterval:    time.Second,
 		DownAfter:         3,
+		AuthFailLimit:     10,
+		AuthFailWindow:    10 * time.Second,
 		MaxArgs:           1024,
 		MaxBulkBytes:      1 << 20,
 		MaxInlineBytes:    65536,
@@ -137,6 +141,8 @@ func (c Config) pairs(redact bool) [][2]string {
 	kv("down_after", strconv.Itoa(c.DownAfter))
 	kv("requirepass", pass)
 	kv("requirepass_file", quoteIfNeeded(c.RequirePassFile))
+	kv("auth_fail_limit", strconv.Itoa(c.AuthFailLimit))
+	kv("auth_fail_window", fmtDuration(c.AuthFailWindow))
 	kv("max_args", strconv.Itoa(c.MaxArgs))
 	kv("max_bulk_bytes", strconv.Itoa(c.MaxBulkBytes))
 	kv("max_inline_bytes", strconv.Itoa(c.MaxInlineBytes))

@@ -73,6 +73,8 @@
 //	down_after        3                [1, 1000]           consecutive failures that mark a backend down
 //	requirepass       ""               any; never logged
 //	requirepass_file  ""               readable file with a non-empty first line; not together with requirepass
+//	auth_fail_limit   10               [1, 100000]         failed AUTHs per client network (IPv4 address, IPv6 /64) …
+//	auth_fail_window  10s              [1s, 1h]            … within this window; then AUTH is refused until it passes
 //	max_args          1024             [16, 1048576]       arguments per command (after AUTH)
 //	max_bulk_bytes    1048576          [4096, 536870912]   bytes per argument (after AUTH)
 //	max_inline_bytes  65536            [1024, 1048576]     bytes per inline command line

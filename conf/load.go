@@ -109,6 +109,8 @@ var fieldByKey = map[string]field{
 	"startup_quarantine": boolean(func(c *Config) *bool { return &c.StartupQuarantine }),
 	"health_interval":    dur(func(c *Config) *time.Duration { return &c.HealthInterval }),
 	"down_after":         integer(func(c *Config) *int { return &c.DownAfter }),
+	"auth_fail_limit":    integer(func(c *Config) *int { return &c.AuthFailLimit }),
+	"auth_fail_window":   dur(func(c *Config) *time.Duration { return &c.AuthFailWindow }),
 	"requirepass":        str(func(c *Config) *string { return &c.RequirePass }),
 	"requirepass_file":   str(func(c *Config) *string { return &c.RequirePassFile }),
 	"max_args":           integer(func(c *Config) *int { return &c.MaxArgs }),

@@ -78,6 +78,8 @@ func (c Config) Validate() error {
 
 	v.durWithin("health_interval", c.HealthInterval, 10*time.Millisecond, "", time.Minute, "")
 	v.intWithin("down_after", c.DownAfter, 1, 1000, "")
+	v.intWithin("auth_fail_limit", c.AuthFailLimit, 1, 100000, "")
+	v.durWithin("auth_fail_window", c.AuthFailWindow, time.Second, "", time.Hour, "")
 
 	v.oneOf("log_level", c.LogLevel, logLevels)
 	v.oneOf("log_format", c.LogFormat, logFormats)

@@ -13,6 +13,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// TestAuthFailLimitConfigured: auth_fail_limit and auth_fail_window set
+// the AUTH rate limit: after 2 failures the right password is refused too,
+// until the window has passed.
+func TestAuthFailLimitConfigured(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, "requirepass = \"s3cret\"\nauth_fail_limit = 2\nauth_fail_window = \"1s\"")
+	c := rawConn(t, p.Addr())
+	for i := range 2 {
+		if v := c.do("AUTH", "wrong"); !isErrPrefix(v, "WRONGPASS") {
+			t.Fatalf("failure %d = %#v, want WRONGPASS", i+1, v)
+		}
+	}
+	if v := c.do("AUTH", "s3cret"); !isErrPrefix(v, "WRONGPASS") {
+		t.Fatalf("AUTH with the right password after 2 failures = %#v, want WRONGPASS (rate limited)", v)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if v := c.do("AUTH", "s3cret"); v != "OK" {
+		t.Fatalf("AUTH once the window passed = %#v, want OK", v)
+	}
+}
+
 // TestAuth: requirepass gates every command until AUTH or HELLO AUTH.
 func TestAuth(t *testing.T) {
 	t.Parallel()
