@@ -182,12 +182,9 @@ func (d *Dispatcher) mlock(ctx context.Context, c *Client, args [][]byte) Reply 
 // were held by token and released on a quorum.
 func (d *Dispatcher) munlock(ctx context.Context, c *Client, args [][]byte) Reply {
 	token := string(args[1])
-	keys := make([]string, 0, len(args)-2)
-	for _, a := range args[2:] {
-		if r := d.checkKey(a); r != nil {
-			return r
-		}
-		keys = append(keys, string(a))
+	keys, r := d.keyList(args[2:])
+	if r != nil {
+		return r
 	}
 	states, err := d.locker.ReleaseKeys(ctx, keys, token)
 	if err != nil {

@@ -363,6 +363,11 @@ func (d *Dispatcher) checkKeyValue(key, value []byte) Reply {
 	if r := d.checkKey(key); r != nil {
 		return r
 	}
+	return d.checkValue(value)
+}
+
+// checkValue refuses a value or token longer than max_value_bytes.
+func (d *Dispatcher) checkValue(value []byte) Reply {
 	if len(value) > d.opts.MaxValueBytes {
 		return Errorf(errValueTooLong, d.opts.MaxValueBytes)
 	}

@@ -142,8 +142,8 @@ func (d *Dispatcher) parseLock(args [][]byte) (lockRequest, Reply) {
 			if len(args[i+1]) == 0 {
 				return req, Error("ERR TOKEN must not be empty")
 			}
-			if len(args[i+1]) > d.opts.MaxValueBytes {
-				return req, Errorf(errValueTooLong, d.opts.MaxValueBytes)
+			if r := d.checkValue(args[i+1]); r != nil {
+				return req, r
 			}
 			req.token = string(args[i+1])
 			i++

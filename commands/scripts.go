@@ -175,8 +175,8 @@ func (d *Dispatcher) runScript(ctx context.Context, s *script, rest [][]byte) Re
 	}
 	argv := make([]string, len(rest)-1-numKeys)
 	for i, a := range rest[1+numKeys:] {
-		if len(a) > d.opts.MaxValueBytes {
-			return Errorf(errValueTooLong, d.opts.MaxValueBytes)
+		if r := d.checkValue(a); r != nil {
+			return r
 		}
 		argv[i] = string(a)
 	}
