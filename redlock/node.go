@@ -323,16 +323,16 @@ func (n *RedisNode) firstStep(c *command) step {
 	return stepSHA
 }
 
-// encode appends c's command at step st. Kinds the pipe does not carry
-// (callDo) are not encoded: ok false.
-func (n *RedisNode) encode(b []byte, c *command, st step) (out []byte, ok bool) {
+// encode appends c's command at step st. It does not encode callDo, which
+// the pipe does not carry.
+func (n *RedisNode) encode(b []byte, c *command, st step) []byte {
 	switch c.kind {
 	case callSetNX:
 		b = append(b, "*6\r\n$3\r\nSET\r\n"...)
 		b = appendBulk(b, c.keys[0])
 		b = appendBulk(b, c.value)
 		b = append(b, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
-		return appendBulkInt(b, millis(c.ttl)), true
+		return appendBulkInt(b, millis(c.ttl))
 	case callCAD:
 		if st == stepNative {
 			switch nativeCAD(n.native.Load()) {
@@ -340,25 +340,25 @@ func (n *RedisNode) encode(b []byte, c *command, st step) (out []byte, ok bool) 
 				b = append(b, "*4\r\n$5\r\nDELEX\r\n"...)
 				b = appendBulk(b, c.keys[0])
 				b = append(b, "$4\r\nIFEQ\r\n"...)
-				return appendBulk(b, c.value), true
+				return appendBulk(b, c.value)
 			case nativeDelIfEq:
 				b = append(b, "*3\r\n$7\r\nDELIFEQ\r\n"...)
 				b = appendBulk(b, c.keys[0])
-				return appendBulk(b, c.value), true
+				return appendBulk(b, c.value)
 			}
 			st = stepSHA // the capability went away since firstStep
 		}
 		b = appendScriptHead(b, delScript, st, c.keys, 1)
-		return appendBulk(b, c.value), true
+		return appendBulk(b, c.value)
 	case callCAE:
 		b = appendScriptHead(b, expireScript, st, c.keys, 2)
 		b = appendBulk(b, c.value)
-		return appendBulkInt(b, millis(c.ttl)), true
+		return appendBulkInt(b, millis(c.ttl))
 	case callEval:
 		b = appendScriptHead(b, c.script, st, c.keys, len(c.args))
-		return appendArgs(b, c.args), true
+		return appendArgs(b, c.args)
 	}
-	return b, false
+	return b
 }
 
 // finish turns the reply to c's command at step st into run's result, or
@@ -393,10 +393,7 @@ func (n *RedisNode) runPipe(ctx context.Context, c *command) (any, error) {
 // runPipeFrom is runPipe starting at step st.
 func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, error) {
 	for {
-		v, err := n.p.doWith(ctx, func(b []byte) []byte {
-			b, _ = n.encode(b, c, st)
-			return b
-		})
+		v, err := n.p.doWith(ctx, func(b []byte) []byte { return n.encode(b, c, st) })
 		res, err, next, again := n.finish(c, st, v, err)
 		if !again {
 			return res, err
@@ -419,7 +416,7 @@ func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.
 		return false
 	}
 	req := requestPool.Get().(*request)
-	req.cmd, _ = n.encode(req.cmd[:0], c, st)
+	req.cmd = n.encode(req.cmd[:0], c, st)
 	req.deadline = deadline
 	req.fin, req.call, req.step, req.to, req.tag = n, c, st, to, tag
 	if conn.trySend(req) {
@@ -432,7 +429,7 @@ func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.
 
 // onReply finishes a call started with send. A call that must try again
 // (see finish) is sent again from here when that cannot block, else
-// finished by a goroutine of its own.
+// finished by a goroutine of the operation (target.spawn).
 func (n *RedisNode) onReply(req *request, v any, err error) {
 	c, to, tag, deadline := req.call, req.to, req.tag, req.deadline
 	res, err, next, again := n.finish(c, req.step, v, err)

@@ -118,11 +118,6 @@ func newPipe(dial func(ctx context.Context) (net.Conn, error), dialTimeout time.
 	return &pipe{dial: dial, dialTimeout: dialTimeout}
 }
 
-// do sends one command and waits for its reply or for ctx to end.
-func (p *pipe) do(ctx context.Context, args ...any) (any, error) {
-	return p.doWith(ctx, func(b []byte) []byte { return appendCommand(b, args) })
-}
-
 // doWith sends the command that encode appends and waits for its reply or
 // for ctx to end.
 func (p *pipe) doWith(ctx context.Context, encode func([]byte) []byte) (any, error) {

@@ -13,6 +13,11 @@ import (
 	"github.com/alicebob/miniredis/v2"
 )
 
+// do sends one command and waits for its reply or for ctx to end.
+func (p *pipe) do(ctx context.Context, args ...any) (any, error) {
+	return p.doWith(ctx, func(b []byte) []byte { return appendCommand(b, args) })
+}
+
 func newTestPipe(t *testing.T, addr string) *pipe {
 	t.Helper()
 	p := newPipe(dialTCP(addr, time.Second, nil), time.Second)
