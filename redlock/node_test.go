@@ -97,6 +97,11 @@ func TestRedisNodeDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	// DialNode starts connecting at once; let it finish first (miniredis
+	// races with itself when closed while it answers INFO).
+	if err := n.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	mr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
