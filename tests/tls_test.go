@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,6 +139,65 @@ func expectPlaintextRefused(t *testing.T, addr string) {
 	}
 	if !strings.HasPrefix(string(got), "-ERR") || !strings.Contains(string(got), "TLS") {
 		t.Fatalf("plaintext client got %q, want an -ERR about TLS", got)
+	}
+}
+
+// TestTLSReloadOnSIGHUP: SIGHUP reads the tls block's files again: after
+// the certificate files are replaced by ones from another CA, new
+// connections get the new certificate; files that do not load leave the
+// running certificate in place.
+func TestTLSReloadOnSIGHUP(t *testing.T) {
+	t.Parallel()
+	oldPKI, newPKI := writePKI(t), writePKI(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	install := func(p *pkiFiles) {
+		t.Helper()
+		for from, to := range map[string]string{p.serverCert: cert, p.serverKey: key} {
+			b, err := os.ReadFile(from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(to, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(oldPKI)
+	p := startProxy(t, startCluster(t, 3), fmt.Sprintf("tls {\n  cert_file = %q\n  key_file = %q\n}\n", cert, key))
+	ping := func(trust *pkiFiles) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return p.Client(&redis.Options{TLSConfig: trust.clientTLS(false), MaxRetries: -1}).Ping(ctx).Err()
+	}
+	if err := ping(oldPKI); err != nil {
+		t.Fatalf("PING trusting the first CA: %v", err)
+	}
+	if err := ping(newPKI); err == nil {
+		t.Fatal("PING trusting only the second CA succeeded before the rotation")
+	}
+
+	install(newPKI)
+	p.Signal(syscall.SIGHUP)
+	waitFor(t, 5*time.Second, "the TLS reload to be logged", func() bool {
+		return strings.Contains(p.Log(), "TLS files reloaded")
+	})
+	if err := ping(newPKI); err != nil {
+		t.Fatalf("PING trusting the second CA after the rotation: %v", err)
+	}
+	if err := ping(oldPKI); err == nil {
+		t.Fatal("PING trusting only the first CA succeeded after the rotation")
+	}
+
+	if err := os.WriteFile(cert, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.Signal(syscall.SIGHUP)
+	waitFor(t, 5*time.Second, "the failed TLS reload to be logged", func() bool {
+		return strings.Contains(p.Log(), "TLS reload failed: keeping the running certificate")
+	})
+	if err := ping(newPKI); err != nil {
+		t.Fatalf("PING after a failed reload: %v", err)
 	}
 }
 

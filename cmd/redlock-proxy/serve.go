@@ -55,6 +55,11 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal, reload f
 	if tlsErr != nil {
 		return tlsErr
 	}
+	var certs *certReloader // SIGHUP reads the listener's TLS files again
+	if clientTLS != nil {
+		certs = newCertReloader(clientTLS)
+		clientTLS = certs.config()
+	}
 	redlock.RouteDriverLogs(logger.Named("backend"))
 	nodes := make([]redlock.Node, 0, len(cfg.Backends))
 	for _, b := range cfg.Backends {
@@ -153,7 +158,7 @@ func serve(cfg conf.Config, logger hclog.Logger, sigs <-chan os.Signal, reload f
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
 
-	live := &reloader{log: logger, running: loaded, load: reload, srv: srv}
+	live := &reloader{log: logger, running: loaded, load: reload, srv: srv, certs: certs}
 wait:
 	for {
 		select {

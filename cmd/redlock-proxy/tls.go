@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/redlock-proxy/redlock-proxy/conf"
 )
@@ -22,9 +23,9 @@ func loadTLS(cfg conf.Config) (client, backend *tls.Config, err error) {
 }
 
 // serverTLS builds the listener's TLS from the tls block: nil when there is
-// none. The certificate is loaded once, at start (a changed file needs a
-// restart). With client_ca_file every client must present a certificate
-// that CA signed.
+// none. With client_ca_file every client must present a certificate that
+// CA signed. The running proxy reads the files again on SIGHUP
+// (certReloader).
 func serverTLS(t *conf.TLS) (*tls.Config, error) {
 	if t == nil {
 		return nil, nil
@@ -102,4 +103,44 @@ func loadPool(key, file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s: %s holds no PEM certificate", key, file)
 	}
 	return pool, nil
+}
+
+// certReloader serves the listener's TLS from the tls block's files as
+// last read. Each handshake takes the config current when it starts, so
+// reading the files again (SIGHUP: certificate rotation, a new client CA)
+// changes nothing for connections already up.
+type certReloader struct {
+	cur atomic.Pointer[tls.Config]
+}
+
+func newCertReloader(tc *tls.Config) *certReloader {
+	c := &certReloader{}
+	c.cur.Store(tc)
+	return c
+}
+
+// config is the listener's TLS: it hands each handshake the current one.
+func (c *certReloader) config() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return c.cur.Load(), nil
+		},
+	}
+}
+
+// reload reads t's files again and serves them from the next handshake
+// on. On an error the running config stays. It returns the new leaf
+// certificate, for the log.
+func (c *certReloader) reload(t *conf.TLS) (*x509.Certificate, error) {
+	tc, err := serverTLS(t)
+	if err != nil {
+		return nil, err
+	}
+	leaf, err := x509.ParseCertificate(tc.Certificates[0].Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("tls.cert_file: %w", err)
+	}
+	c.cur.Store(tc)
+	return leaf, nil
 }
