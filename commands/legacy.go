@@ -42,9 +42,22 @@ func (d *Dispatcher) set(ctx context.Context, c *Client, args [][]byte) Reply {
 }
 
 func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
-	req := setRequest{key: string(args[1]), value: string(args[2])}
-	if r := d.checkKeyValue(args[1], args[2]); r != nil {
+	req, unit, expiry, r := d.parseSetWords(args)
+	if r != nil || unit == "" {
 		return req, r
+	}
+	req.ttl, r = d.parseExpiry(unit, expiry, "set")
+	return req, r
+}
+
+// parseSetWords reads SET's options without judging the expiry, which it
+// returns as unit ("" for none) and argument: the observer reads a
+// command's conditions with it after the command ran, when an absolute
+// expiry may have passed.
+func (d *Dispatcher) parseSetWords(args [][]byte) (req setRequest, unit string, expiry []byte, r Reply) {
+	req = setRequest{key: string(args[1]), value: string(args[2])}
+	if r := d.checkKeyValue(args[1], args[2]); r != nil {
+		return req, "", nil, r
 	}
 	expiries := 0
 	for i := 3; i < len(args); i++ {
@@ -56,7 +69,7 @@ func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
 			req.get = true
 		case "EX", "PX", "EXAT", "PXAT", "IFEQ":
 			if i+1 >= len(args) {
-				return req, errSyntax
+				return req, "", nil, errSyntax
 			}
 			i++
 			if opt == "IFEQ" {
@@ -65,15 +78,11 @@ func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
 				continue
 			}
 			expiries++
-			ttl, r := d.parseExpiry(opt, args[i], "set")
-			if r != nil {
-				return req, r
-			}
-			req.ttl = ttl
+			unit, expiry = opt, args[i]
 		case "XX", "KEEPTTL":
-			return req, Errorf(errNotSupported, "SET "+opt)
+			return req, "", nil, Errorf(errNotSupported, "SET "+opt)
 		default:
-			return req, errSyntax
+			return req, "", nil, errSyntax
 		}
 	}
 	conditions := 0
@@ -83,9 +92,9 @@ func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
 		}
 	}
 	if expiries > 1 || conditions > 1 {
-		return req, errSyntax
+		return req, "", nil, errSyntax
 	}
-	return req, nil
+	return req, unit, expiry, nil
 }
 
 // parseExpiry turns an EX/PX/EXAT/PXAT argument into a ttl within

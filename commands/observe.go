@@ -114,10 +114,11 @@ func (d *Dispatcher) refusal(cmd *Command, args [][]byte) string {
 	}
 	switch cmd.Name {
 	case "SET":
-		// Read by SET's own parser: SET k v … IFEQ old is a renewal, SET
-		// k v NX an acquire, and a plain SET k v GET answers null for a
-		// key that was free.
-		req, r := d.parseSet(args)
+		// Read by SET's own parser (less the expiry, which may have
+		// passed since): SET k v … IFEQ old is a renewal, SET k v NX an
+		// acquire, and a plain SET k v GET answers null for a key that
+		// was free.
+		req, _, _, r := d.parseSetWords(args)
 		switch {
 		case r != nil || req.ifeq != nil:
 			return ResultNotHeld

@@ -40,9 +40,11 @@ type gatePass struct {
 
 // enter waits for the turn of every key, in sorted order so that
 // multi-key acquisitions cannot deadlock. It returns the pass to leave
-// with, or ctx's error having left every key it entered.
+// with, or ctx's error having left every key it entered. The pass keeps
+// keys until it leaves, which may be after the caller returned (Release
+// leaves once every delete returned): callers must not change them.
 func (g *keyGate) enter(ctx context.Context, keys []string) (*gatePass, error) {
-	if len(keys) > 1 { // enter only reads keys; one key needs no ordering
+	if len(keys) > 1 { // a sorted copy; one key needs no ordering
 		keys = slices.Clone(keys)
 		slices.Sort(keys)
 		keys = slices.Compact(keys)

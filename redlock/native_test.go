@@ -267,3 +267,27 @@ func TestCompareAndDeleteRedis7(t *testing.T) {
 		t.Fatalf("miniredis received %v; want EVALSHA twice and no native delete", cmds)
 	}
 }
+
+// TestNativeGoneBeforeEncode: a compare-and-delete that chose the native
+// command but is encoded after the capability went away (a reconnect to a
+// downgraded server) goes out as EVALSHA and is known as such, so a
+// NOSCRIPT reply (the restart emptied the script cache) moves on to EVAL
+// instead of failing the call (found in review).
+func TestNativeGoneBeforeEncode(t *testing.T) {
+	n := &RedisNode{}
+	n.native.Store(int32(nativeDelex))
+	c := &command{kind: callCAD, keys: []string{"k"}, value: "v"}
+	st := n.firstStep(c)
+	if st != stepNative {
+		t.Fatalf("first step %d, want native", st)
+	}
+	n.native.Store(int32(nativeNone)) // the new connection's INFO
+	b, sent := n.encode(nil, c, st)
+	if sent != stepSHA || !strings.Contains(string(b), "EVALSHA") {
+		t.Fatalf("encoded %q at step %d, want EVALSHA at stepSHA", b, sent)
+	}
+	_, err, next, again := n.finish(c, sent, nil, RedisError("NOSCRIPT No matching script."))
+	if !again || next != stepSource || err != nil {
+		t.Fatalf("after NOSCRIPT: again=%v next=%d err=%v, want EVAL next", again, next, err)
+	}
+}

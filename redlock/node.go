@@ -323,16 +323,18 @@ func (n *RedisNode) firstStep(c *command) step {
 	return stepSHA
 }
 
-// encode appends c's command at step st. It does not encode callDo, which
-// the pipe does not carry.
-func (n *RedisNode) encode(b []byte, c *command, st step) []byte {
+// encode appends c's command at step st and returns the step it used: a
+// native compare-and-delete whose capability went away since the call
+// chose stepNative goes out as a script, and finish must know that. It
+// does not encode callDo, which the pipe does not carry.
+func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 	switch c.kind {
 	case callSetNX:
 		b = append(b, "*6\r\n$3\r\nSET\r\n"...)
 		b = appendBulk(b, c.keys[0])
 		b = appendBulk(b, c.value)
 		b = append(b, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
-		return appendBulkInt(b, millis(c.ttl))
+		return appendBulkInt(b, millis(c.ttl)), st
 	case callCAD:
 		if st == stepNative {
 			switch nativeCAD(n.native.Load()) {
@@ -340,25 +342,25 @@ func (n *RedisNode) encode(b []byte, c *command, st step) []byte {
 				b = append(b, "*4\r\n$5\r\nDELEX\r\n"...)
 				b = appendBulk(b, c.keys[0])
 				b = append(b, "$4\r\nIFEQ\r\n"...)
-				return appendBulk(b, c.value)
+				return appendBulk(b, c.value), st
 			case nativeDelIfEq:
 				b = append(b, "*3\r\n$7\r\nDELIFEQ\r\n"...)
 				b = appendBulk(b, c.keys[0])
-				return appendBulk(b, c.value)
+				return appendBulk(b, c.value), st
 			}
 			st = stepSHA // the capability went away since firstStep
 		}
 		b = appendScriptHead(b, delScript, st, c.keys, 1)
-		return appendBulk(b, c.value)
+		return appendBulk(b, c.value), st
 	case callCAE:
 		b = appendScriptHead(b, expireScript, st, c.keys, 2)
 		b = appendBulk(b, c.value)
-		return appendBulkInt(b, millis(c.ttl))
+		return appendBulkInt(b, millis(c.ttl)), st
 	case callEval:
 		b = appendScriptHead(b, c.script, st, c.keys, len(c.args))
-		return appendArgs(b, c.args)
+		return appendArgs(b, c.args), st
 	}
-	return b
+	return b, st
 }
 
 // finish turns the reply to c's command at step st into run's result, or
@@ -393,8 +395,12 @@ func (n *RedisNode) runPipe(ctx context.Context, c *command) (any, error) {
 // runPipeFrom is runPipe starting at step st.
 func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, error) {
 	for {
-		v, err := n.p.doWith(ctx, func(b []byte) []byte { return n.encode(b, c, st) })
-		res, err, next, again := n.finish(c, st, v, err)
+		sent := st
+		v, err := n.p.doWith(ctx, func(b []byte) []byte {
+			b, sent = n.encode(b, c, st)
+			return b
+		})
+		res, err, next, again := n.finish(c, sent, v, err)
 		if !again {
 			return res, err
 		}
@@ -416,7 +422,7 @@ func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.
 		return false
 	}
 	req := requestPool.Get().(*request)
-	req.cmd = n.encode(req.cmd[:0], c, st)
+	req.cmd, st = n.encode(req.cmd[:0], c, st)
 	req.deadline = deadline
 	req.fin, req.call, req.step, req.to, req.tag = n, c, st, to, tag
 	if conn.trySend(req) {
@@ -439,7 +445,7 @@ func (n *RedisNode) onReply(req *request, v any, err error) {
 	}
 	// Past the deadline the caller may already be undoing this call: a
 	// retry sent now could land after the undo.
-	if time.Now().After(deadline) {
+	if !time.Now().Before(deadline) {
 		to.deliver(tag, nil, context.DeadlineExceeded)
 		return
 	}

@@ -130,6 +130,7 @@ func (p *pipe) doWith(ctx context.Context, encode func([]byte) []byte) (any, err
 	req.deadline, _ = ctx.Deadline()
 	select {
 	case c.queue <- req:
+		c.strandCheck()
 	case <-c.dead:
 		requestPool.Put(req)
 		return nil, c.err
@@ -161,9 +162,21 @@ func (p *pipe) ready() *pipeConn {
 func (c *pipeConn) trySend(req *request) bool {
 	select {
 	case c.queue <- req:
+		c.strandCheck()
 		return true
 	default:
 		return false
+	}
+}
+
+// strandCheck fails what is queued if the connection died meanwhile: the
+// writer and reader drain when it dies, and a request queued just after
+// that would otherwise wait for nobody.
+func (c *pipeConn) strandCheck() {
+	select {
+	case <-c.dead:
+		c.drain()
+	default:
 	}
 }
 
