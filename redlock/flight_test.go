@@ -3,8 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -370,5 +372,67 @@ func TestFlightNotVotingNeverUndone(t *testing.T) {
 	closeWithin(t, r)
 	if n := b.cads.Load(); n != 0 {
 		t.Fatalf("the node that does not vote got %d CompareAndDelete calls", n)
+	}
+}
+
+// TestFlightStress runs 64 workers for 2 s through flights over pipelined
+// nodes, two of them fakes that stall and lose their native command now
+// and then, with deadlines of a few milliseconds and callers giving up at
+// random: under -race it checks the fan-out for races, and Close checks
+// that every flight let go of its background work (written in review).
+func TestFlightStress(t *testing.T) {
+	_, nodes := pipelinedNodes(t, 3)
+	stalling, more := fakeNodes(t, 1)
+	nodes = append(nodes, more...)
+	native, addr := startFakeBackend(t, "# Server\r\nredis_version:8.4.0\r\n") // DELEX
+	n, err := DialNode(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	nodes = append(nodes, n)
+	warm(t, nodes)
+	r := New(nodes, Options{NodeTimeout: 3 * time.Millisecond})
+	stop := make(chan struct{})
+	var faults sync.WaitGroup
+	faults.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resume := stalling[0].stall()
+			time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+			resume()
+			native.setNative(rand.IntN(2) == 0)
+			time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+		}
+	})
+	var workers sync.WaitGroup
+	end := time.Now().Add(2 * time.Second)
+	for w := range 64 {
+		workers.Go(func() {
+			for i := 0; time.Now().Before(end); i++ {
+				k := "k" + strconv.Itoa(rand.IntN(8))
+				tok := "t" + strconv.Itoa(w) + "-" + strconv.Itoa(i)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(4)+1)*time.Millisecond)
+				if rand.IntN(3) == 0 {
+					_, _ = r.AcquireKeys(ctx, []string{k, k + "x"}, tok, time.Second, IfAbsentOrMine)
+					_, _ = r.ReleaseKeys(context.Background(), []string{k, k + "x"}, tok)
+				} else if _, err := r.Acquire(ctx, k, tok, time.Second); err == nil {
+					_ = r.Release(context.Background(), k, tok)
+				}
+				cancel()
+			}
+		})
+	}
+	workers.Wait()
+	close(stop)
+	faults.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close: %v: a flight kept its background work", err)
 	}
 }
