@@ -9,6 +9,7 @@
 
 const crypto = require('crypto');
 const { createClient } = require('redis');
+const { sleep, now, holders, holdersSettled } = require('./common');
 
 async function connect(addr, opts) {
   const c = createClient({ url: 'redis://' + addr, ...opts });
@@ -17,30 +18,7 @@ async function connect(addr, opts) {
   return c;
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const now = () => process.hrtime.bigint().toString();
 const token = () => crypto.randomBytes(16).toString('hex');
-
-async function holders(backends, key, value) {
-  let n = 0;
-  for (const b of backends) {
-    if ((await b.get(key)) === value) n++;
-  }
-  return n;
-}
-
-// [holders now, holders once the proxy's background deletes landed]: a
-// release answers when a quorum deleted; the rest follow within ~2s.
-async function holdersSettled(backends, key, value) {
-  const first = await holders(backends, key, value);
-  let n = first;
-  const deadline = Date.now() + 2000;
-  while (n !== 0 && Date.now() < deadline) {
-    await sleep(20);
-    n = await holders(backends, key, value);
-  }
-  return [first, n];
-}
 
 // acquire spins on SET NX PX, as hand-written node locks do.
 async function acquire(c, key, value, ttl, deadline) {

@@ -12,6 +12,7 @@
 
 const Redis = require('ioredis');
 const Redlock = require('redlock');
+const { sleep, now, holders, holdersSettled } = require('./common');
 
 function connect(addr) {
   const i = addr.lastIndexOf(':');
@@ -22,30 +23,6 @@ function connect(addr) {
     enableOfflineQueue: true,
     lazyConnect: false,
   });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const now = () => process.hrtime.bigint().toString();
-
-async function holders(backends, key, value) {
-  let n = 0;
-  for (const b of backends) {
-    if ((await b.get(key)) === value) n++;
-  }
-  return n;
-}
-
-// [holders now, holders once the proxy's background deletes landed]: a
-// release answers when a quorum deleted; the rest follow within ~2s.
-async function holdersSettled(backends, key, value) {
-  const first = await holders(backends, key, value);
-  let n = first;
-  const deadline = Date.now() + 2000;
-  while (n !== 0 && Date.now() < deadline) {
-    await sleep(20);
-    n = await holders(backends, key, value);
-  }
-  return [first, n];
 }
 
 async function outcome(p) {
