@@ -172,14 +172,21 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 // the pipe unless the deadline took the call first.
 func (f *flight[T]) deliver(i int, v any, err error) {
 	st := &f.calls[i].state
-	if !st.CompareAndSwap(callOpen, callTaken) && !st.CompareAndSwap(callOwned, callTaken) {
-		return
+	if st.CompareAndSwap(callOpen, callTaken) || st.CompareAndSwap(callOwned, callTaken) {
+		f.take(i, v, err)
 	}
+}
+
+// take turns node i's result, which the caller has claimed, into its
+// reply: decoded, reported to the metrics and the node's health, settled.
+func (f *flight[T]) take(i int, v any, err error) {
 	rep := reply[T]{node: i}
 	if err == nil {
 		rep.val, err = f.decode(v)
 	}
-	f.observe(i, err)
+	if f.r.observeCall != nil {
+		f.r.observeCall(f.r.nodes[i].Addr(), time.Since(f.start), err)
+	}
 	rep.err = f.r.settle(i, f.calls[i].epoch, err, f.d)
 	f.settled(i, rep)
 }
@@ -192,16 +199,8 @@ func (f *flight[T]) spawn(fn func()) { f.r.bg.Go(fn) }
 func (f *flight[T]) expire() {
 	for i := range f.calls {
 		if f.calls[i].state.CompareAndSwap(callOpen, callTaken) {
-			err := context.DeadlineExceeded
-			f.observe(i, err)
-			f.settled(i, reply[T]{node: i, err: f.r.settle(i, 0, err, f.d)})
+			f.take(i, nil, context.DeadlineExceeded)
 		}
-	}
-}
-
-func (f *flight[T]) observe(i int, err error) {
-	if f.r.observeCall != nil {
-		f.r.observeCall(f.r.nodes[i].Addr(), time.Since(f.start), err)
 	}
 }
 
