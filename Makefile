@@ -1,11 +1,12 @@
 # make test: install missing test prerequisites, then vet, run every test
-# with the race detector, and fuzz each parser briefly.
+# with the race detector, run the allocation budgets without it (the race
+# detector makes sync.Pool drop items), and fuzz each parser briefly.
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test deps check unit fuzz run build bench chaos
+.PHONY: test deps check unit allocs fuzz run build bench chaos
 
-test: deps check unit fuzz
+test: deps check unit allocs fuzz
 
 deps:
 	@bash .ci/deps.sh
@@ -17,6 +18,9 @@ check:
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+allocs:
+	$(GO) test -count=1 -run 'Allocs$$' ./redlock ./commands
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzGuard -fuzztime=$(FUZZTIME) ./proxy

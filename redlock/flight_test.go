@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
 
 // Flights over pipelined nodes: replies are counted on the connections'
@@ -435,4 +437,39 @@ func TestFlightStress(t *testing.T) {
 	if err := r.Close(ctx); err != nil {
 		t.Fatalf("Close: %v: a flight kept its background work", err)
 	}
+}
+
+// TestAcquireReleaseAllocs holds the proxy's path to its allocation
+// budget: an acquire and a release over five pipelined nodes allocate 16
+// times (BenchmarkAcquireReleasePipelined5); a goroutine and a closure per
+// backend call, as before, made it 52.
+func TestAcquireReleaseAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items: make allocs runs this without it")
+	}
+	var nodes []Node
+	for range 5 {
+		n, err := DialNode(redlocktest.Canned(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		nodes = append(nodes, n)
+	}
+	warm(t, nodes)
+	r := New(nodes, Options{NodeTimeout: time.Second})
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := r.Acquire(ctx, "k", "tok", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Release(ctx, "k", "tok"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%.1f allocations per acquire and release", allocs)
+	if allocs > 24 {
+		t.Fatalf("%.1f allocations per acquire and release, want at most 24", allocs)
+	}
+	closeWithin(t, r)
 }

@@ -13,6 +13,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// TestStartConnectsBackends: the proxy connects to its backends before it
+// serves; a backend that is down at start is logged and the others serve
+// the first lock at once.
+func TestStartConnectsBackends(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	rs[2].Kill()
+	p := startProxy(t, rs, "")
+	if !strings.Contains(p.Log(), "backends not connected yet: connected=2 count=3") {
+		t.Fatalf("the proxy did not report the backend that was down at start:\n%s", p.Log())
+	}
+	ctx := testCtx(t, 10*time.Second)
+	c := p.Client(nil)
+	r := mustLock(ctx, t, c, "first", 5000)
+	if n := unlock(ctx, t, c, "first", r.Token); n != 1 {
+		t.Fatalf("UNLOCK = %d, want 1", n)
+	}
+}
+
 // TestAuthFailLimitConfigured: auth_fail_limit and auth_fail_window set
 // the AUTH rate limit: after 2 failures the right password is refused too,
 // until the window has passed.
