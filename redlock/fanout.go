@@ -238,6 +238,7 @@ func (f *flight[T]) settled(i int, rep reply[T]) {
 		after, f.after = f.after, nil
 	}
 	wake := counted && (f.pending == 0 || f.dec.done())
+	f.holdUndos(undo)
 	release := f.releaseLocked()
 	f.mu.Unlock()
 
@@ -310,6 +311,7 @@ func (f *flight[T]) decide(failed bool) {
 	}
 	f.mu.Lock()
 	undo := f.decideLocked(o)
+	f.holdUndos(undo)
 	release := f.releaseLocked()
 	f.mu.Unlock()
 	f.undoAll(undo)
@@ -347,10 +349,24 @@ func (f *flight[T]) releaseLocked() bool {
 	return true
 }
 
+// holdUndos counts the undos about to start in r.bg while f.mu is held,
+// before the flight can release its own hold: otherwise another goroutine
+// settling the last call could release the flight, and Close return,
+// between this one unlocking and starting its undos.
+func (f *flight[T]) holdUndos(nodes []int) {
+	for range nodes {
+		f.r.bg.hold()
+	}
+}
+
+// undoAll starts the undos that holdUndos counted.
 func (f *flight[T]) undoAll(nodes []int) {
 	for _, i := range nodes {
 		rep := f.calls[i].rep
-		f.r.bg.Go(func() { f.undo(f.r.nodes[i], rep) })
+		go func() {
+			defer f.r.bg.release()
+			f.undo(f.r.nodes[i], rep)
+		}()
 	}
 }
 
