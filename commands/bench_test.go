@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
 
@@ -70,7 +71,7 @@ func BenchmarkDispatchLockUnlockMem(b *testing.B) {
 	}
 	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond})
 	b.Cleanup(func() { rl.Close(context.Background()) })
-	benchLockUnlock(b, New(Options{Locker: rl, MinTTL: time.Millisecond, MaxTTL: time.Minute}))
+	benchLockUnlock(b, New(Options{Leases: lease.New(lease.Options{Locker: rl}), MinTTL: time.Millisecond, MaxTTL: time.Minute}))
 }
 
 func benchLockUnlock(b *testing.B, d *Dispatcher) {

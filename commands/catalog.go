@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // catalog lists the lock scripts the proxy recognises. SHA1s are of the
@@ -89,16 +90,12 @@ func (d *Dispatcher) acquireKeys(ctx context.Context, keys []string, token, ttlA
 	if r != nil {
 		return false, r
 	}
-	_, err := d.locker.AcquireKeys(ctx, keys, token, ttl, mode)
+	_, err := d.leases.Acquire(ctx, nil, lease.Request{Keys: keys, Token: token, TTL: ttl, Mode: mode})
 	switch {
 	case err == nil:
-		d.stats.acquired.Add(1)
 		return true, nil
 	case errors.Is(err, redlock.ErrHeld):
-		d.stats.contended.Add(1)
 		return false, nil
-	case errors.Is(err, redlock.ErrNoQuorum):
-		d.stats.noQuorum.Add(1)
 	}
 	return false, d.lockError(err)
 }
@@ -109,13 +106,11 @@ func (d *Dispatcher) extendKeys(ctx context.Context, keys []string, token, ttlAr
 	if r != nil {
 		return false, r
 	}
-	_, err := d.locker.ExtendKeys(ctx, keys, token, ttl, mode)
+	_, err := d.leases.Extend(ctx, keys, token, ttl, mode)
 	switch {
 	case err == nil:
-		d.stats.extended.Add(1)
 		return true, nil
 	case errors.Is(err, redlock.ErrNotHeld):
-		d.stats.extendFailed.Add(1)
 		return false, nil
 	}
 	return false, d.lockError(err)
@@ -123,20 +118,9 @@ func (d *Dispatcher) extendKeys(ctx context.Context, keys []string, token, ttlAr
 
 // releaseKeys releases for a script and returns each key's state.
 func (d *Dispatcher) releaseKeys(ctx context.Context, keys []string, token string) ([]redlock.KeyState, Reply) {
-	for _, k := range keys {
-		d.releasing(k, token)
-	}
-	states, err := d.locker.ReleaseKeys(ctx, keys, token)
+	states, err := d.leases.ReleaseKeys(ctx, keys, token)
 	if err != nil {
 		return nil, d.lockError(err)
-	}
-	for i, s := range states {
-		if s == redlock.Released {
-			d.stats.released.Add(1)
-			d.reg.released(keys[i], token) // wakes the key's waiters
-		} else {
-			d.stats.notHeld.Add(1)
-		}
 	}
 	return states, nil
 }
@@ -217,13 +201,7 @@ func releaseCount(d *Dispatcher, ctx context.Context, keys, argv []string) Reply
 	if r != nil {
 		return r
 	}
-	n := 0
-	for _, s := range states {
-		if s == redlock.Released {
-			n++
-		}
-	}
-	return Int(n)
+	return Int(countReleased(states))
 }
 
 // extendRedisPy: A3 "0" adds A2 ms to the remaining ttl, else sets it.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // Client is the state of one client connection. proxy creates it with
@@ -27,15 +29,13 @@ type Client struct {
 	tx         txState
 	subs       map[string]bool // "subscribe\x00channel", "psubscribe\x00pattern"
 
-	// Connection lifetime, sessions and out-of-band messages (session.go).
-	done      chan struct{} // closed by Close
-	closeOnce sync.Once
-	hooks     atomic.Pointer[Hooks]
-	lostN     atomic.Int32
-	smu       sync.Mutex
-	sessions  map[*heldLock]struct{} // SESSION locks being renewed
-	ended     bool                   // the connection closed: no new sessions
-	lost      map[string]string      // key → why it was lost (RESP2: told on the next command)
+	// The connection as a holder of locks, and what reaches it outside
+	// its replies (hooks.go).
+	owner *lease.Owner
+	hooks atomic.Pointer[Hooks]
+	lostN atomic.Int32
+	smu   sync.Mutex
+	lost  map[string]string // key → why it was lost (RESP2: told on the next command)
 
 	mu      sync.Mutex
 	name    string

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 type testWriter struct{ t testing.TB }
@@ -50,7 +51,7 @@ func newDispatcherLog(t testing.TB, n int, pass string, logger hclog.Logger) (*D
 		t.Fatalf("%d of %d backends connected", up, n)
 	}
 	d := New(Options{
-		Locker: rl, MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
+		Leases: lease.New(lease.Options{Locker: rl, Logger: logger}), MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
 		DefaultTTL: 30 * time.Second, MaxWait: 2 * time.Second,
 		RequirePass: pass, Version: "test", Logger: logger,
 	})

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // RedisVersion is the Redis version the proxy advertises in HELLO and INFO.
@@ -15,7 +16,9 @@ const RedisVersion = "7.2.4"
 
 // Options configures a Dispatcher.
 type Options struct {
-	Locker        *redlock.Redlock
+	// Leases carries out the lock operations (required); its Locker the
+	// operations without a lifecycle (reads, unconditional writes).
+	Leases        *lease.Manager
 	MinTTL        time.Duration
 	MaxTTL        time.Duration
 	DefaultTTL    time.Duration
@@ -33,17 +36,16 @@ type Options struct {
 	Version        string // the proxy's own version, shown in INFO
 	Logger         hclog.Logger
 	Now            func() time.Time
-	MaxHold        time.Duration // SESSION locks stop renewing after this; 0: never
-	NodeTimeout    time.Duration // bounds LOCKINFO's per-backend reads
 	// Observe, when set, is called once per command after it ran (observe.go
 	// says how dialect and result are named). nil costs nothing.
 	Observe func(cmd, dialect, result string, d time.Duration)
 }
 
-// Dispatcher runs commands: it owns the command table, the client registry
-// and the lock statistics.
+// Dispatcher runs commands: it owns the command table and the client
+// registry, and hands lock operations to the lease Manager.
 type Dispatcher struct {
 	opts    Options
+	leases  *lease.Manager
 	locker  *redlock.Redlock
 	log     hclog.Logger
 	now     func() time.Time
@@ -54,12 +56,9 @@ type Dispatcher struct {
 	index   map[string]*Command
 	scripts *scriptIndex
 	clients clientRegistry
-	stats   lockStats
-
-	lockState // locks granted here, waiters, sessions (registry.go, session.go)
 }
 
-// New builds a Dispatcher. opts.Locker is required.
+// New builds a Dispatcher. opts.Leases is required.
 func New(opts Options) *Dispatcher {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
@@ -75,12 +74,15 @@ func New(opts Options) *Dispatcher {
 	}
 	d := &Dispatcher{
 		opts:    opts,
-		locker:  opts.Locker,
+		leases:  opts.Leases,
 		log:     opts.Logger,
 		now:     opts.Now,
 		table:   table,
 		index:   commandIndex,
 		scripts: newScriptIndex(catalog),
+	}
+	if d.leases != nil {
+		d.locker = d.leases.Locker()
 	}
 	d.started = d.now()
 	var unknown []string
@@ -94,7 +96,6 @@ func New(opts Options) *Dispatcher {
 		}
 	}
 	d.limiter = newAuthLimiter(opts.AuthFailLimit, opts.AuthFailWindow)
-	d.initLockState()
 	return d
 }
 
@@ -106,8 +107,8 @@ func (d *Dispatcher) NewClient(addr, localAddr string) *Client {
 		Addr:      addr,
 		LocalAddr: localAddr,
 		Created:   d.now(),
-		done:      make(chan struct{}),
 	}
+	c.owner = lease.NewOwner(c.ID, lease.OwnerHooks{Name: c.Name, Lost: c.lockLost, Watch: c.watchClose})
 	c.proto.Store(2)
 	c.authed.Store(!d.users.required)
 	d.clients.add(c)
@@ -118,7 +119,11 @@ func (d *Dispatcher) NewClient(addr, localAddr string) *Client {
 // Its SESSION locks are released in the background.
 func (d *Dispatcher) CloseClient(c *Client) {
 	d.clients.remove(c)
-	d.closeSessions(c)
+	if d.leases != nil {
+		d.leases.CloseOwner(c.owner)
+	} else {
+		c.owner.Close()
+	}
 }
 
 // ClientCount is the number of connected clients.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // setRequest is a parsed SET command.
@@ -163,16 +164,12 @@ func (d *Dispatcher) acquireLegacy(ctx context.Context, key, value string, ttl t
 	if ttl == 0 {
 		return Error("ERR lock writes without expiry need default_ttl > 0 on redlock-proxy")
 	}
-	_, err := d.locker.Acquire(ctx, key, value, ttl)
+	_, err := d.leases.Acquire(ctx, nil, lease.Request{Keys: []string{key}, Token: value, TTL: ttl})
 	switch {
 	case err == nil:
-		d.stats.acquired.Add(1)
 		return yes
 	case errors.Is(err, redlock.ErrHeld):
-		d.stats.contended.Add(1)
 		return no
-	case errors.Is(err, redlock.ErrNoQuorum):
-		d.stats.noQuorum.Add(1)
 	}
 	return d.lockError(err)
 }

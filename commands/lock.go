@@ -3,126 +3,74 @@ package commands
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
-// lockStats counts lock operations by outcome, for INFO.
-type lockStats struct {
-	acquired, contended, noQuorum atomic.Int64
-	released, notHeld             atomic.Int64
-	extended, extendFailed        atomic.Int64
-}
-
-// lockRequest is a parsed LOCK command.
-type lockRequest struct {
-	key     string
-	ttl     time.Duration
-	wait    time.Duration
-	token   string
-	fence   bool
-	session bool
-}
+// The native lock commands: LOCK, UNLOCK, EXTEND, MLOCK, MUNLOCK. Each
+// parses its arguments, calls the lease Manager, and turns the outcome
+// into a reply: a lock held by another owner is a null reply, anything
+// else goes through lockError.
 
 // LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]
 func (d *Dispatcher) lock(ctx context.Context, c *Client, args [][]byte) Reply {
-	req, errReply := d.parseLock(args)
-	if errReply != nil {
-		return errReply
+	req, r := d.parseLock(args)
+	if r != nil {
+		return r
 	}
-	if req.token == "" {
-		tok, err := redlock.NewToken()
-		if err != nil {
-			d.log.Error("token generation failed", "error", err)
-			return errInternal
+	if req.Token == "" {
+		if req.Token, r = d.newToken(); r != nil {
+			return r
 		}
-		req.token = tok
 	}
-	var (
-		l    redlock.Lock
-		held *heldLock
-	)
-	err := d.acquireWaiting(ctx, c, req, func(got redlock.Lock, start time.Time) {
-		l = got
-		held = d.granted(c, got, req.ttl, start, req.session, req.fence)
-	})
+	g, err := d.leases.Acquire(ctx, c.owner, req)
+	if err != nil {
+		return d.refused(err)
+	}
+	var fence Reply = Null{}
+	if req.Fence {
+		fence = Int(g.Fence)
+	}
+	return Array{BulkString(g.Token), Int(g.Validity.Milliseconds()), fence}
+}
+
+// refused answers a failed native acquisition: null when another owner
+// holds a key (or the caller left), else the error.
+func (d *Dispatcher) refused(err error) Reply {
 	switch {
-	case err == nil && c.gone() && !req.session:
-		// The connection closed while the lock was being taken: nobody
-		// will read the token, so give it back now.
-		d.bg.Go(func() { d.releaseHeld(held) })
+	case errors.Is(err, redlock.ErrHeld), errors.Is(err, lease.ErrOwnerGone):
 		return NullArray{}
-	case err == nil:
-		d.stats.acquired.Add(1)
-		var fence Reply = Null{}
-		if req.fence {
-			fence = Int(l.Fence)
-		}
-		return Array{BulkString(l.Token), Int(l.Validity.Milliseconds()), fence}
-	case errors.Is(err, redlock.ErrHeld), errors.Is(err, errClientGone):
-		d.stats.contended.Add(1)
-		return NullArray{}
-	case errors.Is(err, errStopped):
+	case errors.Is(err, lease.ErrStopped):
 		return errShuttingDown
-	case errors.Is(err, redlock.ErrNoQuorum):
-		d.stats.noQuorum.Add(1)
 	}
 	return d.lockError(err)
 }
 
-// granted records a lock granted to c (and starts its renewal when it is a
-// SESSION lock).
-func (d *Dispatcher) granted(c *Client, l redlock.Lock, ttl time.Duration, start time.Time, session, fenced bool) *heldLock {
-	now := d.now()
-	h := &heldLock{
-		keys:     l.Keys,
-		token:    l.Token,
-		fenced:   fenced,
-		ttl:      ttl,
-		granted:  now,
-		client:   c,
-		session:  session,
-		deadline: now.Add(l.Validity),
-		expires:  start.Add(ttl),
+// newToken is a fresh random token.
+func (d *Dispatcher) newToken() (string, Reply) {
+	tok, err := redlock.NewToken()
+	if err != nil {
+		d.log.Error("token generation failed", "error", err)
+		return "", errInternal
 	}
-	if fenced {
-		h.fence = l.Fence
-	}
-	var sctx context.Context
-	if session {
-		sctx = d.newSession(h)
-	}
-	d.reg.add(h, now)
-	if session {
-		d.startSession(sctx, h)
-	}
-	return h
+	return tok, nil
 }
 
-// releaseHeld releases a lock in the background work of the dispatcher.
-func (d *Dispatcher) releaseHeld(h *heldLock) {
-	ctx, cancel := context.WithTimeout(context.Background(), sessionReleaseTimeout)
-	defer cancel()
-	if _, err := d.locker.ReleaseKeys(ctx, h.keys, h.token); err != nil {
-		d.log.Debug("release after a closed connection failed", "keys", h.keys, "error", err)
-	}
-	d.reg.remove(h)
-}
-
-func (d *Dispatcher) parseLock(args [][]byte) (lockRequest, Reply) {
-	var req lockRequest
+func (d *Dispatcher) parseLock(args [][]byte) (lease.Request, Reply) {
+	req := lease.Request{Remember: true}
 	if r := d.checkKey(args[1]); r != nil {
 		return req, r
 	}
-	req.key = string(args[1])
+	req.Keys = []string{string(args[1])}
 	ttl, r := d.parseTTL(args[2])
 	if r != nil {
 		return req, r
 	}
-	req.ttl = ttl
+	req.TTL = ttl
 	for i := 3; i < len(args); i++ {
 		switch option(args[i]) {
 		case "WAIT":
@@ -133,7 +81,7 @@ func (d *Dispatcher) parseLock(args [][]byte) (lockRequest, Reply) {
 			if err != nil || ms < 0 {
 				return req, errNotInteger
 			}
-			req.wait = min(time.Duration(ms)*time.Millisecond, d.opts.MaxWait)
+			req.Wait = min(time.Duration(ms)*time.Millisecond, d.opts.MaxWait)
 			i++
 		case "TOKEN":
 			if i+1 >= len(args) {
@@ -145,12 +93,12 @@ func (d *Dispatcher) parseLock(args [][]byte) (lockRequest, Reply) {
 			if r := d.checkValue(args[i+1]); r != nil {
 				return req, r
 			}
-			req.token = string(args[i+1])
+			req.Token = string(args[i+1])
 			i++
 		case "FENCE":
-			req.fence = true
+			req.Fence = true
 		case "SESSION":
-			req.session = true
+			req.Session = true
 		default:
 			return req, errSyntax
 		}
@@ -169,18 +117,14 @@ func (d *Dispatcher) unlock(ctx context.Context, c *Client, args [][]byte) Reply
 // release answers 1 when the lock was released on a quorum, 0 when it was
 // not held by token.
 func (d *Dispatcher) release(ctx context.Context, key, token string) Reply {
-	d.releasing(key, token)
-	err := d.locker.Release(ctx, key, token)
-	switch {
+	switch err := d.leases.Release(ctx, key, token); {
 	case err == nil:
-		d.stats.released.Add(1)
-		d.reg.released(key, token)
 		return Int(1)
 	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
-		d.stats.notHeld.Add(1)
 		return Int(0)
+	default:
+		return d.lockError(err)
 	}
-	return d.lockError(err)
 }
 
 // EXTEND key token ttl-ms
@@ -197,18 +141,85 @@ func (d *Dispatcher) extend(ctx context.Context, c *Client, args [][]byte) Reply
 
 // extendToken answers the new validity in ms, or null when not held.
 func (d *Dispatcher) extendToken(ctx context.Context, key, token string, ttl time.Duration) Reply {
-	start := d.now()
-	validity, err := d.locker.Extend(ctx, key, token, ttl)
+	validity, err := d.leases.Extend(ctx, []string{key}, token, ttl, redlock.Replace)
 	switch {
 	case err == nil:
-		d.stats.extended.Add(1)
-		d.reg.extended(key, token, start, d.now(), validity)
 		return Int(validity.Milliseconds())
 	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
-		d.stats.extendFailed.Add(1)
 		return Null{}
+	default:
+		return d.lockError(err)
 	}
-	return d.lockError(err)
+}
+
+// MLOCK ttl-ms key [key ...]
+//
+// All keys or none: each backend grants every key or nothing (one script,
+// atomic per backend), and the lock is granted when a quorum granted all of
+// them. No partial holds remain: a failed attempt is rolled back on every
+// backend. Within this proxy the keys are entered in sorted order, so two
+// MLOCKs over overlapping keys cannot deadlock; across proxies nothing
+// waits, so nothing can deadlock. Same reply as LOCK; no WAIT, no SESSION.
+func (d *Dispatcher) mlock(ctx context.Context, c *Client, args [][]byte) Reply {
+	ttl, r := d.parseTTL(args[1])
+	if r != nil {
+		return r
+	}
+	keys, r := d.keyList(args[2:])
+	if r != nil {
+		return r
+	}
+	req := lease.Request{Keys: distinct(keys), TTL: ttl, Remember: true}
+	if req.Token, r = d.newToken(); r != nil {
+		return r
+	}
+	g, err := d.leases.Acquire(ctx, c.owner, req)
+	if err != nil {
+		return d.refused(err)
+	}
+	return Array{BulkString(g.Token), Int(g.Validity.Milliseconds()), Null{}}
+}
+
+// MUNLOCK token key [key ...]
+//
+// Releases the keys an MLOCK took with token; answers how many of them
+// were held by token and released on a quorum.
+func (d *Dispatcher) munlock(ctx context.Context, c *Client, args [][]byte) Reply {
+	token := string(args[1])
+	keys, r := d.keyList(args[2:])
+	if r != nil {
+		return r
+	}
+	states, err := d.leases.ReleaseKeys(ctx, distinct(keys), token)
+	if err != nil {
+		if errors.Is(err, redlock.ErrInvalid) {
+			return Int(0)
+		}
+		return d.lockError(err)
+	}
+	return Int(countReleased(states))
+}
+
+// distinct is keys without repeats, in order.
+func distinct(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// countReleased is how many keys a release released.
+func countReleased(states []redlock.KeyState) int {
+	n := 0
+	for _, s := range states {
+		if s == redlock.Released {
+			n++
+		}
+	}
+	return n
 }
 
 func (d *Dispatcher) checkKey(key []byte) Reply {

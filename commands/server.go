@@ -50,12 +50,12 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		num("uptime_in_days", int64(up/(24*time.Hour)))
 	case "clients":
 		num("connected_clients", int64(d.clients.count()))
-		num("blocked_clients", int64(d.LockWaiters()))
+		num("blocked_clients", int64(d.leases.Waiters()))
 	case "persistence":
 		line("loading", "0")
 	case "stats":
-		s := &d.stats
-		num("total_locks_acquired", s.acquired.Load()+s.extended.Load())
+		s := d.leases.Stats()
+		num("total_locks_acquired", s.Acquired+s.Extended)
 	case "replication":
 		line("role", "master")
 		line("connected_slaves", "0")
@@ -82,14 +82,14 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 			line("backend"+strconv.Itoa(i), v)
 		}
 	case "locks":
-		s := &d.stats
-		num("lock_acquired", s.acquired.Load())
-		num("lock_contended", s.contended.Load())
-		num("lock_noquorum", s.noQuorum.Load())
-		num("unlock_released", s.released.Load())
-		num("unlock_not_held", s.notHeld.Load())
-		num("extend_ok", s.extended.Load())
-		num("extend_not_held", s.extendFailed.Load())
+		s := d.leases.Stats()
+		num("lock_acquired", s.Acquired)
+		num("lock_contended", s.Contended)
+		num("lock_noquorum", s.NoQuorum)
+		num("unlock_released", s.Released)
+		num("unlock_not_held", s.NotHeld)
+		num("extend_ok", s.Extended)
+		num("extend_not_held", s.ExtendFailed)
 	}
 }
 

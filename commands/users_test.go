@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // testUsers: an app user limited to its keys, a user with every command but
@@ -63,7 +64,7 @@ func newUsersDispatcher(t testing.TB, logger hclog.Logger, set func(*Options)) *
 	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
 	t.Cleanup(func() { rl.Close(context.Background()) })
 	opts := Options{
-		Locker: rl, MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
+		Leases: lease.New(lease.Options{Locker: rl}), MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
 		DefaultTTL: 30 * time.Second, MaxWait: 2 * time.Second, Version: "test", Logger: logger,
 	}
 	set(&opts)

@@ -35,13 +35,12 @@ type MetricsSources struct {
 	Clients      func() int // connected clients; nil reads 0
 	SessionLocks func() int // SESSION locks this proxy holds and renews; nil reads 0
 	Waiters      func() int // LOCK … WAIT callers queued on this proxy; nil reads 0
-	Version      string     // shown as redlock_proxy_build_info{version}
 }
 
 // Metrics are the proxy's Prometheus metrics, in a registry of their own
-// (nothing is registered with the global default registry). Observe feeds
-// the lock operation counters and latency histograms; everything else is
-// read from MetricsSources when scraped.
+// (nothing is registered with the global default registry). Observe and
+// ObserveBackend feed the counters and latency histograms; everything
+// else is read from the MetricsSources given to Watch when scraped.
 type Metrics struct {
 	reg     *prometheus.Registry
 	ops     *prometheus.CounterVec
@@ -64,10 +63,10 @@ type backendChildren struct {
 
 type opKey struct{ cmd, dialect, result string }
 
-// NewMetrics builds the registry: lock operations, latencies, backend
-// health, clients, SESSION locks and waiters, and the Go and process
-// collectors.
-func NewMetrics(src MetricsSources) *Metrics {
+// NewMetrics builds the registry with the lock operation and backend call
+// metrics, the build info of version, and the Go and process collectors.
+// Watch adds the gauges read from the running proxy.
+func NewMetrics(version string) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -92,6 +91,22 @@ func NewMetrics(src MetricsSources) *Metrics {
 		latByOp: map[string]prometheus.Observer{},
 		byAddr:  map[string]backendChildren{},
 	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricPrefix + "build_info",
+		Help: "Always 1; the version label is the proxy's version.",
+	}, []string{"version"})
+	build.WithLabelValues(version).Set(1)
+	m.reg.MustRegister(
+		m.ops, m.latency, m.calls, m.callErr, build,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Watch registers the gauges read from src at scrape time: backend
+// health, clients, SESSION locks and waiters. Call it once.
+func (m *Metrics) Watch(src MetricsSources) {
 	gauge := func(name, help string, f func() int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help},
 			func() float64 {
@@ -101,21 +116,12 @@ func NewMetrics(src MetricsSources) *Metrics {
 				return float64(f())
 			})
 	}
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: metricPrefix + "build_info",
-		Help: "Always 1; the version label is the proxy's version.",
-	}, []string{"version"})
-	build.WithLabelValues(src.Version).Set(1)
 	m.reg.MustRegister(
-		m.ops, m.latency, m.calls, m.callErr, build,
 		gauge("clients_connected", "Client connections open now.", src.Clients),
 		gauge("session_locks", "SESSION locks this proxy holds and renews for its clients.", src.SessionLocks),
 		gauge("lock_waiters", "LOCK … WAIT callers queued on this proxy for a held key.", src.Waiters),
 		backendCollector{b: src.Backends},
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	return m
 }
 
 // Observe counts one command; it has commands.Options.Observe's

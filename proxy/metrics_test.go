@@ -81,11 +81,11 @@ func TestReadyHandler(t *testing.T) {
 }
 
 func TestMetricsExposition(t *testing.T) {
-	m := NewMetrics(MetricsSources{
+	m := NewMetrics("1.2.3")
+	m.Watch(MetricsSources{
 		Backends: fiveBackends(3),
 		Clients:  func() int { return 7 },
 		Waiters:  func() int { return 2 },
-		Version:  "1.2.3",
 	})
 	m.Observe("lock", "native", "ok", time.Millisecond)
 	m.Observe("lock", "native", "ok", 3*time.Millisecond)
@@ -138,7 +138,8 @@ func TestMetricsExposition(t *testing.T) {
 }
 
 func TestMetricsObserveAllocs(t *testing.T) {
-	m := NewMetrics(MetricsSources{Backends: fiveBackends(5)})
+	m := NewMetrics("test")
+	m.Watch(MetricsSources{Backends: fiveBackends(5)})
 	m.Observe("unlock", "native", "ok", time.Millisecond)
 	if n := testing.AllocsPerRun(200, func() { m.Observe("unlock", "native", "ok", time.Millisecond) }); n != 0 {
 		t.Fatalf("Observe allocates %v times per call", n)
@@ -151,7 +152,9 @@ func TestMetricsObserveAllocs(t *testing.T) {
 
 func TestOpsServer(t *testing.T) {
 	b := fiveBackends(2)
-	o := NewOpsServer("127.0.0.1:0", NewMetrics(MetricsSources{Backends: b}), b, nil)
+	m := NewMetrics("test")
+	m.Watch(MetricsSources{Backends: b})
+	o := NewOpsServer("127.0.0.1:0", m, b, nil)
 	if err := o.Listen(); err != nil {
 		t.Fatal(err)
 	}

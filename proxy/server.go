@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/commands"
+	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
 // Config is what the server needs to know about its listener and clients.
@@ -50,7 +51,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	closing   atomic.Bool
-	inflight  atomic.Int64
+	inflight  redlock.Tracker // commands being served
 	conns     atomic.Int64
 	maxConns  atomic.Int64 // cfg.MaxClients, changed by SetMaxClients
 	serveDone chan struct{}
@@ -118,16 +119,7 @@ func (s *Server) Serve() error {
 // finish in time (they are then cancelled). It is safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
-	var err error
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for s.inflight.Load() > 0 && err == nil {
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-tick.C:
-		}
-	}
+	err := s.inflight.Wait(ctx)
 	s.cancel()
 	if s.ln == nil {
 		return err
@@ -210,8 +202,8 @@ func (s *Server) serveCommand(conn redcon.Conn, cmd redcon.Command) {
 		conn.Close()
 		return
 	}
-	s.inflight.Add(1)
-	defer s.inflight.Add(-1)
+	s.inflight.Add()
+	defer s.inflight.Done()
 	if s.closing.Load() {
 		conn.WriteError("ERR server is shutting down")
 		conn.Close()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/commands"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 type logWriter struct{ t testing.TB }
@@ -35,7 +36,7 @@ func testLogger(t testing.TB) hclog.Logger {
 func startServer(t *testing.T, cfg Config, pass string, nilLocker bool) *Server {
 	t.Helper()
 	logger := testLogger(t)
-	var locker *redlock.Redlock
+	var leases *lease.Manager
 	if !nilLocker {
 		var nodes []redlock.Node
 		for range 3 {
@@ -46,16 +47,17 @@ func startServer(t *testing.T, cfg Config, pass string, nilLocker bool) *Server 
 			}
 			nodes = append(nodes, n)
 		}
-		locker = redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
+		locker := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
 		t.Cleanup(func() { locker.Close(context.Background()); locker.CloseNodes() })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if up := locker.Connect(ctx); up != len(nodes) {
 			t.Fatalf("%d of %d backends connected", up, len(nodes))
 		}
+		leases = lease.New(lease.Options{Locker: locker, Logger: logger})
 	}
 	disp := commands.New(commands.Options{
-		Locker: locker, MinTTL: 10 * time.Millisecond, MaxTTL: time.Minute,
+		Leases: leases, MinTTL: 10 * time.Millisecond, MaxTTL: time.Minute,
 		MaxWait: 5 * time.Second, RequirePass: pass, Logger: logger,
 	})
 	cfg.Listen = "127.0.0.1:0"

@@ -92,6 +92,19 @@ func (r *Redlock) countKeys(ctx context.Context, op string, s *Script, keys []st
 	return t.quorate(), nil
 }
 
+// Holding asks every node, each within the node timeout, whether key holds
+// value there, and returns how many do and how many nodes there are. It
+// waits for every node; a node that fails does not hold it.
+func (r *Redlock) Holding(ctx context.Context, key, value string) (holding, nodes int) {
+	get := call[bool]{
+		cmd:    command{kind: callDo, args: []any{"GET", key}},
+		decode: func(v any) (bool, error) { s, _ := v.(string); return s == value, nil },
+	}
+	t := &yesCount{counts: r.counts()}
+	_ = quorum(r, ctx, "holding", r.nodeTimeout, get, decider[bool](t))
+	return t.yes, len(r.nodes)
+}
+
 // Write sets key to value unconditionally on every node, with a ttl when
 // ttl > 0 and without expiry otherwise. It returns nil as soon as a quorum
 // acknowledged, else a *QuorumError of kind ErrNoQuorum.

@@ -120,7 +120,7 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 		f.released = true // nothing to wait for
 		return f
 	}
-	r.bg.hold()
+	r.bg.Add()
 	// A node that does not vote (health.go) is not called: its reply is
 	// an immediate ErrNotVoting, and settle discards the answer of a node
 	// that stopped voting during the call. Votes are taken before the
@@ -166,6 +166,15 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 		})
 	}
 	return f
+}
+
+// quorum runs c on every node with deadline d and returns once dec is
+// done, or with the caller's error: launch, wait, decide. Every operation
+// but an acquisition (which undoes a failure: acquireFlight) is one call.
+func quorum[T any](r *Redlock, ctx context.Context, op string, d time.Duration, c call[T], dec decider[T]) error {
+	f := launch(r, ctx, op, d, c, dec, nil)
+	defer f.decide(false)
+	return f.wait(ctx)
 }
 
 // deliver takes node i's result (see target): from its goroutine, or from
@@ -256,7 +265,7 @@ func (f *flight[T]) settled(i int, rep reply[T]) {
 		}
 	}
 	if release {
-		f.r.bg.release()
+		f.r.bg.Done()
 	}
 }
 
@@ -316,7 +325,7 @@ func (f *flight[T]) decide(failed bool) {
 	f.mu.Unlock()
 	f.undoAll(undo)
 	if release {
-		f.r.bg.release()
+		f.r.bg.Done()
 	}
 }
 
@@ -355,7 +364,7 @@ func (f *flight[T]) releaseLocked() bool {
 // between this one unlocking and starting its undos.
 func (f *flight[T]) holdUndos(nodes []int) {
 	for range nodes {
-		f.r.bg.hold()
+		f.r.bg.Add()
 	}
 }
 
@@ -364,7 +373,7 @@ func (f *flight[T]) undoAll(nodes []int) {
 	for _, i := range nodes {
 		rep := f.calls[i].rep
 		go func() {
-			defer f.r.bg.release()
+			defer f.r.bg.Done()
 			f.undo(f.r.nodes[i], rep)
 		}()
 	}

@@ -250,9 +250,9 @@ func (r *Redlock) Connect(ctx context.Context) int {
 	return int(up.Load())
 }
 
-// Tracker owns background work: Go starts a goroutine it owns, hold and
-// release bracket work that runs elsewhere (a flight's pipelined calls),
-// and Wait waits until none is left. Unlike sync.WaitGroup it allows new
+// Tracker owns background work: Go starts a goroutine it owns, Add and
+// Done bracket work that runs elsewhere (a flight's pipelined calls, a
+// client's command), and Wait waits until none is left. Unlike sync.WaitGroup it allows new
 // work to start while someone is waiting. The count is atomic; the lock is
 // taken only when it drops to zero and by Wait. The zero value is ready
 // to use.
@@ -264,18 +264,18 @@ type Tracker struct {
 
 // Go runs f in a goroutine the tracker owns.
 func (t *Tracker) Go(f func()) {
-	t.hold()
+	t.Add()
 	go func() {
-		defer t.release()
+		defer t.Done()
 		f()
 	}()
 }
 
-// hold counts one piece of work until its release.
-func (t *Tracker) hold() { t.n.Add(1) }
+// Add counts one piece of work until its Done.
+func (t *Tracker) Add() { t.n.Add(1) }
 
-// release ends one piece of work.
-func (t *Tracker) release() {
+// Done ends one piece of work.
+func (t *Tracker) Done() {
 	if t.n.Add(-1) != 0 {
 		return
 	}

@@ -71,6 +71,19 @@ func (t *tally) failure(no error) *QuorumError {
 	return qe
 }
 
+// yesCount counts yes answers and waits for every node.
+type yesCount struct {
+	counts
+	yes int
+}
+
+func (t *yesCount) add(ok bool) {
+	t.answered++
+	if ok {
+		t.yes++
+	}
+}
+
 // ttlTally is a tally whose yes carries the ttl a node set, in ms (> 0);
 // it keeps the smallest among the deciding quorum.
 type ttlTally struct {

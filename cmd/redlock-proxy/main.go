@@ -118,8 +118,11 @@ func run(args []string) int {
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	reload := func() (conf.Config, error) { return load(*configFile) }
-	if err := serve(cfg, newLogger(cfg), sigs, reload); err != nil {
+	d, err := newDaemon(cfg, newLogger(cfg))
+	if err == nil {
+		err = d.run(sigs, func() (conf.Config, error) { return load(*configFile) })
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
 		return 1
 	}

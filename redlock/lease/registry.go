@@ -1,4 +1,4 @@
-package commands
+package lease
 
 import (
 	"cmp"
@@ -9,12 +9,13 @@ import (
 	"time"
 )
 
-// The registry is this proxy's memory of the locks it granted through the
-// native commands (LOCK, MLOCK), and of the clients waiting for them. The
-// backends stay the authority: the registry only decides how long a
-// waiter sleeps, what LOCKINFO and LOCKS show, and which locks a SESSION
-// renews and releases. A lock released or stolen behind the proxy's back
-// (another proxy, a legacy DEL) stays in the registry until its ttl ends.
+// The registry is this proxy's memory of the locks it granted with
+// Request.Remember (the native LOCK and MLOCK), and of the callers waiting
+// for them. The backends stay the authority: the registry only decides
+// how long a waiter sleeps, what Info and Snapshot show, and which locks a
+// SESSION renews and releases. A lock released or stolen behind the
+// proxy's back (another proxy, a legacy DEL) stays in the registry until
+// its ttl ends.
 
 // heldLock is one lock granted through this proxy.
 type heldLock struct {
@@ -24,7 +25,7 @@ type heldLock struct {
 	fenced  bool
 	ttl     time.Duration
 	granted time.Time // when the grant was answered
-	client  *Client   // the connection it was granted to
+	owner   *Owner    // the connection it was granted to
 	session bool      // LOCK … SESSION: renewed while client lives
 
 	// guarded by registry.mu
@@ -250,16 +251,4 @@ func (r *registry) counts() (sessions, waiters int) {
 		waiters += len(q)
 	}
 	return sessions, waiters
-}
-
-// SessionLocks is the number of SESSION locks held through this proxy.
-func (d *Dispatcher) SessionLocks() int {
-	s, _ := d.reg.counts()
-	return s
-}
-
-// LockWaiters is the number of LOCK … WAIT commands queued on this proxy.
-func (d *Dispatcher) LockWaiters() int {
-	_, w := d.reg.counts()
-	return w
 }

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/redlock-proxy/redlock-proxy/commands"
+	"github.com/redlock-proxy/redlock-proxy/conf"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+)
+
+// Timeouts of the daemon's own steps.
+const (
+	// connectWait bounds the wait for backend connections at start.
+	connectWait = time.Second
+	// checkWait bounds the backend checks at start.
+	checkWait = 2 * time.Second
+	// shutdownGrace bounds the wait for SESSION releases and background
+	// rollbacks after the clients are gone.
+	shutdownGrace = time.Second
+)
+
+// daemon is one redlock-proxy process: backends → redlock → lease →
+// commands → proxy, and the metrics server. newDaemon builds and checks
+// it and binds its listeners; start serves; reload applies a re-read
+// configuration (reload.go); stop shuts it down in order. Each setting
+// goes from conf.Config to the one constructor that uses it, here.
+type daemon struct {
+	cfg    conf.Config // as configured (before -dev): what a reload compares with
+	log    hclog.Logger
+	dev    devBackends // -dev only
+	certs  *certReloader
+	locker *redlock.Redlock
+	leases *lease.Manager
+	disp   *commands.Dispatcher
+	srv    *proxy.Server
+	ops    *proxy.OpsServer // nil without metrics_listen
+
+	stopHealth context.CancelFunc
+	healthDone chan struct{}
+	served     chan error // Serve's result
+	opsDone    chan error // the metrics server's; nil once it stopped
+}
+
+func newLogger(cfg conf.Config) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "redlock-proxy",
+		Level:      hclog.LevelFromString(cfg.LogLevel),
+		JSONFormat: cfg.LogFormat == "json",
+		Output:     os.Stderr,
+	})
+}
+
+// newDaemon builds the process from cfg: dials the backends, checks them
+// (refusing to start on problems with strict), waits briefly for their
+// connections, and binds the listeners. On error everything it made is
+// closed again.
+func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
+	d = &daemon{cfg: cfg, log: logger}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	for _, w := range cfg.Warnings() {
+		logger.Warn(w)
+	}
+	backends := cfg.Backends
+	if cfg.Dev {
+		if d.dev, err = startDevBackends(5); err != nil {
+			return d, err
+		}
+		backends = d.dev.Addrs()
+	}
+	logger.Info("starting", "version", version, "config", cfg.String())
+
+	clientTLS, nodeTLS, err := loadTLS(cfg)
+	if err != nil {
+		return d, err
+	}
+	if clientTLS != nil { // SIGHUP reads the listener's TLS files again
+		d.certs = newCertReloader(clientTLS)
+		clientTLS = d.certs.config()
+	}
+
+	var metrics *proxy.Metrics
+	var observeCall func(string, time.Duration, error)
+	if cfg.MetricsListen != "" {
+		metrics = proxy.NewMetrics(version)
+		observeCall = metrics.ObserveBackend
+	}
+	redlock.RouteDriverLogs(logger.Named("backend"))
+	nodes := make([]redlock.Node, 0, len(backends))
+	for _, b := range backends {
+		n, err := redlock.DialNodeTLS(b, nodeTLS)
+		if err != nil {
+			return d, fmt.Errorf("backend %s: %w", conf.RedactBackend(b), err)
+		}
+		nodes = append(nodes, n)
+	}
+	d.locker = redlock.New(nodes, redlock.Options{
+		NodeTimeout:        cfg.NodeTimeout,
+		DriftFactor:        cfg.DriftFactor,
+		MaxTTL:             cfg.MaxTTL,
+		TrustFreshBackends: !cfg.StartupQuarantine,
+		DownAfter:          cfg.DownAfter,
+		HealthInterval:     cfg.HealthInterval,
+		Logger:             logger.Named("redlock"),
+		ObserveCall:        observeCall,
+	})
+	if err := d.checkBackends(cfg.Strict); err != nil {
+		return d, err
+	}
+	d.leases = lease.New(lease.Options{
+		Locker:  d.locker,
+		MaxHold: cfg.MaxHold,
+		Logger:  logger.Named("lease"),
+	})
+	opts := commands.Options{
+		Leases:         d.leases,
+		MinTTL:         cfg.MinTTL,
+		MaxTTL:         cfg.MaxTTL,
+		DefaultTTL:     cfg.DefaultTTL,
+		MaxWait:        cfg.MaxWait,
+		MaxKeyBytes:    cfg.MaxKeyBytes,
+		MaxValueBytes:  cfg.MaxValueBytes,
+		AllowFlush:     cfg.AllowFlush,
+		RequirePass:    cfg.RequirePass,
+		AuthFailLimit:  cfg.AuthFailLimit,
+		AuthFailWindow: cfg.AuthFailWindow,
+		Users:          proxyUsers(cfg.Users),
+		Version:        version,
+		Logger:         logger.Named("commands"),
+	}
+	if metrics != nil {
+		opts.Observe = metrics.Observe
+	}
+	d.disp = commands.New(opts)
+	d.srv = proxy.New(proxy.Config{
+		Listen:        cfg.Listen,
+		MaxClients:    cfg.MaxClients,
+		IdleTimeout:   cfg.IdleTimeout,
+		WriteTimeout:  cfg.WriteTimeout,
+		ProtectedMode: cfg.ProtectedMode,
+		RequirePass:   passwordConfigured(cfg),
+		Limits: proxy.Limits{
+			MaxArgs:        cfg.MaxArgs,
+			MaxBulkBytes:   cfg.MaxBulkBytes,
+			MaxInlineBytes: cfg.MaxInlineBytes,
+		},
+		TLS: clientTLS,
+	}, d.disp, logger.Named("proxy"))
+	if err := d.srv.Listen(); err != nil {
+		return d, err
+	}
+	if metrics != nil {
+		metrics.Watch(proxy.MetricsSources{
+			Backends:     d.locker,
+			Clients:      d.disp.ClientCount,
+			SessionLocks: d.leases.Sessions,
+			Waiters:      d.leases.Waiters,
+		})
+		d.ops = proxy.NewOpsServer(cfg.MetricsListen, metrics, d.locker, logger.Named("metrics"))
+		if err := d.ops.Listen(); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// checkBackends reports, once at start, what would make the backends
+// unsafe for locks (eviction, replicas); with strict it refuses to start
+// on them. An unreachable backend is a warning: it may come back. Then it
+// waits up to connectWait for the backend connections, so that the first
+// clients do not pay for the dials within their short node deadlines.
+func (d *daemon) checkBackends(strict bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), checkWait)
+	defer cancel()
+	for _, p := range d.locker.CheckBackends(ctx) {
+		if strict {
+			return fmt.Errorf("strict: %s", p)
+		}
+		d.log.Named("backend").Warn("backend check", "problem", p)
+	}
+	n := len(d.locker.Nodes())
+	d.log.Named("backend").Info("backends", "count", n, "quorum", d.locker.Quorum(), "voting", d.locker.Voting())
+	ctx, cancel = context.WithTimeout(context.Background(), connectWait)
+	defer cancel()
+	if up := d.locker.Connect(ctx); up < n {
+		d.log.Named("backend").Warn("backends not connected yet", "connected", up, "count", n, "waited", connectWait)
+	}
+	return nil
+}
+
+// start runs the health loop, the client listener and the metrics server.
+func (d *daemon) start() {
+	hctx, stop := context.WithCancel(context.Background())
+	d.stopHealth, d.healthDone = stop, make(chan struct{})
+	go func() { defer close(d.healthDone); d.locker.RunHealth(hctx) }()
+	d.served = make(chan error, 1)
+	go func() { d.served <- d.srv.Serve() }()
+	if d.ops != nil {
+		d.opsDone = make(chan error, 1)
+		go func() { d.opsDone <- d.ops.Serve() }()
+	}
+}
+
+// run serves until SIGINT or SIGTERM arrives on sigs (SIGHUP reloads the
+// configuration with load), or the listener fails; then it stops.
+func (d *daemon) run(sigs <-chan os.Signal, load func() (conf.Config, error)) error {
+	d.start()
+	for {
+		select {
+		case err := <-d.served:
+			d.served = nil
+			return errors.Join(err, d.stop())
+		case err := <-d.opsDone:
+			// The lock service outranks its monitoring: keep serving.
+			d.log.Error("metrics server stopped", "error", err)
+			d.opsDone = nil
+		case sig := <-sigs:
+			if isReload(sig) {
+				d.reload(load)
+				continue
+			}
+			d.log.Info("shutting down", "signal", sig.String(), "timeout", d.cfg.ShutdownTimeout)
+			return d.stop()
+		}
+	}
+}
+
+// stop shuts down in order: readiness off, clients (in-flight commands
+// finish within shutdown_timeout), SESSION locks, rollbacks, the metrics
+// server, the health loop, the backends.
+func (d *daemon) stop() error {
+	if d.ops != nil {
+		d.ops.Drain() // /readyz says 503 while the clients drain
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+	defer cancel()
+	err := d.srv.Shutdown(ctx)
+	if d.served != nil {
+		err = errors.Join(err, <-d.served)
+	}
+	// SESSION releases and rollbacks get their own grace, so a drain that
+	// ran out of time does not also leave session locks to expire.
+	rctx, rcancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer rcancel()
+	err = errors.Join(err, d.leases.Shutdown(rctx), d.locker.Close(rctx))
+	if d.ops != nil {
+		octx, ocancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer ocancel()
+		err = errors.Join(err, d.ops.Shutdown(octx))
+		if d.opsDone != nil {
+			<-d.opsDone
+		}
+	}
+	d.close()
+	if err != nil {
+		d.log.Error("shutdown incomplete", "error", err)
+		return err
+	}
+	d.log.Info("stopped")
+	return nil
+}
+
+// close ends what runs without clients: the health loop, the backend
+// connections and the -dev backends.
+func (d *daemon) close() {
+	if d.stopHealth != nil {
+		d.stopHealth()
+		<-d.healthDone
+	}
+	if d.locker != nil {
+		_ = d.locker.CloseNodes()
+	}
+	d.dev.Close()
+}

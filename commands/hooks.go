@@ -1,0 +1,82 @@
+package commands
+
+// What reaches a connection outside its command's reply: out-of-band
+// pushes (a SESSION lock lost), the close watch a blocking WAIT needs, and
+// the lock-lost notice a RESP2 client gets on its next command on the key.
+
+// Hooks are what package proxy lends a Client to reach its connection
+// outside a command's reply. Either may be nil.
+type Hooks struct {
+	// Push writes an out-of-band RESP3 message now, between replies; it
+	// reports false when the message could not be written.
+	Push func(Reply) bool
+	// WatchClose notices the connection closing while the connection's
+	// goroutine is blocked in a command (LOCK … WAIT): onGone runs when
+	// it closes. stop ends the watch and returns once it has ended.
+	WatchClose func(onGone func()) (stop func())
+}
+
+// SetHooks installs the connection's hooks (proxy, at accept).
+func (c *Client) SetHooks(h Hooks) { c.hooks.Store(&h) }
+
+// Close tells the commands that the connection is gone: a blocked WAIT
+// gives up. It is O(1) and safe to call more than once.
+func (c *Client) Close() { c.owner.Close() }
+
+// Done is closed once the connection is gone.
+func (c *Client) Done() <-chan struct{} { return c.owner.Done() }
+
+// push sends an out-of-band message when the client speaks RESP3.
+func (c *Client) push(r Reply) bool {
+	h := c.hooks.Load()
+	if h == nil || h.Push == nil || c.Proto() < 3 {
+		return false
+	}
+	return h.Push(r)
+}
+
+// watchClose is the owner's close watch (lease.OwnerHooks.Watch): the
+// proxy's hook when it lent one, else nothing.
+func (c *Client) watchClose(onGone func()) func() {
+	h := c.hooks.Load()
+	if h == nil || h.WatchClose == nil {
+		return func() {}
+	}
+	return h.WatchClose(onGone)
+}
+
+// lockLost tells the client that its SESSION lock on key was lost: a
+// RESP3 client at once with a push [lock-lost, key, reason], a RESP2
+// client by an error on its next command naming the key.
+func (c *Client) lockLost(key, why string) {
+	if c.push(Push{BulkString("lock-lost"), BulkString(key), BulkString(why)}) {
+		return
+	}
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	if c.lost == nil {
+		c.lost = make(map[string]string)
+	}
+	if _, ok := c.lost[key]; !ok {
+		c.lostN.Add(1)
+	}
+	c.lost[key] = why
+}
+
+// takeLost answers a command on a key whose lock this client lost (and
+// was not told by a push) with -LOCKLOST, once.
+func (c *Client) takeLost(cmd *Command, args [][]byte) Reply {
+	if c.lostN.Load() == 0 || cmd.Key <= 0 || cmd.Key >= len(args) {
+		return nil
+	}
+	key := string(args[cmd.Key])
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	why, ok := c.lost[key]
+	if !ok {
+		return nil
+	}
+	delete(c.lost, key)
+	c.lostN.Add(-1)
+	return Errorf("LOCKLOST lock '%s' was lost: %s", key, why)
+}

@@ -1,0 +1,34 @@
+// Package lease is the lifecycle of the locks one proxy grants, on top of
+// package redlock's quorum operations: it is to redlock what etcd's
+// concurrency package is to its client. It knows nothing of RESP.
+//
+// A Manager takes every state-changing lock operation of the proxy:
+// Acquire (with WAIT, FENCE and SESSION options, for the native commands,
+// the single-Redis dialect and the library scripts alike), Release,
+// ReleaseKeys and Extend. Around each quorum operation it keeps the
+// proxy's memory of what it granted:
+//
+//   - the registry (registry.go) of locks granted through the native
+//     commands — keys, token, fence, ttl, owner, validity deadline — armed
+//     with a timer at the lock's expiry;
+//   - per-key FIFO queues of waiters (wait.go): only the head of a queue
+//     tries, a release or expiry through this proxy hands the key to the
+//     head at once, and a key held through another proxy or a legacy
+//     client is retried with jittered back-off bounded by its remaining
+//     ttl;
+//   - SESSION locks (session.go), renewed every third of their ttl while
+//     their Owner lives and released when it closes or the Manager shuts
+//     down; a renewal that fails loses the lock and tells the owner;
+//   - the outcome counters INFO shows (Stats).
+//
+// An Owner is one client connection: commands creates it with NewOwner
+// and ends it with CloseOwner.
+//
+// Safety: the registry is memory, not authority. It decides how long a
+// waiter sleeps, what Info and Snapshot show and which locks a session
+// renews; never who holds a lock: the backends' quorum does that, through
+// package redlock, whose doc says when that holds. A lock released or
+// stolen behind this proxy's back (another proxy, a legacy DEL) stays in
+// the registry until its ttl ends, so a waiter here notices it within a
+// second (the head's poll) rather than at once.
+package lease

@@ -1,0 +1,314 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// Errors of Acquire besides redlock's. ErrWaitOver and ErrQueued wrap
+// redlock.ErrHeld: to a caller who asked for the lock, each means another
+// owner has it.
+var (
+	// ErrWaitOver: Request.Wait ran out with the key still held.
+	ErrWaitOver = fmt.Errorf("wait ran out: %w", redlock.ErrHeld)
+	// ErrQueued: a request without Wait on a key that has waiters queued
+	// here goes behind them, that is, it does not get the lock.
+	ErrQueued = fmt.Errorf("waiters queued: %w", redlock.ErrHeld)
+	// ErrOwnerGone: the owner closed while it waited, or before the grant
+	// could reach it (the lock was then given back).
+	ErrOwnerGone = errors.New("client connection closed")
+	// ErrStopped: the Manager is shutting down.
+	ErrStopped = errors.New("shutting down")
+)
+
+// releaseTimeout bounds a release the Manager makes on its own: a SESSION
+// lock whose owner closed or that was lost, a grant nobody will read.
+const releaseTimeout = 2 * time.Second
+
+// Options configure a Manager.
+type Options struct {
+	Locker *redlock.Redlock // required
+	// MaxHold stops the renewal of a SESSION lock this long after its
+	// grant; 0: never.
+	MaxHold time.Duration
+	Logger  hclog.Logger     // default: discard
+	Now     func() time.Time // default time.Now
+}
+
+// Request is one acquisition.
+type Request struct {
+	Keys  []string // one key, or several taken all or none
+	Token string
+	TTL   time.Duration
+	Mode  redlock.AcquireMode // IfAbsent, or IfAbsentOrMine (library scripts)
+	// Wait, when positive, queues the request behind the key's earlier
+	// waiters and waits up to this long for the key (one key only).
+	Wait time.Duration
+	// Fence asks for a fencing token (one key only, IfAbsent).
+	Fence bool
+	// Session renews the lock while the owner lives, and releases it when
+	// the owner closes (one key only, Remember).
+	Session bool
+	// Remember records the grant in the registry with its owner: Info and
+	// Snapshot show it, and its release or expiry wakes the key's waiters
+	// at once. The native commands remember; the single-Redis dialect and
+	// the library scripts do not.
+	Remember bool
+}
+
+// Grant is an acquired lock.
+type Grant struct {
+	Keys     []string
+	Token    string
+	Validity time.Duration
+	Fence    int64 // when Request.Fence
+}
+
+// Stats counts lock operations by outcome, for INFO.
+type Stats struct {
+	Acquired, Contended, NoQuorum int64
+	Released, NotHeld             int64
+	Extended, ExtendFailed        int64
+}
+
+// counters are Stats kept atomically.
+type counters struct {
+	acquired, contended, noQuorum atomic.Int64
+	released, notHeld             atomic.Int64
+	extended, extendFailed        atomic.Int64
+}
+
+// Manager carries out the proxy's lock operations and remembers what it
+// granted. It is safe for concurrent use.
+type Manager struct {
+	locker  *redlock.Redlock
+	maxHold time.Duration
+	log     hclog.Logger
+	now     func() time.Time
+
+	reg   registry
+	stats counters
+	bg    redlock.Tracker // session renewals and releases, give-backs
+
+	life      context.Context // cancelled at the end of Shutdown
+	stopLife  context.CancelFunc
+	stopWaits chan struct{} // closed when Shutdown begins
+	stopOnce  sync.Once
+	closing   atomic.Bool // Shutdown began: new sessions are released at once
+}
+
+// New returns a Manager over opts.Locker.
+func New(opts Options) *Manager {
+	m := &Manager{
+		locker:    opts.Locker,
+		maxHold:   opts.MaxHold,
+		log:       opts.Logger,
+		now:       opts.Now,
+		stopWaits: make(chan struct{}),
+	}
+	if m.log == nil {
+		m.log = hclog.NewNullLogger()
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	m.life, m.stopLife = context.WithCancel(context.Background())
+	return m
+}
+
+// Locker is the Redlock the Manager runs over, for the operations that
+// have no lifecycle (reads, unconditional writes).
+func (m *Manager) Locker() *redlock.Redlock { return m.locker }
+
+// Acquire takes req.Keys for owner (nil is allowed unless req.Remember).
+// It fails with redlock.ErrHeld (wrapped: ErrWaitOver, ErrQueued, or a
+// *redlock.QuorumError), redlock.ErrNoQuorum, ErrOwnerGone, ErrStopped,
+// or the caller's cancellation.
+func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant, error) {
+	var g Grant
+	err := m.acquireWaiting(ctx, owner, req, func(l redlock.Lock, start time.Time) {
+		g = Grant{Keys: l.Keys, Token: l.Token, Validity: l.Validity, Fence: l.Fence}
+		if req.Remember {
+			m.remember(owner, l, req, start)
+		}
+	})
+	if err == nil && req.Remember && !req.Session && owner.gone() {
+		// The owner closed while the lock was being taken: nobody will
+		// read the token, so give it back now.
+		h := m.reg.byToken(g.Keys[0], g.Token)
+		m.bg.Go(func() { m.giveBack(h, g) })
+		return Grant{}, ErrOwnerGone
+	}
+	m.count(err)
+	return g, err
+}
+
+// count records an acquisition's outcome.
+func (m *Manager) count(err error) {
+	switch {
+	case err == nil:
+		m.stats.acquired.Add(1)
+	case errors.Is(err, redlock.ErrHeld), errors.Is(err, ErrOwnerGone):
+		m.stats.contended.Add(1)
+	case errors.Is(err, redlock.ErrNoQuorum):
+		m.stats.noQuorum.Add(1)
+	}
+}
+
+// acquireOnce tries once; start is when the attempt began.
+func (m *Manager) acquireOnce(ctx context.Context, req Request) (redlock.Lock, time.Time, error) {
+	start := m.now()
+	var (
+		l   redlock.Lock
+		err error
+	)
+	switch {
+	case req.Fence:
+		l, err = m.locker.AcquireFenced(ctx, req.Keys[0], req.Token, req.TTL)
+	default:
+		l, err = m.locker.AcquireKeys(ctx, req.Keys, req.Token, req.TTL, req.Mode)
+	}
+	return l, start, err
+}
+
+// remember records a grant (and starts its renewal when it is a SESSION
+// lock); start is when the acquisition began.
+func (m *Manager) remember(owner *Owner, l redlock.Lock, req Request, start time.Time) {
+	now := m.now()
+	h := &heldLock{
+		keys:     l.Keys,
+		token:    l.Token,
+		fenced:   req.Fence,
+		fence:    l.Fence,
+		ttl:      req.TTL,
+		granted:  now,
+		owner:    owner,
+		session:  req.Session,
+		deadline: now.Add(l.Validity),
+		expires:  start.Add(req.TTL),
+	}
+	var sctx context.Context
+	if req.Session {
+		sctx, h.stop = context.WithCancel(m.life)
+	}
+	m.reg.add(h, now)
+	if req.Session {
+		m.startSession(sctx, h)
+	}
+}
+
+// giveBack releases a grant nobody will read, in the background.
+func (m *Manager) giveBack(h *heldLock, g Grant) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if _, err := m.locker.ReleaseKeys(ctx, g.Keys, g.Token); err != nil {
+		m.log.Debug("release after a closed connection failed", "keys", g.Keys, "error", err)
+	}
+	if h != nil {
+		m.reg.remove(h)
+	}
+}
+
+// Release deletes key where it holds token. It returns nil when a quorum
+// released it, a redlock.ErrNotHeld (or ErrInvalid) error when it was not
+// held by token, or redlock.ErrNoQuorum. A SESSION lock released this way
+// stops renewing, and the key's first waiter is woken.
+func (m *Manager) Release(ctx context.Context, key, token string) error {
+	m.releasing(key, token)
+	err := m.locker.Release(ctx, key, token)
+	switch {
+	case err == nil:
+		m.stats.released.Add(1)
+		m.reg.released(key, token)
+	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
+		m.stats.notHeld.Add(1)
+	}
+	return err
+}
+
+// ReleaseKeys deletes each of keys that holds token and returns each
+// key's state (redlock.ReleaseKeys). Each key released wakes its first
+// waiter; each is counted as one release.
+func (m *Manager) ReleaseKeys(ctx context.Context, keys []string, token string) ([]redlock.KeyState, error) {
+	for _, k := range keys {
+		m.releasing(k, token)
+	}
+	states, err := m.locker.ReleaseKeys(ctx, keys, token)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range states {
+		if s == redlock.Released {
+			m.stats.released.Add(1)
+			m.reg.released(keys[i], token)
+		} else {
+			m.stats.notHeld.Add(1)
+		}
+	}
+	return states, nil
+}
+
+// Extend sets the ttl of keys, per mode, where they all hold token, and
+// returns the new validity (redlock.ExtendKeys). A remembered lock's
+// validity and expiry move with it.
+func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl time.Duration, mode redlock.ExtendMode) (time.Duration, error) {
+	start := m.now()
+	validity, err := m.locker.ExtendKeys(ctx, keys, token, ttl, mode)
+	switch {
+	case err == nil:
+		m.stats.extended.Add(1)
+		for _, k := range keys {
+			m.reg.extended(k, token, start, m.now(), validity)
+		}
+	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
+		m.stats.extendFailed.Add(1)
+	}
+	return validity, err
+}
+
+// Stats returns the outcome counters.
+func (m *Manager) Stats() Stats {
+	s := &m.stats
+	return Stats{
+		Acquired: s.acquired.Load(), Contended: s.contended.Load(), NoQuorum: s.noQuorum.Load(),
+		Released: s.released.Load(), NotHeld: s.notHeld.Load(),
+		Extended: s.extended.Load(), ExtendFailed: s.extendFailed.Load(),
+	}
+}
+
+// Sessions is the number of SESSION locks held through this Manager.
+func (m *Manager) Sessions() int {
+	s, _ := m.reg.counts()
+	return s
+}
+
+// Waiters is the number of requests queued waiting for a key.
+func (m *Manager) Waiters() int {
+	_, w := m.reg.counts()
+	return w
+}
+
+// Shutdown makes every waiting Acquire give up, releases every SESSION
+// lock and waits for the background work (renewals, releases) to end. It
+// returns ctx.Err() when that does not finish in time. Call it after the
+// proxy stopped serving; it is safe to call twice.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.stopOnce.Do(func() { close(m.stopWaits) })
+	m.closing.Store(true)
+	for _, l := range m.reg.snapshot() {
+		if l.session {
+			m.bg.Go(func() { m.endSession(l) })
+		}
+	}
+	err := m.bg.Wait(ctx)
+	m.stopLife()
+	return err
+}

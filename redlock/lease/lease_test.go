@@ -1,0 +1,335 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// ttl is the lock ttl of these tests: seconds, so that its 5% (the node
+// deadline) is never missed on a loaded machine.
+const ttl = 10 * time.Second
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// newManager is a Manager over three miniredis backends.
+func newManager(t *testing.T, opts Options) (*Manager, []*miniredis.Miniredis) {
+	t.Helper()
+	logger := hclog.New(&hclog.LoggerOptions{Output: logWriter{t}, Level: hclog.Debug})
+	var nodes []redlock.Node
+	var mrs []*miniredis.Miniredis
+	for range 3 {
+		mr := miniredis.RunT(t)
+		n, err := redlock.DialNode(mr.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+		mrs = append(mrs, mr)
+	}
+	rl := redlock.New(nodes, redlock.Options{NodeTimeout: time.Second, Logger: logger})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if up := rl.Connect(ctx); up != len(nodes) {
+		t.Fatalf("%d of %d backends connected", up, len(nodes))
+	}
+	opts.Locker, opts.Logger = rl, logger
+	m := New(opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		rl.Close(ctx)
+	})
+	return m, mrs
+}
+
+// eventually polls cond until it holds or within passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// holders counts the backends where key exists.
+func holders(mrs []*miniredis.Miniredis, key string) int {
+	n := 0
+	for _, mr := range mrs {
+		if mr.Exists(key) {
+			n++
+		}
+	}
+	return n
+}
+
+func lockReq(key string) Request {
+	return Request{Keys: []string{key}, Token: "tok-" + key, TTL: ttl, Remember: true}
+}
+
+func TestAcquireReleaseCounted(t *testing.T) {
+	m, _ := newManager(t, Options{})
+	ctx := context.Background()
+	a := NewOwner(1, OwnerHooks{})
+	g, err := m.Acquire(ctx, a, lockReq("k"))
+	if err != nil || g.Token != "tok-k" || g.Validity <= 0 || g.Validity > ttl {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+	if _, err := m.Acquire(ctx, a, Request{Keys: []string{"k"}, Token: "other", TTL: ttl}); !errors.Is(err, redlock.ErrHeld) {
+		t.Fatalf("second Acquire: %v, want ErrHeld", err)
+	}
+	if err := m.Release(ctx, "k", "other"); !errors.Is(err, redlock.ErrNotHeld) {
+		t.Fatalf("Release by another token: %v", err)
+	}
+	if err := m.Release(ctx, "k", g.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	want := Stats{Acquired: 1, Contended: 1, Released: 1, NotHeld: 1}
+	if s := m.Stats(); s != want {
+		t.Fatalf("Stats = %+v, want %+v", s, want)
+	}
+}
+
+func TestWaitHandOff(t *testing.T) {
+	m, _ := newManager(t, Options{})
+	ctx := context.Background()
+	holder, waiter := NewOwner(1, OwnerHooks{}), NewOwner(2, OwnerHooks{})
+	g, err := m.Acquire(ctx, holder, lockReq("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		req := lockReq("k")
+		req.Token, req.Wait = "waiter", 20*time.Second
+		_, err := m.Acquire(ctx, waiter, req)
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "the waiter queues", func() bool { return m.Waiters() == 1 })
+	if err := m.Release(ctx, "k", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	// The release hands the key over at once; far less than the holder's
+	// ttl, which is all this test can assert (redlock-bench -handoff
+	// measures the hand-off time).
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(ttl / 2):
+		t.Fatal("the waiter was not handed the lock")
+	}
+	if info, ok, err := m.Info(ctx, "k", waiter); err != nil || !ok || !info.Mine || info.Waiters != 0 {
+		t.Fatalf("Info after hand-off = %+v %v %v", info, ok, err)
+	}
+}
+
+func TestWaitQueueRules(t *testing.T) {
+	m, _ := newManager(t, Options{})
+	ctx := context.Background()
+	holder := NewOwner(1, OwnerHooks{})
+	if _, err := m.Acquire(ctx, holder, lockReq("k")); err != nil {
+		t.Fatal(err)
+	}
+	// A wait that runs out reports ErrWaitOver, which is ErrHeld.
+	req := lockReq("k")
+	req.Token, req.Wait = "w", 50*time.Millisecond
+	if _, err := m.Acquire(ctx, NewOwner(2, OwnerHooks{}), req); !errors.Is(err, ErrWaitOver) || !errors.Is(err, redlock.ErrHeld) {
+		t.Fatalf("short WAIT: %v", err)
+	}
+	// A waiter whose owner closes leaves the queue with ErrOwnerGone.
+	w := NewOwner(3, OwnerHooks{})
+	got := make(chan error, 1)
+	go func() {
+		req.Wait = 20 * time.Second
+		_, err := m.Acquire(ctx, w, req)
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "the waiter queues", func() bool { return m.Waiters() == 1 })
+	// While it waits, a request without WAIT does not jump the queue.
+	if _, err := m.Acquire(ctx, holder, Request{Keys: []string{"k"}, Token: "jump", TTL: ttl}); !errors.Is(err, ErrQueued) {
+		t.Fatalf("Acquire past a queue: %v, want ErrQueued", err)
+	}
+	m.CloseOwner(w)
+	if err := <-got; !errors.Is(err, ErrOwnerGone) {
+		t.Fatalf("closed waiter: %v", err)
+	}
+	if n := m.Waiters(); n != 0 {
+		t.Fatalf("%d waiters left", n)
+	}
+}
+
+func TestGrantToClosedOwnerIsGivenBack(t *testing.T) {
+	m, mrs := newManager(t, Options{})
+	o := NewOwner(1, OwnerHooks{})
+	o.Close()
+	if _, err := m.Acquire(context.Background(), o, lockReq("k")); !errors.Is(err, ErrOwnerGone) {
+		t.Fatalf("Acquire for a closed owner: %v", err)
+	}
+	eventually(t, 5*time.Second, "the grant is given back and forgotten", func() bool {
+		return holders(mrs, "k") == 0 && len(m.Snapshot()) == 0
+	})
+}
+
+// sessionTTL gives a renewal every second; the node deadline (5%) is
+// 150ms.
+const sessionTTL = 3 * time.Second
+
+func sessionReq(key string) Request {
+	return Request{Keys: []string{key}, Token: "tok-" + key, TTL: sessionTTL, Remember: true, Session: true}
+}
+
+func TestSessionRenewedThenReleasedOnClose(t *testing.T) {
+	m, mrs := newManager(t, Options{MaxHold: time.Hour})
+	o := NewOwner(7, OwnerHooks{Name: func() string { return "app" }})
+	if _, err := m.Acquire(context.Background(), o, sessionReq("s")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "two renewals", func() bool { return m.Stats().Extended >= 2 })
+	held := m.Snapshot()
+	if len(held) != 1 || !held[0].Session || held[0].OwnerID != 7 || held[0].OwnerName != "app" || held[0].Keys[0] != "s" {
+		t.Fatalf("Snapshot = %+v", held)
+	}
+	if m.Sessions() != 1 {
+		t.Fatalf("Sessions = %d", m.Sessions())
+	}
+	m.CloseOwner(o)
+	eventually(t, 5*time.Second, "the session lock is released", func() bool {
+		return holders(mrs, "s") == 0 && m.Sessions() == 0
+	})
+}
+
+func TestSessionLostWhenStolen(t *testing.T) {
+	m, mrs := newManager(t, Options{MaxHold: time.Hour})
+	lost := make(chan string, 1)
+	o := NewOwner(1, OwnerHooks{Lost: func(key, why string) { lost <- key + ": " + why }})
+	if _, err := m.Acquire(context.Background(), o, sessionReq("l")); err != nil {
+		t.Fatal(err)
+	}
+	for _, mr := range mrs {
+		mr.Del("l") // behind the proxy's back: the next renewal finds it gone
+	}
+	select {
+	case got := <-lost:
+		if got != "l: renewal found it no longer held" {
+			t.Fatalf("lost = %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the renewal did not notice the loss")
+	}
+	eventually(t, 5*time.Second, "the lost lock is forgotten", func() bool { return m.Sessions() == 0 })
+}
+
+// A SESSION lock released by any release (here a script's ReleaseKeys)
+// stops renewing at once: its owner is never told it was lost.
+func TestReleaseEndsSession(t *testing.T) {
+	m, _ := newManager(t, Options{MaxHold: time.Hour})
+	o := NewOwner(1, OwnerHooks{Lost: func(key, why string) { t.Errorf("lost %s after its release: %s", key, why) }})
+	g, err := m.Acquire(context.Background(), o, sessionReq("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := m.ReleaseKeys(context.Background(), []string{"s"}, g.Token)
+	if err != nil || states[0] != redlock.Released {
+		t.Fatalf("ReleaseKeys = %v, %v", states, err)
+	}
+	if n := m.Sessions(); n != 0 {
+		t.Fatalf("%d sessions after the release", n)
+	}
+	// The renewal goroutine has ended: Shutdown finds nothing to wait for.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSessionStopsAtMaxHold(t *testing.T) {
+	m, _ := newManager(t, Options{MaxHold: time.Second})
+	lost := make(chan string, 1)
+	o := NewOwner(1, OwnerHooks{Lost: func(key, why string) { lost <- why }})
+	if _, err := m.Acquire(context.Background(), o, sessionReq("h")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case why := <-lost:
+		if why != "max_hold reached" {
+			t.Fatalf("lost: %q", why)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the lock outlived max_hold and its ttl")
+	}
+}
+
+func TestShutdownReleasesSessions(t *testing.T) {
+	m, mrs := newManager(t, Options{MaxHold: time.Hour})
+	if _, err := m.Acquire(context.Background(), NewOwner(1, OwnerHooks{}), sessionReq("s")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Released on a quorum before Shutdown returned; the last backend's
+	// delete may land a moment later.
+	if n := holders(mrs, "s"); n > 1 {
+		t.Fatalf("session lock still on %d backends after Shutdown", n)
+	}
+	eventually(t, 5*time.Second, "released everywhere", func() bool { return holders(mrs, "s") == 0 })
+	// A waiter after Shutdown does not wait.
+	req := lockReq("x")
+	req.Wait = time.Minute
+	if _, err := m.Acquire(context.Background(), NewOwner(2, OwnerHooks{}), req); !errors.Is(err, ErrStopped) {
+		t.Fatalf("WAIT after Shutdown: %v", err)
+	}
+}
+
+func TestInfoAndSnapshot(t *testing.T) {
+	m, _ := newManager(t, Options{})
+	ctx := context.Background()
+	a, b := NewOwner(1, OwnerHooks{}), NewOwner(2, OwnerHooks{})
+	req := lockReq("f")
+	req.Fence = true
+	g, err := m.Acquire(ctx, a, req)
+	if err != nil || g.Fence <= 0 {
+		t.Fatalf("fenced Acquire = %+v, %v", g, err)
+	}
+	info, ok, err := m.Info(ctx, "f", a)
+	if err != nil || !ok || !info.Mine || !info.Fenced || info.Fence != g.Fence || info.NodesHolding != 3 || info.Nodes != 3 ||
+		info.Validity <= 0 || info.Validity > ttl || info.TTL <= 0 {
+		t.Fatalf("Info = %+v %v %v", info, ok, err)
+	}
+	if info, _, _ := m.Info(ctx, "f", b); info.Mine {
+		t.Fatal("Info says another owner's lock is mine")
+	}
+	if _, ok, err := m.Info(ctx, "free", a); ok || err != nil {
+		t.Fatalf("Info of a free key: %v %v", ok, err)
+	}
+	if _, err := m.Extend(ctx, []string{"f"}, g.Token, 2*ttl, redlock.Replace); err != nil {
+		t.Fatal(err)
+	}
+	if held := m.Snapshot(); len(held) != 1 || held[0].Validity <= ttl {
+		t.Fatalf("Snapshot after Extend = %+v", held)
+	}
+}

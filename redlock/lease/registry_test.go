@@ -1,0 +1,38 @@
+package lease
+
+import "testing"
+
+func TestQueueFIFO(t *testing.T) {
+	var r registry
+	ws := make([]*waiter, 3)
+	for i := range ws {
+		ws[i] = r.enqueue("k")
+	}
+	signalled := func(w *waiter) bool {
+		select {
+		case <-w.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	if !signalled(ws[0]) || signalled(ws[1]) || signalled(ws[2]) {
+		t.Fatal("only the head is signalled on enqueue")
+	}
+	r.leave("k", ws[1]) // a waiter in the middle leaves: nobody is woken
+	if signalled(ws[2]) {
+		t.Fatal("leaving from the middle woke the tail")
+	}
+	r.released("k", "t") // a release wakes the head only
+	if !signalled(ws[0]) || signalled(ws[2]) {
+		t.Fatal("a release must wake the head only")
+	}
+	r.leave("k", ws[0])
+	if !r.isHead("k", ws[2]) || !signalled(ws[2]) {
+		t.Fatal("the next waiter must become the head and be woken")
+	}
+	r.leave("k", ws[2])
+	if r.waiting("k") != 0 || len(r.queues) != 0 {
+		t.Fatal("queue not cleaned up")
+	}
+}
