@@ -50,25 +50,59 @@ func (c *command) run(ctx context.Context, n Node) (any, error) {
 	}
 }
 
-// target receives the result of a command started with send.
+// target is the operation a call belongs to (a flight): where the result
+// of a command started with send goes.
 type target interface {
 	// deliver gets the result of the call tagged tag, as run would have
-	// returned it. It is called once per send, from any goroutine, and
-	// must not block.
+	// returned it. It must not block. Until the call is owned, the first
+	// of deliver and the deadline takes it; a pipelined call may be
+	// taken at the deadline because the pipe never writes a request past
+	// its deadline.
 	deliver(tag int, v any, err error)
+	// own claims the call tagged tag for a goroutine that runs it with
+	// the deadline in its context and alone delivers its result, so that
+	// an undo waits until the call has returned. It reports false when
+	// the deadline took the call first: it must then not be sent.
+	own(tag int) bool
 	// spawn runs fn, which must end by the call's deadline, in a
 	// goroutine that Redlock.Close waits for.
 	spawn(fn func())
 }
 
-// sender is a Node that can start a command without blocking.
+// sender starts a command on one node without blocking the caller: the
+// result goes to to.deliver(tag, …) exactly once. Every node has one: a
+// RedisNode pipelines, any other Node is wrapped in a goSender.
 type sender interface {
-	// send starts c, to be answered by deadline, and returns true: the
-	// result then goes to to.deliver(tag, …) exactly once. It returns
-	// false, having started nothing, when it cannot start c without
-	// blocking (no live connection, a full queue, a command it does not
-	// pipeline); the caller runs c itself.
-	send(c *command, deadline time.Time, to target, tag int) bool
+	send(c *command, deadline time.Time, to target, tag int)
+}
+
+// goSender runs each command of a plain Node in a goroutine of its own.
+type goSender struct{ n Node }
+
+func (g goSender) send(c *command, deadline time.Time, to target, tag int) {
+	goSend(g.n, c, deadline, to, tag)
+}
+
+// goSend runs c on n in an owned goroutine with the deadline in its
+// context (see target.own).
+func goSend(n Node, c *command, deadline time.Time, to target, tag int) {
+	if !to.own(tag) {
+		return
+	}
+	to.spawn(func() {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		v, err := c.run(ctx, n)
+		to.deliver(tag, v, err)
+	})
+}
+
+// senderOf is n's sender.
+func senderOf(n Node) sender {
+	if s, ok := n.(sender); ok {
+		return s
+	}
+	return goSender{n}
 }
 
 // asBool reads the result of a SetNX or compare call.

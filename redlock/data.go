@@ -37,10 +37,7 @@ func (r *Redlock) Read(ctx context.Context, key string) (Value, error) {
 	}
 	get := call[Value]{cmd: command{kind: callEval, script: readScript, keys: []string{key}}, decode: asValue}
 	t := r.valueTally(true)
-	f := launch(r, ctx, "read", r.nodeTimeout, get, decider[Value](t), nil)
-	defer f.decide(false)
-
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, "read", r.nodeTimeout, get, decider[Value](t), nil); err != nil {
 		return Value{}, err
 	}
 	if v, ok := t.winner(); ok {
@@ -80,10 +77,7 @@ func (r *Redlock) countKeys(ctx context.Context, op string, s *Script, keys []st
 		decode: func(v any) ([]int64, error) { return asInts(v, len(keys)) },
 	}
 	t := r.keyTally(len(keys), false)
-	f := launch(r, ctx, op, r.nodeTimeout, count, decider[[]int64](t), nil)
-	defer f.decide(false)
-
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, op, r.nodeTimeout, count, decider[[]int64](t), nil); err != nil {
 		return 0, err
 	}
 	if t.short() {
@@ -101,7 +95,7 @@ func (r *Redlock) Holding(ctx context.Context, key, value string) (holding, node
 		decode: func(v any) (bool, error) { s, _ := v.(string); return s == value, nil },
 	}
 	t := &yesCount{counts: r.counts()}
-	_ = quorum(r, ctx, "holding", r.nodeTimeout, get, decider[bool](t))
+	_ = quorum(r, ctx, "holding", r.nodeTimeout, get, decider[bool](t), nil)
 	return t.yes, len(r.nodes)
 }
 
@@ -132,10 +126,7 @@ func (r *Redlock) FlushAll(ctx context.Context) error {
 func (r *Redlock) ack(ctx context.Context, op string, d time.Duration, args []any) error {
 	do := call[bool]{cmd: command{kind: callDo, args: args}, decode: func(any) (bool, error) { return true, nil }}
 	t := r.tally()
-	f := launch(r, ctx, op, d, do, decider[bool](t), nil)
-	defer f.decide(false)
-
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, op, d, do, decider[bool](t), nil); err != nil {
 		return err
 	}
 	if !t.won() {
@@ -164,10 +155,7 @@ func (r *Redlock) GetSet(ctx context.Context, key, value string, ttl time.Durati
 		decode: asValue,
 	}
 	t := r.valueTally(false)
-	f := launch(r, ctx, "getset", r.dataTimeout(ttl), swap, decider[Value](t), nil)
-	defer f.decide(false)
-
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, "getset", r.dataTimeout(ttl), swap, decider[Value](t), nil); err != nil {
 		return Value{}, err
 	}
 	if t.short() {
@@ -198,10 +186,7 @@ func (r *Redlock) Expire(ctx context.Context, key string, ttl time.Duration) (bo
 	ms := millis(ttl)
 	expire := call[bool]{cmd: command{kind: callDo, args: []any{"PEXPIRE", key, ms}}, decode: intIs1}
 	t := r.tally()
-	f := launch(r, ctx, "expire", r.callTimeout(ttl), expire, decider[bool](t), nil)
-	defer f.decide(false)
-
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, "expire", r.callTimeout(ttl), expire, decider[bool](t), nil); err != nil {
 		return false, err
 	}
 	if !t.won() && t.short() {
@@ -231,10 +216,7 @@ func (r *Redlock) CompareAndSet(ctx context.Context, key, old, new string, ttl t
 	}
 	t1 := r.now()
 	t := r.tally()
-	f := launch(r, ctx, "compare-and-set", r.callTimeout(ttl), set, decider[bool](t), nil)
-	defer f.decide(false)
-
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, "compare-and-set", r.callTimeout(ttl), set, decider[bool](t), nil); err != nil {
 		return Lock{}, err
 	}
 	if !t.won() {

@@ -9,23 +9,25 @@ import (
 	"time"
 )
 
-// The fan-out engine. Every operation is one flight: launch sends one
-// command to every node, each reply is counted by a decider (tally.go) as
-// it arrives, and wait returns as soon as the decider says the outcome is
-// certain. Every call of a flight has the same deadline, detached from the
-// caller's cancellation.
+// The fan-out engine. Every operation is one flight: launch hands one
+// command to every node's sender, each reply is counted by a decider
+// (tally.go) as it arrives, and wait returns as soon as the decider says
+// the outcome is certain; quorum is that sequence for every operation but
+// an acquisition (acquireFlight, which undoes a failure). Every call of a
+// flight has the same deadline, detached from the caller's cancellation.
 //
-// A pipelined node (sender) takes the command without a goroutine, and its
-// reply is counted on the connection's reader goroutine: a lock operation
-// costs no goroutine and one wake-up of its caller. A timer takes the
-// pipelined calls still open at the deadline as timed out; an undo of such
+// A RedisNode takes the command onto its pipelined connection without a
+// goroutine, and its reply is counted on the connection's reader: a lock
+// operation costs no goroutine and one wake-up of its caller. A timer
+// takes the calls still open at the deadline as timed out; an undo of such
 // a call is then queued on the same connection behind it, and the pipe
 // never writes a request queued after its deadline, so the undo cannot be
-// overtaken. Other nodes are called by a goroutine each, with the deadline
-// in the call's context, and only that goroutine settles its call: an
-// undo waits until the call returned. Either way the flight is held in
-// r.bg until every call is settled and, for a flight with an undo, its
-// outcome is decided, so Close waits for it.
+// overtaken. A call that cannot be pipelined (any other Node, or no live
+// connection) is owned by a goroutine that runs it with the deadline in
+// its context (goSend) and alone settles it: an undo waits until the call
+// returned. Either way the flight is held in r.bg until every call is
+// settled and, for a flight with an undo, its outcome is decided, so
+// Close waits for it.
 
 // reply is one node's answer: val when err is nil.
 type reply[T any] struct {
@@ -70,7 +72,6 @@ type nodeCall[T any] struct {
 type flight[T any] struct {
 	r      *Redlock
 	op     string
-	ctx    context.Context // the caller's
 	cmd    command
 	decode func(any) (T, error)
 	undo   func(Node, reply[T])
@@ -80,10 +81,6 @@ type flight[T any] struct {
 	calls  []nodeCall[T] // in few, for up to inlineNodes nodes
 	few    [inlineNodes]nodeCall[T]
 	wake   chan struct{} // buffered: the caller may look again
-	// For calls run by a goroutine: their context, with the deadline,
-	// made by launch on first use; cancel (under mu) once pending is 0.
-	cctx   context.Context
-	cancel context.CancelFunc
 
 	mu       sync.Mutex
 	dec      decider[T]
@@ -105,7 +102,7 @@ const inlineNodes = 5
 func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, c call[T], dec decider[T], undo func(Node, reply[T])) *flight[T] {
 	n := len(r.nodes)
 	f := &flight[T]{
-		r: r, op: op, ctx: ctx, cmd: c.cmd, decode: c.decode,
+		r: r, op: op, cmd: c.cmd, decode: c.decode,
 		undo: undo, d: d, wake: make(chan struct{}, 1),
 		dec: dec, pending: n, open: true,
 	}
@@ -140,30 +137,12 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 		f.timer = time.AfterFunc(d, f.expire)
 	}
 	f.mu.Unlock()
-	for i, node := range r.nodes {
+	for i, s := range r.senders {
 		c := &f.calls[i]
 		if c.skipped || c.state.Load() != callOpen {
 			continue // not voting, or the deadline passed already (launch was descheduled)
 		}
-		if s, ok := node.(sender); ok && s.send(&f.cmd, deadline, f, i) {
-			continue
-		}
-		// Run by a goroutine of its own, which alone settles it: the
-		// call's context carries the deadline, and an undo must wait
-		// until the call has returned.
-		if !c.state.CompareAndSwap(callOpen, callOwned) {
-			continue // the deadline took it meanwhile: never sent
-		}
-		if f.cctx == nil {
-			cctx, cancel := context.WithDeadline(context.WithoutCancel(f.ctx), deadline)
-			f.mu.Lock()
-			f.cctx, f.cancel = cctx, cancel
-			f.mu.Unlock()
-		}
-		r.bg.Go(func() {
-			v, err := f.cmd.run(f.cctx, node)
-			f.deliver(i, v, err)
-		})
+		s.send(&f.cmd, deadline, f, i)
 	}
 	return f
 }
@@ -171,9 +150,14 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 // quorum runs c on every node with deadline d and returns once dec is
 // done, or with the caller's error: launch, wait, decide. Every operation
 // but an acquisition (which undoes a failure: acquireFlight) is one call.
-func quorum[T any](r *Redlock, ctx context.Context, op string, d time.Duration, c call[T], dec decider[T]) error {
+// afterCalls, when not nil, runs once every call is done, which may be
+// after quorum returned (a release leaves the key's gate then).
+func quorum[T any](r *Redlock, ctx context.Context, op string, d time.Duration, c call[T], dec decider[T], afterCalls func()) error {
 	f := launch(r, ctx, op, d, c, dec, nil)
 	defer f.decide(false)
+	if afterCalls != nil {
+		f.afterCalls(afterCalls)
+	}
 	return f.wait(ctx)
 }
 
@@ -185,6 +169,9 @@ func (f *flight[T]) deliver(i int, v any, err error) {
 		f.take(i, v, err)
 	}
 }
+
+// own claims node i's call for the goroutine that runs it (see target).
+func (f *flight[T]) own(i int) bool { return f.calls[i].state.CompareAndSwap(callOpen, callOwned) }
 
 // take turns node i's result, which the caller has claimed, into its
 // reply: decoded, reported to the metrics and the node's health, settled.
@@ -203,8 +190,8 @@ func (f *flight[T]) take(i int, v any, err error) {
 // spawn runs fn in a goroutine of r.bg (see target).
 func (f *flight[T]) spawn(fn func()) { f.r.bg.Go(fn) }
 
-// expire times out every call still open at the deadline. A call run by
-// a goroutine is left to it: its context has the same deadline.
+// expire times out every call still open at the deadline. An owned call
+// is left to its goroutine: its context has the same deadline.
 func (f *flight[T]) expire() {
 	for i := range f.calls {
 		if f.calls[i].state.CompareAndSwap(callOpen, callTaken) {
@@ -240,9 +227,6 @@ func (f *flight[T]) settled(i int, rep reply[T]) {
 	if f.pending == 0 {
 		if f.timer != nil { // nil while launch takes the votes
 			f.timer.Stop()
-		}
-		if f.cancel != nil {
-			f.cancel()
 		}
 		after, f.after = f.after, nil
 	}

@@ -116,9 +116,7 @@ func (r *Redlock) writeBackFence(ctx context.Context, key, token string, fence i
 		decode: intIs1,
 	}
 	t := r.tally()
-	f := launch(r, ctx, "fence", r.callTimeout(ttl), write, decider[bool](t), nil)
-	defer f.decide(false)
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, "fence", r.callTimeout(ttl), write, decider[bool](t), nil); err != nil {
 		return err
 	}
 	if !t.won() {

@@ -347,16 +347,16 @@ func TestFlightTinyDeadline(t *testing.T) {
 	closeWithin(t, r)
 }
 
-// slowSender declines every send after a pause, as if launch were
+// slowSender sends from a goroutine after a pause, as if launch were
 // descheduled while sending.
 type slowSender struct {
 	*slowNode
 	pause time.Duration
 }
 
-func (s slowSender) send(*command, time.Time, target, int) bool {
+func (s slowSender) send(c *command, deadline time.Time, to target, tag int) {
 	time.Sleep(s.pause)
-	return false
+	goSend(s, c, deadline, to, tag)
 }
 
 // TestFlightNotVotingNeverUndone: a node that does not vote is neither

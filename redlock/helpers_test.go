@@ -59,12 +59,12 @@ func (f *faultyNode) set(m mode) { f.mode.Store(int32(m)) }
 // send passes a command to the pipelined node underneath while no fault is
 // set, so that the tests run the flights' pipelined path (replies counted
 // on the connection's reader) as well as the goroutine per call path.
-func (f *faultyNode) send(c *command, deadline time.Time, to target, tag int) bool {
-	if mode(f.mode.Load()) != modeOK || f.failScript.Load() != nil {
-		return false
+func (f *faultyNode) send(c *command, deadline time.Time, to target, tag int) {
+	if s, ok := f.Node.(sender); ok && mode(f.mode.Load()) == modeOK && f.failScript.Load() == nil {
+		s.send(c, deadline, to, tag)
+		return
 	}
-	s, ok := f.Node.(sender)
-	return ok && s.send(c, deadline, to, tag)
+	goSend(f, c, deadline, to, tag)
 }
 
 // setGated puts f into m, waiting on gate.

@@ -189,11 +189,7 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 		return fmt.Errorf("release: %w", err)
 	}
 	t := r.tally()
-	f := launch(r, ctx, "release", r.nodeTimeout, del, decider[bool](t), nil)
-	defer f.decide(false)
-	f.afterCalls(pass.leave)
-
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, "release", r.nodeTimeout, del, decider[bool](t), pass.leave); err != nil {
 		return err
 	}
 	if !t.won() {
@@ -221,11 +217,7 @@ func (r *Redlock) ReleaseKeys(ctx context.Context, keys []string, token string) 
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	t := r.keyTally(len(send), true)
-	f := launch(r, ctx, "release", r.nodeTimeout, del, decider[[]int64](t), nil)
-	defer f.decide(false)
-	f.afterCalls(pass.leave)
-
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, "release", r.nodeTimeout, del, decider[[]int64](t), pass.leave); err != nil {
 		return nil, err
 	}
 	if t.short() {
@@ -289,10 +281,7 @@ func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, t
 	}
 	t1 := r.now()
 	t := &ttlTally{tally: tally{counts: r.counts()}}
-	f := launch(r, ctx, "extend", r.callTimeout(ttl), expire, decider[int64](t), nil)
-	defer f.decide(false)
-
-	if err := f.wait(ctx); err != nil {
+	if err := quorum(r, ctx, "extend", r.callTimeout(ttl), expire, decider[int64](t), nil); err != nil {
 		return 0, err
 	}
 	if !t.won() {

@@ -408,15 +408,18 @@ func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, 
 	}
 }
 
-// send starts c on the pipelined connection without blocking (see sender).
-// The reply is finished by onReply on the connection's reader goroutine.
-func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int) bool {
-	if n.p == nil || c.kind == callDo {
-		return false
+// send starts c on the pipelined connection without blocking (see
+// sender); the reply is finished by onReply on the connection's reader
+// goroutine. What cannot be pipelined now (no live connection, a full
+// queue, a raw command, a node from NewRedisNode) runs in a goroutine.
+func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int) {
+	if n.p == nil || c.kind == callDo || !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag) {
+		goSend(n, c, deadline, to, tag)
 	}
-	return n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag)
 }
 
+// sendStep queues c at step st on conn without blocking; false when it
+// could not (no connection, a full queue).
 func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.Time, to target, tag int) bool {
 	if conn == nil {
 		return false
@@ -424,11 +427,11 @@ func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.
 	req := requestPool.Get().(*request)
 	req.cmd, st = n.encode(req.cmd[:0], c, st)
 	req.deadline = deadline
-	req.fin, req.call, req.step, req.to, req.tag = n, c, st, to, tag
+	req.node, req.call, req.step, req.to, req.tag = n, c, st, to, tag
 	if conn.trySend(req) {
 		return true
 	}
-	req.fin, req.call, req.to = nil, nil, nil
+	req.node, req.call, req.to = nil, nil, nil
 	requestPool.Put(req)
 	return false
 }

@@ -44,37 +44,31 @@ func (RedisError) RedisError() {}
 // errPipeClosed is returned for requests on a closed pipe.
 var errPipeClosed = errors.New("backend connection closed")
 
-// request is one command and where its reply goes: to done, or, when fin
-// is set, to fin, called by the pipe's own goroutines; the pipe then
-// recycles the request.
+// request is one command and where its reply goes: to done, or, when node
+// is set, to node.onReply on the pipe's own goroutines (a flight's call,
+// see RedisNode.send); the pipe then recycles the request.
 type request struct {
 	cmd      []byte        // the encoded command
 	deadline time.Time     // the caller's; zero for none
 	done     chan response // buffered: the reader never blocks on it
 
-	fin finisher
-	// For fin (see RedisNode.send): the command, how it was sent, and
-	// where its result goes.
+	// For a flight's call: the node, the command and how it was sent,
+	// and where its result goes.
+	node *RedisNode
 	call *command
 	step step
 	to   target
 	tag  int
 }
 
-// finisher takes the reply of a request sent without a waiting caller.
-type finisher interface {
-	// onReply is called by the pipe's own goroutines and must not block.
-	onReply(req *request, v any, err error)
-}
-
 // complete hands the reply to whoever waits for it.
 func (r *request) complete(v any, err error) {
-	if r.fin == nil {
+	if r.node == nil {
 		r.done <- response{v: v, err: err}
 		return
 	}
-	r.fin.onReply(r, v, err)
-	r.fin, r.call, r.to = nil, nil, nil
+	r.node.onReply(r, v, err)
+	r.node, r.call, r.to = nil, nil, nil
 	requestPool.Put(r)
 }
 

@@ -143,6 +143,7 @@ type Lock struct {
 // for concurrent use.
 type Redlock struct {
 	nodes           []Node
+	senders         []sender // one per node: how a flight reaches it
 	quorum          int
 	nodeTimeout     time.Duration
 	rollbackTimeout time.Duration
@@ -195,6 +196,10 @@ func New(nodes []Node, opts Options) *Redlock {
 	}
 	if r.log == nil {
 		r.log = hclog.NewNullLogger()
+	}
+	r.senders = make([]sender, len(r.nodes))
+	for i, n := range r.nodes {
+		r.senders[i] = senderOf(n)
 	}
 	if n := len(nodes); n < 3 || n%2 == 0 {
 		r.log.Warn("weak node count: use an odd number of at least 3", "nodes", n, "quorum", r.quorum)

@@ -143,8 +143,8 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	if err == nil && req.Remember && !req.Session && owner.gone() {
 		// The owner closed while the lock was being taken: nobody will
 		// read the token, so give it back now.
-		h := m.reg.byToken(g.Keys[0], g.Token)
-		m.bg.Go(func() { m.giveBack(h, g) })
+		h, keys, token := m.reg.byToken(g.Keys[0], g.Token), g.Keys, g.Token
+		m.bg.Go(func() { m.giveBack(h, keys, token) })
 		return Grant{}, ErrOwnerGone
 	}
 	m.count(err)
@@ -206,11 +206,11 @@ func (m *Manager) remember(owner *Owner, l redlock.Lock, req Request, start time
 }
 
 // giveBack releases a grant nobody will read, in the background.
-func (m *Manager) giveBack(h *heldLock, g Grant) {
+func (m *Manager) giveBack(h *heldLock, keys []string, token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	if _, err := m.locker.ReleaseKeys(ctx, g.Keys, g.Token); err != nil {
-		m.log.Debug("release after a closed connection failed", "keys", g.Keys, "error", err)
+	if _, err := m.locker.ReleaseKeys(ctx, keys, token); err != nil {
+		m.log.Debug("release after a closed connection failed", "keys", keys, "error", err)
 	}
 	if h != nil {
 		m.reg.remove(h)
