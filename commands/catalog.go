@@ -11,7 +11,7 @@ import (
 )
 
 // catalog lists the lock scripts the proxy recognises. SHA1s are of the
-// exact bytes each library sends (CLIENTS.md; recomputed from the
+// exact bytes each library sends (recomputed from the
 // libraries' sources); fingerprints are of the normalised text (see
 // fingerprint). K1 is the first key, A1.. the arguments.
 var catalog = []script{

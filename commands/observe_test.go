@@ -106,7 +106,7 @@ func TestObserveAllocs(t *testing.T) {
 
 // TestObserveSetPastExpiry: the observer reads a refused SET's conditions
 // after the command ran, when an absolute expiry may have passed: a SET NX
-// is still an acquire (found in review: it was counted as not_held).
+// is still an acquire (it was counted as not_held).
 func TestObserveSetPastExpiry(t *testing.T) {
 	d, _ := newTestDispatcher(t, 1, "")
 	set := d.lookup([]byte("SET"))

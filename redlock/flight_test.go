@@ -299,7 +299,7 @@ func closeWithin(t *testing.T, r *Redlock) {
 }
 
 // TestFlightUndoAfterSlowCall: a call run by a goroutine that returns
-// after the deadline is undone only once it returned (found in review: the
+// after the deadline is undone only once it returned (the
 // deadline used to settle it, and the undo overtook the SET).
 func TestFlightUndoAfterSlowCall(t *testing.T) {
 	a, b, c := newSlowNode("a"), newSlowNode("b"), newSlowNode("c")
@@ -316,7 +316,7 @@ func TestFlightUndoAfterSlowCall(t *testing.T) {
 
 // TestFlightReleaseGateAfterSlowDelete: Release keeps the key's gate
 // until a slow delete returned, so a re-acquire with the same token is not
-// deleted by it (found in review).
+// deleted by it.
 func TestFlightReleaseGateAfterSlowDelete(t *testing.T) {
 	a, b, c := newSlowNode("a"), newSlowNode("b"), newSlowNode("c")
 	for _, n := range []*slowNode{a, b, c} {
@@ -337,7 +337,7 @@ func TestFlightReleaseGateAfterSlowDelete(t *testing.T) {
 }
 
 // TestFlightTinyDeadline: a deadline shorter than launch itself (1ns)
-// neither races nor panics (found in review: the timer could fire before
+// neither races nor panics (the timer could fire before
 // launch had stored it).
 func TestFlightTinyDeadline(t *testing.T) {
 	r := New([]Node{newSlowNode("a"), newSlowNode("b"), newSlowNode("c")}, Options{NodeTimeout: 1})
@@ -361,7 +361,7 @@ func (s slowSender) send(c *command, deadline time.Time, to target, tag int) {
 
 // TestFlightNotVotingNeverUndone: a node that does not vote is neither
 // called nor undone, even when launch passes the deadline before reaching
-// it (found in review).
+// it.
 func TestFlightNotVotingNeverUndone(t *testing.T) {
 	a, b, c := newSlowNode("a"), newSlowNode("b"), newSlowNode("c")
 	r := New([]Node{slowSender{a, 30 * time.Millisecond}, b, c}, Options{NodeTimeout: 5 * time.Millisecond, Logger: testLogger(t)})
@@ -381,7 +381,7 @@ func TestFlightNotVotingNeverUndone(t *testing.T) {
 // nodes, two of them fakes that stall and lose their native command now
 // and then, with deadlines of a few milliseconds and callers giving up at
 // random: under -race it checks the fan-out for races, and Close checks
-// that every flight let go of its background work (written in review).
+// that every flight let go of its background work.
 func TestFlightStress(t *testing.T) {
 	_, nodes := pipelinedNodes(t, 3)
 	stalling, more := fakeNodes(t, 1)

@@ -272,7 +272,7 @@ func TestCompareAndDeleteRedis7(t *testing.T) {
 // command but is encoded after the capability went away (a reconnect to a
 // downgraded server) goes out as EVALSHA and is known as such, so a
 // NOSCRIPT reply (the restart emptied the script cache) moves on to EVAL
-// instead of failing the call (found in review).
+// instead of failing the call.
 func TestNativeGoneBeforeEncode(t *testing.T) {
 	n := &RedisNode{}
 	n.native.Store(int32(nativeDelex))
