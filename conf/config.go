@@ -9,77 +9,59 @@ import (
 	"time"
 )
 
-// Config is the proxy's effective configuration. Field comments give the
-// default; doc.go has the table of keys and bounds.
+// Config is the proxy's effective configuration. Each key's default,
+// decoding, display and bound are declared once, in settings (keys.go);
+// doc.go has the table of keys and bounds.
 type Config struct {
-	Listen            string        // "127.0.0.1:6380"
+	Listen            string        // host:port of the client listener
 	Backends          []string      // redis://host:port[/db], rediss://…, or host:port
 	Dev               bool          // five embedded in-process backends
-	NodeTimeout       time.Duration // 50ms
-	DriftFactor       float64       // 0.01
-	MinTTL            time.Duration // 10ms
-	MaxTTL            time.Duration // 60s
-	DefaultTTL        time.Duration // 30s ("0" = no expiry)
-	MaxWait           time.Duration // 10s
-	MaxHold           time.Duration // 1h
-	LogLevel          string        // "info" (trace|debug|info|warn|error)
-	LogFormat         string        // "text" (text|json)
-	MaxClients        int           // 10000
-	IdleTimeout       time.Duration // 5m (0 = never)
-	WriteTimeout      time.Duration // 10s, deadline for each write to a client
-	ShutdownTimeout   time.Duration // 10s, graceful drain on SIGTERM
-	Strict            bool          // false
-	ProtectedMode     bool          // true: with no password, loopback clients only
-	AllowFlush        bool          // false
-	StartupQuarantine bool          // true: backends younger than max_ttl do not vote at start
-	HealthInterval    time.Duration // 1s: backend probes (run_id, clock, loading, down)
-	DownAfter         int           // 3: consecutive failures that mark a backend down
+	NodeTimeout       time.Duration // per backend call (also capped at 5% of the ttl)
+	DriftFactor       float64       // clock drift allowed per unit of ttl
+	MinTTL            time.Duration // the shortest ttl accepted
+	MaxTTL            time.Duration // the longest ttl accepted; sets the restart quarantine
+	DefaultTTL        time.Duration // the lease of lock writes that carry no expiry (0: none)
+	MaxWait           time.Duration // the longest LOCK … WAIT
+	MaxHold           time.Duration // SESSION locks stop renewing after this
+	LogLevel          string        // trace|debug|info|warn|error
+	LogFormat         string        // text|json
+	MaxClients        int           // client connections at once
+	IdleTimeout       time.Duration // idle clients are closed after this (0: never)
+	WriteTimeout      time.Duration // deadline for each write to a client
+	ShutdownTimeout   time.Duration // graceful drain on SIGTERM
+	Strict            bool          // refuse to start on backend problems
+	ProtectedMode     bool          // with no password, loopback clients only
+	AllowFlush        bool          // FLUSHDB/FLUSHALL reach the backends
+	StartupQuarantine bool          // backends younger than max_ttl do not vote at start
+	HealthInterval    time.Duration // backend probes (run_id, clock, loading, down)
+	DownAfter         int           // consecutive failures that mark a backend down
 	RequirePass       string        // secret; never shown by String or GoString
 	RequirePassFile   string        // file whose first line is the password
-	AuthFailLimit     int           // 10 failed AUTHs per client network …
-	AuthFailWindow    time.Duration // … within 10s, then AUTH is refused until the window passes
-	MaxArgs           int           // 1024 arguments per command (after AUTH)
-	MaxBulkBytes      int           // 1<<20 bytes per argument (after AUTH)
-	MaxInlineBytes    int           // 65536 bytes per inline command line
-	MaxKeyBytes       int           // 1024
-	MaxValueBytes     int           // 4096 (lock tokens / values)
-	MetricsListen     string        // "" (off): host:port of /metrics, /healthz, /readyz
+	AuthFailLimit     int           // failed AUTHs per client network …
+	AuthFailWindow    time.Duration // … within this window, then AUTH is refused until it passes
+	MaxArgs           int           // arguments per command (after AUTH)
+	MaxBulkBytes      int           // bytes per argument (after AUTH)
+	MaxInlineBytes    int           // bytes per inline command line
+	MaxKeyBytes       int           // bytes per key
+	MaxValueBytes     int           // bytes per lock token / value
+	MetricsListen     string        // host:port of /metrics, /healthz, /readyz ("": off)
 	TLS               *TLS          // nil: plaintext clients (block tls { … })
 	BackendTLS        *BackendTLS   // nil: rediss:// backends verify with system roots
 	Users             []User        // proxy-level users (blocks user "name" { … })
 }
 
-// Default returns the built-in defaults. Backends is empty, so Default alone
-// fails Validate on that key only: a deployment names its backends (or sets
-// dev = true); there is no implicit localhost backend to mask a missing one.
+// Default returns the built-in defaults (settings, keys.go). Backends is
+// empty, so Default alone fails Validate on that key only: a deployment
+// names its backends (or sets dev = true); there is no implicit localhost
+// backend to mask a missing one.
 func Default() Config {
-	return Config{
-		Listen:            "127.0.0.1:6380",
-		NodeTimeout:       50 * time.Millisecond,
-		DriftFactor:       0.01,
-		MinTTL:            10 * time.Millisecond,
-		MaxTTL:            60 * time.Second,
-		DefaultTTL:        30 * time.Second,
-		MaxWait:           10 * time.Second,
-		MaxHold:           time.Hour,
-		LogLevel:          "info",
-		LogFormat:         "text",
-		MaxClients:        10000,
-		IdleTimeout:       5 * time.Minute,
-		WriteTimeout:      10 * time.Second,
-		ShutdownTimeout:   10 * time.Second,
-		ProtectedMode:     true,
-		StartupQuarantine: true,
-		HealthInterval:    time.Second,
-		DownAfter:         3,
-		AuthFailLimit:     10,
-		AuthFailWindow:    10 * time.Second,
-		MaxArgs:           1024,
-		MaxBulkBytes:      1 << 20,
-		MaxInlineBytes:    65536,
-		MaxKeyBytes:       1024,
-		MaxValueBytes:     4096,
+	var c Config
+	for _, s := range settings {
+		if s.setDefault != nil {
+			s.setDefault(&c)
+		}
 	}
+	return c
 }
 
 // String renders the effective configuration on one line of key=value pairs
@@ -101,54 +83,10 @@ func (c Config) String() string {
 // pairs lists every key and its value as String shows it, in String's
 // order; without redact, secrets appear as they are (for comparison only).
 func (c Config) pairs(redact bool) [][2]string {
-	var out [][2]string
-	kv := func(key, val string) { out = append(out, [2]string{key, val}) }
-	backends := make([]string, len(c.Backends))
-	for i, be := range c.Backends {
-		if redact {
-			be = RedactBackend(be)
-		}
-		backends[i] = quoteIfNeeded(be)
+	out := make([][2]string, 0, len(settings)+3)
+	for _, s := range settings {
+		out = append(out, [2]string{s.key, s.show(&c, redact)})
 	}
-	pass := "<unset>"
-	switch {
-	case !redact:
-		pass = strconv.Quote(c.RequirePass)
-	case c.RequirePass != "":
-		pass = "<set>"
-	}
-	kv("listen", quoteIfNeeded(c.Listen))
-	kv("backends", "["+strings.Join(backends, ",")+"]")
-	kv("dev", strconv.FormatBool(c.Dev))
-	kv("node_timeout", fmtDuration(c.NodeTimeout))
-	kv("drift_factor", strconv.FormatFloat(c.DriftFactor, 'g', -1, 64))
-	kv("min_ttl", fmtDuration(c.MinTTL))
-	kv("max_ttl", fmtDuration(c.MaxTTL))
-	kv("default_ttl", fmtDuration(c.DefaultTTL))
-	kv("max_wait", fmtDuration(c.MaxWait))
-	kv("max_hold", fmtDuration(c.MaxHold))
-	kv("log_level", quoteIfNeeded(c.LogLevel))
-	kv("log_format", quoteIfNeeded(c.LogFormat))
-	kv("max_clients", strconv.Itoa(c.MaxClients))
-	kv("idle_timeout", fmtDuration(c.IdleTimeout))
-	kv("write_timeout", fmtDuration(c.WriteTimeout))
-	kv("shutdown_timeout", fmtDuration(c.ShutdownTimeout))
-	kv("strict", strconv.FormatBool(c.Strict))
-	kv("protected_mode", strconv.FormatBool(c.ProtectedMode))
-	kv("allow_flush", strconv.FormatBool(c.AllowFlush))
-	kv("startup_quarantine", strconv.FormatBool(c.StartupQuarantine))
-	kv("health_interval", fmtDuration(c.HealthInterval))
-	kv("down_after", strconv.Itoa(c.DownAfter))
-	kv("requirepass", pass)
-	kv("requirepass_file", quoteIfNeeded(c.RequirePassFile))
-	kv("auth_fail_limit", strconv.Itoa(c.AuthFailLimit))
-	kv("auth_fail_window", fmtDuration(c.AuthFailWindow))
-	kv("max_args", strconv.Itoa(c.MaxArgs))
-	kv("max_bulk_bytes", strconv.Itoa(c.MaxBulkBytes))
-	kv("max_inline_bytes", strconv.Itoa(c.MaxInlineBytes))
-	kv("max_key_bytes", strconv.Itoa(c.MaxKeyBytes))
-	kv("max_value_bytes", strconv.Itoa(c.MaxValueBytes))
-	kv("metrics_listen", quoteIfNeeded(c.MetricsListen))
 	return append(out, c.blockPairs(redact)...)
 }
 

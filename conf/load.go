@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -57,7 +56,7 @@ func Parse(src []byte, filename string, base Config) (Config, error) {
 	})
 
 	for _, a := range attrs {
-		f, ok := fieldByKey[a.Name]
+		f, ok := settingByKey[a.Name]
 		if !ok {
 			msg := fmt.Sprintf("conf: %s: unknown key %q", pos(a.NameRange), a.Name)
 			if s := suggest(a.Name); s != "" {
@@ -79,53 +78,11 @@ func Parse(src []byte, filename string, base Config) (Config, error) {
 	return c, nil
 }
 
-// field decodes one HCL attribute into its Config field.
-type field struct {
-	decode func(c *Config, key string, e hcl.Expression) error
-}
-
-// fieldByKey is the table of HCL keys. Adding a key means one row here, one
-// line in Config.String, a bound in Validate and a row in doc.go.
-var fieldByKey = map[string]field{
-	"listen":             str(func(c *Config) *string { return &c.Listen }),
-	"backends":           strList(func(c *Config) *[]string { return &c.Backends }),
-	"dev":                boolean(func(c *Config) *bool { return &c.Dev }),
-	"node_timeout":       dur(func(c *Config) *time.Duration { return &c.NodeTimeout }),
-	"drift_factor":       float(func(c *Config) *float64 { return &c.DriftFactor }),
-	"min_ttl":            dur(func(c *Config) *time.Duration { return &c.MinTTL }),
-	"max_ttl":            dur(func(c *Config) *time.Duration { return &c.MaxTTL }),
-	"default_ttl":        dur(func(c *Config) *time.Duration { return &c.DefaultTTL }),
-	"max_wait":           dur(func(c *Config) *time.Duration { return &c.MaxWait }),
-	"max_hold":           dur(func(c *Config) *time.Duration { return &c.MaxHold }),
-	"log_level":          str(func(c *Config) *string { return &c.LogLevel }),
-	"log_format":         str(func(c *Config) *string { return &c.LogFormat }),
-	"max_clients":        integer(func(c *Config) *int { return &c.MaxClients }),
-	"idle_timeout":       dur(func(c *Config) *time.Duration { return &c.IdleTimeout }),
-	"write_timeout":      dur(func(c *Config) *time.Duration { return &c.WriteTimeout }),
-	"shutdown_timeout":   dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
-	"strict":             boolean(func(c *Config) *bool { return &c.Strict }),
-	"protected_mode":     boolean(func(c *Config) *bool { return &c.ProtectedMode }),
-	"allow_flush":        boolean(func(c *Config) *bool { return &c.AllowFlush }),
-	"startup_quarantine": boolean(func(c *Config) *bool { return &c.StartupQuarantine }),
-	"health_interval":    dur(func(c *Config) *time.Duration { return &c.HealthInterval }),
-	"down_after":         integer(func(c *Config) *int { return &c.DownAfter }),
-	"auth_fail_limit":    integer(func(c *Config) *int { return &c.AuthFailLimit }),
-	"auth_fail_window":   dur(func(c *Config) *time.Duration { return &c.AuthFailWindow }),
-	"requirepass":        str(func(c *Config) *string { return &c.RequirePass }),
-	"requirepass_file":   str(func(c *Config) *string { return &c.RequirePassFile }),
-	"max_args":           integer(func(c *Config) *int { return &c.MaxArgs }),
-	"max_bulk_bytes":     integer(func(c *Config) *int { return &c.MaxBulkBytes }),
-	"max_inline_bytes":   integer(func(c *Config) *int { return &c.MaxInlineBytes }),
-	"max_key_bytes":      integer(func(c *Config) *int { return &c.MaxKeyBytes }),
-	"max_value_bytes":    integer(func(c *Config) *int { return &c.MaxValueBytes }),
-	"metrics_listen":     str(func(c *Config) *string { return &c.MetricsListen }),
-}
-
 // keys returns the HCL keys a config file may set, sorted.
 func keys() []string {
-	keys := make([]string, 0, len(fieldByKey))
-	for k := range fieldByKey {
-		keys = append(keys, k)
+	keys := make([]string, 0, len(settings))
+	for _, s := range settings {
+		keys = append(keys, s.key)
 	}
 	slices.Sort(keys)
 	return keys
@@ -156,39 +113,6 @@ func decodeAs[T any](key string, e hcl.Expression) (T, error) {
 		return v, fmt.Errorf("conf: %s: %s: %s", pos(e.StartRange()), key, msg)
 	}
 	return v, nil
-}
-
-func plain[T any](ptr func(*Config) *T) field {
-	return field{decode: func(c *Config, key string, e hcl.Expression) error {
-		v, err := decodeAs[T](key, e)
-		if err == nil {
-			*ptr(c) = v
-		}
-		return err
-	}}
-}
-
-func str(ptr func(*Config) *string) field       { return plain(ptr) }
-func strList(ptr func(*Config) *[]string) field { return plain(ptr) }
-func boolean(ptr func(*Config) *bool) field     { return plain(ptr) }
-func float(ptr func(*Config) *float64) field    { return plain(ptr) }
-func integer(ptr func(*Config) *int) field      { return plain(ptr) }
-
-// dur decodes a Go duration string ("50ms", "1h"); "0" and the number 0 are
-// zero. Signs are kept: Validate rejects negatives with the bound.
-func dur(ptr func(*Config) *time.Duration) field {
-	return field{decode: func(c *Config, key string, e hcl.Expression) error {
-		s, err := decodeAs[string](key, e)
-		if err != nil {
-			return err
-		}
-		d, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil {
-			return fmt.Errorf("conf: %s: %s: %q is not a duration (use Go syntax such as \"50ms\", \"30s\", \"1h\")", pos(e.Range()), key, s)
-		}
-		*ptr(c) = d
-		return nil
-	}}
 }
 
 // diagsError turns HCL diagnostics into one error per problem, each
@@ -224,7 +148,8 @@ func pos(r hcl.Range) string {
 // a likely typo.
 func suggest(name string) string {
 	best, bestDist := "", 3
-	for k := range fieldByKey {
+	for _, s := range settings {
+		k := s.key
 		if d := editDistance(name, k); d < bestDist || (d == bestDist && best != "" && k < best) {
 			best, bestDist = k, d
 		}

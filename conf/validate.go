@@ -2,7 +2,6 @@ package conf
 
 import (
 	"errors"
-	"math"
 	"net"
 	"net/url"
 	"strconv"
@@ -52,59 +51,12 @@ func (e *ValidationError) Error() string {
 // an errors.Join of several (errors.As finds the first).
 func (c Config) Validate() error {
 	v := &validator{}
-
-	v.listen(c.Listen)
-	v.backends(c.Backends, c.Dev)
+	for _, s := range settings {
+		if s.check != nil {
+			s.check(&c, v)
+		}
+	}
 	v.blocks(c)
-
-	v.durAbove("node_timeout", c.NodeTimeout, 0, maxNodeTimeout)
-	if !(c.DriftFactor >= 0 && c.DriftFactor <= maxDriftFactor) { // also catches NaN
-		v.fail("drift_factor", strconv.FormatFloat(c.DriftFactor, 'g', -1, 64), "must be within [0, 0.1]")
-	}
-
-	v.durWithin("min_ttl", c.MinTTL, minTTLFloor, "", maxTTLCeiling, "")
-	maxTTLFloor, maxTTLFloorName := minTTLFloor, ""
-	if c.MinTTL > minTTLFloor && c.MinTTL <= maxTTLCeiling {
-		maxTTLFloor, maxTTLFloorName = c.MinTTL, "min_ttl "
-	}
-	v.durWithin("max_ttl", c.MaxTTL, maxTTLFloor, maxTTLFloorName, maxTTLCeiling, "")
-	if d := c.DefaultTTL; d != 0 && (d < c.MinTTL || d > c.MaxTTL) {
-		v.fail("default_ttl", fmtDuration(d),
-			"must be 0 or within [min_ttl "+fmtDuration(c.MinTTL)+", max_ttl "+fmtDuration(c.MaxTTL)+"]")
-	}
-
-	v.durWithin("max_wait", c.MaxWait, 0, "", maxMaxWait, "")
-	v.durWithin("max_hold", c.MaxHold, minMaxHold, "", maxMaxHold, "")
-
-	v.durWithin("health_interval", c.HealthInterval, 10*time.Millisecond, "", time.Minute, "")
-	v.intWithin("down_after", c.DownAfter, 1, 1000, "")
-	v.intWithin("auth_fail_limit", c.AuthFailLimit, 1, 100000, "")
-	v.durWithin("auth_fail_window", c.AuthFailWindow, time.Second, "", time.Hour, "")
-
-	v.oneOf("log_level", c.LogLevel, logLevels)
-	v.oneOf("log_format", c.LogFormat, logFormats)
-
-	v.intWithin("max_clients", c.MaxClients, 1, maxMaxClients, "")
-	v.durWithin("idle_timeout", c.IdleTimeout, 0, "", math.MaxInt64, "")
-	v.durAbove("write_timeout", c.WriteTimeout, 0, maxWriteTimeout)
-	v.durAbove("shutdown_timeout", c.ShutdownTimeout, 0, maxShutdownTimeout)
-
-	v.intWithin("max_args", c.MaxArgs, minMaxArgs, maxMaxArgs, "")
-	v.intWithin("max_bulk_bytes", c.MaxBulkBytes, minMaxBulkBytes, maxMaxBulkBytes, "")
-	v.intWithin("max_inline_bytes", c.MaxInlineBytes, minMaxInlineBytes, maxMaxInlineBytes, "")
-	// Key and value limits are bounded by max_bulk_bytes when that is valid
-	// itself, so one bad value gives one error.
-	bulk, bulkName := maxMaxBulkBytes, ""
-	if c.MaxBulkBytes >= minMaxBulkBytes && c.MaxBulkBytes <= maxMaxBulkBytes {
-		bulk, bulkName = c.MaxBulkBytes, "max_bulk_bytes "
-	}
-	v.intWithin("max_key_bytes", c.MaxKeyBytes, 1, bulk, bulkName)
-	v.intWithin("max_value_bytes", c.MaxValueBytes, 1, bulk, bulkName)
-
-	if c.MetricsListen != "" && v.hostPort("metrics_listen", c.MetricsListen) && c.MetricsListen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
-		v.fail("metrics_listen", strconv.Quote(c.MetricsListen), "must differ from listen")
-	}
-
 	switch len(v.errs) {
 	case 0:
 		return nil
@@ -139,6 +91,17 @@ func (v *validator) durWithin(key string, d, lo time.Duration, loName string, hi
 	case d > hi:
 		v.fail(key, fmtDuration(d), "must be <= "+hiName+fmtDuration(hi))
 	}
+}
+
+// withinBulk checks a key or value limit: at least 1, at most
+// max_bulk_bytes when that is valid itself (so one bad value gives one
+// error), else at most its own bound.
+func (v *validator) withinBulk(key string, n, bulk int) {
+	if bulk >= minMaxBulkBytes && bulk <= maxMaxBulkBytes {
+		v.intWithin(key, n, 1, bulk, "max_bulk_bytes ")
+		return
+	}
+	v.intWithin(key, n, 1, maxMaxBulkBytes, "")
 }
 
 // intWithin checks n in [lo, hi]; hiName says when hi comes from another key.
