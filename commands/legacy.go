@@ -199,7 +199,7 @@ func (d *Dispatcher) get(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	v, err := d.locker.Read(ctx, string(args[1]))
+	v, err := d.locker.Get(ctx, string(args[1]))
 	if err != nil {
 		return d.lockError(err)
 	}
@@ -268,8 +268,9 @@ func (d *Dispatcher) keyList(args [][]byte) ([]string, Reply) {
 	return keys, nil
 }
 
-// PTTL key / TTL key: the smallest remaining ttl among the quorum that
-// agrees on the value; -2 when absent, -1 without expiry.
+// PTTL key / TTL key: how long a quorum of backends will still hold the
+// key with the value a quorum agrees on (redlock.Read); -2 when absent, -1
+// without expiry.
 func (d *Dispatcher) pttl(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r

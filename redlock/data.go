@@ -20,23 +20,42 @@ const (
 type Value struct {
 	Exists bool
 	Data   string // when Exists
-	// PTTL is the smallest remaining ttl among the agreeing nodes;
-	// PTTLNoExpiry or PTTLAbsent otherwise.
+	// PTTL is how long a quorum of nodes will still hold Data: the
+	// quorum-th largest remaining ttl among the nodes that hold it (Read;
+	// Get leaves it unmeasured); PTTLNoExpiry or PTTLAbsent otherwise.
 	PTTL time.Duration
 }
 
 // Read gets the value and ttl of key on every node (one script per node)
 // and returns the value a quorum agrees on; a quorum of "absent" is a
-// value too. It decides as soon as one value has a quorum. When the
-// answers disagree so that no value can reach a quorum, the key counts as
-// absent (not held). It fails with a *QuorumError of kind ErrNoQuorum when
-// fewer than a quorum of nodes answered.
+// value too. Its PTTL is the quorum-th largest remaining ttl among the
+// nodes holding that value, over every node that answered within its
+// deadline: exactly when the key stops being held by a quorum, so it
+// reflects every write (an extend, an expire) that reached a quorum, and
+// one node that missed it never shows the older ttl. Read therefore waits
+// for every node, each within its deadline. When the answers disagree so
+// that no value can reach a quorum, the key counts as absent (not held).
+// It fails with a *QuorumError of kind ErrNoQuorum when fewer than a
+// quorum of nodes answered.
 func (r *Redlock) Read(ctx context.Context, key string) (Value, error) {
+	return r.read(ctx, key, false)
+}
+
+// Get is Read for the value alone: it decides as soon as one value has a
+// quorum, so a slow node does not slow it, and its PTTL is only a bound
+// (the quorum-th largest among the nodes counted so far). Any value a
+// quorum agrees on is the latest written to a quorum: two quorums share a
+// node.
+func (r *Redlock) Get(ctx context.Context, key string) (Value, error) {
+	return r.read(ctx, key, true)
+}
+
+func (r *Redlock) read(ctx context.Context, key string, early bool) (Value, error) {
 	if err := checkKeys(ctx, "read", []string{key}); err != nil {
 		return Value{}, err
 	}
 	get := call[Value]{cmd: command{kind: callEval, script: readScript, keys: []string{key}}, decode: asValue}
-	t := r.valueTally(true)
+	t := r.valueTally(early)
 	if err := quorum(r, ctx, "read", r.nodeTimeout, get, decider[Value](t), nil); err != nil {
 		return Value{}, err
 	}

@@ -54,16 +54,72 @@ func TestRead(t *testing.T) {
 	}
 }
 
-// A quorum of one value decides while the others still hang.
-func TestReadEarly(t *testing.T) {
+// Get decides at a quorum of one value while the others still hang.
+func TestGetEarly(t *testing.T) {
 	c := newCluster(t, 5, Options{})
 	c.put("k", []string{"v", "v", "v", "w", "w"})
 	gate := make(chan struct{})
 	c.setMaskGated(0b11000, modeHang, gate)
-	v, err := c.r.Read(context.Background(), "k")
+	v, err := c.r.Get(context.Background(), "k")
 	close(gate)
 	if err != nil || v.Data != "v" {
 		t.Fatalf("%+v, %v", v, err)
+	}
+}
+
+// Read's remaining ttl reflects every write that reached a quorum: here
+// an extend that one or two backends missed (their call failed, as a
+// stalled backend's would) while the others applied it. Read waits for
+// every backend, so the answer does not depend on which answer first.
+func TestReadSeesQuorumExtend(t *testing.T) {
+	ctx := context.Background()
+	for missed := 1; missed <= 2; missed++ {
+		c := newCluster(t, 5, Options{})
+		if _, err := c.r.Acquire(ctx, "k", "tok", 100*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		mask := 1<<missed - 1 // the first missed backends
+		c.setMask(mask, modeFail)
+		if _, err := c.r.Extend(ctx, "k", "tok", 200*time.Second); err != nil {
+			t.Fatalf("%d missed: Extend: %v", missed, err)
+		}
+		c.wait(t) // the extend answered at the quorum; let the rest land
+		c.setMask(0, modeOK)
+		for i := range c.mrs {
+			want := 200 * time.Second
+			if mask&(1<<i) != 0 {
+				want = 100 * time.Second
+			}
+			if got := c.mrs[i].TTL("k"); got != want {
+				t.Fatalf("%d missed: backend %d has ttl %v, want %v", missed, i, got, want)
+			}
+		}
+		for range 40 {
+			v, err := c.r.Read(ctx, "k")
+			if err != nil || v.PTTL != 200*time.Second {
+				t.Fatalf("%d missed: Read = %+v, %v; want the extended ttl 200s", missed, v, err)
+			}
+		}
+	}
+}
+
+func TestQuorumPTTL(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		ttls []time.Duration
+		q    int
+		want time.Duration
+	}{
+		{[]time.Duration{30 * s, 30 * s, 30 * s, 30 * s, 4 * s}, 3, 30 * s},
+		{[]time.Duration{4 * s, 30 * s, 4 * s, 30 * s, 30 * s}, 3, 30 * s},
+		{[]time.Duration{4 * s, 30 * s, 4 * s, 4 * s, 30 * s}, 3, 4 * s},
+		{[]time.Duration{PTTLNoExpiry, 5 * s, PTTLNoExpiry}, 3, 5 * s},
+		{[]time.Duration{PTTLNoExpiry, 5 * s, PTTLNoExpiry}, 2, PTTLNoExpiry},
+		{[]time.Duration{9 * s, 8 * s, 7 * s}, 2, 8 * s},
+	} {
+		if got := quorumPTTL(tc.ttls, tc.q); got != tc.want {
+			t.Errorf("quorumPTTL(%v, %d) = %v, want %v", tc.ttls, tc.q, got, tc.want)
+		}
 	}
 }
 

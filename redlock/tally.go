@@ -1,6 +1,11 @@
 package redlock
 
-import "time"
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
 
 // Deciders for await: each counts one kind of node reply and says when the
 // outcome is certain.
@@ -153,11 +158,10 @@ type valueTally struct {
 	early  bool
 }
 
-// agreement is one value and how many nodes hold it; PTTL is the smallest
-// among them.
+// agreement is one value and the remaining ttl of each node holding it.
 type agreement struct {
-	v Value
-	n int
+	v    Value
+	ttls []time.Duration
 }
 
 func (r *Redlock) valueTally(early bool) *valueTally {
@@ -169,22 +173,41 @@ func (t *valueTally) add(v Value) {
 	for i := range t.groups {
 		g := &t.groups[i]
 		if g.v.Exists == v.Exists && g.v.Data == v.Data {
-			g.n++
-			g.v.PTTL = leastPTTL(g.v.PTTL, v.PTTL)
+			g.ttls = append(g.ttls, v.PTTL)
 			return
 		}
 	}
-	t.groups = append(t.groups, agreement{v: v, n: 1})
+	t.groups = append(t.groups, agreement{v: v, ttls: []time.Duration{v.PTTL}})
 }
 
-// winner returns the value a quorum agrees on.
+// winner returns the value a quorum agrees on, its PTTL the quorum-th
+// largest remaining ttl among the nodes counted that hold it (quorumPTTL).
 func (t *valueTally) winner() (Value, bool) {
 	for _, g := range t.groups {
-		if g.n >= t.q {
-			return g.v, true
+		if len(g.ttls) >= t.q {
+			v := g.v
+			v.PTTL = quorumPTTL(g.ttls, t.q)
+			return v, true
 		}
 	}
 	return Value{}, false
+}
+
+// quorumPTTL is how long q of the nodes whose remaining ttls are ttls will
+// all still hold the key: the q-th largest, "no expiry" (negative) counting
+// as the longest. It needs len(ttls) >= q.
+func quorumPTTL(ttls []time.Duration, q int) time.Duration {
+	s := slices.Clone(ttls)
+	slices.SortFunc(s, func(a, b time.Duration) int { return cmp.Compare(longest(b), longest(a)) })
+	return s[q-1]
+}
+
+// longest orders "no expiry" (negative) above every remaining ttl.
+func longest(d time.Duration) time.Duration {
+	if d < 0 {
+		return math.MaxInt64
+	}
+	return d
 }
 
 func (t *valueTally) done() bool {
@@ -199,19 +222,7 @@ func (t *valueTally) done() bool {
 	}
 	top := 0
 	for _, g := range t.groups {
-		top = max(top, g.n)
+		top = max(top, len(g.ttls))
 	}
 	return top+t.pending() < t.q && t.settled()
-}
-
-// leastPTTL is the smaller remaining ttl, where "no expiry" (negative)
-// counts as the longest.
-func leastPTTL(a, b time.Duration) time.Duration {
-	switch {
-	case a < 0:
-		return b
-	case b < 0:
-		return a
-	}
-	return min(a, b)
 }
