@@ -215,7 +215,7 @@ func extendRedisPy(d *Dispatcher, ctx context.Context, keys, argv []string) Repl
 
 // remainingMs (pottery): the key's remaining ms if it holds A1, else 0.
 func remainingMs(d *Dispatcher, ctx context.Context, keys, argv []string) Reply {
-	v, err := d.locker.Read(ctx, keys[0])
+	v, err := d.read(ctx, keys[0])
 	if err != nil {
 		return d.lockError(err)
 	}
@@ -257,7 +257,7 @@ func aioRelease(d *Dispatcher, ctx context.Context, keys, argv []string) Reply {
 
 // aioTTL: the remaining ttl in seconds when the key holds A1, else ERROR.
 func aioTTL(d *Dispatcher, ctx context.Context, keys, argv []string) Reply {
-	v, err := d.locker.Read(ctx, keys[0])
+	v, err := d.read(ctx, keys[0])
 	if err != nil {
 		return d.lockError(err)
 	}
@@ -291,7 +291,7 @@ func rbAcquire(d *Dispatcher, ctx context.Context, keys, argv []string) Reply {
 
 // rbGet (redlock-rb): [value, pttl] as a quorum sees them.
 func rbGet(d *Dispatcher, ctx context.Context, keys, argv []string) Reply {
-	v, err := d.locker.Read(ctx, keys[0])
+	v, err := d.read(ctx, keys[0])
 	if err != nil {
 		return d.lockError(err)
 	}

@@ -51,8 +51,8 @@ func newDispatcherLog(t testing.TB, n int, pass string, logger hclog.Logger) (*D
 		t.Fatalf("%d of %d backends connected", up, n)
 	}
 	d := New(Options{
-		Leases: lease.New(lease.Options{Locker: rl, Logger: logger}), MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
-		DefaultTTL: 30 * time.Second, MaxWait: 2 * time.Second,
+		Leases: lease.New(lease.Options{Locker: rl, Logger: logger, KeepTTL: 30 * time.Second}),
+		MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second, MaxWait: 2 * time.Second,
 		RequirePass: pass, Version: "test", Logger: logger,
 	})
 	return d, mrs

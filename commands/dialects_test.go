@@ -38,13 +38,21 @@ func TestSetDialect(t *testing.T) {
 		{[]string{"PTTL", "k"}, ":-2\r\n"},
 		{[]string{"SETNX", "n", "a"}, ":1\r\n"},
 		{[]string{"SETNX", "n", "b"}, ":0\r\n"},
-		{[]string{"TTL", "n"}, ":30\r\n"}, // default_ttl
+		{[]string{"TTL", "n"}, ":-1\r\n"}, // no expiry: kept by the proxy
 		{[]string{"PEXPIRE", "n", "9000"}, ":1\r\n"},
+		{[]string{"TTL", "n"}, ":9\r\n"}, // an expiry now: no longer kept
+		{[]string{"PERSIST", "n"}, ":1\r\n"},
+		{[]string{"PTTL", "n"}, ":-1\r\n"},
+		{[]string{"PERSIST", "n"}, ":0\r\n"}, // no expiry to remove
+		{[]string{"PERSIST", "absent"}, ":0\r\n"},
 		{[]string{"PEXPIRE", "absent", "9000"}, ":0\r\n"},
 		{[]string{"GETSET", "n", "c"}, "$1\r\na\r\n"},
 		{[]string{"SET", "n", "d", "GET"}, "$1\r\nc\r\n"},
 		{[]string{"SET", "n", "e"}, "+OK\r\n"}, // unconditional: steals
 		{[]string{"GET", "n"}, "$1\r\ne\r\n"},
+		{[]string{"PTTL", "n"}, ":-1\r\n"},
+		{[]string{"SET", "n", "f", "PX", "5000"}, "+OK\r\n"},
+		{[]string{"TTL", "n"}, ":5\r\n"},
 		{[]string{"DEL", "n", "absent"}, ":1\r\n"},
 		{[]string{"SET", "k", "v", "NX", "PX", "120000"}, "-ERR ttl 120000 is out of range: must be between 10 and 60000 ms\r\n"},
 		{[]string{"SET", "k", "v", "NX", "PX", "0"}, "-ERR invalid expire time in 'set' command\r\n"},

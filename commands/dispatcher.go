@@ -21,7 +21,6 @@ type Options struct {
 	Leases        *lease.Manager
 	MinTTL        time.Duration
 	MaxTTL        time.Duration
-	DefaultTTL    time.Duration
 	MaxWait       time.Duration
 	MaxKeyBytes   int
 	MaxValueBytes int

@@ -65,6 +65,7 @@ var table = []Command{
 	{Name: "GETSET", Arity: 3, Key: 1, Group: "string", Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
 	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti, Group: "generic", Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
 	{Name: "EXISTS", Arity: -2, Key: 1, LastKey: -1, Group: "generic", Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
+	{Name: "PERSIST", Arity: 2, Key: 1, Group: "generic", Summary: "Keeps the key without expiry: the proxy renews its lease while it holds its value", run: (*Dispatcher).persist},
 	{Name: "PTTL", Arity: 2, Key: 1, Group: "generic", Summary: "How long (ms) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
 	{Name: "TTL", Arity: 2, Key: 1, Group: "generic", Summary: "How long (s) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
 	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti, Group: "generic", Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},

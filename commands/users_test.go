@@ -64,8 +64,8 @@ func newUsersDispatcher(t testing.TB, logger hclog.Logger, set func(*Options)) *
 	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
 	t.Cleanup(func() { rl.Close(context.Background()) })
 	opts := Options{
-		Leases: lease.New(lease.Options{Locker: rl}), MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
-		DefaultTTL: 30 * time.Second, MaxWait: 2 * time.Second, Version: "test", Logger: logger,
+		Leases: lease.New(lease.Options{Locker: rl, KeepTTL: 30 * time.Second}), MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
+		MaxWait: 2 * time.Second, Version: "test", Logger: logger,
 	}
 	set(&opts)
 	return New(opts)

@@ -121,13 +121,13 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	d.leases = lease.New(lease.Options{
 		Locker:  d.locker,
 		MaxHold: cfg.MaxHold,
+		KeepTTL: cfg.DefaultTTL,
 		Logger:  logger.Named("lease"),
 	})
 	opts := commands.Options{
 		Leases:         d.leases,
 		MinTTL:         cfg.MinTTL,
 		MaxTTL:         cfg.MaxTTL,
-		DefaultTTL:     cfg.DefaultTTL,
 		MaxWait:        cfg.MaxWait,
 		MaxKeyBytes:    cfg.MaxKeyBytes,
 		MaxValueBytes:  cfg.MaxValueBytes,

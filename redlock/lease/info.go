@@ -42,6 +42,9 @@ func (m *Manager) Info(ctx context.Context, key string, owner *Owner) (info Info
 		info.Mine = owner != nil && h.owner == owner
 		info.Session = h.session
 	}
+	if m.Kept(key, v.Data) {
+		info.TTL = redlock.PTTLNoExpiry
+	}
 	if info.TTL == redlock.PTTLNoExpiry {
 		info.Validity = redlock.PTTLNoExpiry
 	}

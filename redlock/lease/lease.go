@@ -39,6 +39,9 @@ type Options struct {
 	// MaxHold stops the renewal of a SESSION lock this long after its
 	// grant; 0: never.
 	MaxHold time.Duration
+	// KeepTTL is the lease of writes without expiry, renewed while the key
+	// holds the value written (keep.go); 0: such writes carry no expiry.
+	KeepTTL time.Duration
 	Logger  hclog.Logger     // default: discard
 	Now     func() time.Time // default time.Now
 }
@@ -62,6 +65,9 @@ type Request struct {
 	// at once. The native commands remember; the single-Redis dialect and
 	// the library scripts do not.
 	Remember bool
+	// Keep makes a lock without expiry (SET NX, SETNX): TTL is ignored,
+	// the key is written with a lease of KeepTTL and kept (keep.go).
+	Keep bool
 }
 
 // Grant is an acquired lock.
@@ -91,12 +97,14 @@ type counters struct {
 type Manager struct {
 	locker  *redlock.Redlock
 	maxHold time.Duration
+	keepTTL time.Duration
 	log     hclog.Logger
 	now     func() time.Time
 
-	reg   registry
-	stats counters
-	bg    redlock.Tracker // session renewals and releases, give-backs
+	reg    registry
+	keeper keeper
+	stats  counters
+	bg     redlock.Tracker // session renewals and releases, give-backs
 
 	life      context.Context // cancelled at the end of Shutdown
 	stopLife  context.CancelFunc
@@ -110,6 +118,7 @@ func New(opts Options) *Manager {
 	m := &Manager{
 		locker:    opts.Locker,
 		maxHold:   opts.MaxHold,
+		keepTTL:   opts.KeepTTL,
 		log:       opts.Logger,
 		now:       opts.Now,
 		stopWaits: make(chan struct{}),
@@ -133,6 +142,9 @@ func (m *Manager) Locker() *redlock.Redlock { return m.locker }
 // *redlock.QuorumError), redlock.ErrNoQuorum, ErrOwnerGone, ErrStopped,
 // or the caller's cancellation.
 func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant, error) {
+	if req.Keep {
+		req.TTL = m.keepTTL
+	}
 	var g Grant
 	err := m.acquireWaiting(ctx, owner, req, func(l redlock.Lock, start time.Time) {
 		g = Grant{Keys: l.Keys, Token: l.Token, Validity: l.Validity, Fence: l.Fence}
@@ -148,6 +160,9 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 		return Grant{}, ErrOwnerGone
 	}
 	m.count(err)
+	if err == nil && req.Keep {
+		m.Keep(g.Keys[0], g.Token)
+	}
 	return g, err
 }
 
@@ -223,6 +238,7 @@ func (m *Manager) giveBack(h *heldLock, keys []string, token string) {
 // stops renewing, and the key's first waiter is woken.
 func (m *Manager) Release(ctx context.Context, key, token string) error {
 	m.releasing(key, token)
+	m.unkeepValue(key, token)
 	err := m.locker.Release(ctx, key, token)
 	switch {
 	case err == nil:
@@ -240,6 +256,7 @@ func (m *Manager) Release(ctx context.Context, key, token string) error {
 func (m *Manager) ReleaseKeys(ctx context.Context, keys []string, token string) ([]redlock.KeyState, error) {
 	for _, k := range keys {
 		m.releasing(k, token)
+		m.unkeepValue(k, token)
 	}
 	states, err := m.locker.ReleaseKeys(ctx, keys, token)
 	if err != nil {
@@ -267,6 +284,7 @@ func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl t
 		m.stats.extended.Add(1)
 		for _, k := range keys {
 			m.reg.extended(k, token, start, m.now(), validity)
+			m.unkeepValue(k, token) // it has an expiry now
 		}
 	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
 		m.stats.extendFailed.Add(1)

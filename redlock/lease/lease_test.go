@@ -333,3 +333,52 @@ func TestInfoAndSnapshot(t *testing.T) {
 		t.Fatalf("Snapshot after Extend = %+v", held)
 	}
 }
+
+// keepTTL is the lease of writes without expiry in these tests: renewed
+// from a second in.
+const keepTTL = 3 * time.Second
+
+func TestKeepRenewsUntilOverwritten(t *testing.T) {
+	m, mrs := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: "v", Keep: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !m.Kept("k", "v") || m.Kept("k", "other") {
+		t.Fatal("a lock without expiry is not kept")
+	}
+	for _, mr := range mrs {
+		if ttl := mr.TTL("k"); ttl != keepTTL {
+			t.Fatalf("written with ttl %v, want the lease %v", ttl, keepTTL)
+		}
+		mr.SetTTL("k", time.Second) // as time passing would leave it
+	}
+	eventually(t, 10*time.Second, "the lease is renewed", func() bool {
+		for _, mr := range mrs {
+			if mr.TTL("k") != keepTTL {
+				return false
+			}
+		}
+		return true
+	})
+	for _, mr := range mrs {
+		mr.Set("k", "stolen") // overwritten behind the proxy's back
+	}
+	eventually(t, 10*time.Second, "the overwritten key is no longer kept", func() bool { return !m.Kept("k", "v") })
+}
+
+func TestKeepEndsWithReleaseOrExpiry(t *testing.T) {
+	m, _ := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	for _, k := range []string{"a", "b"} {
+		if _, err := m.Acquire(ctx, nil, Request{Keys: []string{k}, Token: "v", Keep: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Release(ctx, "a", "v"); err != nil || m.Kept("a", "v") {
+		t.Fatalf("after Release: err %v, kept %v", err, m.Kept("a", "v"))
+	}
+	if _, err := m.Extend(ctx, []string{"b"}, "v", ttl, redlock.Replace); err != nil || m.Kept("b", "v") {
+		t.Fatalf("after an Extend with a ttl: err %v, kept %v", err, m.Kept("b", "v"))
+	}
+}
