@@ -7,7 +7,7 @@ import (
 )
 
 // Flag describes when a command may run.
-type Flag uint8
+type Flag uint16
 
 const (
 	// NoAuth commands run before the client has authenticated.
@@ -28,6 +28,14 @@ const (
 	// lock is held by another (observe.go). SET and the scripts acquire or
 	// not depending on their arguments.
 	Acquires
+	// Barrier commands change the connection's state or every key (AUTH,
+	// HELLO, MULTI, SUBSCRIBE, FLUSHDB, …): among a connection's pipelined
+	// commands each runs alone, after every earlier one and before every
+	// later one (Plan).
+	Barrier
+	// Local commands are answered from the proxy's own state, without a
+	// backend round trip (PING, INFO, CLIENT, …).
+	Local
 )
 
 // handler runs one command. args[0] is the command name as sent.
@@ -56,7 +64,7 @@ var table = []Command{
 	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Flags: Acquires, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
 	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
 	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
-	{Name: "LOCKS", Arity: 1, Flags: Admin, Group: "lock", Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
+	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
 	{Name: "SET", Arity: -3, Key: 1, Group: "string", Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},
@@ -72,45 +80,45 @@ var table = []Command{
 	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti, Group: "generic", Summary: "Sets the ttl (s) on a quorum", run: (*Dispatcher).expire},
 	{Name: "DELEX", Arity: -2, Key: 1, Group: "string", Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
 	{Name: "DELIFEQ", Arity: 3, Key: 1, Group: "string", Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
-	{Name: "FLUSHDB", Arity: -1, Flags: Admin, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
-	{Name: "FLUSHALL", Arity: -1, Flags: Admin, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
+	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
+	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 
 	// Lock-library scripts, recognised and carried out (scripts.go, catalog.go).
 	{Name: "EVAL", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script as a quorum operation", run: (*Dispatcher).eval, keys: scriptKeys},
 	{Name: "EVALSHA", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
-	{Name: "SCRIPT", Arity: -2, Group: "scripting", Summary: "SCRIPT LOAD|EXISTS|FLUSH for the known lock scripts", run: (*Dispatcher).scriptCmd},
+	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Summary: "SCRIPT LOAD|EXISTS|FLUSH for the known lock scripts", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).
-	{Name: "WATCH", Arity: -2, Key: 1, LastKey: -1, Flags: TxControl, Group: "transactions", Summary: "Watches keys for the lock transaction", run: (*Dispatcher).watch},
-	{Name: "UNWATCH", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Forgets watched keys", run: (*Dispatcher).unwatch},
-	{Name: "MULTI", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Starts the lock transaction", run: (*Dispatcher).multi},
-	{Name: "EXEC", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Runs it as compare-and-delete or compare-and-expire", run: (*Dispatcher).exec},
-	{Name: "DISCARD", Arity: 1, Flags: TxControl, Group: "transactions", Summary: "Abandons the transaction", run: (*Dispatcher).discard},
+	{Name: "WATCH", Arity: -2, Key: 1, LastKey: -1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Watches keys for the lock transaction", run: (*Dispatcher).watch},
+	{Name: "UNWATCH", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Forgets watched keys", run: (*Dispatcher).unwatch},
+	{Name: "MULTI", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Starts the lock transaction", run: (*Dispatcher).multi},
+	{Name: "EXEC", Arity: 1, Flags: TxControl | Barrier, Group: "transactions", Summary: "Runs it as compare-and-delete or compare-and-expire", run: (*Dispatcher).exec},
+	{Name: "DISCARD", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Abandons the transaction", run: (*Dispatcher).discard},
 
 	// Pub/sub, accepted for drivers that subscribe at start (pubsub.go).
-	{Name: "SUBSCRIBE", Arity: -2, Flags: PubSub, Group: "pubsub", Summary: "Accepted; no messages are relayed", run: (*Dispatcher).subscribe},
-	{Name: "PSUBSCRIBE", Arity: -2, Flags: PubSub, Group: "pubsub", Summary: "Accepted; no messages are relayed", run: (*Dispatcher).subscribe},
-	{Name: "UNSUBSCRIBE", Arity: -1, Flags: PubSub, Group: "pubsub", Summary: "Leaves channels", run: (*Dispatcher).unsubscribe},
-	{Name: "PUNSUBSCRIBE", Arity: -1, Flags: PubSub, Group: "pubsub", Summary: "Leaves patterns", run: (*Dispatcher).unsubscribe},
+	{Name: "SUBSCRIBE", Arity: -2, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Accepted; no messages are relayed", run: (*Dispatcher).subscribe},
+	{Name: "PSUBSCRIBE", Arity: -2, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Accepted; no messages are relayed", run: (*Dispatcher).subscribe},
+	{Name: "UNSUBSCRIBE", Arity: -1, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Leaves channels", run: (*Dispatcher).unsubscribe},
+	{Name: "PUNSUBSCRIBE", Arity: -1, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Leaves patterns", run: (*Dispatcher).unsubscribe},
 	{Name: "PUBLISH", Arity: 3, Group: "pubsub", Summary: "Reaches no subscriber: answers 0", run: (*Dispatcher).publish},
 
 	// Connection commands (connection.go).
-	{Name: "AUTH", Arity: -2, Flags: NoAuth | AnyUser, Group: "connection", Summary: "Authenticates the connection", run: (*Dispatcher).auth},
-	{Name: "HELLO", Arity: -1, Flags: NoAuth | AnyUser, Group: "connection", Summary: "Handshakes: protocol version, auth, client name", run: (*Dispatcher).hello},
-	{Name: "QUIT", Arity: -1, Flags: NoAuth | PubSub | TxControl | AnyUser, Group: "connection", Summary: "Closes the connection", run: (*Dispatcher).quit},
-	{Name: "RESET", Arity: 1, Flags: NoAuth | PubSub | TxControl | AnyUser, Group: "connection", Summary: "Resets the connection state", run: (*Dispatcher).reset},
-	{Name: "PING", Arity: -1, Flags: PubSub | AnyUser, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
-	{Name: "ECHO", Arity: 2, Flags: AnyUser, Group: "connection", Summary: "Returns the message", run: (*Dispatcher).echo},
-	{Name: "SELECT", Arity: 2, Flags: AnyUser, Group: "connection", Summary: "Selects database 0 (the only one)", run: (*Dispatcher).selectDB},
-	{Name: "CLIENT", Arity: -2, Flags: AnyUser, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST", run: (*Dispatcher).client},
+	{Name: "AUTH", Arity: -2, Flags: NoAuth | AnyUser | Barrier | Local, Group: "connection", Summary: "Authenticates the connection", run: (*Dispatcher).auth},
+	{Name: "HELLO", Arity: -1, Flags: NoAuth | AnyUser | Barrier | Local, Group: "connection", Summary: "Handshakes: protocol version, auth, client name", run: (*Dispatcher).hello},
+	{Name: "QUIT", Arity: -1, Flags: NoAuth | PubSub | TxControl | AnyUser | Barrier | Local, Group: "connection", Summary: "Closes the connection", run: (*Dispatcher).quit},
+	{Name: "RESET", Arity: 1, Flags: NoAuth | PubSub | TxControl | AnyUser | Barrier | Local, Group: "connection", Summary: "Resets the connection state", run: (*Dispatcher).reset},
+	{Name: "PING", Arity: -1, Flags: PubSub | AnyUser | Local, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
+	{Name: "ECHO", Arity: 2, Flags: AnyUser | Local, Group: "connection", Summary: "Returns the message", run: (*Dispatcher).echo},
+	{Name: "SELECT", Arity: 2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Selects database 0 (the only one)", run: (*Dispatcher).selectDB},
+	{Name: "CLIENT", Arity: -2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST", run: (*Dispatcher).client},
 
 	// Server commands (server.go).
-	{Name: "INFO", Arity: -1, Group: "server", Summary: "Server, client, backend and lock information", run: (*Dispatcher).info},
-	{Name: "CONFIG", Arity: -2, Flags: Admin, Group: "server", Summary: "CONFIG GET answers an empty list", run: (*Dispatcher).config},
-	{Name: "COMMAND", Arity: -1, Flags: AnyUser, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST", run: (*Dispatcher).command},
-	{Name: "CLUSTER", Arity: -2, Group: "cluster", Summary: "Cluster support is disabled", run: (*Dispatcher).cluster},
-	{Name: "TIME", Arity: 1, Flags: AnyUser, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
-	{Name: "DBSIZE", Arity: 1, Group: "server", Summary: "Always 0: locks live on the backends", run: (*Dispatcher).dbsize},
+	{Name: "INFO", Arity: -1, Flags: Local, Group: "server", Summary: "Server, client, backend and lock information", run: (*Dispatcher).info},
+	{Name: "CONFIG", Arity: -2, Flags: Admin | Local, Group: "server", Summary: "CONFIG GET answers an empty list", run: (*Dispatcher).config},
+	{Name: "COMMAND", Arity: -1, Flags: AnyUser | Local, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST", run: (*Dispatcher).command},
+	{Name: "CLUSTER", Arity: -2, Flags: Local, Group: "cluster", Summary: "Cluster support is disabled", run: (*Dispatcher).cluster},
+	{Name: "TIME", Arity: 1, Flags: AnyUser | Local, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
+	{Name: "DBSIZE", Arity: 1, Flags: Local, Group: "server", Summary: "Always 0: locks live on the backends", run: (*Dispatcher).dbsize},
 }
 
 // commandIndex maps the upper-case name to its row.

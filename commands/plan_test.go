@@ -1,0 +1,38 @@
+package commands
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestPlan(t *testing.T) {
+	d := &Dispatcher{index: commandIndex}
+	for _, tc := range []struct {
+		cmd  string
+		tx   bool
+		want Plan
+	}{
+		{"PING", false, Plan{Local: true}},
+		{"NOSUCH a", false, Plan{Local: true}},
+		{"LOCK k", false, Plan{Local: true}}, // wrong arity: an error at once
+		{"LOCK k 5000", false, Plan{Keys: args("k")}},
+		{"LOCK k 5000 WAIT 100", false, Plan{Barrier: true}},
+		{"LOCK k 5000 WAIT 0", false, Plan{Keys: args("k")}},
+		{"MLOCK 5000 a b", false, Plan{Keys: args("a", "b")}},
+		{"DEL a b c", false, Plan{Keys: args("a", "b", "c")}},
+		{"EVALSHA x 2 a b arg", false, Plan{Keys: args("a", "b")}},
+		{"SET k v NX PX 100", false, Plan{Keys: args("k")}},
+		{"SET k v NX PX 100", true, Plan{Barrier: true}},
+		{"HELLO 3", false, Plan{Barrier: true, Local: true}},
+		{"MULTI", false, Plan{Barrier: true, Local: true, OpensTx: true}},
+		{"EXEC", true, Plan{Barrier: true, ClosesTx: true}},
+		{"SUBSCRIBE c", false, Plan{Barrier: true, Local: true}},
+		{"FLUSHDB", false, Plan{Barrier: true}},
+		{"INFO", false, Plan{Local: true}},
+	} {
+		if got := d.Plan(args(strings.Fields(tc.cmd)...), tc.tx); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Plan(%q, tx %v) = %+v, want %+v", tc.cmd, tc.tx, got, tc.want)
+		}
+	}
+}
