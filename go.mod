@@ -9,6 +9,7 @@ require (
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/tidwall/redcon v1.6.2
 	github.com/zclconf/go-cty v1.19.0
 )

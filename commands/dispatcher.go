@@ -107,7 +107,7 @@ func (d *Dispatcher) NewClient(addr, localAddr string) *Client {
 		LocalAddr: localAddr,
 		Created:   d.now(),
 	}
-	c.owner = lease.NewOwner(c.ID, lease.OwnerHooks{Name: c.Name, Lost: c.lockLost, Watch: c.watchClose})
+	c.owner = lease.NewOwner(c.ID, lease.OwnerHooks{Name: c.Name, Lost: c.lockLost})
 	c.proto.Store(2)
 	c.authed.Store(!d.users.required)
 	d.clients.add(c)

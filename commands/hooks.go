@@ -1,19 +1,15 @@
 package commands
 
 // What reaches a connection outside its command's reply: out-of-band
-// pushes (a SESSION lock lost), the close watch a blocking WAIT needs, and
-// the lock-lost notice a RESP2 client gets on its next command on the key.
+// pushes (a SESSION lock lost), and the lock-lost notice a RESP2 client
+// gets on its next command on the key.
 
 // Hooks are what package proxy lends a Client to reach its connection
-// outside a command's reply. Either may be nil.
+// outside a command's reply.
 type Hooks struct {
 	// Push writes an out-of-band RESP3 message now, between replies; it
 	// reports false when the message could not be written.
 	Push func(Reply) bool
-	// WatchClose notices the connection closing while the connection's
-	// goroutine is blocked in a command (LOCK … WAIT): onGone runs when
-	// it closes. stop ends the watch and returns once it has ended.
-	WatchClose func(onGone func()) (stop func())
 }
 
 // SetHooks installs the connection's hooks (proxy, at accept).
@@ -33,16 +29,6 @@ func (c *Client) push(r Reply) bool {
 		return false
 	}
 	return h.Push(r)
-}
-
-// watchClose is the owner's close watch (lease.OwnerHooks.Watch): the
-// proxy's hook when it lent one, else nothing.
-func (c *Client) watchClose(onGone func()) func() {
-	h := c.hooks.Load()
-	if h == nil || h.WatchClose == nil {
-		return func() {}
-	}
-	return h.WatchClose(onGone)
 }
 
 // lockLost tells the client that its SESSION lock on key was lost: a

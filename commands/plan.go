@@ -17,7 +17,10 @@ package commands
 type Plan struct {
 	Barrier bool
 	Local   bool
-	Keys    [][]byte // sub-slices of the command's arguments
+	// Blocks: it may wait long (LOCK … WAIT); the connection must keep
+	// reading meanwhile, to notice a client that leaves.
+	Blocks bool
+	Keys   [][]byte // sub-slices of the command's arguments
 	// OpensTx (MULTI) and ClosesTx (EXEC, DISCARD, RESET, QUIT) are for
 	// the caller's tx argument of Plan.
 	OpensTx, ClosesTx bool
@@ -47,7 +50,7 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 		return p
 	}
 	if cmd.Name == "LOCK" && lockWaits(args) {
-		return Plan{Barrier: true}
+		return Plan{Barrier: true, Blocks: true}
 	}
 	if cmd.keys != nil {
 		p.Keys = cmd.keys(args)

@@ -17,7 +17,7 @@ func TestPlan(t *testing.T) {
 		{"NOSUCH a", false, Plan{Local: true}},
 		{"LOCK k", false, Plan{Local: true}}, // wrong arity: an error at once
 		{"LOCK k 5000", false, Plan{Keys: args("k")}},
-		{"LOCK k 5000 WAIT 100", false, Plan{Barrier: true}},
+		{"LOCK k 5000 WAIT 100", false, Plan{Barrier: true, Blocks: true}},
 		{"LOCK k 5000 WAIT 0", false, Plan{Keys: args("k")}},
 		{"MLOCK 5000 a b", false, Plan{Keys: args("a", "b")}},
 		{"DEL a b c", false, Plan{Keys: args("a", "b", "c")}},

@@ -98,6 +98,7 @@ max_bulk_bytes   = 8192
 max_inline_bytes = 2048
 max_key_bytes    = 256
 max_value_bytes  = 512
+max_pipeline     = 64
 metrics_listen   = "127.0.0.1:9121"
 `
 	want := Config{
@@ -132,6 +133,7 @@ metrics_listen   = "127.0.0.1:9121"
 		MaxInlineBytes:    2048,
 		MaxKeyBytes:       256,
 		MaxValueBytes:     512,
+		MaxPipeline:       64,
 		MetricsListen:     "127.0.0.1:9121",
 	}
 	got := mustParse(t, src)

@@ -44,6 +44,7 @@ type Config struct {
 	MaxInlineBytes    int           // bytes per inline command line
 	MaxKeyBytes       int           // bytes per key
 	MaxValueBytes     int           // bytes per lock token / value
+	MaxPipeline       int           // commands in flight per client connection
 	MetricsListen     string        // host:port of /metrics, /healthz, /readyz ("": off)
 	TLS               *TLS          // nil: plaintext clients (block tls { … })
 	BackendTLS        *BackendTLS   // nil: rediss:// backends verify with system roots

@@ -114,6 +114,8 @@ var settings = []setting{
 		func(c *Config, v *validator) { v.withinBulk("max_key_bytes", c.MaxKeyBytes, c.MaxBulkBytes) }),
 	intRow("max_value_bytes", func(c *Config) *int { return &c.MaxValueBytes }, 4096,
 		func(c *Config, v *validator) { v.withinBulk("max_value_bytes", c.MaxValueBytes, c.MaxBulkBytes) }),
+	intRow("max_pipeline", func(c *Config) *int { return &c.MaxPipeline }, 1024,
+		func(c *Config, v *validator) { v.intWithin("max_pipeline", c.MaxPipeline, 1, maxMaxPipeline, "") }),
 	row("metrics_listen", func(c *Config) *string { return &c.MetricsListen }, "", quoteIfNeeded,
 		func(c *Config, v *validator) {
 			if c.MetricsListen != "" && v.hostPort("metrics_listen", c.MetricsListen) &&

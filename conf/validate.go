@@ -27,6 +27,7 @@ const (
 	maxMaxBulkBytes    = 512 << 20
 	minMaxInlineBytes  = 1024
 	maxMaxInlineBytes  = 1 << 20
+	maxMaxPipeline     = 1 << 20
 )
 
 var (

@@ -13,12 +13,10 @@ package proxy
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -516,8 +514,7 @@ type guardConn struct {
 	authed       atomic.Bool
 	sc           *frameScanner
 	perr         atomic.Pointer[ProtocolError]
-	replied      bool  // the -ERR reply has been written
-	rerr         error // a read error seen by watchClose, for the next Read
+	replied      bool // the -ERR reply has been written
 	wmu          sync.Mutex
 }
 
@@ -556,9 +553,6 @@ func (g *guardConn) Read(p []byte) (int, error) {
 			g.replyError(e)
 			return 0, io.EOF
 		}
-		if g.rerr != nil {
-			return 0, g.rerr
-		}
 		// p serves as scratch space for the socket read.
 		n, err := g.Conn.Read(p)
 		if n > 0 {
@@ -588,9 +582,9 @@ func (g *guardConn) replyError(e *ProtocolError) {
 }
 
 // Write sets a write deadline of now+writeTimeout (if positive), then writes.
-// A whole Write is atomic with respect to other Writes (redcon writes each
-// batch of replies in one call; push messages come from other goroutines),
-// so replies and pushes never interleave within a frame.
+// A whole Write is atomic with respect to other Writes (the connection
+// writes whole replies; push messages come from other goroutines), so
+// replies and pushes never interleave within a frame.
 func (g *guardConn) Write(p []byte) (int, error) {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
@@ -600,51 +594,4 @@ func (g *guardConn) Write(p []byte) (int, error) {
 		}
 	}
 	return g.Conn.Write(p)
-}
-
-// watchMaxPending bounds what watchClose reads ahead for redcon: a client
-// pipelining more than this behind a blocked command is no longer read
-// (and so no longer watched) until the command ends.
-const watchMaxPending = 64 << 10
-
-// watchClose reads the socket in the background while the connection's
-// goroutine is blocked in a command, which redcon cannot do, so that a
-// client that goes away is noticed: onGone runs on EOF or a read error.
-// What arrives meanwhile is scanned and kept for redcon's next Read, and a
-// read error is returned there after the frames before it. stop ends the
-// watch and returns once the reader has stopped; only then may redcon read
-// again. Call it only from the connection's goroutine, between Reads.
-func (g *guardConn) watchClose(onGone func()) (stop func()) {
-	var stopping atomic.Bool
-	done := make(chan struct{})
-	// Redcon's idle deadline must not fire while a command runs; it sets
-	// it again before its next read.
-	_ = g.Conn.SetReadDeadline(time.Time{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 4<<10)
-		for !stopping.Load() && g.rerr == nil && g.sc.err == nil && len(g.sc.pending()) < watchMaxPending {
-			n, err := g.Conn.Read(buf)
-			if n > 0 {
-				g.sc.scan(buf[:n])
-				if e := g.sc.err; e != nil {
-					g.perr.Store(e)
-				}
-			}
-			if err != nil {
-				if stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
-					return
-				}
-				g.rerr = err
-				onGone()
-				return
-			}
-		}
-	}()
-	return func() {
-		stopping.Store(true)
-		_ = g.Conn.SetReadDeadline(time.Now())
-		<-done
-		_ = g.Conn.SetReadDeadline(time.Time{})
-	}
 }

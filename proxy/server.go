@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"runtime/debug"
 	"sync"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/commands"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -24,6 +24,7 @@ type Config struct {
 	WriteTimeout  time.Duration // deadline for each write to a client
 	ProtectedMode bool          // with no password, serve loopback clients only
 	RequirePass   bool          // whether a password (requirepass or a user) is configured
+	MaxPipeline   int           // commands in flight per connection (conn.go); 0: 1024
 	Limits        Limits
 
 	// TLS, when set, makes the listener serve TLS only (see tlsListener);
@@ -39,30 +40,26 @@ const (
 	maxKeptBuffer = 64 << 10
 )
 
-// Server serves RESP clients on one listener with redcon.
+// Server serves RESP clients on one listener: an accept loop, and one
+// goroutine per connection that reads its commands and runs them (conn.go).
 type Server struct {
 	cfg  Config
 	disp *commands.Dispatcher
 	log  hclog.Logger
 
-	srv    *redcon.Server
 	ln     net.Listener
 	ctx    context.Context // cancelled when a shutdown runs out of time
 	cancel context.CancelFunc
 
 	closing   atomic.Bool
 	inflight  redlock.Tracker // commands being served
-	conns     atomic.Int64
-	maxConns  atomic.Int64 // cfg.MaxClients, changed by SetMaxClients
+	conns     redlock.Tracker // connection goroutines
+	count     atomic.Int64    // connected clients
+	maxConns  atomic.Int64    // cfg.MaxClients, changed by SetMaxClients
+	mu        sync.Mutex
+	open      map[net.Conn]struct{} // to close at shutdown
 	serveDone chan struct{}
 	closeOnce sync.Once
-}
-
-// session is the per-connection state redcon carries for us.
-type session struct {
-	client *commands.Client
-	guard  *guardConn
-	buf    []byte
 }
 
 // New builds a server; call Listen (optional) then Serve.
@@ -70,12 +67,9 @@ func New(cfg Config, disp *commands.Dispatcher, logger hclog.Logger) *Server {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	s := &Server{cfg: cfg, disp: disp, log: logger, serveDone: make(chan struct{})}
+	s := &Server{cfg: cfg, disp: disp, log: logger, serveDone: make(chan struct{}), open: map[net.Conn]struct{}{}}
 	s.maxConns.Store(int64(cfg.MaxClients))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.srv = redcon.NewServer(cfg.Listen, s.serveCommand, s.accept, s.closed)
-	s.srv.SetIdleClose(cfg.IdleTimeout)
-	s.srv.AcceptError = func(err error) { s.log.Warn("accept failed", "error", err) }
 	return s
 }
 
@@ -111,7 +105,18 @@ func (s *Server) Serve() error {
 		return err
 	}
 	s.log.Info("listening", "addr", s.ln.Addr().String(), "tls", s.cfg.TLS != nil)
-	return s.srv.Serve(s.ln)
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			s.log.Warn("accept failed", "error", err)
+			time.Sleep(10 * time.Millisecond) // a full file table: let it drain
+			continue
+		}
+		s.conns.Go(func() { s.serveConn(nc) })
+	}
 }
 
 // Shutdown stops accepting clients, lets commands in flight finish, then
@@ -119,16 +124,26 @@ func (s *Server) Serve() error {
 // finish in time (they are then cancelled). It is safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
+	if s.ln != nil {
+		s.closeOnce.Do(func() {
+			if err := s.ln.Close(); err != nil {
+				s.log.Debug("closing listener", "error", err)
+			}
+		})
+	}
 	err := s.inflight.Wait(ctx)
 	s.cancel()
+	s.mu.Lock()
+	for nc := range s.open {
+		_ = nc.Close()
+	}
+	s.mu.Unlock()
 	if s.ln == nil {
 		return err
 	}
-	s.closeOnce.Do(func() {
-		if cerr := s.srv.Close(); cerr != nil {
-			s.log.Debug("closing listener", "error", cerr)
-		}
-	})
+	if werr := s.conns.Wait(ctx); err == nil {
+		err = werr
+	}
 	select {
 	case <-s.serveDone:
 	case <-ctx.Done():
@@ -141,103 +156,87 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // now on; clients beyond a lowered limit stay connected.
 func (s *Server) SetMaxClients(n int) { s.maxConns.Store(int64(n)) }
 
-func (s *Server) accept(conn redcon.Conn) bool {
-	if s.closing.Load() {
-		return false
-	}
-	if s.cfg.ProtectedMode && !s.cfg.RequirePass && !isLoopback(conn.RemoteAddr()) {
-		s.log.Warn("refused client in protected mode", "remote-addr", conn.RemoteAddr())
-		conn.WriteError(errProtected)
-		return false
-	}
-	if n, limit := s.conns.Add(1), s.maxConns.Load(); limit > 0 && n > limit {
-		s.conns.Add(-1)
-		s.log.Warn("refused client: max clients reached", "remote-addr", conn.RemoteAddr(), "max-clients", limit)
-		conn.WriteError(errMaxClients)
-		return false
-	}
-	nc := conn.NetConn()
-	g, _ := nc.(*guardConn)
-	c := s.disp.NewClient(conn.RemoteAddr(), nc.LocalAddr().String())
-	if g != nil {
-		g.SetAuthenticated(c.Authenticated())
-	}
-	sess := &session{client: c, guard: g}
-	if g != nil {
-		c.SetHooks(commands.Hooks{Push: sess.push, WatchClose: g.watchClose})
-	}
-	conn.SetContext(sess)
-	return true
-}
-
-// push writes an out-of-band RESP3 message (a lock-lost notice) from any
-// goroutine. guardConn.Write is atomic, and redcon writes each batch of
-// replies with one Write, so the push lands between replies, never inside
-// one.
-func (s *session) push(r commands.Reply) bool {
-	_, err := s.guard.Write(commands.AppendReply(nil, r, 3))
-	return err == nil
-}
-
-// closed runs under redcon's server lock: keep it O(1). CloseClient only
-// wakes the client's waits and starts releasing its SESSION locks in the
-// background.
-func (s *Server) closed(conn redcon.Conn, err error) {
-	sess, ok := conn.Context().(*session)
-	if !ok {
+// serveConn admits one connection (protected mode, max_clients), serves
+// it, and forgets it.
+func (s *Server) serveConn(nc net.Conn) {
+	defer nc.Close()
+	remote := nc.RemoteAddr().String()
+	if s.cfg.ProtectedMode && !s.cfg.RequirePass && !isLoopback(remote) {
+		s.log.Warn("refused client in protected mode", "remote-addr", remote)
+		_, _ = nc.Write([]byte("-" + errProtected + "\r\n"))
 		return
 	}
-	s.conns.Add(-1)
-	s.disp.CloseClient(sess.client)
-	if sess.guard != nil {
-		if perr := sess.guard.ProtocolErr(); perr != nil {
-			s.log.Debug("client sent bad input", "client-id", sess.client.ID, "error", perr)
+	if n, limit := s.count.Add(1), s.maxConns.Load(); limit > 0 && n > limit {
+		s.count.Add(-1)
+		s.log.Warn("refused client: max clients reached", "remote-addr", remote, "max-clients", limit)
+		_, _ = nc.Write([]byte("-" + errMaxClients + "\r\n"))
+		return
+	}
+	defer s.count.Add(-1)
+	if !s.track(nc) {
+		return
+	}
+	defer s.untrack(nc)
+
+	client := s.disp.NewClient(remote, nc.LocalAddr().String())
+	c := newConn(s, nc, client)
+	if c.g != nil {
+		c.g.SetAuthenticated(client.Authenticated())
+		client.SetHooks(commands.Hooks{Push: c.pushOutOfBand})
+	}
+	c.serve()
+	// The client left (or QUIT, or a bad frame): its waits give up, its
+	// SESSION locks are released, a grant it can no longer read is given
+	// back; then what is still queued is written, as far as it goes.
+	s.disp.CloseClient(client)
+	c.drain()
+	if c.g != nil {
+		if perr := c.g.ProtocolErr(); perr != nil {
+			s.log.Debug("client sent bad input", "client-id", client.ID, "error", perr)
 		}
 	}
 }
 
-func (s *Server) serveCommand(conn redcon.Conn, cmd redcon.Command) {
-	sess, ok := conn.Context().(*session)
-	if !ok {
-		conn.Close()
-		return
-	}
-	s.inflight.Add()
-	defer s.inflight.Done()
+// track records an open connection for Shutdown; false when shutting down.
+func (s *Server) track(nc net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closing.Load() {
-		conn.WriteError("ERR server is shutting down")
-		conn.Close()
-		return
+		return false
 	}
-	reply := s.run(sess, cmd.Args)
-	sess.buf = commands.AppendReply(sess.buf[:0], reply, sess.client.Proto())
-	conn.WriteRaw(sess.buf)
-	if cap(sess.buf) > maxKeptBuffer {
-		sess.buf = nil
-	}
-	if sess.guard != nil {
-		sess.guard.SetAuthenticated(sess.client.Authenticated())
-	}
-	if sess.client.CloseRequested() {
-		conn.Close()
-	}
+	s.open[nc] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(nc net.Conn) {
+	s.mu.Lock()
+	delete(s.open, nc)
+	s.mu.Unlock()
+}
+
+// pushOutOfBand writes an out-of-band RESP3 message (a lock-lost notice) from any
+// goroutine. guardConn.Write is atomic and replies are written whole, so
+// the push lands between replies, never inside one.
+func (c *conn) pushOutOfBand(r commands.Reply) bool {
+	_, err := c.nc.Write(commands.AppendReply(nil, r, 3))
+	return err == nil
 }
 
 // run executes one command; a panic is logged with its stack and answered
 // with an error, and the connection lives on.
-func (s *Server) run(sess *session, args [][]byte) (reply commands.Reply) {
+func (s *Server) run(client *commands.Client, args [][]byte) (reply commands.Reply) {
 	defer func() {
 		if r := recover(); r != nil {
 			name := ""
 			if len(args) > 0 {
 				name = string(args[0][:min(len(args[0]), 32)])
 			}
-			s.log.Error("command panicked", "client-id", sess.client.ID, "command", name,
+			s.log.Error("command panicked", "client-id", client.ID, "command", name,
 				"panic", r, "stack", string(debug.Stack()))
 			reply = commands.Error("ERR internal error")
 		}
 	}()
-	return s.disp.Do(s.ctx, sess.client, args)
+	return s.disp.Do(s.ctx, client, args)
 }
 
 func isLoopback(addr string) bool {

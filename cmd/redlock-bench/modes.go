@@ -57,11 +57,15 @@ type mode struct {
 	// prepare runs once per run before the clients open (may be nil).
 	prepare func(ctx context.Context, t targets) error
 	open    func(t targets, ttl time.Duration) locker
+	// openAll, when set, opens every client at once instead of open (the
+	// clients then share something: proxy-mux's one connection).
+	openAll func(t targets, ttl time.Duration, clients int) ([]locker, error)
 }
 
 var modes = []*mode{
 	{name: "proxy", needsProxy: true, open: openProxy},
 	{name: "proxy-setnx", needsProxy: true, prepare: prepareProxySetNX, open: openProxySetNX},
+	{name: "proxy-mux", needsProxy: true, prepare: prepareProxySetNX, openAll: openProxyMux},
 	{name: "redsync", needsBackends: true, open: openRedsync},
 	{name: "single", needsBackends: true, prepare: prepareSingle, open: openSingle},
 }

@@ -242,8 +242,16 @@ func checkTargets(ctx context.Context, cfg config, t targets) error {
 // duration is up or their share of -n is done.
 func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, stderr io.Writer) result {
 	lockers := make([]locker, clients)
-	for i := range lockers {
-		lockers[i] = m.open(t, cfg.ttl)
+	if m.openAll != nil {
+		var err error
+		if lockers, err = m.openAll(t, cfg.ttl, clients); err != nil {
+			fmt.Fprintf(stderr, "redlock-bench: %s c=%d: %v\n", m.name, clients, err)
+			return collect(m.name, clients, cfg.keys.String(), 0, nil)
+		}
+	} else {
+		for i := range lockers {
+			lockers[i] = m.open(t, cfg.ttl)
+		}
 	}
 	defer func() {
 		for _, l := range lockers {

@@ -150,6 +150,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		WriteTimeout:  cfg.WriteTimeout,
 		ProtectedMode: cfg.ProtectedMode,
 		RequirePass:   passwordConfigured(cfg),
+		MaxPipeline:   cfg.MaxPipeline,
 		Limits: proxy.Limits{
 			MaxArgs:        cfg.MaxArgs,
 			MaxBulkBytes:   cfg.MaxBulkBytes,

@@ -36,10 +36,6 @@ type OwnerHooks struct {
 	Name func() string
 	// Lost tells the owner that its SESSION lock on key was lost, and why.
 	Lost func(key, reason string)
-	// Watch starts noticing the connection closing while a WAIT blocks
-	// its command loop: onGone runs when it does. stop ends the watch and
-	// returns once it has ended.
-	Watch func(onGone func()) (stop func())
 }
 
 // NewOwner returns an owner; id identifies it in Snapshot.
@@ -72,14 +68,6 @@ func (o *Owner) name() string {
 		return ""
 	}
 	return o.hooks.Name()
-}
-
-// watch starts the owner's close watch; the returned function stops it.
-func (o *Owner) watch() func() {
-	if o.hooks.Watch == nil {
-		return func() {}
-	}
-	return o.hooks.Watch(o.Close)
 }
 
 func (o *Owner) lost(key, why string) {

@@ -59,20 +59,11 @@ func (m *Manager) acquireWaiting(ctx context.Context, owner *Owner, req Request,
 
 	w := m.reg.enqueue(key)
 	defer m.reg.leave(key, w)
-	var stopWatch func()
-	defer func() {
-		if stopWatch != nil {
-			stopWatch()
-		}
-	}()
 	backoff := minBackoff
 	for {
 		select {
 		case <-w.wake:
 		default:
-			if stopWatch == nil {
-				stopWatch = owner.watch()
-			}
 			select {
 			case <-w.wake:
 			case <-retryC:

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// proxy-mux: the proxy-setnx cycle (SET NX PX, then redsync's release
+// script by EVALSHA) from every client over ONE shared connection, as
+// StackExchange.Redis, rueidis, Lettuce and auto-pipelining ioredis send
+// all of a process's commands: rueidis multiplexes the clients'
+// concurrent commands onto it, pipelined.
+type muxLocker struct {
+	c     rueidis.Client
+	ttl   time.Duration
+	value string
+	done  func() // this locker no longer uses c
+}
+
+// openProxyMux opens one rueidis client with one connection, shared by
+// every locker; the last close closes it.
+func openProxyMux(t targets, ttl time.Duration, clients int) ([]locker, error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{t.proxy},
+		PipelineMultiplex: -1, // one connection
+		DisableCache:      true,
+		DisableRetry:      true,
+		ForceSingleClient: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rueidis: %w", err)
+	}
+	var once sync.Once
+	var wg sync.WaitGroup
+	wg.Add(clients)
+	go func() { wg.Wait(); once.Do(c.Close) }()
+	out := make([]locker, clients)
+	for i := range out {
+		out[i] = &muxLocker{c: c, ttl: ttl, done: wg.Done}
+	}
+	return out, nil
+}
+
+func (l *muxLocker) acquire(ctx context.Context, key string) (bool, error) {
+	l.value = newValue()
+	err := l.c.Do(ctx, l.c.B().Set().Key(key).Value(l.value).Nx().PxMilliseconds(l.ttl.Milliseconds()).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (l *muxLocker) release(ctx context.Context, key string) error {
+	n, err := l.c.Do(ctx, l.c.B().Evalsha().Sha1(redsyncReleaseSHA).Numkeys(1).Key(key).Arg(l.value).Build()).AsInt64()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return fmt.Errorf("EVALSHA %.8s…: %w", redsyncReleaseSHA, err)
+		}
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("release script replied %d: the lock was lost before its release", n)
+	}
+	return nil
+}
+
+func (l *muxLocker) close() { l.done() }

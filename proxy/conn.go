@@ -1,0 +1,357 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/commands"
+)
+
+// A connection's commands run concurrently and are answered in arrival
+// order. Its goroutine reads the socket (through the guard, with redcon's
+// parser) and dispatches each command as commands.Plan says:
+//
+//   - with nothing in flight, a command that needs no other goroutine runs
+//     on the reader itself, as a plain request/response connection always
+//     has: this path costs nothing extra;
+//   - otherwise the command gets a slot in the connection's reply queue and
+//     a goroutine, which waits for what the command must follow — the last
+//     barrier, and the earlier commands on its keys — then runs it and
+//     completes its slot;
+//   - a barrier waits for every earlier command, and every later command
+//     waits for it (epochs below); a barrier that changes the connection's
+//     state (AUTH, HELLO, MULTI, SUBSCRIBE, …) also stops the reader until
+//     it has run, since what it changes applies to the very next command
+//     (the guard's limits after AUTH, for one).
+//
+// Completed replies are written in queue order by whichever goroutine
+// finds the head complete, many per write when they complete together. At
+// most maxPipeline slots are open (not yet written); past that the reader
+// stops reading the socket until replies go out, so a client that writes
+// without reading costs bounded memory. The reader keeps reading while
+// commands run, so a client that goes away is noticed at once: its owner
+// closes, a blocked WAIT gives up, and a lock granted after it left is
+// given back (lease.ErrOwnerGone).
+
+// defaultMaxPipeline is Config.MaxPipeline when unset.
+const defaultMaxPipeline = 1024
+
+// conn is one client connection.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	g      *guardConn // nil when the listener was not guarded (tests)
+	client *commands.Client
+	rd     *redcon.Reader
+	max    int
+
+	tx bool // an open MULTI, as far as the reader has read
+
+	// Dispatch state, the reader's only.
+	cur     *epoch
+	keyTail map[string]*slot // last slot on each key in the current epoch
+
+	mu      sync.Mutex
+	head    *slot // oldest slot not yet written
+	tail    *slot
+	open    int        // slots not yet written
+	room    *sync.Cond // signalled when open drops
+	out     []byte     // replies ready, in order, not yet written
+	writing bool       // a goroutine is writing out
+	broken  bool       // a write failed: the connection is closing
+}
+
+// slot is one command's place in the reply queue.
+type slot struct {
+	done  chan struct{} // closed when reply is set
+	reply []byte        // encoded for the client's protocol
+	next  *slot
+	keys  []string // its entries in keyTail
+	quit  bool     // QUIT: close once written
+}
+
+// epoch is a barrier and the commands after it, up to the next barrier.
+// The next barrier waits for done: every slot of the epoch completed.
+type epoch struct {
+	barrier *slot // nil for the first epoch
+	open    int   // slots of the epoch not completed (under conn.mu)
+	sealed  bool  // a later barrier ended the epoch (under conn.mu)
+	done    chan struct{}
+}
+
+func newConn(s *Server, nc net.Conn, client *commands.Client) *conn {
+	c := &conn{s: s, nc: nc, client: client, rd: redcon.NewReader(nc), max: s.cfg.MaxPipeline}
+	c.g, _ = nc.(*guardConn)
+	if c.max <= 0 {
+		c.max = defaultMaxPipeline
+	}
+	c.room = sync.NewCond(&c.mu)
+	c.cur = &epoch{done: make(chan struct{})}
+	return c
+}
+
+// serve reads and dispatches commands until the client leaves, QUIT, a
+// protocol error, an idle timeout or the server closes the connection.
+func (c *conn) serve() {
+	idle := c.s.cfg.IdleTimeout
+	for {
+		if idle > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+		}
+		cmds, err := c.rd.ReadCommands()
+		if err != nil {
+			if idle > 0 && errors.Is(err, os.ErrDeadlineExceeded) && c.busy() {
+				continue // not idle: its commands are still running
+			}
+			c.protocolError(err)
+			return
+		}
+		for i, cmd := range cmds {
+			if !c.dispatch(cmd.Args, i == len(cmds)-1) {
+				return
+			}
+		}
+	}
+}
+
+// protocolError answers redcon's own parse errors; the guard answers its
+// own and reports EOF, so these come only from an unguarded listener.
+func (c *conn) protocolError(err error) {
+	if strings.HasPrefix(err.Error(), "Protocol error") {
+		_, _ = c.nc.Write([]byte("-ERR " + err.Error() + "\r\n"))
+	}
+}
+
+// dispatch runs or starts one command; last says it is the last one read.
+// It reports false when the connection must close (QUIT, a write failure,
+// shutdown).
+func (c *conn) dispatch(args [][]byte, last bool) bool {
+	if c.s.closing.Load() {
+		c.writeDirect(commands.Error("ERR server is shutting down"))
+		return false
+	}
+	p := c.s.disp.Plan(args, c.tx)
+	if p.OpensTx {
+		c.tx = true
+	} else if p.ClosesTx {
+		c.tx = false
+	}
+	if !p.Blocks && c.idle() && (p.Local || last) {
+		// Nothing in flight: run it here, as a plain connection would.
+		c.s.inflight.Add()
+		reply := c.s.run(c.client, args)
+		c.s.inflight.Done()
+		c.afterRun()
+		return c.writeNow(reply, last) && !c.client.CloseRequested()
+	}
+	c.waitForRoom()
+	sl := &slot{done: make(chan struct{})}
+	deps, ep := c.plan(sl, p)
+	c.push(sl, ep)
+	args = copyArgs(args)
+	c.s.inflight.Add()
+	go func() {
+		defer c.s.inflight.Done()
+		for _, d := range deps {
+			<-d
+		}
+		reply := c.s.run(c.client, args)
+		c.afterRun()
+		c.complete(sl, ep, reply, c.client.CloseRequested())
+	}()
+	if p.Barrier && p.Local {
+		// It changes the connection's state for the next command: wait.
+		<-sl.done
+	}
+	return !c.client.CloseRequested()
+}
+
+// afterRun applies what a command changed that the guard must know.
+func (c *conn) afterRun() {
+	if c.g != nil {
+		c.g.SetAuthenticated(c.client.Authenticated())
+	}
+}
+
+// plan returns the channels a new slot must wait for, and its epoch; a
+// barrier starts a new epoch.
+func (c *conn) plan(sl *slot, p commands.Plan) ([]chan struct{}, *epoch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.Barrier {
+		prev := c.cur
+		prev.sealed = true
+		if prev.open == 0 {
+			close(prev.done)
+		}
+		c.cur = &epoch{barrier: sl, open: 1, done: make(chan struct{})}
+		clear(c.keyTail)
+		return []chan struct{}{prev.done}, c.cur
+	}
+	ep := c.cur
+	ep.open++
+	var deps []chan struct{}
+	if ep.barrier != nil {
+		deps = append(deps, ep.barrier.done)
+	}
+	if len(p.Keys) > 0 && c.keyTail == nil {
+		c.keyTail = make(map[string]*slot)
+	}
+	for _, k := range p.Keys {
+		key := string(k)
+		if prev := c.keyTail[key]; prev != nil {
+			deps = append(deps, prev.done)
+		}
+		c.keyTail[key] = sl
+		sl.keys = append(sl.keys, key)
+	}
+	return deps, ep
+}
+
+// push appends sl to the reply queue.
+func (c *conn) push(sl *slot, ep *epoch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open++
+	if c.tail == nil {
+		c.head = sl
+	} else {
+		c.tail.next = sl
+	}
+	c.tail = sl
+}
+
+// complete records sl's reply, ends its part of the epoch, and writes
+// every reply at the head of the queue that is complete.
+func (c *conn) complete(sl *slot, ep *epoch, reply commands.Reply, quit bool) {
+	b := commands.AppendReply(nil, reply, c.client.Proto())
+	c.mu.Lock()
+	sl.reply, sl.quit = b, quit
+	close(sl.done)
+	if ep.open--; ep.open == 0 && ep.sealed {
+		close(ep.done)
+	}
+	for _, k := range sl.keys {
+		if c.keyTail[k] == sl {
+			delete(c.keyTail, k)
+		}
+	}
+	c.mu.Unlock()
+	c.flush()
+}
+
+// flush moves the complete replies at the head of the queue to out and
+// writes out, unless another goroutine is writing (it will write them).
+func (c *conn) flush() {
+	c.mu.Lock()
+	quit := false
+	for c.head != nil && c.head.reply != nil {
+		c.out = append(c.out, c.head.reply...)
+		quit = quit || c.head.quit
+		c.head = c.head.next
+		if c.head == nil {
+			c.tail = nil
+		}
+		c.open--
+		c.room.Broadcast()
+	}
+	if c.writing || len(c.out) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.writing = true
+	for len(c.out) > 0 && !c.broken {
+		buf := c.out
+		c.out = nil
+		c.mu.Unlock()
+		_, err := c.nc.Write(buf)
+		c.mu.Lock()
+		if err != nil {
+			c.broken = true
+			_ = c.nc.Close()
+		}
+		if cap(buf) <= maxKeptBuffer && c.out == nil {
+			c.out = buf[:0]
+		}
+	}
+	c.writing = false
+	c.mu.Unlock()
+	if quit {
+		_ = c.nc.Close()
+	}
+}
+
+// writeNow writes a reply of the reader's own (nothing in flight), at the
+// end of a batch of commands (last), or collects it for that write.
+func (c *conn) writeNow(reply commands.Reply, last bool) bool {
+	c.mu.Lock()
+	c.out = commands.AppendReply(c.out, reply, c.client.Proto())
+	c.mu.Unlock()
+	if last || c.client.CloseRequested() {
+		c.flush()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.broken
+}
+
+// writeDirect writes one reply at once, behind what is queued.
+func (c *conn) writeDirect(reply commands.Reply) {
+	c.mu.Lock()
+	for c.head != nil && !c.broken {
+		c.room.Wait()
+	}
+	c.mu.Unlock()
+	_ = c.writeNow(reply, true)
+}
+
+// idle reports that no slot is open: every reply has been written.
+func (c *conn) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.head == nil
+}
+
+// busy reports that commands are running or replies wait to be written.
+func (c *conn) busy() bool { return !c.idle() }
+
+// waitForRoom blocks the reader while maxPipeline slots are open.
+func (c *conn) waitForRoom() {
+	c.mu.Lock()
+	for c.open >= c.max && !c.broken {
+		c.room.Wait()
+	}
+	c.mu.Unlock()
+}
+
+// drain waits until every slot was written (or the connection broke).
+func (c *conn) drain() {
+	c.mu.Lock()
+	for c.head != nil && !c.broken {
+		c.room.Wait()
+	}
+	c.mu.Unlock()
+}
+
+// copyArgs copies a command's arguments out of the reader's buffer, which
+// the next read reuses, in one allocation.
+func copyArgs(args [][]byte) [][]byte {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	buf := make([]byte, 0, n)
+	out := make([][]byte, len(args))
+	for i, a := range args {
+		start := len(buf)
+		buf = append(buf, a...)
+		out[i] = buf[start:len(buf):len(buf)]
+	}
+	return out
+}
