@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
-	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // Allocation benchmarks for the per-command hot path; run with
@@ -61,7 +61,7 @@ func BenchmarkDispatchLockUnlock(b *testing.B) {
 func BenchmarkDispatchLockUnlockMem(b *testing.B) {
 	nodes := make([]redlock.Node, 5)
 	for i := range nodes {
-		n, err := redlock.DialNode(redlocktest.Canned(b))
+		n, err := redlock.DialNode(testkit.Canned(b))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,50 +11,39 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // newTestDispatcher serves over n in-process miniredis backends.
 func newTestDispatcher(t testing.TB, n int, pass string) (*Dispatcher, []*miniredis.Miniredis) {
 	t.Helper()
-	return newDispatcherLog(t, n, pass, hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug}))
+	return newDispatcherLog(t, n, pass, redlocktest.Logger(t))
 }
 
+// newDispatcherLog is newTestDispatcher with its log going to logger. The
+// dispatcher is shut down when the test ends: its SESSION locks released,
+// its background work waited for.
 func newDispatcherLog(t testing.TB, n int, pass string, logger hclog.Logger) (*Dispatcher, []*miniredis.Miniredis) {
 	t.Helper()
-	var nodes []redlock.Node
-	var mrs []*miniredis.Miniredis
-	for range n {
-		m := miniredis.RunT(t)
-		node, err := redlock.DialNode(m.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { node.Close() })
-		nodes = append(nodes, node)
-		mrs = append(mrs, m)
-	}
-	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
-	t.Cleanup(func() { rl.Close(context.Background()) })
-	// Connected before the test starts: a first command on a cold
-	// connection may miss a short ttl's deadline on a loaded machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if up := rl.Connect(ctx); up != n {
-		t.Fatalf("%d of %d backends connected", up, n)
-	}
+	rl, mrs := redlocktest.New(t, n, redlock.Options{Logger: logger})
 	d := New(Options{
 		Locker: rl, MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
-		DefaultTTL: 30 * time.Second, MaxWait: 2 * time.Second,
+		DefaultTTL: 30 * time.Second, MaxWait: 2 * time.Second, NodeTimeout: redlocktest.NodeTimeout,
 		RequirePass: pass, Version: "test", Logger: logger,
 	})
+	shutdownAtEnd(t, d)
 	return d, mrs
+}
+
+// shutdownAtEnd shuts d down when the test ends, before its Redlock closes.
+func shutdownAtEnd(t testing.TB, d *Dispatcher) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
 }
 
 func args(s ...string) [][]byte {

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
 
 // testUsers: an app user limited to its keys, a user with every command but
@@ -48,26 +48,18 @@ func (f *fakeClock) Add(d time.Duration) {
 func newUsersDispatcher(t testing.TB, logger hclog.Logger, set func(*Options)) *Dispatcher {
 	t.Helper()
 	if logger == nil {
-		logger = hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug})
+		logger = redlocktest.Logger(t)
 	}
-	var nodes []redlock.Node
-	for range 3 {
-		m := miniredis.RunT(t)
-		node, err := redlock.DialNode(m.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { node.Close() })
-		nodes = append(nodes, node)
-	}
-	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
-	t.Cleanup(func() { rl.Close(context.Background()) })
+	rl, _ := redlocktest.New(t, 3, redlock.Options{Logger: logger})
 	opts := Options{
 		Locker: rl, MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
-		DefaultTTL: 30 * time.Second, MaxWait: 2 * time.Second, Version: "test", Logger: logger,
+		DefaultTTL: 30 * time.Second, MaxWait: 2 * time.Second, NodeTimeout: redlocktest.NodeTimeout,
+		Version: "test", Logger: logger,
 	}
 	set(&opts)
-	return New(opts)
+	d := New(opts)
+	shutdownAtEnd(t, d)
+	return d
 }
 
 // loggedIn is a new client of d after a successful AUTH name pass.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // Flights over pipelined nodes: replies are counted on the connections'
@@ -449,7 +449,7 @@ func TestAcquireReleaseAllocs(t *testing.T) {
 	}
 	var nodes []Node
 	for range 5 {
-		n, err := DialNode(redlocktest.Canned(t))
+		n, err := DialNode(testkit.Canned(t))
 		if err != nil {
 			t.Fatal(err)
 		}

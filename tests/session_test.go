@@ -6,13 +6,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // rawLock sends LOCK key ttl [extra…] on a raw connection and returns the
 // token; it fails the test unless the lock is granted.
-func rawLock(t testing.TB, c *conn, key, ttl string, extra ...string) string {
+func rawLock(t testing.TB, c *testkit.Conn, key, ttl string, extra ...string) string {
 	t.Helper()
-	v := c.do(append([]string{"LOCK", key, ttl}, extra...)...)
+	v := c.Do(append([]string{"LOCK", key, ttl}, extra...)...)
 	a, ok := v.([]any)
 	if !ok || len(a) != 3 {
 		t.Fatalf("LOCK %s %s %v = %#v, want [token validity fence]", key, ttl, extra, v)
@@ -25,9 +27,9 @@ func rawLock(t testing.TB, c *conn, key, ttl string, extra ...string) string {
 }
 
 // hello3 switches a raw connection to RESP3.
-func hello3(t testing.TB, c *conn) {
+func hello3(t testing.TB, c *testkit.Conn) {
 	t.Helper()
-	if _, ok := c.do("HELLO", "3").(map[any]any); !ok {
+	if _, ok := c.Do("HELLO", "3").(map[any]any); !ok {
 		t.Fatal("HELLO 3 did not answer a map")
 	}
 }
@@ -57,7 +59,7 @@ func TestSessionRenewedAndReleasedOnClose(t *testing.T) {
 	p := startProxy(t, rs, `node_timeout = "100ms"`)
 	ctx := testCtx(t, 30*time.Second)
 
-	c := rawConn(t, p.Addr())
+	c := testkit.Dial(t, p.Addr())
 	tok := rawLock(t, c, "sess", "500", "SESSION")
 	time.Sleep(3 * time.Second)
 	if n := holders(ctx, t, rs, "sess", tok); n < 3 {
@@ -68,7 +70,7 @@ func TestSessionRenewedAndReleasedOnClose(t *testing.T) {
 		t.Fatal("another client got the SESSION lock while its connection lived")
 	}
 
-	_ = c.c.Close() // no QUIT: the socket just closes
+	_ = c.Close() // no QUIT: the socket just closes
 	took := waitHolders(ctx, t, rs, "sess", tok, 0, 2*time.Second)
 	t.Logf("SESSION lock gone from every backend %v after the socket closed", took)
 	if took > 100*time.Millisecond {
@@ -84,7 +86,7 @@ func TestSessionReleasedOnSIGTERM(t *testing.T) {
 	p := startProxy(t, rs, `node_timeout = "100ms"`)
 	ctx := testCtx(t, 30*time.Second)
 
-	c := rawConn(t, p.Addr())
+	c := testkit.Dial(t, p.Addr())
 	tok := rawLock(t, c, "term", "10000", "SESSION")
 	if n := holders(ctx, t, rs, "term", tok); n < 3 {
 		t.Fatalf("SESSION lock on %d backends, want a quorum", n)
@@ -109,10 +111,10 @@ func TestSessionLockLostPush(t *testing.T) {
 	rs := startCluster(t, 5)
 	p := startProxy(t, rs, `node_timeout = "100ms"`)
 
-	c3 := rawConn(t, p.Addr())
+	c3 := testkit.Dial(t, p.Addr())
 	hello3(t, c3)
 	rawLock(t, c3, "lost3", "600", "SESSION")
-	c2 := rawConn(t, p.Addr())
+	c2 := testkit.Dial(t, p.Addr())
 	rawLock(t, c2, "lost2", "600", "SESSION")
 
 	stopped := time.Now()
@@ -124,11 +126,11 @@ func TestSessionLockLostPush(t *testing.T) {
 			r.Cont()
 		}
 	})
-	v, err := c3.tryReadReply(3 * time.Second)
+	v, err := c3.TryReadReply(3 * time.Second)
 	if err != nil {
 		t.Fatalf("no push within 3s of stopping 3 of 5 backends: %v", err)
 	}
-	push, ok := v.(respPush)
+	push, ok := v.(testkit.Push)
 	if !ok || len(push) < 2 || push[0] != "lock-lost" || push[1] != "lost3" {
 		t.Fatalf("got %#v, want a push [lock-lost lost3 …]", v)
 	}
@@ -138,12 +140,12 @@ func TestSessionLockLostPush(t *testing.T) {
 	}
 
 	time.Sleep(300 * time.Millisecond) // the RESP2 lock's renewal has failed too
-	got := c2.do("EXTEND", "lost2", "whatever", "600")
-	e, ok := got.(respError)
+	got := c2.Do("EXTEND", "lost2", "whatever", "600")
+	e, ok := got.(testkit.Error)
 	if !ok || !strings.HasPrefix(string(e), "LOCKLOST lock 'lost2' was lost") {
 		t.Fatalf("RESP2 holder's next command on the key = %#v, want -LOCKLOST …", got)
 	}
-	if got := c2.do("PING"); got != "PONG" {
+	if got := c2.Do("PING"); got != "PONG" {
 		t.Fatalf("PING after LOCKLOST = %#v", got)
 	}
 }
@@ -156,15 +158,15 @@ func TestSessionMaxHold(t *testing.T) {
 	p := startProxy(t, rs, "node_timeout = \"100ms\"\nmax_hold = \"1s\"")
 	ctx := testCtx(t, 30*time.Second)
 
-	c := rawConn(t, p.Addr())
+	c := testkit.Dial(t, p.Addr())
 	hello3(t, c)
 	start := time.Now()
 	tok := rawLock(t, c, "hold", "300", "SESSION")
-	v, err := c.tryReadReply(4 * time.Second)
+	v, err := c.TryReadReply(4 * time.Second)
 	if err != nil {
 		t.Fatalf("no push after max_hold: %v", err)
 	}
-	push, ok := v.(respPush)
+	push, ok := v.(testkit.Push)
 	if !ok || len(push) < 3 || push[0] != "lock-lost" || push[1] != "hold" || push[2] != "max_hold reached" {
 		t.Fatalf("got %#v, want [lock-lost hold max_hold reached]", v)
 	}

@@ -9,15 +9,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // waitersQueued polls LOCKINFO until key has want waiters queued on the
 // proxy at c's end.
-func waitersQueued(t testing.TB, c *conn, key string, want int64) {
+func waitersQueued(t testing.TB, c *testkit.Conn, key string, want int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		v := c.do("LOCKINFO", key)
+		v := c.Do("LOCKINFO", key)
 		if m, ok := v.(map[any]any); ok && m["waiters"] == want || v == nil && want == 0 {
 			return
 		}
@@ -35,7 +37,7 @@ func TestWaitFIFO(t *testing.T) {
 	rs := startCluster(t, 5)
 	p := startProxy(t, rs, `node_timeout = "100ms"`)
 	ctx := testCtx(t, 60*time.Second)
-	info := rawConn(t, p.Addr())
+	info := testkit.Dial(t, p.Addr())
 	hello3(t, info)
 
 	holder := p.Client(nil)
@@ -82,7 +84,7 @@ func TestWaitHandoffLatency(t *testing.T) {
 	rs := startCluster(t, 5)
 	p := startProxy(t, rs, `node_timeout = "100ms"`)
 	ctx := testCtx(t, 60*time.Second)
-	info := rawConn(t, p.Addr())
+	info := testkit.Dial(t, p.Addr())
 	hello3(t, info)
 	holder := p.Client(nil)
 	waiter := p.Client(nil)
@@ -112,7 +114,7 @@ func TestWaitHandoffLatency(t *testing.T) {
 			t.FailNow()
 		}
 		lat = append(lat, at.Sub(unlocked))
-		for info.do("LOCKINFO", "handoff") != nil {
+		for info.Do("LOCKINFO", "handoff") != nil {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -131,25 +133,25 @@ func TestWaitClosedConnLeavesQueue(t *testing.T) {
 	rs := startCluster(t, 5)
 	p := startProxy(t, rs, `node_timeout = "100ms"`)
 	ctx := testCtx(t, 30*time.Second)
-	info := rawConn(t, p.Addr())
+	info := testkit.Dial(t, p.Addr())
 	hello3(t, info)
 	holder := p.Client(nil)
 	h := mustLock(ctx, t, holder, "gone", 10000)
 
-	first := rawConn(t, p.Addr())
-	first.sendCmd("LOCK", "gone", "10000", "WAIT", "8000")
+	first := testkit.Dial(t, p.Addr())
+	first.SendCmd("LOCK", "gone", "10000", "WAIT", "8000")
 	waitersQueued(t, info, "gone", 1)
-	second := rawConn(t, p.Addr())
-	second.sendCmd("LOCK", "gone", "10000", "WAIT", "8000")
+	second := testkit.Dial(t, p.Addr())
+	second.SendCmd("LOCK", "gone", "10000", "WAIT", "8000")
 	waitersQueued(t, info, "gone", 2)
 
-	_ = first.c.Close()
+	_ = first.Close()
 	waitersQueued(t, info, "gone", 1)
 	start := time.Now()
 	if n := unlock(ctx, t, holder, "gone", h.Token); n != 1 {
 		t.Fatalf("UNLOCK = %d", n)
 	}
-	v := second.readReply()
+	v := second.ReadReply()
 	a, ok := v.([]any)
 	if !ok || len(a) != 3 {
 		t.Fatalf("second waiter got %#v, want the lock", v)
@@ -192,10 +194,10 @@ func TestWaitExpiry(t *testing.T) {
 	// A LOCK without WAIT does not jump the queue.
 	holder := p1.Client(nil)
 	h := mustLock(ctx, t, holder, "nojump", 10000)
-	info := rawConn(t, p1.Addr())
+	info := testkit.Dial(t, p1.Addr())
 	hello3(t, info)
-	w := rawConn(t, p1.Addr())
-	w.sendCmd("LOCK", "nojump", "10000", "WAIT", "5000")
+	w := testkit.Dial(t, p1.Addr())
+	w.SendCmd("LOCK", "nojump", "10000", "WAIT", "5000")
 	waitersQueued(t, info, "nojump", 1)
 	if n := unlock(ctx, t, holder, "nojump", h.Token); n != 1 {
 		t.Fatalf("UNLOCK = %d", n)
@@ -203,7 +205,7 @@ func TestWaitExpiry(t *testing.T) {
 	if _, err := lock(ctx, t, holder, "nojump", 10000); err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatalf("LOCK: %v", err)
 	}
-	if v, ok := w.readReply().([]any); !ok || len(v) != 3 {
+	if v, ok := w.ReadReply().([]any); !ok || len(v) != 3 {
 		t.Fatalf("queued waiter got %#v, want the lock", v)
 	}
 }
