@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -31,6 +32,11 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("tests: skipped under -short: the end-to-end tests need redis-server, redis-cli, node and npm, /usr/bin/python3 with python3-redis, and a -race build of the proxy (make test)")
+		return 0
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: redis-server is not on PATH; the end-to-end tests need a real Redis: run `make test`, which installs it")
 		return 1
