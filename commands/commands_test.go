@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // newTestDispatcher serves over n in-process miniredis backends.
@@ -256,22 +257,23 @@ func TestLockWait(t *testing.T) {
 		t.Fatal("LOCK failed")
 	}
 	start := time.Now()
-	if got := do(d, c, "LOCK", "w", "1000", "WAIT", "50"); got != "*-1\r\n" {
+	if got := do(d, c, "LOCK", "w", "10000", "WAIT", "50"); got != "*-1\r\n" {
 		t.Fatalf("short WAIT = %q", got)
 	}
 	if el := time.Since(start); el < 40*time.Millisecond {
 		t.Fatalf("WAIT 50 returned after %v", el)
 	}
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		do(d, d.NewClient("127.0.0.1:3", "127.0.0.1:2"), "UNLOCK", "w", string(a[0].(BulkString)))
-	}()
-	if got := do(d, c, "LOCK", "w", "1000", "WAIT", "2000"); !strings.HasPrefix(got, "*3") {
+	// The holder unlocks once the waiter is queued: the waiter gets it.
+	waited := make(chan string, 1)
+	go func() { waited <- do(d, c, "LOCK", "w", "10000", "WAIT", "2000") }()
+	testkit.Eventually(t, 5*time.Second, "the waiter to queue", func() bool { return d.LockWaiters() == 1 })
+	do(d, d.NewClient("127.0.0.1:3", "127.0.0.1:2"), "UNLOCK", "w", string(a[0].(BulkString)))
+	if got := <-waited; !strings.HasPrefix(got, "*3") {
 		t.Fatalf("long WAIT = %q", got)
 	}
 	// WAIT beyond max_wait (2 s here) is capped, not refused.
 	start = time.Now()
-	if got := do(d, c, "LOCK", "w", "1000", "WAIT", "999999"); got != "*-1\r\n" {
+	if got := do(d, c, "LOCK", "w", "10000", "WAIT", "999999"); got != "*-1\r\n" {
 		t.Fatalf("capped WAIT = %q", got)
 	}
 	if el := time.Since(start); el > 3*time.Second {
@@ -285,7 +287,7 @@ func TestLockNoQuorum(t *testing.T) {
 	for _, m := range mrs[:3] {
 		m.Close()
 	}
-	got := do(d, c, "LOCK", "q", "1000")
+	got := do(d, c, "LOCK", "q", "10000")
 	if !strings.HasPrefix(got, "-NOQUORUM only ") || !strings.Contains(got, "of 5 backends answered, need 3") {
 		t.Fatalf("LOCK with 3 of 5 down = %q", got)
 	}

@@ -2,9 +2,12 @@ package commands
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 func TestRegistryQueueFIFO(t *testing.T) {
@@ -51,23 +54,21 @@ func TestWaiterLeavesWhenClientCloses(t *testing.T) {
 	waiter := d.NewClient("127.0.0.1:3", "127.0.0.1:2")
 	done := make(chan string, 1)
 	go func() { done <- do(d, waiter, "LOCK", "w", "10000", "WAIT", "2000") }()
-	for d.reg.waiting("w") != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, "the waiter to queue", func() bool { return d.LockWaiters() == 1 })
 	start := time.Now()
 	d.CloseClient(waiter)
 	if got := <-done; got != "*-1\r\n" {
 		t.Fatalf("closed waiter got %q", got)
 	}
-	if el := time.Since(start); el > 500*time.Millisecond || d.reg.waiting("w") != 0 {
+	// At once, not when its WAIT (2 s, max_wait) runs out; 1 s is a
+	// generous bound for "at once" on a loaded machine.
+	if el := time.Since(start); el > time.Second || d.reg.waiting("w") != 0 {
 		t.Fatalf("closed waiter left after %v; %d still queued", el, d.reg.waiting("w"))
 	}
 	// A LOCK without WAIT does not jump a queue.
 	w2 := d.NewClient("127.0.0.1:4", "127.0.0.1:2")
 	go func() { done <- do(d, w2, "LOCK", "w", "10000", "WAIT", "2000") }()
-	for d.reg.waiting("w") != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, "the second waiter to queue", func() bool { return d.LockWaiters() == 1 })
 	if got := do(d, holder, "LOCK", "w", "10000"); got != "*-1\r\n" {
 		t.Fatalf("LOCK without WAIT past a queue = %q", got)
 	}
@@ -75,16 +76,39 @@ func TestWaiterLeavesWhenClientCloses(t *testing.T) {
 	<-done
 }
 
+// infoInt reads an integer field of INFO section through c.
+func infoInt(t *testing.T, d *Dispatcher, c *Client, section, field string) int64 {
+	t.Helper()
+	info := do(d, c, "INFO", section)
+	_, rest, ok := strings.Cut(info, "\r\n"+field+":")
+	if !ok {
+		t.Fatalf("INFO %s has no %s: %q", section, field, info)
+	}
+	v, _, _ := strings.Cut(rest, "\r\n")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("INFO %s: %s:%s", section, field, v)
+	}
+	return n
+}
+
+// TestSessionLifecycle: a SESSION lock is renewed while its client lives,
+// shows as a session lock, and is released when the client closes. Its
+// ttl is 2 s (renewed every 667 ms): a shorter one gives each backend call
+// a deadline (5% of the ttl) that a loaded machine misses, and a missed
+// renewal loses the lock.
 func TestSessionLifecycle(t *testing.T) {
 	d, mrs := newTestDispatcher(t, 3, "")
 	d.opts.MaxHold = time.Hour
 	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
-	a, ok := d.Do(context.Background(), c, args("LOCK", "s", "300", "SESSION")).(Array)
+	a, ok := d.Do(context.Background(), c, args("LOCK", "s", "2000", "SESSION")).(Array)
 	if !ok {
 		t.Fatal("LOCK SESSION failed")
 	}
 	token := string(a[0].(BulkString))
-	time.Sleep(500 * time.Millisecond) // a few renewals
+	testkit.Eventually(t, 10*time.Second, "two renewals of the session lock", func() bool {
+		return infoInt(t, d, c, "locks", "extend_ok") >= 2
+	})
 	if got := do(d, c, "LOCKINFO", "s"); !strings.Contains(got, "$7\r\nsession\r\n:1\r\n") {
 		t.Fatalf("LOCKINFO of a renewed session lock = %q", got)
 	}
@@ -99,7 +123,7 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 	// Released on a quorum before Shutdown returned; the last backend's
 	// delete may land a moment later.
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		left := 0
 		for _, m := range mrs {
 			if m.Exists("s") {
@@ -121,19 +145,13 @@ func TestSessionLifecycle(t *testing.T) {
 func TestLockLostRESP2(t *testing.T) {
 	d, mrs := newTestDispatcher(t, 3, "")
 	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
-	if _, ok := d.Do(context.Background(), c, args("LOCK", "l", "300", "SESSION")).(Array); !ok {
+	if _, ok := d.Do(context.Background(), c, args("LOCK", "l", "2000", "SESSION")).(Array); !ok {
 		t.Fatal("LOCK SESSION failed")
 	}
 	for _, m := range mrs {
 		m.Del("l") // stolen behind the proxy's back: the renewal finds it gone
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for c.lostN.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("renewal did not notice the loss")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the renewal (every 667 ms) to notice the loss", func() bool { return c.lostN.Load() != 0 })
 	if got := do(d, c, "PING"); got != "+PONG\r\n" {
 		t.Fatalf("a command on another key = %q", got)
 	}
@@ -152,7 +170,7 @@ func TestSessionEndsWithAnyRelease(t *testing.T) {
 	d, _ := newTestDispatcher(t, 3, "")
 	d.opts.MaxHold = time.Hour
 	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
-	r := d.Do(context.Background(), c, args("LOCK", "s", "300", "SESSION"))
+	r := d.Do(context.Background(), c, args("LOCK", "s", "2000", "SESSION"))
 	a, ok := r.(Array)
 	if !ok {
 		t.Fatalf("LOCK SESSION = %#v", r)
@@ -160,7 +178,14 @@ func TestSessionEndsWithAnyRelease(t *testing.T) {
 	if got := do(d, c, "DELIFEQ", "s", string(a[0].(BulkString))); got != ":1\r\n" {
 		t.Fatalf("DELIFEQ = %q", got)
 	}
-	time.Sleep(400 * time.Millisecond) // past several renewal periods (ttl/3 = 100 ms)
+	// The renewal goroutine has ended (the dispatcher's background work is
+	// done), so no renewal can run later and find the lock gone: no need
+	// to sleep past renewal periods.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.bg.Wait(ctx); err != nil {
+		t.Fatalf("the session's renewal still runs after DELIFEQ released the lock: %v", err)
+	}
 	if got := do(d, c, "GET", "s"); got != "$-1\r\n" {
 		t.Fatalf("GET after releasing the SESSION lock with DELIFEQ = %q, want nil (no lock-lost notice)", got)
 	}

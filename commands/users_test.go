@@ -192,7 +192,7 @@ func TestUserAuth(t *testing.T) {
 		{[]string{"HELLO", "3", "AUTH", "orders", "wrong"}, wrongPass},
 		{[]string{"PING"}, "-NOAUTH Authentication required.\r\n"},
 		{[]string{"AUTH", "orders", "p1"}, "+OK\r\n"},
-		{[]string{"LOCK", "orders:1", "1000"}, "*3\r\n"},
+		{[]string{"LOCK", "orders:1", "5000"}, "*3\r\n"},
 		// A failed AUTH keeps the current user.
 		{[]string{"AUTH", "ops", "wrong"}, wrongPass},
 		{[]string{"CLIENT", "INFO"}, "user=orders"},
@@ -223,7 +223,7 @@ func TestUserDefaultOverridesRequirePass(t *testing.T) {
 	if got := do(d, c, "AUTH", "new"); got != "+OK\r\n" {
 		t.Fatalf("AUTH new = %q", got)
 	}
-	if got := do(d, c, "LOCK", "other", "1000"); got != noPermKey {
+	if got := do(d, c, "LOCK", "other", "5000"); got != noPermKey {
 		t.Fatalf("default block's key patterns not applied: %q", got)
 	}
 }
@@ -292,7 +292,7 @@ func TestAuthRateLimit(t *testing.T) {
 	if got := do(d, c, "AUTH", "orders", "p1"); got != wrongPass {
 		t.Fatalf("after a fifth recent failure = %q", got)
 	}
-	if got := do(d, c, "LOCK", "orders:1", "1000"); !strings.HasPrefix(got, "*3") {
+	if got := do(d, c, "LOCK", "orders:1", "5000"); !strings.HasPrefix(got, "*3") {
 		t.Fatalf("the user logged in before stays logged in: %q", got)
 	}
 }
