@@ -69,7 +69,7 @@ func TestRedisNodeObserverMiniredis(t *testing.T) {
 	if err != nil || p.Time.IsZero() {
 		t.Fatalf("Probe = %+v, %v", p, err)
 	}
-	r := New([]Node{n}, Options{MaxTTL: time.Minute, Logger: testLogger(t)})
+	r := New([]Node{n}, Options{MaxTTL: time.Minute, NodeTimeout: testTimeout, Logger: testLogger(t)})
 	if probs := r.CheckBackends(ctx); len(probs) != 0 {
 		t.Fatalf("CheckBackends on miniredis: %q", probs)
 	}
@@ -142,7 +142,7 @@ func TestRedisRestartQuarantine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	r := New([]Node{n}, Options{MaxTTL: time.Minute, TrustFreshBackends: true, Logger: testLogger(t)})
+	r := New([]Node{n}, Options{MaxTTL: time.Minute, TrustFreshBackends: true, NodeTimeout: testTimeout, Logger: testLogger(t)})
 	if _, err := r.Acquire(ctx, "k", "tok", ttl); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestRedisRestartQuarantine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n2.Close()
-	r2 := New([]Node{n2}, Options{MaxTTL: time.Minute, Logger: testLogger(t)})
+	r2 := New([]Node{n2}, Options{MaxTTL: time.Minute, NodeTimeout: testTimeout, Logger: testLogger(t)})
 	_, err = r2.Acquire(ctx, "k3", "tok", ttl)
 	mustNotVoting(t, err, 1)
 	if s := r2.Status()[0]; s.State != StateQuarantined || !strings.HasPrefix(s.Reason, "fresh at start: uptime") {
