@@ -95,18 +95,18 @@ func TestRedisCLI(t *testing.T) {
 	if out, err := cli("PING"); err != nil || strings.TrimSpace(out) != "PONG" {
 		t.Fatalf("redis-cli PING = %q, %v; want PONG", out, err)
 	}
-	out, err := cli("LOCK", "cli-key", "1000")
+	out, err := cli("LOCK", "cli-key", "10000")
 	if err != nil {
 		t.Fatalf("redis-cli LOCK: %v: %s", err, out)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 3 || !tokenRE.MatchString(lines[0]) || strings.TrimSpace(lines[2]) != "" {
-		t.Fatalf("redis-cli LOCK cli-key 1000 printed %q, want token, validity and an empty line", out)
+		t.Fatalf("redis-cli LOCK cli-key 10000 printed %q, want token, validity and an empty line", out)
 	}
-	if v, err := strconv.Atoi(lines[1]); err != nil || v <= 0 || v > 1000 {
-		t.Fatalf("redis-cli LOCK validity line %q, want an integer in (0, 1000]", lines[1])
+	if v, err := strconv.Atoi(lines[1]); err != nil || v <= 0 || v > 10000 {
+		t.Fatalf("redis-cli LOCK validity line %q, want an integer in (0, 10000]", lines[1])
 	}
-	if out, err := cli("LOCK", "cli-key", "1000"); err != nil || strings.TrimSpace(out) != "" {
+	if out, err := cli("LOCK", "cli-key", "10000"); err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("redis-cli LOCK on a held key printed %q (%v), want an empty (nil) line", out, err)
 	}
 	if out, err := cli("UNLOCK", "cli-key", lines[0]); err != nil || strings.TrimSpace(out) != "1" {
@@ -135,7 +135,7 @@ func TestRawRESP2(t *testing.T) {
 	c := testkit.Dial(t, p.Addr())
 	c2 := testkit.Dial(t, p.Addr())
 
-	c.SendCmd("LOCK", "raw", "1000")
+	c.SendCmd("LOCK", "raw", "10000")
 	if head := c.Peek(5); string(head) != "*3\r\n$" {
 		t.Fatalf("LOCK reply starts with %q, want \"*3\\r\\n$\"", head)
 	}
@@ -148,14 +148,14 @@ func TestRawRESP2(t *testing.T) {
 	if !tokenRE.MatchString(tok) {
 		t.Fatalf("LOCK token = %#v", arr[0])
 	}
-	if n, ok := arr[1].(int64); !ok || n <= 0 || n > 1000 {
+	if n, ok := arr[1].(int64); !ok || n <= 0 || n > 10000 {
 		t.Fatalf("LOCK validity = %#v", arr[1])
 	}
 	if arr[2] != nil {
 		t.Fatalf("LOCK fence = %#v, want null", arr[2])
 	}
 
-	c2.SendCmd("LOCK", "raw", "1000")
+	c2.SendCmd("LOCK", "raw", "10000")
 	if head := c2.Peek(5); string(head) != "*-1\r\n" && string(head) != "$-1\r\n" {
 		t.Fatalf("LOCK on a held key over RESP2 starts with %q, want a RESP2 null", head)
 	}
@@ -231,7 +231,7 @@ func TestHelloAndRESP3(t *testing.T) {
 		t.Errorf("CLIENT GETNAME after HELLO SETNAME = %#v, want e2e", v)
 	}
 
-	r := c.Do("LOCK", "r3", "1000")
+	r := c.Do("LOCK", "r3", "10000")
 	arr, ok = r.([]any)
 	if !ok || len(arr) != 3 {
 		t.Fatalf("RESP3 LOCK = %#v", r)
@@ -239,7 +239,7 @@ func TestHelloAndRESP3(t *testing.T) {
 	tok, _ := arr[0].(string)
 	c2 := testkit.Dial(t, p.Addr())
 	c2.Do("HELLO", "3")
-	c2.SendCmd("LOCK", "r3", "1000")
+	c2.SendCmd("LOCK", "r3", "10000")
 	if head := c2.Peek(3); string(head) != "_\r\n" {
 		t.Fatalf("RESP3 LOCK on a held key starts with %q, want \"_\\r\\n\"", head)
 	}
@@ -255,7 +255,7 @@ func TestHelloAndRESP3(t *testing.T) {
 		t.Errorf("RESET = %#v, want RESET", v)
 	}
 	// After RESET the connection is back to RESP2.
-	c.SendCmd("LOCK", "r3", "1000")
+	c.SendCmd("LOCK", "r3", "10000")
 	if head := c.Peek(4); string(head) != "*3\r\n" {
 		t.Fatalf("LOCK after RESET starts with %q, want a RESP2 array", head)
 	}

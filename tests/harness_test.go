@@ -123,7 +123,8 @@ type redisProc struct {
 	done    chan struct{}
 	stopped bool
 	out     *syncBuffer
-	holdFD  int // a bound, non-listening socket that keeps a killed server's port, or -1
+	holdFD  int           // a bound, non-listening socket that keeps a killed server's port, or -1
+	client  *redis.Client // made by Client, once
 }
 
 // startRedis starts a redis-server on a free port and waits until it answers PING.
@@ -313,18 +314,25 @@ func (r *redisProc) Restart() {
 	r.t.Fatalf("restart redis-server on %s: %v", r.Addr(), err)
 }
 
-// Client is a go-redis client talking to this server directly.
+// Client is a go-redis client talking to this server directly. There is
+// one per server, closed at the end of the test that started it: tests
+// that poll the backends call it in loops.
 func (r *redisProc) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{
-		Addr:            r.Addr(),
-		MaxRetries:      -1,
-		DialTimeout:     time.Second,
-		ReadTimeout:     time.Second,
-		WriteTimeout:    time.Second,
-		DisableIdentity: true,
-	})
-	r.t.Cleanup(func() { _ = c.Close() })
-	return c
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client == nil {
+		c := redis.NewClient(&redis.Options{
+			Addr:            r.Addr(),
+			MaxRetries:      -1,
+			DialTimeout:     time.Second,
+			ReadTimeout:     time.Second,
+			WriteTimeout:    time.Second,
+			DisableIdentity: true,
+		})
+		r.t.Cleanup(func() { _ = c.Close() })
+		r.client = c
+	}
+	return r.client
 }
 
 // pingRaw dials addr, sends PING and waits for any complete reply line.

@@ -253,12 +253,12 @@ func TestInteropStackExchange(t *testing.T) {
 		// The owner changes between GET and EXEC: EXEC answers null and the
 		// new owner's lock stays.
 		for _, op := range []string{"DEL", "PEXPIRE"} {
-			mustReply(t, "SET se:lock a PX 300 NX", "OK")(s.do("SET", key, "a", "PX", "300", "NX"))
+			mustReply(t, "SET se:lock a PX 2000 NX", "OK")(s.do("SET", key, "a", "PX", "2000", "NX"))
 			pre, err := s.pipeline([]string{"WATCH", key}, []string{"GET", key})
 			if err != nil || pre[0] != "OK" || pre[1] != "a" {
 				t.Fatalf("WATCH, GET = %#v, %v; want OK, a", pre, err)
 			}
-			time.Sleep(500 * time.Millisecond)
+			waitExpired(ctx, t, bs, key)
 			mustReply(t, "SET se:lock b PX 5000 NX after a's expiry", "OK")(other.do("SET", key, "b", "PX", "5000", "NX"))
 			cmd := []string{op, key}
 			if op == "PEXPIRE" {

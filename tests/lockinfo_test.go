@@ -15,7 +15,7 @@ import (
 func TestLockInfo(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 5)
-	p := startProxy(t, rs, `node_timeout = "100ms"`)
+	p := startProxy(t, rs, "")
 	a := testkit.Dial(t, p.Addr())
 	hello3(t, a)
 	b := testkit.Dial(t, p.Addr())
@@ -120,7 +120,7 @@ func locksHeld(t testing.TB, c *testkit.Conn) map[string]map[any]any {
 func TestLocksAndMLock(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 5)
-	p := startProxy(t, rs, `node_timeout = "100ms"`)
+	p := startProxy(t, rs, "")
 	ctx := testCtx(t, 30*time.Second)
 	a := testkit.Dial(t, p.Addr())
 	hello3(t, a)
@@ -147,7 +147,7 @@ func TestLocksAndMLock(t *testing.T) {
 		t.Fatalf("MLOCK over a held key = %#v, want null", v)
 	}
 	waitKeyGone(ctx, t, rs, "k-e")
-	if v := b.Do("LOCK", "k-c", "1000"); v != nil {
+	if v := b.Do("LOCK", "k-c", "10000"); v != nil {
 		t.Fatalf("LOCK of a key MLOCK holds = %#v, want null", v)
 	}
 
@@ -179,17 +179,7 @@ func TestLocksAndMLock(t *testing.T) {
 		t.Fatalf("MUNLOCK = %#v, want 2", got)
 	}
 	_ = b.Close() // the SESSION lock goes with its connection
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		got := locksHeld(t, a)
-		if len(got) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("LOCKS after every release = %v, want none", got)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, "LOCKS to list no lock after every release", func() bool { return len(locksHeld(t, a)) == 0 })
 	for _, k := range []string{"k-a", "k-b", "k-c", "k-d"} {
 		waitKeyGone(ctx, t, rs, k)
 	}

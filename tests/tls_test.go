@@ -93,7 +93,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 
 	install(newPKI)
 	p.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, "the TLS reload to be logged", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the TLS reload to be logged", func() bool {
 		return strings.Contains(p.Log(), "TLS files reloaded")
 	})
 	if err := ping(newPKI); err != nil {
@@ -107,7 +107,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, "the failed TLS reload to be logged", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the failed TLS reload to be logged", func() bool {
 		return strings.Contains(p.Log(), "TLS reload failed: keeping the running certificate")
 	})
 	if err := ping(newPKI); err != nil {
