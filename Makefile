@@ -4,7 +4,7 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test deps check unit allocs fuzz run build bench chaos
+.PHONY: test deps check unit short allocs fuzz run build bench chaos
 
 test: deps check unit allocs fuzz
 
@@ -18,6 +18,12 @@ check:
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+# The quick loop: every unit test, without the race detector, redis-server,
+# node or python (the end-to-end tests skip under -short, saying what they
+# need). Not part of make test.
+short:
+	$(GO) test -short ./...
 
 allocs:
 	$(GO) test -count=1 -run 'Allocs$$' ./redlock ./commands

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
-	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // Allocation benchmarks for the per-command hot path; run with
@@ -62,7 +62,7 @@ func BenchmarkDispatchLockUnlock(b *testing.B) {
 func BenchmarkDispatchLockUnlockMem(b *testing.B) {
 	nodes := make([]redlock.Node, 5)
 	for i := range nodes {
-		n, err := redlock.DialNode(redlocktest.Canned(b))
+		n, err := redlock.DialNode(testkit.Canned(b))
 		if err != nil {
 			b.Fatal(err)
 		}

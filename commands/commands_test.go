@@ -12,50 +12,40 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // newTestDispatcher serves over n in-process miniredis backends.
 func newTestDispatcher(t testing.TB, n int, pass string) (*Dispatcher, []*miniredis.Miniredis) {
 	t.Helper()
-	return newDispatcherLog(t, n, pass, hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug}))
+	return newDispatcherLog(t, n, pass, redlocktest.Logger(t))
 }
 
+// newDispatcherLog is newTestDispatcher with its log going to logger. The
+// dispatcher is shut down when the test ends: its SESSION locks released,
+// its background work waited for.
 func newDispatcherLog(t testing.TB, n int, pass string, logger hclog.Logger) (*Dispatcher, []*miniredis.Miniredis) {
 	t.Helper()
-	var nodes []redlock.Node
-	var mrs []*miniredis.Miniredis
-	for range n {
-		m := miniredis.RunT(t)
-		node, err := redlock.DialNode(m.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { node.Close() })
-		nodes = append(nodes, node)
-		mrs = append(mrs, m)
-	}
-	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
-	t.Cleanup(func() { rl.Close(context.Background()) })
-	// Connected before the test starts: a first command on a cold
-	// connection may miss a short ttl's deadline on a loaded machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if up := rl.Connect(ctx); up != n {
-		t.Fatalf("%d of %d backends connected", up, n)
-	}
+	rl, mrs := redlocktest.New(t, n, redlock.Options{Logger: logger})
 	d := New(Options{
 		Leases: lease.New(lease.Options{Locker: rl, Logger: logger, KeepTTL: 30 * time.Second}),
 		MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second, MaxWait: 2 * time.Second,
 		RequirePass: pass, Version: "test", Logger: logger,
 	})
+	shutdownAtEnd(t, d)
 	return d, mrs
+}
+
+// shutdownAtEnd shuts d down when the test ends, before its Redlock closes.
+func shutdownAtEnd(t testing.TB, d *Dispatcher) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.leases.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
 }
 
 func args(s ...string) [][]byte {
@@ -268,22 +258,23 @@ func TestLockWait(t *testing.T) {
 		t.Fatal("LOCK failed")
 	}
 	start := time.Now()
-	if got := do(d, c, "LOCK", "w", "1000", "WAIT", "50"); got != "*-1\r\n" {
+	if got := do(d, c, "LOCK", "w", "10000", "WAIT", "50"); got != "*-1\r\n" {
 		t.Fatalf("short WAIT = %q", got)
 	}
 	if el := time.Since(start); el < 40*time.Millisecond {
 		t.Fatalf("WAIT 50 returned after %v", el)
 	}
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		do(d, d.NewClient("127.0.0.1:3", "127.0.0.1:2"), "UNLOCK", "w", string(a[0].(BulkString)))
-	}()
-	if got := do(d, c, "LOCK", "w", "1000", "WAIT", "2000"); !strings.HasPrefix(got, "*3") {
+	// The holder unlocks once the waiter is queued: the waiter gets it.
+	waited := make(chan string, 1)
+	go func() { waited <- do(d, c, "LOCK", "w", "10000", "WAIT", "2000") }()
+	testkit.Eventually(t, 5*time.Second, "the waiter to queue", func() bool { return d.leases.Waiters() == 1 })
+	do(d, d.NewClient("127.0.0.1:3", "127.0.0.1:2"), "UNLOCK", "w", string(a[0].(BulkString)))
+	if got := <-waited; !strings.HasPrefix(got, "*3") {
 		t.Fatalf("long WAIT = %q", got)
 	}
 	// WAIT beyond max_wait (2 s here) is capped, not refused.
 	start = time.Now()
-	if got := do(d, c, "LOCK", "w", "1000", "WAIT", "999999"); got != "*-1\r\n" {
+	if got := do(d, c, "LOCK", "w", "10000", "WAIT", "999999"); got != "*-1\r\n" {
 		t.Fatalf("capped WAIT = %q", got)
 	}
 	if el := time.Since(start); el > 3*time.Second {
@@ -297,7 +288,7 @@ func TestLockNoQuorum(t *testing.T) {
 	for _, m := range mrs[:3] {
 		m.Close()
 	}
-	got := do(d, c, "LOCK", "q", "1000")
+	got := do(d, c, "LOCK", "q", "10000")
 	if !strings.HasPrefix(got, "-NOQUORUM only ") || !strings.Contains(got, "of 5 backends answered, need 3") {
 		t.Fatalf("LOCK with 3 of 5 down = %q", got)
 	}

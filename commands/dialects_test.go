@@ -81,7 +81,7 @@ func TestSetDialect(t *testing.T) {
 	}
 	// RESP3 nulls.
 	c.proto.Store(3)
-	runAll(t, d, c, []run{{[]string{"SET", "q", "x", "NX", "PX", "100"}, "_\r\n"}, {[]string{"GET", "nope"}, "_\r\n"}})
+	runAll(t, d, c, []run{{[]string{"SET", "q", "x", "NX", "PX", "5000"}, "_\r\n"}, {[]string{"GET", "nope"}, "_\r\n"}})
 }
 
 func TestScripts(t *testing.T) {
@@ -109,7 +109,7 @@ func TestScripts(t *testing.T) {
 		{[]string{"EVALSHA", "ce46f80993d5dac20dd066eb301a4e37994bdbed", "2", "a", "b", "v", "9000"}, ":2\r\n"},
 		{[]string{"EVALSHA", "0f0f23b9048b36752b5be114f357ba083449f908", "2", "a", "b", "v"}, ":2\r\n"},
 		// redis-py extend (A3 "1" replaces the ttl) and reacquire.
-		{[]string{"SET", "p", "t", "NX", "PX", "1000"}, "+OK\r\n"},
+		{[]string{"SET", "p", "t", "NX", "PX", "5000"}, "+OK\r\n"},
 		{[]string{"EVALSHA", "a4e8783852e6b949f9ef3a97212805108459a890", "1", "p", "t", "7000", "1"}, ":1\r\n"},
 		{[]string{"EVALSHA", "1cac51482acf5858da00f6d685d68f886cd6b6b2", "1", "p", "x", "7000"}, ":0\r\n"},
 		// aioredlock answers failures with the error ERROR.

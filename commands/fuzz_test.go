@@ -1,12 +1,17 @@
 package commands
 
 import (
+	"bufio"
 	"bytes"
 	"context"
-	"strconv"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // FuzzDispatch feeds arbitrary argument vectors (split on NUL) through the
@@ -38,66 +43,55 @@ func FuzzDispatch(f *testing.F) {
 		defer d.CloseClient(c)
 		c.proto.Store(int32(2 + proto%2))
 		out := AppendReply(nil, d.Do(context.Background(), c, argv), c.Proto())
-		// One reply, or several back to back (SUBSCRIBE answers per channel).
-		for rest := out; len(rest) > 0 || len(out) == 0; {
-			var err string
-			if rest, err = checkRESP(rest); err != "" {
-				t.Fatalf("%q -> %q: %s (rest %q)", argv, out, err, rest)
-			}
+		if err := checkReplies(out); err != nil {
+			t.Fatalf("%q -> %q: %v", argv, out, err)
 		}
 	})
 }
 
-// checkRESP validates one RESP2/RESP3 value and returns what follows it.
-func checkRESP(b []byte) ([]byte, string) {
-	if len(b) == 0 {
-		return b, "empty"
+// checkReplies parses out as one RESP reply, or several back to back
+// (SUBSCRIBE answers per channel), and checks every error reply in them: one
+// line starting with an upper-case code.
+func checkReplies(out []byte) error {
+	rd := bufio.NewReader(bytes.NewReader(out))
+	for n := 0; ; n++ {
+		if _, err := rd.Peek(1); err == io.EOF && n > 0 {
+			return nil
+		}
+		v, err := testkit.ParseReply(rd)
+		if err != nil {
+			return fmt.Errorf("reply %d: %w", n+1, err)
+		}
+		if err := checkErrorLines(v); err != nil {
+			return err
+		}
 	}
-	i := bytes.Index(b, []byte("\r\n"))
-	if i < 0 {
-		return b, "no CRLF"
-	}
-	line, rest := b[1:i], b[i+2:]
-	switch b[0] {
-	case '+', '_':
-		return rest, ""
-	case '-':
-		if len(line) == 0 || line[0] < 'A' || line[0] > 'Z' || bytes.ContainsAny(line, "\r\n") {
-			return rest, "bad error line"
+}
+
+// checkErrorLines checks the error replies in v, nested ones included.
+func checkErrorLines(v any) error {
+	switch v := v.(type) {
+	case testkit.Error:
+		if len(v) == 0 || v[0] < 'A' || v[0] > 'Z' || strings.ContainsAny(string(v), "\r\n") {
+			return fmt.Errorf("bad error line %q", string(v))
 		}
-		return rest, ""
-	case ':':
-		if _, err := strconv.ParseInt(string(line), 10, 64); err != nil {
-			return rest, "bad integer"
-		}
-		return rest, ""
-	case '$':
-		n, err := strconv.Atoi(string(line))
-		if err != nil || n < -1 {
-			return rest, "bad bulk length"
-		}
-		if n == -1 {
-			return rest, ""
-		}
-		if len(rest) < n+2 || string(rest[n:n+2]) != "\r\n" {
-			return rest, "short bulk"
-		}
-		return rest[n+2:], ""
-	case '*', '%', '>':
-		n, err := strconv.Atoi(string(line))
-		if err != nil || n < -1 {
-			return rest, "bad aggregate length"
-		}
-		if b[0] == '%' {
-			n *= 2
-		}
-		for range n {
-			var e string
-			if rest, e = checkRESP(rest); e != "" {
-				return rest, e
+	case []any:
+		for _, e := range v {
+			if err := checkErrorLines(e); err != nil {
+				return err
 			}
 		}
-		return rest, ""
+	case testkit.Push:
+		return checkErrorLines([]any(v))
+	case map[any]any:
+		for k, e := range v {
+			if err := checkErrorLines(k); err != nil {
+				return err
+			}
+			if err := checkErrorLines(e); err != nil {
+				return err
+			}
+		}
 	}
-	return rest, "unknown type " + string(b[0])
+	return nil
 }

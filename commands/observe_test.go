@@ -81,7 +81,7 @@ func TestObserveNoQuorum(t *testing.T) {
 	for _, m := range mrs[:2] {
 		m.Close()
 	}
-	got := observed(t, d, c, []string{"LOCK", "q", "1000"})
+	got := observed(t, d, c, []string{"LOCK", "q", "10000"})
 	if want := (observation{"lock", DialectNative, ResultNoQuorum}); len(got) != 1 || got[0] != want {
 		t.Fatalf("observed %+v, want %+v", got, want)
 	}

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
 
 // testUsers: an app user limited to its keys, a user with every command but
@@ -49,26 +49,17 @@ func (f *fakeClock) Add(d time.Duration) {
 func newUsersDispatcher(t testing.TB, logger hclog.Logger, set func(*Options)) *Dispatcher {
 	t.Helper()
 	if logger == nil {
-		logger = hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug})
+		logger = redlocktest.Logger(t)
 	}
-	var nodes []redlock.Node
-	for range 3 {
-		m := miniredis.RunT(t)
-		node, err := redlock.DialNode(m.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { node.Close() })
-		nodes = append(nodes, node)
-	}
-	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
-	t.Cleanup(func() { rl.Close(context.Background()) })
+	rl, _ := redlocktest.New(t, 3, redlock.Options{Logger: logger})
 	opts := Options{
 		Leases: lease.New(lease.Options{Locker: rl, KeepTTL: 30 * time.Second}), MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second,
 		MaxWait: 2 * time.Second, Version: "test", Logger: logger,
 	}
 	set(&opts)
-	return New(opts)
+	d := New(opts)
+	shutdownAtEnd(t, d)
+	return d
 }
 
 // loggedIn is a new client of d after a successful AUTH name pass.
@@ -201,7 +192,7 @@ func TestUserAuth(t *testing.T) {
 		{[]string{"HELLO", "3", "AUTH", "orders", "wrong"}, wrongPass},
 		{[]string{"PING"}, "-NOAUTH Authentication required.\r\n"},
 		{[]string{"AUTH", "orders", "p1"}, "+OK\r\n"},
-		{[]string{"LOCK", "orders:1", "1000"}, "*3\r\n"},
+		{[]string{"LOCK", "orders:1", "5000"}, "*3\r\n"},
 		// A failed AUTH keeps the current user.
 		{[]string{"AUTH", "ops", "wrong"}, wrongPass},
 		{[]string{"CLIENT", "INFO"}, "user=orders"},
@@ -232,7 +223,7 @@ func TestUserDefaultOverridesRequirePass(t *testing.T) {
 	if got := do(d, c, "AUTH", "new"); got != "+OK\r\n" {
 		t.Fatalf("AUTH new = %q", got)
 	}
-	if got := do(d, c, "LOCK", "other", "1000"); got != noPermKey {
+	if got := do(d, c, "LOCK", "other", "5000"); got != noPermKey {
 		t.Fatalf("default block's key patterns not applied: %q", got)
 	}
 }
@@ -301,7 +292,7 @@ func TestAuthRateLimit(t *testing.T) {
 	if got := do(d, c, "AUTH", "orders", "p1"); got != wrongPass {
 		t.Fatalf("after a fifth recent failure = %q", got)
 	}
-	if got := do(d, c, "LOCK", "orders:1", "1000"); !strings.HasPrefix(got, "*3") {
+	if got := do(d, c, "LOCK", "orders:1", "5000"); !strings.HasPrefix(got, "*3") {
 		t.Fatalf("the user logged in before stays logged in: %q", got)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // BenchmarkGuardScan runs the input guard's frame scanner over a typical
@@ -13,8 +15,8 @@ func BenchmarkGuardScan(b *testing.B) {
 	var stream []byte
 	for i := range 64 {
 		key := "orders:" + strconv.Itoa(i)
-		stream = appendCmd(stream, "LOCK", key, "30000")
-		stream = appendCmd(stream, "UNLOCK", key, "NdGx3kR2c8yJb0mQw7Zt1A")
+		stream = testkit.AppendCmd(stream, "LOCK", key, "30000")
+		stream = testkit.AppendCmd(stream, "UNLOCK", key, "NdGx3kR2c8yJb0mQw7Zt1A")
 	}
 	var authed atomic.Bool
 	authed.Store(true)
@@ -30,19 +32,4 @@ func BenchmarkGuardScan(b *testing.B) {
 		for s.take(p) > 0 {
 		}
 	}
-}
-
-// appendCmd encodes args as a RESP array of bulk strings.
-func appendCmd(b []byte, args ...string) []byte {
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(len(args)), 10)
-	b = append(b, '\r', '\n')
-	for _, a := range args {
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(a)), 10)
-		b = append(b, '\r', '\n')
-		b = append(b, a...)
-		b = append(b, '\r', '\n')
-	}
-	return b
 }

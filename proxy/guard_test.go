@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // scanResult is what a scanner released for a whole input, and where.
@@ -329,42 +329,22 @@ func startGuardedRedcon(t *testing.T, lim Limits) (addr string, closedErr <-chan
 	return ln.Addr().String(), errs
 }
 
-func guardDial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	return c, bufio.NewReader(c)
-}
-
-func guardExpectLine(t *testing.T, rd *bufio.Reader, want string) {
-	t.Helper()
-	line, err := rd.ReadString('\n')
-	if err != nil || line != want+"\r\n" {
-		t.Fatalf("read %q, %v; want %q", line, err, want)
-	}
-}
-
 func TestGuardConnServesCommands(t *testing.T) {
 	addr, closed := startGuardedRedcon(t, Limits{})
-	c, rd := guardDial(t, addr)
+	c := testkit.Dial(t, addr)
 	// A command trickled byte by byte, then a pipeline in one write.
 	for _, b := range []byte("*1\r\n$4\r\nPING\r\n") {
-		if _, err := c.Write([]byte{b}); err != nil {
-			t.Fatal(err)
+		c.Send([]byte{b})
+	}
+	if v := c.ReadReply(); v != "PONG" {
+		t.Fatalf("trickled PING = %#v", v)
+	}
+	c.Send([]byte("PING\r\n*0\r\n\r\n*2\r\n$4\r\nECHO\r\n$4\r\na\r\nb\r\n"))
+	for _, want := range []any{"PONG", "a\r\nb"} {
+		if v := c.ReadReply(); v != want {
+			t.Fatalf("pipelined reply = %#v, want %#v", v, want)
 		}
 	}
-	guardExpectLine(t, rd, "+PONG")
-	if _, err := c.Write([]byte("PING\r\n*0\r\n\r\n*2\r\n$4\r\nECHO\r\n$4\r\na\r\nb\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	guardExpectLine(t, rd, "+PONG")
-	guardExpectLine(t, rd, "$4")
-	guardExpectLine(t, rd, "a")
-	guardExpectLine(t, rd, "b")
 	c.Close()
 	if err := <-closed; err != nil {
 		t.Fatalf("protocol error %v on a clean close", err)
@@ -373,15 +353,15 @@ func TestGuardConnServesCommands(t *testing.T) {
 
 func TestGuardConnRejectsHugeBulk(t *testing.T) {
 	addr, closed := startGuardedRedcon(t, Limits{})
-	c, rd := guardDial(t, addr)
-	if _, err := c.Write([]byte("PING\r\n*1\r\n$99999999999\r\n")); err != nil {
-		t.Fatal(err)
+	c := testkit.Dial(t, addr)
+	c.Send([]byte("PING\r\n*1\r\n$99999999999\r\n"))
+	if v := c.ReadReply(); v != "PONG" {
+		t.Fatalf("PING = %#v", v)
 	}
-	guardExpectLine(t, rd, "+PONG")
-	guardExpectLine(t, rd, "-ERR Protocol error: invalid bulk length")
-	if b, err := rd.ReadByte(); err != io.EOF {
-		t.Fatalf("after the error: %q, %v; want EOF", b, err)
+	if v := c.ReadReply(); v != testkit.Error("ERR Protocol error: invalid bulk length") {
+		t.Fatalf("huge bulk = %#v", v)
 	}
+	c.ExpectClosed(5 * time.Second)
 	if err := <-closed; scanErrText(err) != "Protocol error: invalid bulk length" {
 		t.Fatalf("ProtocolErr() = %v", err)
 	}
@@ -389,37 +369,31 @@ func TestGuardConnRejectsHugeBulk(t *testing.T) {
 
 func TestGuardConnAuthLimits(t *testing.T) {
 	addr, _ := startGuardedRedcon(t, Limits{})
-	c, rd := guardDial(t, addr)
+	c := testkit.Dial(t, addr)
 	arg := strings.Repeat("z", preAuthMaxBulk+1)
-	echo := "*2\r\n$4\r\nECHO\r\n$" + strconv.Itoa(len(arg)) + "\r\n" + arg + "\r\n"
-	if _, err := c.Write([]byte("AUTH pw\r\n")); err != nil {
-		t.Fatal(err)
+	if v := c.Do("AUTH", "pw"); v != "OK" {
+		t.Fatalf("AUTH = %#v", v)
 	}
-	guardExpectLine(t, rd, "+OK")
-	if _, err := c.Write([]byte(echo)); err != nil {
-		t.Fatal(err)
+	if v := c.Do("ECHO", arg); v != arg {
+		t.Fatalf("ECHO of %d bytes after AUTH = %.80q", len(arg), v)
 	}
-	guardExpectLine(t, rd, "$"+strconv.Itoa(len(arg)))
-	guardExpectLine(t, rd, arg)
 
 	// A large argument in small writes reaches redcon whole.
 	big := strings.Repeat("0123456789abcdef", 32<<10)
-	cmd := []byte("*2\r\n$4\r\nECHO\r\n$" + strconv.Itoa(len(big)) + "\r\n" + big + "\r\n")
+	cmd := testkit.AppendCmd(nil, "ECHO", big)
 	for len(cmd) > 0 {
 		n := min(len(cmd), 1000)
-		if _, err := c.Write(cmd[:n]); err != nil {
-			t.Fatal(err)
-		}
+		c.Send(cmd[:n])
 		cmd = cmd[n:]
 	}
-	guardExpectLine(t, rd, "$"+strconv.Itoa(len(big)))
-	guardExpectLine(t, rd, big)
-
-	c2, rd2 := guardDial(t, addr)
-	if _, err := c2.Write([]byte(echo)); err != nil {
-		t.Fatal(err)
+	if v := c.ReadReply(); v != big {
+		t.Fatalf("ECHO of %d bytes in small writes = %.80q", len(big), v)
 	}
-	guardExpectLine(t, rd2, "-ERR Protocol error: unauthenticated bulk length")
+
+	c2 := testkit.Dial(t, addr)
+	if v := c2.Do("ECHO", arg); v != testkit.Error("ERR Protocol error: unauthenticated bulk length") {
+		t.Fatalf("ECHO of %d bytes before AUTH = %.80q", len(arg), v)
+	}
 }
 
 func TestGuardConnWriteDeadline(t *testing.T) {

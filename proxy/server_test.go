@@ -1,59 +1,31 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/commands"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
-
-type logWriter struct{ t testing.TB }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Output: logWriter{t}, Level: hclog.Debug})
-}
 
 // startServer serves on 127.0.0.1:0 over three miniredis backends. With
 // nilLocker the dispatcher has no locker, so lock commands panic: that is
 // how the panic recovery is exercised.
 func startServer(t *testing.T, cfg Config, pass string, nilLocker bool) *Server {
 	t.Helper()
-	logger := testLogger(t)
+	logger := redlocktest.Logger(t)
 	var leases *lease.Manager
 	if !nilLocker {
-		var nodes []redlock.Node
-		for range 3 {
-			m := miniredis.RunT(t)
-			n, err := redlock.DialNode(m.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			nodes = append(nodes, n)
-		}
-		locker := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: logger})
-		t.Cleanup(func() { locker.Close(context.Background()); locker.CloseNodes() })
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if up := locker.Connect(ctx); up != len(nodes) {
-			t.Fatalf("%d of %d backends connected", up, len(nodes))
-		}
+		locker, _ := redlocktest.New(t, 3, redlock.Options{Logger: logger})
 		leases = lease.New(lease.Options{Locker: locker, Logger: logger})
 	}
 	disp := commands.New(commands.Options{
@@ -78,31 +50,10 @@ func startServer(t *testing.T, cfg Config, pass string, nilLocker bool) *Server 
 	return s
 }
 
-// exchange sends raw bytes and reads one reply line (and, for a bulk,
-// its payload) with a deadline.
-func exchange(t *testing.T, c net.Conn, rd *bufio.Reader, send string) string {
+// dialServer is a raw RESP connection to s.
+func dialServer(t *testing.T, s *Server) *testkit.Conn {
 	t.Helper()
-	if send != "" {
-		if _, err := c.Write([]byte(send)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return "EOF:" + err.Error()
-	}
-	return line
-}
-
-func dialServer(t *testing.T, s *Server) (net.Conn, *bufio.Reader) {
-	t.Helper()
-	c, err := net.Dial("tcp", s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, bufio.NewReader(c)
+	return testkit.Dial(t, s.Addr().String())
 }
 
 func TestGoRedisBothProtocols(t *testing.T) {
@@ -129,105 +80,112 @@ func TestGoRedisBothProtocols(t *testing.T) {
 
 func TestRESP3NullAndMap(t *testing.T) {
 	s := startServer(t, Config{}, "", false)
-	c, rd := dialServer(t, s)
-	if got := exchange(t, c, rd, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"); got != "%7\r\n" {
-		t.Fatalf("HELLO 3 = %q", got)
+	c := dialServer(t, s)
+	c.SendCmd("HELLO", "3")
+	if got := string(c.ReadRaw()); !strings.HasPrefix(got, "%7\r\n") || !strings.Contains(got, "$7\r\nmodules\r\n*0\r\n") {
+		t.Fatalf("HELLO 3 = %q, want a map of 7 with modules, an empty array", got)
 	}
-	for exchange(t, c, rd, "") != "modules\r\n" {
-	}
-	if got := exchange(t, c, rd, ""); got != "*0\r\n" {
-		t.Fatalf("modules = %q", got)
-	}
-	if got := exchange(t, c, rd, "*4\r\n$6\r\nEXTEND\r\n$1\r\nk\r\n$1\r\nt\r\n$3\r\n100\r\n"); got != "_\r\n" {
-		t.Fatalf("RESP3 null = %q", got)
+	// The ttl is 5 s (each backend call gets 5% of it: 100 ms gave 5 ms,
+	// which the race detector misses); what is tested is the null.
+	c.SendCmd("EXTEND", "k", "t", "5000")
+	if head := c.Peek(3); string(head) != "_\r\n" {
+		t.Fatalf("RESP3 null = %q", head)
 	}
 }
 
 func TestPanicIsRecovered(t *testing.T) {
 	s := startServer(t, Config{}, "", true)
-	c, rd := dialServer(t, s)
-	if got := exchange(t, c, rd, "LOCK k 1000\r\n"); got != "-ERR internal error\r\n" {
-		t.Fatalf("panicking command = %q", got)
+	c := dialServer(t, s)
+	c.Send([]byte("LOCK k 10000\r\n"))
+	if got := c.ReadReply(); got != testkit.Error("ERR internal error") {
+		t.Fatalf("panicking command = %#v", got)
 	}
-	if got := exchange(t, c, rd, "PING\r\n"); got != "+PONG\r\n" {
-		t.Fatalf("after panic PING = %q", got)
+	c.Send([]byte("PING\r\n"))
+	if got := c.ReadReply(); got != "PONG" {
+		t.Fatalf("after panic PING = %#v", got)
 	}
 }
 
 func TestMaxClients(t *testing.T) {
 	s := startServer(t, Config{MaxClients: 2}, "", false)
 	for range 2 {
-		c, rd := dialServer(t, s)
-		if got := exchange(t, c, rd, "PING\r\n"); got != "+PONG\r\n" {
-			t.Fatalf("PING = %q", got)
+		if got := dialServer(t, s).Do("PING"); got != "PONG" {
+			t.Fatalf("PING = %#v", got)
 		}
 	}
-	c, rd := dialServer(t, s)
-	if got := exchange(t, c, rd, ""); got != "-"+errMaxClients+"\r\n" {
-		t.Fatalf("third client got %q", got)
+	if got := dialServer(t, s).ReadReply(); got != testkit.Error(errMaxClients) {
+		t.Fatalf("third client got %#v", got)
 	}
 }
 
+// TestIdleTimeout: an idle client is disconnected after the idle timeout.
+// No sleep: the server must close the connection, and the wait for that
+// is bounded generously.
 func TestIdleTimeout(t *testing.T) {
 	s := startServer(t, Config{IdleTimeout: 100 * time.Millisecond}, "", false)
-	c, rd := dialServer(t, s)
-	if got := exchange(t, c, rd, "PING\r\n"); got != "+PONG\r\n" {
-		t.Fatalf("PING = %q", got)
+	c := dialServer(t, s)
+	if got := c.Do("PING"); got != "PONG" {
+		t.Fatalf("PING = %#v", got)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if got := exchange(t, c, rd, ""); !strings.HasPrefix(got, "EOF:") {
-		t.Fatalf("idle connection still open: %q", got)
-	}
+	c.ExpectClosed(5 * time.Second)
 }
 
 func TestGuardClosesAbusiveClientOnly(t *testing.T) {
 	s := startServer(t, Config{}, "s3cret", false)
-	good, grd := dialServer(t, s)
-	if got := exchange(t, good, grd, "AUTH s3cret\r\n"); got != "+OK\r\n" {
-		t.Fatalf("AUTH = %q", got)
+	good := dialServer(t, s)
+	if got := good.Do("AUTH", "s3cret"); got != "OK" {
+		t.Fatalf("AUTH = %#v", got)
 	}
-	bad, brd := dialServer(t, s)
-	if got := exchange(t, bad, brd, "*1000\r\n"); got != "-ERR Protocol error: unauthenticated multibulk length\r\n" {
-		t.Fatalf("pre-auth big multibulk = %q", got)
+	bad := dialServer(t, s)
+	bad.Send([]byte("*1000\r\n"))
+	if got := bad.ReadReply(); got != testkit.Error("ERR Protocol error: unauthenticated multibulk length") {
+		t.Fatalf("pre-auth big multibulk = %#v", got)
 	}
-	if _, err := brd.ReadString('\n'); !errors.Is(err, io.EOF) {
-		t.Fatalf("connection not closed: %v", err)
+	bad.ExpectClosed(5 * time.Second)
+	good.Send([]byte("*2\r\n$4\r\nLOCK\r\n$9223372036854775807\r\n"))
+	if got := good.ReadReply(); got != testkit.Error("ERR Protocol error: invalid bulk length") {
+		t.Fatalf("huge bulk = %#v", got)
 	}
-	if got := exchange(t, good, grd, "*2\r\n$4\r\nLOCK\r\n$9223372036854775807\r\n"); got != "-ERR Protocol error: invalid bulk length\r\n" {
-		t.Fatalf("huge bulk = %q", got)
+	other := dialServer(t, s)
+	other.Send([]byte("AUTH s3cret\r\nPING\r\n"))
+	if got := other.ReadReply(); got != "OK" {
+		t.Fatalf("other client AUTH = %#v", got)
 	}
-	other, ord := dialServer(t, s)
-	if got := exchange(t, other, ord, "AUTH s3cret\r\nPING\r\n"); got != "+OK\r\n" {
-		t.Fatalf("other client AUTH = %q", got)
-	}
-	if got := exchange(t, other, ord, ""); got != "+PONG\r\n" {
-		t.Fatalf("other client PING = %q", got)
+	if got := other.ReadReply(); got != "PONG" {
+		t.Fatalf("other client PING = %#v", got)
 	}
 }
 
+// TestShutdownDrainsInFlight: Shutdown lets a blocked LOCK … WAIT finish
+// with its reply before it returns, answers nothing new, and stops
+// accepting.
 func TestShutdownDrainsInFlight(t *testing.T) {
 	s := startServer(t, Config{}, "", false)
-	holder, hrd := dialServer(t, s)
-	if got := exchange(t, holder, hrd, "LOCK k 10000 TOKEN t1\r\n"); got != "*3\r\n" {
-		t.Fatalf("LOCK = %q", got)
+	holder := dialServer(t, s)
+	if got, ok := holder.Do("LOCK", "k", "10000", "TOKEN", "t1").([]any); !ok || len(got) != 3 {
+		t.Fatalf("LOCK = %#v", got)
 	}
-	waiter, wrd := dialServer(t, s)
-	waiter.Write([]byte("LOCK k 1000 WAIT 300\r\n"))
-	time.Sleep(50 * time.Millisecond) // the WAIT is now in flight
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	waiter := dialServer(t, s)
+	const wait = 300 * time.Millisecond
+	sent := time.Now()
+	waiter.SendCmd("LOCK", "k", "10000", "WAIT", "300")
+	probe := dialServer(t, s)
+	testkit.Eventually(t, 5*time.Second, "the WAIT to be queued", func() bool {
+		info, _ := probe.Do("INFO", "clients").(string)
+		return strings.Contains(info, "blocked_clients:1\r\n")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown = %v", err)
 	}
-	if el := time.Since(start); el < 150*time.Millisecond {
-		t.Fatalf("Shutdown did not wait for the in-flight WAIT (%v)", el)
+	// The WAIT cannot end before 300 ms after it was sent: a Shutdown
+	// that returns sooner did not wait for it.
+	if el := time.Since(sent); el < wait {
+		t.Fatalf("Shutdown returned %v after the WAIT %v was sent: it did not wait for it", el, wait)
 	}
-	if got := exchange(t, waiter, wrd, ""); got != "*-1\r\n" {
-		t.Fatalf("in-flight WAIT got %q, want its null reply", got)
-	}
-	if got := exchange(t, holder, hrd, ""); !strings.HasPrefix(got, "$") {
-		t.Fatalf("rest of LOCK reply = %q", got)
+	if got := waiter.ReadReply(); got != nil {
+		t.Fatalf("in-flight WAIT got %#v, want its null reply", got)
 	}
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatalf("second Shutdown = %v", err)

@@ -3,98 +3,17 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
-
-// testPKI is a CA with a server certificate for 127.0.0.1 and a client
-// certificate, all ECDSA P-256.
-type testPKI struct {
-	pool   *x509.CertPool
-	server tls.Certificate
-	client tls.Certificate
-}
-
-func newTestPKI(t *testing.T) *testPKI {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "test ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := func(serial int64, usage x509.ExtKeyUsage) tls.Certificate {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: "test leaf"},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	}
-	p := &testPKI{pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	p.server = leaf(2, x509.ExtKeyUsageServerAuth)
-	p.client = leaf(3, x509.ExtKeyUsageClientAuth)
-	return p
-}
-
-// serverConfig is the listener's TLS; with clientCA, clients need a
-// certificate.
-func (p *testPKI) serverConfig(clientCA bool) *tls.Config {
-	tc := &tls.Config{Certificates: []tls.Certificate{p.server}, MinVersion: tls.VersionTLS12}
-	if clientCA {
-		tc.ClientCAs = p.pool
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return tc
-}
-
-// clientConfig trusts the CA; withCert presents the client certificate.
-func (p *testPKI) clientConfig(withCert bool) *tls.Config {
-	tc := &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}
-	if withCert {
-		tc.Certificates = []tls.Certificate{p.client}
-	}
-	return tc
-}
 
 func tlsClient(t *testing.T, s *Server, tc *tls.Config) *redis.Client {
 	t.Helper()
@@ -122,46 +41,21 @@ func lockUnlock(t *testing.T, rc *redis.Client, key string) {
 	}
 }
 
-// expectRefused reads from c until the server closes it, within 2s, and
-// returns what it sent.
-func expectRefused(t *testing.T, c net.Conn) string {
-	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	var got strings.Builder
-	buf := make([]byte, 512)
-	for {
-		n, err := c.Read(buf)
-		got.Write(buf[:n])
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				t.Fatalf("connection still open after 2s (got %q)", got.String())
-			}
-			return got.String()
-		}
-	}
-}
-
 func TestTLSListener(t *testing.T) {
-	pki := newTestPKI(t)
-	s := startServer(t, Config{TLS: pki.serverConfig(false)}, "", false)
+	pki := testkit.NewPKI(t)
+	s := startServer(t, Config{TLS: pki.ServerConfig(false)}, "", false)
 
-	lockUnlock(t, tlsClient(t, s, pki.clientConfig(false)), "tls-a")
+	lockUnlock(t, tlsClient(t, s, pki.ClientConfig(false)), "tls-a")
 
-	// A plaintext client is told and disconnected at once.
-	c, rd := dialServer(t, s)
-	start := time.Now()
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		t.Fatal(err)
+	// A plaintext client is told and disconnected at once (well before a
+	// TLS handshake would time out).
+	c := dialServer(t, s)
+	c.SendCmd("PING")
+	want := strings.TrimSuffix(strings.TrimPrefix(errPlaintext, "-"), "\r\n")
+	if got := c.ReadReply(); got != testkit.Error(want) {
+		t.Fatalf("plaintext client got %#v, want -%s", got, want)
 	}
-	if got := exchange(t, c, rd, ""); got != errPlaintext {
-		t.Fatalf("plaintext client got %q, want %q", got, errPlaintext)
-	}
-	if rest := expectRefused(t, c); rest != "" {
-		t.Fatalf("after the error: %q", rest)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("plaintext client closed after %v", d)
-	}
+	c.ExpectClosed(2 * time.Second)
 
 	// A client that does not trust the server's CA fails its handshake.
 	bad := tlsClient(t, s, &tls.Config{MinVersion: tls.VersionTLS12})
@@ -170,40 +64,39 @@ func TestTLSListener(t *testing.T) {
 	}
 
 	// TLS clients are still served.
-	lockUnlock(t, tlsClient(t, s, pki.clientConfig(false)), "tls-b")
+	lockUnlock(t, tlsClient(t, s, pki.ClientConfig(false)), "tls-b")
 }
 
 func TestTLSClientCertificates(t *testing.T) {
-	pki := newTestPKI(t)
-	s := startServer(t, Config{TLS: pki.serverConfig(true)}, "", false)
+	pki := testkit.NewPKI(t)
+	s := startServer(t, Config{TLS: pki.ServerConfig(true)}, "", false)
 
 	// Without a certificate: the handshake (TLS 1.2) or the first read
 	// (TLS 1.3, where the client learns of the refusal late) fails.
-	noCert := tlsClient(t, s, pki.clientConfig(false))
+	noCert := tlsClient(t, s, pki.ClientConfig(false))
 	if err := noCert.Ping(context.Background()).Err(); err == nil {
 		t.Fatal("PING without a client certificate succeeded")
 	}
-	c, err := tls.Dial("tcp", s.Addr().String(), pki.clientConfig(false))
+	nc, err := tls.Dial("tcp", s.Addr().String(), pki.ClientConfig(false))
 	if err == nil {
-		defer c.Close()
-		_, _ = c.Write([]byte("PING\r\n"))
-		if got := expectRefused(t, c); got != "" {
-			t.Fatalf("client without a certificate got %q", got)
-		}
+		c := testkit.NewConn(t, nc)
+		_, _ = nc.Write([]byte("PING\r\n"))
+		c.ExpectClosed(2 * time.Second)
 	}
 
-	lockUnlock(t, tlsClient(t, s, pki.clientConfig(true)), "mtls")
+	lockUnlock(t, tlsClient(t, s, pki.ClientConfig(true)), "mtls")
 }
 
 // TestTLSSilentClient checks that a client that never sends its hello is
 // dropped after the handshake timeout, while others are served meanwhile.
 func TestTLSSilentClient(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testkit.NewPKI(t)
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := newTLSListener(tcp, pki.serverConfig(false), 300*time.Millisecond, testLogger(t))
+	const handshakeTimeout = 300 * time.Millisecond
+	ln := newTLSListener(tcp, pki.ServerConfig(false), handshakeTimeout, redlocktest.Logger(t))
 	defer ln.Close()
 	go func() {
 		for {
@@ -219,14 +112,16 @@ func TestTLSSilentClient(t *testing.T) {
 		}
 	}()
 
-	silent, err := net.Dial("tcp", tcp.Addr().String())
+	// The handshake timeout starts when the listener accepts, which is
+	// after start.
+	start := time.Now()
+	nc, err := net.Dial("tcp", tcp.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer silent.Close()
-	start := time.Now()
+	silent := testkit.NewConn(t, nc)
 
-	tc, err := tls.Dial("tcp", tcp.Addr().String(), pki.clientConfig(false))
+	tc, err := tls.Dial("tcp", tcp.Addr().String(), pki.ClientConfig(false))
 	if err != nil {
 		t.Fatalf("TLS client while another stalls: %v", err)
 	}
@@ -238,10 +133,8 @@ func TestTLSSilentClient(t *testing.T) {
 		t.Fatalf("echo = %q, %v", got, err)
 	}
 
-	if got := expectRefused(t, silent); got != "" {
-		t.Fatalf("silent client got %q", got)
-	}
-	if d := time.Since(start); d < 250*time.Millisecond {
+	silent.ExpectClosed(5 * time.Second)
+	if d := time.Since(start); d < handshakeTimeout {
 		t.Fatalf("silent client dropped after %v, before the handshake timeout", d)
 	}
 }
@@ -250,25 +143,28 @@ func TestTLSSilentClient(t *testing.T) {
 // blocked LOCK … WAIT watches the socket with read deadlines, and the
 // connection must read normally after the watch ends.
 func TestTLSWaitThenServe(t *testing.T) {
-	pki := newTestPKI(t)
-	s := startServer(t, Config{TLS: pki.serverConfig(false)}, "", false)
+	pki := testkit.NewPKI(t)
+	s := startServer(t, Config{TLS: pki.ServerConfig(false)}, "", false)
 	ctx := context.Background()
-	holder := tlsClient(t, s, pki.clientConfig(false))
+	holder := tlsClient(t, s, pki.ClientConfig(false))
 	res, err := holder.Do(ctx, "LOCK", "w", "5000").Slice()
 	if err != nil {
 		t.Fatalf("LOCK = %v, %v", res, err)
 	}
 	// One connection, so the PINGs follow the WAIT on it.
 	waiter := redis.NewClient(&redis.Options{
-		Addr: s.Addr().String(), TLSConfig: pki.clientConfig(false), MaxRetries: -1,
-		PoolSize: 1, ReadTimeout: 3 * time.Second,
+		Addr: s.Addr().String(), TLSConfig: pki.ClientConfig(false), MaxRetries: -1,
+		PoolSize: 1, ReadTimeout: 10 * time.Second,
 	})
 	defer waiter.Close()
 	got := make(chan error, 1)
 	go func() {
-		got <- waiter.Do(ctx, "LOCK", "w", "5000", "WAIT", "1500").Err()
+		got <- waiter.Do(ctx, "LOCK", "w", "5000", "WAIT", "5000").Err()
 	}()
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "the WAIT to be queued", func() bool {
+		info, _ := holder.Info(ctx, "clients").Result()
+		return strings.Contains(info, "blocked_clients:1\r\n")
+	})
 	if n, err := holder.Do(ctx, "UNLOCK", "w", res[0]).Int(); err != nil || n != 1 {
 		t.Fatalf("UNLOCK = %d, %v", n, err)
 	}

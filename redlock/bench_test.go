@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 func BenchmarkAcquireRelease3(b *testing.B) { benchAcquireRelease(b, 3) }
@@ -74,7 +74,7 @@ func benchRead(b *testing.B, n int) {
 func BenchmarkAcquireReleasePipelined5(b *testing.B) {
 	var nodes []Node
 	for range 5 {
-		n, err := DialNode(redlocktest.Canned(b))
+		n, err := DialNode(testkit.Canned(b))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // Flights over pipelined nodes: replies are counted on the connections'
@@ -87,7 +87,10 @@ func TestFlightLateReplyUndone(t *testing.T) {
 	for _, mr := range mrs[:2] {
 		mr.Set("k", "other")
 	}
-	r := New(nodes, Options{NodeTimeout: 100 * time.Millisecond, Logger: testLogger(t)})
+	// The acquire waits for the stalled node's deadline, min(node timeout,
+	// 5% of the 10 s ttl) = 500 ms: long enough that the four live nodes
+	// answer well within it on a loaded machine.
+	r := New(nodes, Options{NodeTimeout: time.Second, Logger: testLogger(t)})
 	ctx := context.Background()
 
 	resume := fake.stall()
@@ -126,14 +129,18 @@ func TestFlightStalledMinority(t *testing.T) {
 	fakes, more := fakeNodes(t, 2)
 	nodes = append(nodes, more...)
 	warm(t, nodes)
-	const timeout = 200 * time.Millisecond
+	// The stalled calls end at this deadline (the ttl of 20 s is long
+	// enough that its 5% does not cap it: a shorter deadline's timeout
+	// would not count as a failure); the quorum of live nodes must decide
+	// well before it, on a loaded machine too.
+	const timeout = time.Second
 	r := New(nodes, Options{NodeTimeout: timeout, Logger: testLogger(t)})
 	for _, f := range fakes {
 		defer f.stall()()
 	}
 	ctx := context.Background()
 	start := time.Now()
-	l, err := r.Acquire(ctx, "k", "tok", 10*time.Second)
+	l, err := r.Acquire(ctx, "k", "tok", 20*time.Second)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -165,7 +172,10 @@ func TestFlightCallerGivesUp(t *testing.T) {
 	fakes, more := fakeNodes(t, 3)
 	nodes = append(nodes, more...)
 	warm(t, nodes)
-	r := New(nodes, Options{NodeTimeout: time.Second, Logger: testLogger(t)})
+	// The nodes' deadline, min(node timeout, 5% of the 60 s ttl) = 3 s, is
+	// far above the 1 s bound below: returning within it means at the
+	// caller's deadline, not at the nodes'.
+	r := New(nodes, Options{NodeTimeout: 10 * time.Second, Logger: testLogger(t)})
 	var resumes []func()
 	for _, f := range fakes {
 		resumes = append(resumes, f.stall())
@@ -173,12 +183,12 @@ func TestFlightCallerGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := r.Acquire(ctx, "k", "tok", 10*time.Second)
+	_, err := r.Acquire(ctx, "k", "tok", time.Minute)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire = %v, want the caller's deadline", err)
 	}
-	if el := time.Since(start); el > 500*time.Millisecond {
-		t.Fatalf("Acquire returned after %v", el)
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("Acquire returned after %v, want at the caller's 20 ms deadline", el)
 	}
 	for _, resume := range resumes {
 		resume()
@@ -216,7 +226,7 @@ func TestConnect(t *testing.T) {
 	}
 	defer n.Close()
 	r := New(append(nodes, n), Options{Logger: testLogger(t)})
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a bound: the dead address is refused at once
 	defer cancel()
 	if up := r.Connect(ctx); up != 2 {
 		t.Fatalf("Connect = %d, want 2 of 3", up)
@@ -449,7 +459,7 @@ func TestAcquireReleaseAllocs(t *testing.T) {
 	}
 	var nodes []Node
 	for range 5 {
-		n, err := DialNode(redlocktest.Canned(t))
+		n, err := DialNode(testkit.Canned(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -207,7 +207,7 @@ func newFakes(tb testing.TB, n int, opts Options) *fakes {
 	}
 	opts.Now = f.clock.Now
 	opts.Logger = hclog.New(&hclog.LoggerOptions{
-		Name: "redlock", Level: hclog.Debug, Output: io.MultiWriter(testWriter{tb}, f.logs),
+		Name: "redlock", Level: hclog.Debug, Output: io.MultiWriter(tb.Output(), f.logs),
 	})
 	f.r = New(nodes, opts)
 	tb.Cleanup(func() {

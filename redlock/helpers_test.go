@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,16 +12,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// testWriter sends log lines to t.Log so they show only on failure.
-type testWriter struct{ tb testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.tb.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
+// testLogger writes to the test's log, so that it shows only on failure.
+// (redlocktest.Logger is the same for the packages above: this package's
+// tests cannot import redlocktest, which imports redlock.)
 func testLogger(tb testing.TB) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "redlock", Output: testWriter{tb}, Level: hclog.Debug})
+	return hclog.New(&hclog.LoggerOptions{Name: "redlock", Output: tb.Output(), Level: hclog.Debug})
 }
 
 var (

@@ -3,10 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
-	"net"
 	"os/exec"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -23,37 +21,19 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-// startRedis runs a throwaway redis-server, or skips without one.
+// startRedis runs a throwaway redis-server (probe_test.go's redisOnPort)
+// and returns its address; it skips under -short or without one.
 func startRedis(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if testing.Short() {
+		t.Skip("needs redis-server: skipped under -short")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("no redis-server in PATH")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := "127.0.0.1:" + port
-	for range 100 {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("redis-server did not start")
-	return ""
+	port := freePort(t)
+	redisOnPort(t, port)
+	return "127.0.0.1:" + port
 }
 
 func checkScripts(t *testing.T, addr string) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // TestBadInput: hostile frames get "-ERR Protocol error: …" and a close; a
@@ -35,31 +37,31 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range protocolErrors {
 		t.Run(tc.name, func(t *testing.T) {
-			c := rawConn(t, p.Addr())
-			c.send([]byte(tc.frame))
-			v, err := c.tryReadReply(5 * time.Second)
+			c := testkit.Dial(t, p.Addr())
+			c.Send([]byte(tc.frame))
+			v, err := c.TryReadReply(5 * time.Second)
 			if err != nil {
-				t.Fatalf("sent %q: read error %v, want %q", truncate([]byte(tc.frame)), err, tc.want)
+				t.Fatalf("sent %.80q: read error %v, want %q", tc.frame, err, tc.want)
 			}
-			if v != respError(tc.want) {
-				t.Fatalf("sent %q: got %#v, want -%s", truncate([]byte(tc.frame)), v, tc.want)
+			if v != testkit.Error(tc.want) {
+				t.Fatalf("sent %.80q: got %#v, want -%s", tc.frame, v, tc.want)
 			}
-			c.expectClosed(2 * time.Second)
+			c.ExpectClosed(2 * time.Second)
 		})
 	}
 
 	t.Run("too big inline request without newline", func(t *testing.T) {
-		c := rawConn(t, p.Addr())
-		c.send([]byte(strings.Repeat("b", 100*1024)))
-		if v := c.readReply(); v != respError("ERR Protocol error: too big inline request") {
+		c := testkit.Dial(t, p.Addr())
+		c.Send([]byte(strings.Repeat("b", 100*1024)))
+		if v := c.ReadReply(); v != testkit.Error("ERR Protocol error: too big inline request") {
 			t.Fatalf("100 KiB inline line without CRLF: got %#v, want -ERR Protocol error: too big inline request", v)
 		}
-		c.expectClosed(2 * time.Second)
+		c.ExpectClosed(2 * time.Second)
 	})
 
 	t.Run("truncated frame waits", func(t *testing.T) {
-		slow := rawConn(t, p.Addr())
-		slow.send([]byte("*2\r\n$4\r\nLOCK\r\n$3\r\nab"))
+		slow := testkit.Dial(t, p.Addr())
+		slow.Send([]byte("*2\r\n$4\r\nLOCK\r\n$3\r\nab"))
 
 		// Another connection is served meanwhile.
 		ctx := testCtx(t, 10*time.Second)
@@ -82,15 +84,15 @@ func TestBadInput(t *testing.T) {
 			t.Fatal("LOCK/UNLOCK stalled behind a truncated frame on another connection")
 		}
 
-		if v, err := slow.tryReadReply(300 * time.Millisecond); err == nil {
+		if v, err := slow.TryReadReply(300 * time.Millisecond); err == nil {
 			t.Fatalf("truncated frame got a reply %#v, want the proxy to wait for the rest", v)
 		}
 		// The rest of the frame arrives: LOCK with one argument is an arity error.
-		slow.send([]byte("c\r\n"))
-		if v := slow.readReply(); v != respError("ERR wrong number of arguments for 'lock' command") {
+		slow.Send([]byte("c\r\n"))
+		if v := slow.ReadReply(); v != testkit.Error("ERR wrong number of arguments for 'lock' command") {
 			t.Fatalf("completed frame LOCK abc = %#v, want the arity error", v)
 		}
-		if v := slow.do("PING"); v != "PONG" {
+		if v := slow.Do("PING"); v != "PONG" {
 			t.Fatalf("PING after the completed frame = %#v", v)
 		}
 	})
@@ -98,8 +100,8 @@ func TestBadInput(t *testing.T) {
 	t.Run("binary keys", func(t *testing.T) {
 		ctx := testCtx(t, 10*time.Second)
 		key := "bin\x00key\r\nwith\xffbytes"
-		c := rawConn(t, p.Addr())
-		arr, ok := c.do("LOCK", key, "10000").([]any)
+		c := testkit.Dial(t, p.Addr())
+		arr, ok := c.Do("LOCK", key, "10000").([]any)
 		if !ok || len(arr) != 3 {
 			t.Fatalf("LOCK of a binary key = %#v", arr)
 		}
@@ -110,10 +112,10 @@ func TestBadInput(t *testing.T) {
 		if n := holders(ctx, t, rs, "bin", tok); n != 0 {
 			t.Fatalf("binary key was truncated at the NUL byte")
 		}
-		if v := c.do("LOCK", key, "10000"); v != nil {
+		if v := c.Do("LOCK", key, "10000"); v != nil {
 			t.Fatalf("second LOCK of the binary key = %#v, want null", v)
 		}
-		if v := c.do("UNLOCK", key, tok); v != int64(1) {
+		if v := c.Do("UNLOCK", key, tok); v != int64(1) {
 			t.Fatalf("UNLOCK of the binary key = %#v, want 1", v)
 		}
 		if n := holders(ctx, t, rs, key, tok); n != 0 {
@@ -128,35 +130,35 @@ func TestBadInput(t *testing.T) {
 	})
 
 	t.Run("argument errors keep the connection", func(t *testing.T) {
-		c := rawConn(t, p.Addr())
-		if v := c.do("LOCK", "k"); v != respError("ERR wrong number of arguments for 'lock' command") {
+		c := testkit.Dial(t, p.Addr())
+		if v := c.Do("LOCK", "k"); v != testkit.Error("ERR wrong number of arguments for 'lock' command") {
 			t.Fatalf("LOCK k = %#v", v)
 		}
-		if v := c.do("LOCK", "k", "ten"); v != respError("ERR value is not an integer or out of range") {
+		if v := c.Do("LOCK", "k", "ten"); v != testkit.Error("ERR value is not an integer or out of range") {
 			t.Fatalf("LOCK k ten = %#v", v)
 		}
-		if v := c.do("LOCK", "k", "1000\x00"); v != respError("ERR value is not an integer or out of range") {
+		if v := c.Do("LOCK", "k", "1000\x00"); v != testkit.Error("ERR value is not an integer or out of range") {
 			t.Fatalf("LOCK k 1000\\x00 = %#v", v)
 		}
-		if v := c.do("LOCK", "k", " 1000"); v != respError("ERR value is not an integer or out of range") {
+		if v := c.Do("LOCK", "k", " 1000"); v != testkit.Error("ERR value is not an integer or out of range") {
 			t.Fatalf("LOCK k ' 1000' = %#v", v)
 		}
-		if v := c.do("UNLOCK"); v != respError("ERR wrong number of arguments for 'unlock' command") {
+		if v := c.Do("UNLOCK"); v != testkit.Error("ERR wrong number of arguments for 'unlock' command") {
 			t.Fatalf("UNLOCK = %#v", v)
 		}
-		if v := c.do("PING"); v != "PONG" {
+		if v := c.Do("PING"); v != "PONG" {
 			t.Fatalf("PING after argument errors = %#v", v)
 		}
 	})
 
 	t.Run("empty and odd inline input", func(t *testing.T) {
-		c := rawConn(t, p.Addr())
-		c.send([]byte("\r\n\r\n  \r\nPING\r\n"))
-		if v := c.readReply(); v != "PONG" {
+		c := testkit.Dial(t, p.Addr())
+		c.Send([]byte("\r\n\r\n  \r\nPING\r\n"))
+		if v := c.ReadReply(); v != "PONG" {
 			t.Fatalf("PING after blank inline lines = %#v", v)
 		}
-		c.send([]byte("*0\r\nPING\r\n"))
-		if v := c.readReply(); v != "PONG" {
+		c.Send([]byte("*0\r\nPING\r\n"))
+		if v := c.ReadReply(); v != "PONG" {
 			t.Fatalf("PING after *0 = %#v", v)
 		}
 	})

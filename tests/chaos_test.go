@@ -382,12 +382,12 @@ func TestChaosProxy(t *testing.T) {
 	const maxTTL = 2 * time.Second
 
 	probe := p.Client(nil)
-	v, err := probe.Do(ctx, "LOCK", "chaos:probe", 1000, "FENCE").Slice()
+	v, err := probe.Do(ctx, "LOCK", "chaos:probe", chaosTTL.Milliseconds(), "FENCE").Slice()
 	if err != nil || len(v) != 3 {
-		t.Fatalf("LOCK chaos:probe 1000 FENCE = %#v, %v; want [token, validity, fence]", v, err)
+		t.Fatalf("LOCK chaos:probe %d FENCE = %#v, %v; want [token, validity, fence]", chaosTTL.Milliseconds(), v, err)
 	}
 	if _, ok := v[2].(int64); !ok {
-		t.Fatalf("LOCK chaos:probe 1000 FENCE: fence = %#v, want an integer", v[2])
+		t.Fatalf("LOCK chaos:probe %d FENCE: fence = %#v, want an integer", chaosTTL.Milliseconds(), v[2])
 	}
 
 	run := newChaosRun(t, ctx, "proxy")

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // TestGoRedisProtocols: go-redis with its defaults (HELLO 3) and with RESP2.
@@ -93,18 +95,18 @@ func TestRedisCLI(t *testing.T) {
 	if out, err := cli("PING"); err != nil || strings.TrimSpace(out) != "PONG" {
 		t.Fatalf("redis-cli PING = %q, %v; want PONG", out, err)
 	}
-	out, err := cli("LOCK", "cli-key", "1000")
+	out, err := cli("LOCK", "cli-key", "10000")
 	if err != nil {
 		t.Fatalf("redis-cli LOCK: %v: %s", err, out)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 3 || !tokenRE.MatchString(lines[0]) || strings.TrimSpace(lines[2]) != "" {
-		t.Fatalf("redis-cli LOCK cli-key 1000 printed %q, want token, validity and an empty line", out)
+		t.Fatalf("redis-cli LOCK cli-key 10000 printed %q, want token, validity and an empty line", out)
 	}
-	if v, err := strconv.Atoi(lines[1]); err != nil || v <= 0 || v > 1000 {
-		t.Fatalf("redis-cli LOCK validity line %q, want an integer in (0, 1000]", lines[1])
+	if v, err := strconv.Atoi(lines[1]); err != nil || v <= 0 || v > 10000 {
+		t.Fatalf("redis-cli LOCK validity line %q, want an integer in (0, 10000]", lines[1])
 	}
-	if out, err := cli("LOCK", "cli-key", "1000"); err != nil || strings.TrimSpace(out) != "" {
+	if out, err := cli("LOCK", "cli-key", "10000"); err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("redis-cli LOCK on a held key printed %q (%v), want an empty (nil) line", out, err)
 	}
 	if out, err := cli("UNLOCK", "cli-key", lines[0]); err != nil || strings.TrimSpace(out) != "1" {
@@ -130,14 +132,14 @@ func TestRawRESP2(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
 	p := startProxy(t, rs, "")
-	c := rawConn(t, p.Addr())
-	c2 := rawConn(t, p.Addr())
+	c := testkit.Dial(t, p.Addr())
+	c2 := testkit.Dial(t, p.Addr())
 
-	c.sendCmd("LOCK", "raw", "1000")
-	if head := c.peek(5); string(head) != "*3\r\n$" {
+	c.SendCmd("LOCK", "raw", "10000")
+	if head := c.Peek(5); string(head) != "*3\r\n$" {
 		t.Fatalf("LOCK reply starts with %q, want \"*3\\r\\n$\"", head)
 	}
-	v := c.readReply()
+	v := c.ReadReply()
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 3 {
 		t.Fatalf("LOCK reply = %#v, want an array of 3", v)
@@ -146,38 +148,38 @@ func TestRawRESP2(t *testing.T) {
 	if !tokenRE.MatchString(tok) {
 		t.Fatalf("LOCK token = %#v", arr[0])
 	}
-	if n, ok := arr[1].(int64); !ok || n <= 0 || n > 1000 {
+	if n, ok := arr[1].(int64); !ok || n <= 0 || n > 10000 {
 		t.Fatalf("LOCK validity = %#v", arr[1])
 	}
 	if arr[2] != nil {
 		t.Fatalf("LOCK fence = %#v, want null", arr[2])
 	}
 
-	c2.sendCmd("LOCK", "raw", "1000")
-	if head := c2.peek(5); string(head) != "*-1\r\n" && string(head) != "$-1\r\n" {
+	c2.SendCmd("LOCK", "raw", "10000")
+	if head := c2.Peek(5); string(head) != "*-1\r\n" && string(head) != "$-1\r\n" {
 		t.Fatalf("LOCK on a held key over RESP2 starts with %q, want a RESP2 null", head)
 	}
-	if v := c2.readReply(); v != nil {
+	if v := c2.ReadReply(); v != nil {
 		t.Fatalf("LOCK on a held key = %#v, want null", v)
 	}
-	if v := c2.do("UNLOCK", "raw", "wrong"); v != int64(0) {
+	if v := c2.Do("UNLOCK", "raw", "wrong"); v != int64(0) {
 		t.Fatalf("UNLOCK wrong token = %#v, want 0", v)
 	}
-	if v := c.do("UNLOCK", "raw", tok); v != int64(1) {
+	if v := c.Do("UNLOCK", "raw", tok); v != int64(1) {
 		t.Fatalf("UNLOCK = %#v, want 1", v)
 	}
 
 	// Inline commands and pipelining.
-	c.send([]byte("PING\r\nPING hello\r\n*1\r\n$4\r\nPING\r\n"))
+	c.Send([]byte("PING\r\nPING hello\r\n*1\r\n$4\r\nPING\r\n"))
 	for _, want := range []any{"PONG", "hello", "PONG"} {
-		if v := c.readReply(); v != want {
+		if v := c.ReadReply(); v != want {
 			t.Fatalf("pipelined PING = %#v, want %#v", v, want)
 		}
 	}
-	if v := c.do("QUIT"); v != "OK" {
+	if v := c.Do("QUIT"); v != "OK" {
 		t.Fatalf("QUIT = %#v, want OK", v)
 	}
-	c.expectClosed(2 * time.Second)
+	c.ExpectClosed(2 * time.Second)
 }
 
 // TestHelloAndRESP3: HELLO negotiation and RESP3 reply types.
@@ -185,12 +187,12 @@ func TestHelloAndRESP3(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
 	p := startProxy(t, rs, "")
-	c := rawConn(t, p.Addr())
+	c := testkit.Dial(t, p.Addr())
 
-	if v := c.do("HELLO", "4"); !isErrPrefix(v, "NOPROTO") {
+	if v := c.Do("HELLO", "4"); !isErrPrefix(v, "NOPROTO") {
 		t.Fatalf("HELLO 4 = %#v, want an error starting with NOPROTO", v)
 	}
-	v := c.do("HELLO", "2")
+	v := c.Do("HELLO", "2")
 	arr, ok := v.([]any)
 	if !ok || len(arr)%2 != 0 {
 		t.Fatalf("HELLO 2 = %#v, want a flat key/value array", v)
@@ -203,11 +205,11 @@ func TestHelloAndRESP3(t *testing.T) {
 		t.Fatalf("HELLO 2 = %#v, want proto 2 and server redis", m2)
 	}
 
-	c.sendCmd("HELLO", "3", "SETNAME", "e2e")
-	if head := c.peek(1); head[0] != '%' {
+	c.SendCmd("HELLO", "3", "SETNAME", "e2e")
+	if head := c.Peek(1); head[0] != '%' {
 		t.Fatalf("HELLO 3 reply starts with %q, want a RESP3 map", head)
 	}
-	m, ok := c.readReply().(map[any]any)
+	m, ok := c.ReadReply().(map[any]any)
 	if !ok {
 		t.Fatalf("HELLO 3 did not return a map")
 	}
@@ -225,39 +227,39 @@ func TestHelloAndRESP3(t *testing.T) {
 	if mods, ok := m["modules"].([]any); !ok || len(mods) != 0 {
 		t.Errorf("HELLO 3 modules = %#v, want an empty array", m["modules"])
 	}
-	if v := c.do("CLIENT", "GETNAME"); v != "e2e" {
+	if v := c.Do("CLIENT", "GETNAME"); v != "e2e" {
 		t.Errorf("CLIENT GETNAME after HELLO SETNAME = %#v, want e2e", v)
 	}
 
-	r := c.do("LOCK", "r3", "1000")
+	r := c.Do("LOCK", "r3", "10000")
 	arr, ok = r.([]any)
 	if !ok || len(arr) != 3 {
 		t.Fatalf("RESP3 LOCK = %#v", r)
 	}
 	tok, _ := arr[0].(string)
-	c2 := rawConn(t, p.Addr())
-	c2.do("HELLO", "3")
-	c2.sendCmd("LOCK", "r3", "1000")
-	if head := c2.peek(3); string(head) != "_\r\n" {
+	c2 := testkit.Dial(t, p.Addr())
+	c2.Do("HELLO", "3")
+	c2.SendCmd("LOCK", "r3", "10000")
+	if head := c2.Peek(3); string(head) != "_\r\n" {
 		t.Fatalf("RESP3 LOCK on a held key starts with %q, want \"_\\r\\n\"", head)
 	}
-	c2.readReply()
-	if v := c.do("UNLOCK", "r3", tok); v != int64(1) {
+	c2.ReadReply()
+	if v := c.Do("UNLOCK", "r3", tok); v != int64(1) {
 		t.Fatalf("UNLOCK = %#v, want 1", v)
 	}
-	c2.sendCmd("CONFIG", "GET", "maxmemory")
-	if v := c2.readReply(); !isEmptyAggregate(v) {
+	c2.SendCmd("CONFIG", "GET", "maxmemory")
+	if v := c2.ReadReply(); !isEmptyAggregate(v) {
 		t.Errorf("RESP3 CONFIG GET maxmemory = %#v, want an empty map/array", v)
 	}
-	if v := c.do("RESET"); v != "RESET" {
+	if v := c.Do("RESET"); v != "RESET" {
 		t.Errorf("RESET = %#v, want RESET", v)
 	}
 	// After RESET the connection is back to RESP2.
-	c.sendCmd("LOCK", "r3", "1000")
-	if head := c.peek(4); string(head) != "*3\r\n" {
+	c.SendCmd("LOCK", "r3", "10000")
+	if head := c.Peek(4); string(head) != "*3\r\n" {
 		t.Fatalf("LOCK after RESET starts with %q, want a RESP2 array", head)
 	}
-	c.readReply()
+	c.ReadReply()
 }
 
 // TestConnectionCommands: the connection commands answer like Redis.
@@ -265,9 +267,9 @@ func TestConnectionCommands(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
 	p := startProxy(t, rs, "")
-	c := rawConn(t, p.Addr())
+	c := testkit.Dial(t, p.Addr())
 
-	info, ok := c.do("INFO").(string)
+	info, ok := c.Do("INFO").(string)
 	if !ok {
 		t.Fatal("INFO did not return a bulk string")
 	}
@@ -279,7 +281,7 @@ func TestConnectionCommands(t *testing.T) {
 	if strings.Contains(info, "\n") && !strings.Contains(info, "\r\n") {
 		t.Errorf("INFO lines are not CRLF-separated")
 	}
-	if s, ok := c.do("INFO", "server").(string); !ok || !strings.Contains(s, "redis_version:") {
+	if s, ok := c.Do("INFO", "server").(string); !ok || !strings.Contains(s, "redis_version:") {
 		t.Errorf("INFO server = %q, want redis_version", s)
 	}
 
@@ -287,79 +289,79 @@ func TestConnectionCommands(t *testing.T) {
 	for i := range all {
 		all[i] = byte(i)
 	}
-	if v := c.do("ECHO", string(all)); v != string(all) {
+	if v := c.Do("ECHO", string(all)); v != string(all) {
 		t.Errorf("ECHO of bytes 0x00-0xff = %q, want them back exactly", v)
 	}
-	if v := c.do("ECHO", ""); v != "" {
+	if v := c.Do("ECHO", ""); v != "" {
 		t.Errorf("ECHO '' = %#v", v)
 	}
-	if v := c.do("PING", "a\r\nb"); v != "a\r\nb" {
+	if v := c.Do("PING", "a\r\nb"); v != "a\r\nb" {
 		t.Errorf("PING msg = %#v, want the message back as a bulk string", v)
 	}
 
-	if v := c.do("FOO", "a", "b"); v != respError("ERR unknown command 'FOO', with args beginning with: 'a' 'b' ") {
+	if v := c.Do("FOO", "a", "b"); v != testkit.Error("ERR unknown command 'FOO', with args beginning with: 'a' 'b' ") {
 		t.Errorf("FOO a b = %#v, want the Redis 7 unknown-command error", v)
 	}
-	if v := c.do("foo"); v != respError("ERR unknown command 'foo', with args beginning with: ") {
+	if v := c.Do("foo"); v != testkit.Error("ERR unknown command 'foo', with args beginning with: ") {
 		t.Errorf("foo = %#v, want the Redis 7 unknown-command error", v)
 	}
-	if v := c.do("CLUSTER", "INFO"); v != respError("ERR This instance has cluster support disabled") {
+	if v := c.Do("CLUSTER", "INFO"); v != testkit.Error("ERR This instance has cluster support disabled") {
 		t.Errorf("CLUSTER INFO = %#v", v)
 	}
-	if v := c.do("SELECT", "0"); v != "OK" {
+	if v := c.Do("SELECT", "0"); v != "OK" {
 		t.Errorf("SELECT 0 = %#v, want OK", v)
 	}
-	if v := c.do("SELECT", "3"); v != respError("ERR DB index is out of range") {
+	if v := c.Do("SELECT", "3"); v != testkit.Error("ERR DB index is out of range") {
 		t.Errorf("SELECT 3 = %#v, want ERR DB index is out of range", v)
 	}
-	if v := c.do("CONFIG", "GET", "maxmemory"); !isEmptyAggregate(v) {
+	if v := c.Do("CONFIG", "GET", "maxmemory"); !isEmptyAggregate(v) {
 		t.Errorf("CONFIG GET maxmemory = %#v, want an empty array", v)
 	}
-	if v, ok := c.do("TIME").([]any); !ok || len(v) != 2 {
+	if v, ok := c.Do("TIME").([]any); !ok || len(v) != 2 {
 		t.Errorf("TIME = %#v, want [seconds, microseconds]", v)
 	} else if s, _ := v[0].(string); !regexp.MustCompile(`^\d{10,}$`).MatchString(s) {
 		t.Errorf("TIME seconds = %#v", v[0])
 	}
-	if _, ok := c.do("DBSIZE").(int64); !ok {
+	if _, ok := c.Do("DBSIZE").(int64); !ok {
 		t.Errorf("DBSIZE is not an integer")
 	}
-	if n, ok := c.do("COMMAND", "COUNT").(int64); !ok || n < 3 {
+	if n, ok := c.Do("COMMAND", "COUNT").(int64); !ok || n < 3 {
 		t.Errorf("COMMAND COUNT = %d, want at least the native commands", n)
 	}
-	if v, ok := c.do("COMMAND").([]any); !ok || len(v) == 0 {
+	if v, ok := c.Do("COMMAND").([]any); !ok || len(v) == 0 {
 		t.Errorf("COMMAND = %#v, want a non-empty array", v)
 	}
-	if v := c.do("COMMAND", "INFO", "LOCK"); v == nil || isErrPrefix(v, "") {
+	if v := c.Do("COMMAND", "INFO", "LOCK"); v == nil || isErrPrefix(v, "") {
 		t.Errorf("COMMAND INFO LOCK = %#v", v)
 	}
-	if v := c.do("COMMAND", "DOCS"); isErrPrefix(v, "") {
+	if v := c.Do("COMMAND", "DOCS"); isErrPrefix(v, "") {
 		t.Errorf("COMMAND DOCS = %#v", v)
 	}
-	if id, ok := c.do("CLIENT", "ID").(int64); !ok || id <= 0 {
+	if id, ok := c.Do("CLIENT", "ID").(int64); !ok || id <= 0 {
 		t.Errorf("CLIENT ID = %#v", id)
 	}
-	if v := c.do("CLIENT", "SETNAME", "e2e"); v != "OK" {
+	if v := c.Do("CLIENT", "SETNAME", "e2e"); v != "OK" {
 		t.Errorf("CLIENT SETNAME = %#v", v)
 	}
-	if v := c.do("CLIENT", "GETNAME"); v != "e2e" {
+	if v := c.Do("CLIENT", "GETNAME"); v != "e2e" {
 		t.Errorf("CLIENT GETNAME = %#v, want e2e", v)
 	}
-	if v := c.do("CLIENT", "SETINFO", "LIB-NAME", "e2e"); v != "OK" {
+	if v := c.Do("CLIENT", "SETINFO", "LIB-NAME", "e2e"); v != "OK" {
 		t.Errorf("CLIENT SETINFO = %#v", v)
 	}
-	if s, ok := c.do("CLIENT", "INFO").(string); !ok || !strings.Contains(s, "name=e2e") {
+	if s, ok := c.Do("CLIENT", "INFO").(string); !ok || !strings.Contains(s, "name=e2e") {
 		t.Errorf("CLIENT INFO = %#v, want name=e2e", s)
 	}
-	if s, ok := c.do("CLIENT", "LIST").(string); !ok || !strings.Contains(s, "id=") {
+	if s, ok := c.Do("CLIENT", "LIST").(string); !ok || !strings.Contains(s, "id=") {
 		t.Errorf("CLIENT LIST = %#v", s)
 	}
-	if v := c.do("ECHO"); v != respError("ERR wrong number of arguments for 'echo' command") {
+	if v := c.Do("ECHO"); v != testkit.Error("ERR wrong number of arguments for 'echo' command") {
 		t.Errorf("ECHO without args = %#v", v)
 	}
 }
 
 func isErrPrefix(v any, prefix string) bool {
-	e, ok := v.(respError)
+	e, ok := v.(testkit.Error)
 	return ok && strings.HasPrefix(string(e), prefix)
 }
 

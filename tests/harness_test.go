@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -31,6 +32,11 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("tests: skipped under -short: the end-to-end tests need redis-server, redis-cli, node and npm, /usr/bin/python3 with python3-redis, and a -race build of the proxy (make test)")
+		return 0
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: redis-server is not on PATH; the end-to-end tests need a real Redis: run `make test`, which installs it")
 		return 1
@@ -117,7 +123,8 @@ type redisProc struct {
 	done    chan struct{}
 	stopped bool
 	out     *syncBuffer
-	holdFD  int // a bound, non-listening socket that keeps a killed server's port, or -1
+	holdFD  int           // a bound, non-listening socket that keeps a killed server's port, or -1
+	client  *redis.Client // made by Client, once
 }
 
 // startRedis starts a redis-server on a free port and waits until it answers PING.
@@ -307,18 +314,25 @@ func (r *redisProc) Restart() {
 	r.t.Fatalf("restart redis-server on %s: %v", r.Addr(), err)
 }
 
-// Client is a go-redis client talking to this server directly.
+// Client is a go-redis client talking to this server directly. There is
+// one per server, closed at the end of the test that started it: tests
+// that poll the backends call it in loops.
 func (r *redisProc) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{
-		Addr:            r.Addr(),
-		MaxRetries:      -1,
-		DialTimeout:     time.Second,
-		ReadTimeout:     time.Second,
-		WriteTimeout:    time.Second,
-		DisableIdentity: true,
-	})
-	r.t.Cleanup(func() { _ = c.Close() })
-	return c
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client == nil {
+		c := redis.NewClient(&redis.Options{
+			Addr:            r.Addr(),
+			MaxRetries:      -1,
+			DialTimeout:     time.Second,
+			ReadTimeout:     time.Second,
+			WriteTimeout:    time.Second,
+			DisableIdentity: true,
+		})
+		r.t.Cleanup(func() { _ = c.Close() })
+		r.client = c
+	}
+	return r.client
 }
 
 // pingRaw dials addr, sends PING and waits for any complete reply line.

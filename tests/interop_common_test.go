@@ -22,17 +22,20 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // interopQuorum is the quorum of the five backends every interop test uses.
 const interopQuorum = 3
 
-// interopSetup starts five backends and a proxy over them, and returns
-// go-redis clients that read the backends directly.
+// interopSetup starts five backends and a proxy over them (with the
+// harness's node_timeout), and returns go-redis clients that read the
+// backends directly.
 func interopSetup(t *testing.T) ([]*redisProc, *proxyProc, []*redis.Client) {
 	t.Helper()
 	rs := startCluster(t, 5)
-	p := startProxy(t, rs, `node_timeout = "100ms"`)
+	p := startProxy(t, rs, "")
 	bs := make([]*redis.Client, len(rs))
 	for i, r := range rs {
 		bs[i] = r.Client()
@@ -95,6 +98,26 @@ func requireNowhere(ctx context.Context, t testing.TB, bs []*redis.Client, key, 
 	if n != 0 {
 		t.Fatalf("%s: key %q still holds %q on %d backends 2s later, want 0", when, key, value, n)
 	}
+}
+
+// waitExpired waits until key is on no backend, for at most 10 s: a test
+// of what happens after a lock expired waits for the expiry instead of
+// sleeping for the ttl. (A short ttl would not do: each backend call gets
+// 5% of it.)
+func waitExpired(ctx context.Context, t testing.TB, bs []*redis.Client, key string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("key %q to expire on every backend", key), func() bool {
+		for _, b := range bs {
+			n, err := b.Exists(ctx, key).Result()
+			if err != nil {
+				t.Fatalf("EXISTS %q on backend %s: %v", key, b.Options().Addr, err)
+			}
+			if n != 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // backendPTTLs are the PTTLs of key on each backend.

@@ -86,14 +86,14 @@ func TestInteropGoRedisSetNX(t *testing.T) {
 	requireNowhere(ctx, t, bs, key, "c", "after DELEX IFEQ")
 
 	// Release after expiry: DELIFEQ 0, and nothing is left on the backends.
-	if ok, err := c.SetNX(ctx, key, "short", 200*time.Millisecond).Result(); err != nil || !ok {
-		t.Fatalf("SetNX(%s, short, 200ms) [set k v px 200 nx] = %v, %v; want true", key, ok, err)
+	if ok, err := c.SetNX(ctx, key, "short", 2*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("SetNX(%s, short, 2s) [set k v ex 2 nx] = %v, %v; want true", key, ok, err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	waitExpired(ctx, t, bs, key)
 	if n, err := c.Do(ctx, "DELIFEQ", key, "short").Int64(); err != nil || n != 0 {
 		t.Fatalf("DELIFEQ after expiry = %d, %v; want 0", n, err)
 	}
-	if err := c.Do(ctx, "SET", key, "short", "PX", 1000, "IFEQ", "short").Err(); !errors.Is(err, redis.Nil) {
+	if err := c.Do(ctx, "SET", key, "short", "PX", 5000, "IFEQ", "short").Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("SET IFEQ after expiry = %v, want null", err)
 	}
 	if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {

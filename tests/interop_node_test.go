@@ -27,6 +27,7 @@ func TestInteropNodeRedlock4(t *testing.T) {
 			"multi_unlock":               "ok",
 			"multi_holders_after_unlock": []any{0, 0},
 			"short_exists_after_expiry":  0,
+			"short_expired":              true,
 		})
 		for _, k := range []string{"holders", "holders_after_second", "holders_after_extend", "short_holders", "again_holders"} {
 			if n := jsonInt(t, got, k); n < interopQuorum {
@@ -102,6 +103,7 @@ func TestInteropNodeRedis6(t *testing.T) {
 			"delex":                 1,
 			"exists_after_delex":    0,
 			"set_short":             "OK",
+			"short_expired":         true,
 			"get_after_expiry":      nil,
 			"delifeq_after_expiry":  0,
 			"renew_after_expiry":    nil,

@@ -36,6 +36,7 @@ func TestInteropRedisPyLock(t *testing.T) {
 			"holder_acquire":           true,
 			"waiter_acquire":           true,
 			"short_acquire":            true,
+			"short_expired":            true,
 			"short_owned_after_expiry": false,
 			"extend_after_expiry":      "LockNotOwnedError",
 			"reacquire_after_expiry":   "LockNotOwnedError",
@@ -54,9 +55,10 @@ func TestInteropRedisPyLock(t *testing.T) {
 		if ms := jsonInt(t, got, "other_blocking_short_waited_ms"); ms < 150 {
 			t.Errorf("a blocking acquire with blocking_timeout=0.3 gave up after %d ms, want about 300", ms)
 		}
-		// The waiter blocked until the 0.5s holder expired.
-		if ms := jsonInt(t, got, "waiter_waited_ms"); ms < 200 || ms > 4000 {
-			t.Errorf("blocking acquire behind a 0.5s holder waited %d ms, want about 500", ms)
+		// The waiter blocked until the 2s holder expired (bounds generous
+		// for a loaded machine; it gives up at 8s).
+		if ms := jsonInt(t, got, "waiter_waited_ms"); ms < 1000 || ms > 6000 {
+			t.Errorf("blocking acquire behind a 2s holder waited %d ms, want about 2000", ms)
 		}
 		// extend(3) adds 3s to the remaining ~2s.
 		if n := countAboveMs(jsonInts(t, got, "pttls_after_extend"), 3500); n < interopQuorum {
@@ -67,11 +69,12 @@ func TestInteropRedisPyLock(t *testing.T) {
 		if pttl := jsonInt(t, got, "proxy_pttl_after_extend"); pttl <= 0 || pttl > 5000 {
 			t.Errorf("PTTL through the proxy after extend(3) = %d, want in (0, 5000]", pttl)
 		}
-		// extend(1, replace_ttl=True) sets 1s (lowers the ttl) on a quorum;
-		// the proxy answers at a quorum, so the others may lag.
+		// extend(3, replace_ttl=True) sets 3s (lowers the ttl from about
+		// 5s) on a quorum; the proxy answers at a quorum, so the others may
+		// lag.
 		pt := jsonInts(t, got, "pttls_after_extend_replace")
-		if n := countAboveMs(pt, 500) - countAboveMs(pt, 1000); n < interopQuorum {
-			t.Errorf("after extend(1, replace_ttl=True), backend pttls are %v; want at least %d in (500, 1000] ms", pt, interopQuorum)
+		if n := countAboveMs(pt, 2000) - countAboveMs(pt, 3000); n < interopQuorum {
+			t.Errorf("after extend(3, replace_ttl=True), backend pttls are %v; want at least %d in (2000, 3000] ms", pt, interopQuorum)
 		}
 		// reacquire() resets the ttl to timeout=2s.
 		if n := countAboveMs(jsonInts(t, got, "pttls_after_reacquire"), 1500); n < interopQuorum {

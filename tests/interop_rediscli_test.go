@@ -75,10 +75,10 @@ func TestInteropRedisCLI(t *testing.T) {
 	mustCLI("-2", "PTTL", key)
 
 	// Release after expiry answers 0.
-	mustCLI("OK", "SET", key, "short", "PX", "200", "NX")
-	time.Sleep(400 * time.Millisecond)
+	mustCLI("OK", "SET", key, "short", "PX", "2000", "NX")
+	waitExpired(ctx, t, bs, key)
 	mustCLI("0", "EVAL", release, "1", key, "short")
-	mustCLI("0", "EVAL", extend, "1", key, "short", "1000", "0")
+	mustCLI("0", "EVAL", extend, "1", key, "short", "5000", "0")
 	mustCLI("0", "EXISTS", key)
 
 	// EVALSHA of the release script's SHA after EVAL works; an unknown SHA

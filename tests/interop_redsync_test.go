@@ -108,12 +108,12 @@ func TestInteropRedsync(t *testing.T) {
 
 	t.Run("unlock-after-expiry", func(t *testing.T) {
 		const name = "redsync:expiring"
-		m := rs.NewMutex(name, redsync.WithExpiry(200*time.Millisecond), redsync.WithTries(1))
+		m := rs.NewMutex(name, redsync.WithExpiry(2*time.Second), redsync.WithTries(1))
 		if err := m.LockContext(ctx); err != nil {
-			t.Fatalf("Lock with 200ms expiry: %v", err)
+			t.Fatalf("Lock with 2s expiry: %v", err)
 		}
 		requireQuorum(ctx, t, bs, name, m.Value(), "after Lock")
-		time.Sleep(400 * time.Millisecond)
+		waitExpired(ctx, t, bs, name)
 		ok, err := m.UnlockContext(ctx)
 		if ok || !errors.Is(err, redsync.ErrLockAlreadyExpired) {
 			t.Fatalf("Unlock after expiry = %v, %v; want false and an error that errors.Is ErrLockAlreadyExpired", ok, err)
@@ -143,7 +143,7 @@ func TestInteropRedsync(t *testing.T) {
 
 	t.Run("setnx-on-extend", func(t *testing.T) {
 		const name = "redsync:setnx-extend"
-		m := rs.NewMutex(name, redsync.WithExpiry(300*time.Millisecond), redsync.WithTries(1), redsync.WithSetNXOnExtend())
+		m := rs.NewMutex(name, redsync.WithExpiry(2*time.Second), redsync.WithTries(1), redsync.WithSetNXOnExtend())
 		if err := m.LockContext(ctx); err != nil {
 			t.Fatalf("Lock: %v", err)
 		}
@@ -153,7 +153,7 @@ func TestInteropRedsync(t *testing.T) {
 		}
 		requireQuorum(ctx, t, bs, name, m.Value(), "after Extend while held")
 		// After expiry: the script's SET NX PX branch takes the lock again.
-		time.Sleep(500 * time.Millisecond)
+		waitExpired(ctx, t, bs, name)
 		if n, err := backendHolders(ctx, bs, name, m.Value()); err != nil || n != 0 {
 			t.Fatalf("after expiry the value sits on %d backends (%v), want 0", n, err)
 		}

@@ -11,10 +11,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // seConn replays what StackExchange.Redis 2.x sends, byte for byte, on a
-// raw connection. Unlike conn (resp_test.go) it returns errors instead of
+// raw connection. Unlike testkit.Conn it returns errors instead of
 // failing the test, so worker goroutines can use it.
 type seConn struct {
 	c net.Conn
@@ -36,7 +38,7 @@ func dialSE(t testing.TB, addr string) *seConn {
 func (s *seConn) pipeline(cmds ...[]string) ([]any, error) {
 	var buf []byte
 	for _, cmd := range cmds {
-		buf = append(buf, encodeCmd(cmd...)...)
+		buf = append(buf, testkit.AppendCmd(nil, cmd...)...)
 	}
 	_ = s.c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := s.c.Write(buf); err != nil {
@@ -44,7 +46,7 @@ func (s *seConn) pipeline(cmds ...[]string) ([]any, error) {
 	}
 	out := make([]any, len(cmds))
 	for i := range cmds {
-		v, err := parseReply(s.r)
+		v, err := testkit.ParseReply(s.r)
 		if err != nil {
 			return out, fmt.Errorf("reply to %q: %w", cmds[i], err)
 		}
@@ -171,14 +173,14 @@ func TestInteropStackExchange(t *testing.T) {
 			a, isArr := got[i].([]any)
 			want(i, isArr && len(a)%2 == 0, "a flat name/value array")
 		}
-		_, isErr := got[7].(respError)
+		_, isErr := got[7].(testkit.Error)
 		want(7, isErr, "an error (not a sentinel)")
 		repl, _ := got[8].(string)
 		want(8, strings.Contains(repl, "role:master"), "a bulk string with role:master")
 		server, _ := got[9].(string)
 		m := redisVersionRE.FindStringSubmatch(server)
 		want(9, m != nil, "a bulk string with redis_version:x.y.z")
-		ce, _ := got[10].(respError)
+		ce, _ := got[10].(testkit.Error)
 		want(10, strings.Contains(string(ce), "cluster support disabled"), "an error saying cluster support disabled")
 		want(11, got[11] == nil, "null")
 		want(12, got[12] == guid, "the exact guid")
@@ -234,10 +236,10 @@ func TestInteropStackExchange(t *testing.T) {
 		if got[0] != "OK" || got[1] != "a" || got[2] != "OK" {
 			t.Fatalf("WATCH, GET, MULTI = %#v, want OK, a, OK", got[:3])
 		}
-		if _, isErr := got[3].(respError); !isErr {
+		if _, isErr := got[3].(testkit.Error); !isErr {
 			t.Fatalf("SET inside MULTI = %#v, want an error", got[3])
 		}
-		if e, _ := got[4].(respError); string(e) != "EXECABORT Transaction discarded because of previous errors." {
+		if e, _ := got[4].(testkit.Error); string(e) != "EXECABORT Transaction discarded because of previous errors." {
 			t.Fatalf("EXEC after an error inside MULTI = %#v, want EXECABORT Transaction discarded because of previous errors.", got[4])
 		}
 		requireQuorum(ctx, t, bs, key, "a", "after the aborted transaction")
@@ -251,12 +253,12 @@ func TestInteropStackExchange(t *testing.T) {
 		// The owner changes between GET and EXEC: EXEC answers null and the
 		// new owner's lock stays.
 		for _, op := range []string{"DEL", "PEXPIRE"} {
-			mustReply(t, "SET se:lock a PX 300 NX", "OK")(s.do("SET", key, "a", "PX", "300", "NX"))
+			mustReply(t, "SET se:lock a PX 2000 NX", "OK")(s.do("SET", key, "a", "PX", "2000", "NX"))
 			pre, err := s.pipeline([]string{"WATCH", key}, []string{"GET", key})
 			if err != nil || pre[0] != "OK" || pre[1] != "a" {
 				t.Fatalf("WATCH, GET = %#v, %v; want OK, a", pre, err)
 			}
-			time.Sleep(500 * time.Millisecond)
+			waitExpired(ctx, t, bs, key)
 			mustReply(t, "SET se:lock b PX 5000 NX after a's expiry", "OK")(other.do("SET", key, "b", "PX", "5000", "NX"))
 			cmd := []string{op, key}
 			if op == "PEXPIRE" {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // TestLockInfo: LOCKINFO shows validity, nodes holding, fence and whether
@@ -13,23 +15,23 @@ import (
 func TestLockInfo(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 5)
-	p := startProxy(t, rs, `node_timeout = "100ms"`)
-	a := rawConn(t, p.Addr())
+	p := startProxy(t, rs, "")
+	a := testkit.Dial(t, p.Addr())
 	hello3(t, a)
-	b := rawConn(t, p.Addr())
+	b := testkit.Dial(t, p.Addr())
 	hello3(t, b)
 
-	if v := a.do("LOCKINFO", "info"); v != nil {
+	if v := a.Do("LOCKINFO", "info"); v != nil {
 		t.Fatalf("LOCKINFO of a free key = %#v, want null", v)
 	}
-	v := a.do("LOCK", "info", "10000", "FENCE")
+	v := a.Do("LOCK", "info", "10000", "FENCE")
 	lr, ok := v.([]any)
 	if !ok || len(lr) != 3 {
 		t.Fatalf("LOCK … FENCE = %#v", v)
 	}
 	token, fence := lr[0].(string), lr[2]
 
-	mine, ok := a.do("LOCKINFO", "info").(map[any]any)
+	mine, ok := a.Do("LOCKINFO", "info").(map[any]any)
 	if !ok {
 		t.Fatalf("LOCKINFO did not answer a map")
 	}
@@ -46,7 +48,7 @@ func TestLockInfo(t *testing.T) {
 	if mine["held-by-this-connection"] != int64(1) {
 		t.Fatalf("held-by-this-connection = %#v from the holder, want 1", mine["held-by-this-connection"])
 	}
-	theirs := b.do("LOCKINFO", "info").(map[any]any)
+	theirs := b.Do("LOCKINFO", "info").(map[any]any)
 	if theirs["held-by-this-connection"] != int64(0) {
 		t.Fatalf("held-by-this-connection = %#v from another connection, want 0", theirs["held-by-this-connection"])
 	}
@@ -58,10 +60,10 @@ func TestLockInfo(t *testing.T) {
 
 	// A lock the proxy did not grant (a legacy SET NX): still described,
 	// token (the value) still hidden.
-	if got := a.do("SET", "legacy", "secret-value", "NX", "PX", "10000"); got != "OK" {
+	if got := a.Do("SET", "legacy", "secret-value", "NX", "PX", "10000"); got != "OK" {
 		t.Fatalf("SET NX = %#v", got)
 	}
-	leg := a.do("LOCKINFO", "legacy").(map[any]any)
+	leg := a.Do("LOCKINFO", "legacy").(map[any]any)
 	if s := fmt.Sprint(leg); strings.Contains(s, "secret-value") {
 		t.Fatalf("LOCKINFO reveals the value: %s", s)
 	}
@@ -73,7 +75,7 @@ func TestLockInfo(t *testing.T) {
 	for _, r := range rs[:2] {
 		r.Stop()
 	}
-	three := b.do("LOCKINFO", "info").(map[any]any)
+	three := b.Do("LOCKINFO", "info").(map[any]any)
 	for _, r := range rs[:2] {
 		r.Cont()
 	}
@@ -81,19 +83,19 @@ func TestLockInfo(t *testing.T) {
 		t.Fatalf("nodes-holding with 2 backends stopped = %#v, want 3", three["nodes-holding"])
 	}
 
-	if got := a.do("UNLOCK", "info", token); got != int64(1) {
+	if got := a.Do("UNLOCK", "info", token); got != int64(1) {
 		t.Fatalf("UNLOCK = %#v", got)
 	}
-	if v := a.do("LOCKINFO", "info"); v != nil {
+	if v := a.Do("LOCKINFO", "info"); v != nil {
 		t.Fatalf("LOCKINFO after UNLOCK = %#v, want null", v)
 	}
 }
 
 // locksHeld runs LOCKS and returns, per entry, its keys joined by spaces
 // mapped to the entry.
-func locksHeld(t testing.TB, c *conn) map[string]map[any]any {
+func locksHeld(t testing.TB, c *testkit.Conn) map[string]map[any]any {
 	t.Helper()
-	v := c.do("LOCKS")
+	v := c.Do("LOCKS")
 	arr, ok := v.([]any)
 	if !ok {
 		t.Fatalf("LOCKS = %#v, want an array", v)
@@ -118,14 +120,14 @@ func locksHeld(t testing.TB, c *conn) map[string]map[any]any {
 func TestLocksAndMLock(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 5)
-	p := startProxy(t, rs, `node_timeout = "100ms"`)
+	p := startProxy(t, rs, "")
 	ctx := testCtx(t, 30*time.Second)
-	a := rawConn(t, p.Addr())
+	a := testkit.Dial(t, p.Addr())
 	hello3(t, a)
-	if got := a.do("CLIENT", "SETNAME", "alpha"); got != "OK" {
+	if got := a.Do("CLIENT", "SETNAME", "alpha"); got != "OK" {
 		t.Fatalf("CLIENT SETNAME = %#v", got)
 	}
-	b := rawConn(t, p.Addr())
+	b := testkit.Dial(t, p.Addr())
 	hello3(t, b)
 
 	if got := locksHeld(t, a); len(got) != 0 {
@@ -133,7 +135,7 @@ func TestLocksAndMLock(t *testing.T) {
 	}
 	ta := rawLock(t, a, "k-a", "10000")
 	rawLock(t, b, "k-b", "10000", "SESSION")
-	v := a.do("MLOCK", "10000", "k-c", "k-d")
+	v := a.Do("MLOCK", "10000", "k-c", "k-d")
 	ml, ok := v.([]any)
 	if !ok || len(ml) != 3 {
 		t.Fatalf("MLOCK = %#v", v)
@@ -141,11 +143,11 @@ func TestLocksAndMLock(t *testing.T) {
 	tm := ml[0].(string)
 
 	// All or none: k-d is held, so MLOCK k-d k-e takes neither.
-	if v := b.do("MLOCK", "10000", "k-e", "k-d"); v != nil {
+	if v := b.Do("MLOCK", "10000", "k-e", "k-d"); v != nil {
 		t.Fatalf("MLOCK over a held key = %#v, want null", v)
 	}
 	waitKeyGone(ctx, t, rs, "k-e")
-	if v := b.do("LOCK", "k-c", "1000"); v != nil {
+	if v := b.Do("LOCK", "k-c", "10000"); v != nil {
 		t.Fatalf("LOCK of a key MLOCK holds = %#v, want null", v)
 	}
 
@@ -170,24 +172,14 @@ func TestLocksAndMLock(t *testing.T) {
 		}
 	}
 
-	if got := a.do("UNLOCK", "k-a", ta); got != int64(1) {
+	if got := a.Do("UNLOCK", "k-a", ta); got != int64(1) {
 		t.Fatalf("UNLOCK = %#v", got)
 	}
-	if got := a.do("MUNLOCK", tm, "k-c", "k-d"); got != int64(2) {
+	if got := a.Do("MUNLOCK", tm, "k-c", "k-d"); got != int64(2) {
 		t.Fatalf("MUNLOCK = %#v, want 2", got)
 	}
-	_ = b.c.Close() // the SESSION lock goes with its connection
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		got := locksHeld(t, a)
-		if len(got) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("LOCKS after every release = %v, want none", got)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	_ = b.Close() // the SESSION lock goes with its connection
+	testkit.Eventually(t, 5*time.Second, "LOCKS to list no lock after every release", func() bool { return len(locksHeld(t, a)) == 0 })
 	for _, k := range []string{"k-a", "k-b", "k-c", "k-d"} {
 		waitKeyGone(ctx, t, rs, k)
 	}

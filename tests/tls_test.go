@@ -2,15 +2,7 @@ package tests
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -22,81 +14,20 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
-// pkiFiles is a test CA and certificates for 127.0.0.1 written as PEM files.
-type pkiFiles struct {
-	ca, serverCert, serverKey, clientCert, clientKey string
-	pool                                             *x509.CertPool
-	client                                           tls.Certificate
+// tlsPKI is a test PKI (testkit.NewPKI) with its files written.
+type tlsPKI struct {
+	*testkit.PKI
+	testkit.PKIFiles
 }
 
-// writePKI generates a CA (ECDSA P-256), a server and a client
-// certificate signed by it, and writes them to a temporary directory.
-func writePKI(t *testing.T) *pkiFiles {
+func writePKI(t *testing.T) tlsPKI {
 	t.Helper()
-	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey := newKey()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redlock-proxy test ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pkiFiles{ca: write("ca.pem", "CERTIFICATE", caDER), pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (certFile, keyFile string, cert tls.Certificate) {
-		key := newKey()
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "PRIVATE KEY", keyDER),
-			tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	}
-	p.serverCert, p.serverKey, _ = leaf("server", 2, x509.ExtKeyUsageServerAuth)
-	p.clientCert, p.clientKey, p.client = leaf("client", 3, x509.ExtKeyUsageClientAuth)
-	return p
-}
-
-// clientTLS trusts the test CA; withCert presents the client certificate.
-func (p *pkiFiles) clientTLS(withCert bool) *tls.Config {
-	tc := &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}
-	if withCert {
-		tc.Certificates = []tls.Certificate{p.client}
-	}
-	return tc
+	p := testkit.NewPKI(t)
+	return tlsPKI{p, p.WriteFiles(t)}
 }
 
 // tlsLockUnlock locks and unlocks key through a TLS client.
@@ -116,30 +47,13 @@ func tlsLockUnlock(t *testing.T, c *redis.Client, key string) {
 // an error and disconnected within 2s.
 func expectPlaintextRefused(t *testing.T, addr string) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	c := testkit.Dial(t, addr)
+	c.SendCmd("LOCK", "k")
+	v, err := c.TryReadReply(2 * time.Second)
+	if e, ok := v.(testkit.Error); err != nil || !ok || !strings.HasPrefix(string(e), "ERR") || !strings.Contains(string(e), "TLS") {
+		t.Fatalf("plaintext client got %#v, %v; want an -ERR about TLS", v, err)
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("*2\r\n$4\r\nLOCK\r\n$1\r\nk\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	var got []byte
-	buf := make([]byte, 256)
-	for {
-		n, err := c.Read(buf)
-		got = append(got, buf[:n]...)
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				t.Fatalf("plaintext client still connected after 2s (got %q)", got)
-			}
-			break
-		}
-	}
-	if !strings.HasPrefix(string(got), "-ERR") || !strings.Contains(string(got), "TLS") {
-		t.Fatalf("plaintext client got %q, want an -ERR about TLS", got)
-	}
+	c.ExpectClosed(2 * time.Second)
 }
 
 // TestTLSReloadOnSIGHUP: SIGHUP reads the tls block's files again: after
@@ -151,9 +65,9 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	oldPKI, newPKI := writePKI(t), writePKI(t)
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	install := func(p *pkiFiles) {
+	install := func(p tlsPKI) {
 		t.Helper()
-		for from, to := range map[string]string{p.serverCert: cert, p.serverKey: key} {
+		for from, to := range map[string]string{p.ServerCert: cert, p.ServerKey: key} {
 			b, err := os.ReadFile(from)
 			if err != nil {
 				t.Fatal(err)
@@ -165,10 +79,10 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	}
 	install(oldPKI)
 	p := startProxy(t, startCluster(t, 3), fmt.Sprintf("tls {\n  cert_file = %q\n  key_file = %q\n}\n", cert, key))
-	ping := func(trust *pkiFiles) error {
+	ping := func(trust tlsPKI) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return p.Client(&redis.Options{TLSConfig: trust.clientTLS(false), MaxRetries: -1}).Ping(ctx).Err()
+		return p.Client(&redis.Options{TLSConfig: trust.ClientConfig(false), MaxRetries: -1}).Ping(ctx).Err()
 	}
 	if err := ping(oldPKI); err != nil {
 		t.Fatalf("PING trusting the first CA: %v", err)
@@ -179,7 +93,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 
 	install(newPKI)
 	p.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, "the TLS reload to be logged", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the TLS reload to be logged", func() bool {
 		return strings.Contains(p.Log(), "TLS files reloaded")
 	})
 	if err := ping(newPKI); err != nil {
@@ -193,7 +107,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, "the failed TLS reload to be logged", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the failed TLS reload to be logged", func() bool {
 		return strings.Contains(p.Log(), "TLS reload failed: keeping the running certificate")
 	})
 	if err := ping(newPKI); err != nil {
@@ -207,11 +121,11 @@ func TestTLSClients(t *testing.T) {
 	backends := startCluster(t, 3)
 
 	t.Run("server-certificate", func(t *testing.T) {
-		p := startProxy(t, backends, fmt.Sprintf("tls {\n  cert_file = %q\n  key_file = %q\n}\n", pki.serverCert, pki.serverKey))
-		tlsLockUnlock(t, p.Client(&redis.Options{TLSConfig: pki.clientTLS(false)}), "tls-e2e")
+		p := startProxy(t, backends, fmt.Sprintf("tls {\n  cert_file = %q\n  key_file = %q\n}\n", pki.ServerCert, pki.ServerKey))
+		tlsLockUnlock(t, p.Client(&redis.Options{TLSConfig: pki.ClientConfig(false)}), "tls-e2e")
 		expectPlaintextRefused(t, p.Addr())
 		// Still serving TLS after the plaintext client.
-		tlsLockUnlock(t, p.Client(&redis.Options{TLSConfig: pki.clientTLS(false)}), "tls-e2e-2")
+		tlsLockUnlock(t, p.Client(&redis.Options{TLSConfig: pki.ClientConfig(false)}), "tls-e2e-2")
 		if !strings.Contains(p.Log(), "refused plaintext client") {
 			t.Errorf("the proxy did not log the plaintext client")
 		}
@@ -219,19 +133,19 @@ func TestTLSClients(t *testing.T) {
 
 	t.Run("client-certificates", func(t *testing.T) {
 		p := startProxy(t, backends, fmt.Sprintf("tls {\n  cert_file = %q\n  key_file = %q\n  client_ca_file = %q\n}\n",
-			pki.serverCert, pki.serverKey, pki.ca))
-		noCert := p.Client(&redis.Options{TLSConfig: pki.clientTLS(false)})
+			pki.ServerCert, pki.ServerKey, pki.CA))
+		noCert := p.Client(&redis.Options{TLSConfig: pki.ClientConfig(false)})
 		if err := noCert.Ping(testCtx(t, 5*time.Second)).Err(); err == nil {
 			t.Fatal("PING without a client certificate succeeded")
 		}
-		tlsLockUnlock(t, p.Client(&redis.Options{TLSConfig: pki.clientTLS(true)}), "mtls-e2e")
+		tlsLockUnlock(t, p.Client(&redis.Options{TLSConfig: pki.ClientConfig(true)}), "mtls-e2e")
 	})
 
 	t.Run("unreadable-key", func(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "missing-key.pem")
 		cfg := filepath.Join(t.TempDir(), "p.hcl")
 		hcl := fmt.Sprintf("listen = \"127.0.0.1:%d\"\nbackends = [%q]\ntls {\n  cert_file = %q\n  key_file = %q\n}\n",
-			freePort(t), backends[0].URL(), pki.serverCert, missing)
+			freePort(t), backends[0].URL(), pki.ServerCert, missing)
 		if err := os.WriteFile(cfg, []byte(hcl), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +178,7 @@ func redisHasTLS(t *testing.T) bool {
 
 // startTLSRedis starts a TLS-only redis-server (plain port 0) on a free
 // port and waits until it answers PING over TLS.
-func startTLSRedis(t *testing.T, pki *pkiFiles) *tlsRedis {
+func startTLSRedis(t *testing.T, pki tlsPKI) *tlsRedis {
 	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -272,9 +186,9 @@ func startTLSRedis(t *testing.T, pki *pkiFiles) *tlsRedis {
 		conf := strings.Join([]string{
 			"port 0",
 			"tls-port " + strconv.Itoa(r.port),
-			"tls-cert-file " + pki.serverCert,
-			"tls-key-file " + pki.serverKey,
-			"tls-ca-cert-file " + pki.ca,
+			"tls-cert-file " + pki.ServerCert,
+			"tls-key-file " + pki.ServerKey,
+			"tls-ca-cert-file " + pki.CA,
 			"tls-auth-clients no",
 			"bind 127.0.0.1",
 			`save ""`,
@@ -307,7 +221,7 @@ func startTLSRedis(t *testing.T, pki *pkiFiles) *tlsRedis {
 	return nil
 }
 
-func (r *tlsRedis) waitPing(pki *pkiFiles) error {
+func (r *tlsRedis) waitPing(pki tlsPKI) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -327,9 +241,9 @@ func (r *tlsRedis) waitPing(pki *pkiFiles) error {
 }
 
 // client talks to the server directly, over TLS.
-func (r *tlsRedis) client(pki *pkiFiles) *redis.Client {
+func (r *tlsRedis) client(pki tlsPKI) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		Addr: r.Addr(), TLSConfig: pki.clientTLS(false), MaxRetries: -1,
+		Addr: r.Addr(), TLSConfig: pki.ClientConfig(false), MaxRetries: -1,
 		DialTimeout: time.Second, ReadTimeout: time.Second, DisableIdentity: true,
 	})
 }
@@ -347,7 +261,7 @@ func TestTLSBackends(t *testing.T) {
 		rs = append(rs, r)
 		flags = append(flags, "-backend", r.URL())
 	}
-	p := startProxy(t, nil, fmt.Sprintf("backend_tls {\n  ca_file = %q\n}\n", pki.ca), flags...)
+	p := startProxy(t, nil, fmt.Sprintf("backend_tls {\n  ca_file = %q\n}\n", pki.CA), flags...)
 	c := p.Client(nil)
 	ctx := testCtx(t, 10*time.Second)
 	res, err := c.Do(ctx, "LOCK", "tls-backend", "10000").Slice()

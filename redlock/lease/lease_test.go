@@ -3,50 +3,25 @@ package lease
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // ttl is the lock ttl of these tests: seconds, so that its 5% (the node
 // deadline) is never missed on a loaded machine.
 const ttl = 10 * time.Second
 
-type logWriter struct{ t testing.TB }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 // newManager is a Manager over three miniredis backends.
 func newManager(t *testing.T, opts Options) (*Manager, []*miniredis.Miniredis) {
 	t.Helper()
-	logger := hclog.New(&hclog.LoggerOptions{Output: logWriter{t}, Level: hclog.Debug})
-	var nodes []redlock.Node
-	var mrs []*miniredis.Miniredis
-	for range 3 {
-		mr := miniredis.RunT(t)
-		n, err := redlock.DialNode(mr.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		nodes = append(nodes, n)
-		mrs = append(mrs, mr)
-	}
-	rl := redlock.New(nodes, redlock.Options{NodeTimeout: time.Second, Logger: logger})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if up := rl.Connect(ctx); up != len(nodes) {
-		t.Fatalf("%d of %d backends connected", up, len(nodes))
-	}
-	opts.Locker, opts.Logger = rl, logger
+	rl, mrs := redlocktest.New(t, 3, redlock.Options{})
+	opts.Locker, opts.Logger = rl, redlocktest.Logger(t)
 	m := New(opts)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -54,21 +29,8 @@ func newManager(t *testing.T, opts Options) (*Manager, []*miniredis.Miniredis) {
 		if err := m.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
-		rl.Close(ctx)
 	})
 	return m, mrs
-}
-
-// eventually polls cond until it holds or within passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // holders counts the backends where key exists.
@@ -124,7 +86,7 @@ func TestWaitHandOff(t *testing.T) {
 		_, err := m.Acquire(ctx, waiter, req)
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "the waiter queues", func() bool { return m.Waiters() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the waiter queues", func() bool { return m.Waiters() == 1 })
 	if err := m.Release(ctx, "k", g.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +127,7 @@ func TestWaitQueueRules(t *testing.T) {
 		_, err := m.Acquire(ctx, w, req)
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "the waiter queues", func() bool { return m.Waiters() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the waiter queues", func() bool { return m.Waiters() == 1 })
 	// While it waits, a request without WAIT does not jump the queue.
 	if _, err := m.Acquire(ctx, holder, Request{Keys: []string{"k"}, Token: "jump", TTL: ttl}); !errors.Is(err, ErrQueued) {
 		t.Fatalf("Acquire past a queue: %v, want ErrQueued", err)
@@ -186,7 +148,7 @@ func TestGrantToClosedOwnerIsGivenBack(t *testing.T) {
 	if _, err := m.Acquire(context.Background(), o, lockReq("k")); !errors.Is(err, ErrOwnerGone) {
 		t.Fatalf("Acquire for a closed owner: %v", err)
 	}
-	eventually(t, 5*time.Second, "the grant is given back and forgotten", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the grant is given back and forgotten", func() bool {
 		return holders(mrs, "k") == 0 && len(m.Snapshot()) == 0
 	})
 }
@@ -205,7 +167,7 @@ func TestSessionRenewedThenReleasedOnClose(t *testing.T) {
 	if _, err := m.Acquire(context.Background(), o, sessionReq("s")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "two renewals", func() bool { return m.Stats().Extended >= 2 })
+	testkit.Eventually(t, 10*time.Second, "two renewals", func() bool { return m.Stats().Extended >= 2 })
 	held := m.Snapshot()
 	if len(held) != 1 || !held[0].Session || held[0].OwnerID != 7 || held[0].OwnerName != "app" || held[0].Keys[0] != "s" {
 		t.Fatalf("Snapshot = %+v", held)
@@ -214,7 +176,7 @@ func TestSessionRenewedThenReleasedOnClose(t *testing.T) {
 		t.Fatalf("Sessions = %d", m.Sessions())
 	}
 	m.CloseOwner(o)
-	eventually(t, 5*time.Second, "the session lock is released", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the session lock is released", func() bool {
 		return holders(mrs, "s") == 0 && m.Sessions() == 0
 	})
 }
@@ -237,7 +199,7 @@ func TestSessionLostWhenStolen(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the renewal did not notice the loss")
 	}
-	eventually(t, 5*time.Second, "the lost lock is forgotten", func() bool { return m.Sessions() == 0 })
+	testkit.Eventually(t, 5*time.Second, "the lost lock is forgotten", func() bool { return m.Sessions() == 0 })
 }
 
 // A SESSION lock released by any release (here a script's ReleaseKeys)
@@ -296,7 +258,7 @@ func TestShutdownReleasesSessions(t *testing.T) {
 	if n := holders(mrs, "s"); n > 1 {
 		t.Fatalf("session lock still on %d backends after Shutdown", n)
 	}
-	eventually(t, 5*time.Second, "released everywhere", func() bool { return holders(mrs, "s") == 0 })
+	testkit.Eventually(t, 5*time.Second, "released everywhere", func() bool { return holders(mrs, "s") == 0 })
 	// A waiter after Shutdown does not wait.
 	req := lockReq("x")
 	req.Wait = time.Minute
@@ -353,7 +315,7 @@ func TestKeepRenewsUntilOverwritten(t *testing.T) {
 		}
 		mr.SetTTL("k", time.Second) // as time passing would leave it
 	}
-	eventually(t, 10*time.Second, "the lease is renewed", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the lease is renewed", func() bool {
 		for _, mr := range mrs {
 			if mr.TTL("k") != keepTTL {
 				return false
@@ -364,7 +326,7 @@ func TestKeepRenewsUntilOverwritten(t *testing.T) {
 	for _, mr := range mrs {
 		mr.Set("k", "stolen") // overwritten behind the proxy's back
 	}
-	eventually(t, 10*time.Second, "the overwritten key is no longer kept", func() bool { return !m.Kept("k", "v") })
+	testkit.Eventually(t, 10*time.Second, "the overwritten key is no longer kept", func() bool { return !m.Kept("k", "v") })
 }
 
 func TestKeepEndsWithReleaseOrExpiry(t *testing.T) {

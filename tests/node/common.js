@@ -30,4 +30,19 @@ async function holdersSettled(backends, key, value) {
   return [first, n];
 }
 
-module.exports = { sleep, now, holders, holdersSettled };
+// waitExpired waits, for at most limitMs, until key is on no backend (its
+// ttl ran out), and returns whether it is. A test of what follows an expiry
+// waits for it rather than sleeping for a short ttl: each backend call gets
+// 5% of the ttl, too little under load for a short one.
+async function waitExpired(backends, key, limitMs = 10000) {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    let n = 0;
+    for (const b of backends) n += await b.exists(key);
+    if (n === 0) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(20);
+  }
+}
+
+module.exports = { sleep, now, holders, holdersSettled, waitExpired };

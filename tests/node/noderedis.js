@@ -9,7 +9,7 @@
 
 const crypto = require('crypto');
 const { createClient } = require('redis');
-const { sleep, now, holders, holdersSettled } = require('./common');
+const { sleep, now, holders, holdersSettled, waitExpired } = require('./common');
 
 async function connect(addr, opts) {
   const c = createClient({ url: 'redis://' + addr, ...opts });
@@ -98,8 +98,8 @@ async function scenario(proxy, backends, key) {
 
   // Release after expiry.
   const x = token();
-  out.set_short = await proxy.set(key, x, { expiration: { type: 'PX', value: 200 }, condition: 'NX' });
-  await sleep(400);
+  out.set_short = await proxy.set(key, x, { expiration: { type: 'PX', value: 2000 }, condition: 'NX' });
+  out.short_expired = await waitExpired(backends, key);
   out.get_after_expiry = await proxy.get(key);
   out.delifeq_after_expiry = await result(proxy.sendCommand(['DELIFEQ', key, x]));
   out.renew_after_expiry = await proxy.set(key, x, { expiration: { type: 'PX', value: 2000 }, condition: 'IFEQ', matchValue: x });

@@ -12,7 +12,7 @@
 
 const Redis = require('ioredis');
 const Redlock = require('redlock');
-const { sleep, now, holders, holdersSettled } = require('./common');
+const { sleep, now, holders, holdersSettled, waitExpired } = require('./common');
 
 function connect(addr) {
   const i = addr.lastIndexOf(':');
@@ -93,9 +93,9 @@ async function scenario(proxy, backends, resource) {
   out.multi_holders_after_unlock = [aLater, bLater];
 
   // Release after expiry: the script finds no key, the unlock rejects.
-  const short = await redlock.lock(resource, 200);
+  const short = await redlock.lock(resource, 2000);
   out.short_holders = await holders(backends, resource, short.value);
-  await sleep(400);
+  out.short_expired = await waitExpired(backends, resource);
   out.short_exists_after_expiry = await proxy.exists(resource);
   out.unlock_after_expiry = await outcome(short.unlock());
 

@@ -53,6 +53,19 @@ def backend_pttls(backends, name):
     return [b.pttl(name) for b in backends]
 
 
+def wait_expired(backends, name, limit=10):
+    """Wait, for at most limit seconds, until name is on no backend (its ttl
+    ran out); whether it is. A test of what follows an expiry waits for it
+    rather than sleeping for a short ttl: each backend call gets 5% of the
+    ttl, too little under load for a short one."""
+    deadline = time.monotonic() + limit
+    while any(b.exists(name) for b in backends):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def contend(proxy, backends, name, rounds, hold_ms, start_at_ms):
     delay = start_at_ms / 1000.0 - time.time()
     if delay > 0:
@@ -101,8 +114,8 @@ def scenario(proxy, backends, name):
     out["extend"] = lock.extend(3)
     out["pttls_after_extend"] = backend_pttls(backends, name)
     out["proxy_pttl_after_extend"] = proxy.pttl(name)
-    # extend with replace_ttl sets it to exactly the given time.
-    out["extend_replace"] = lock.extend(1, replace_ttl=True)
+    # extend with replace_ttl sets it to exactly the given time (lowers it).
+    out["extend_replace"] = lock.extend(3, replace_ttl=True)
     out["pttls_after_extend_replace"] = backend_pttls(backends, name)
     # reacquire resets the ttl to timeout (2s).
     out["reacquire"] = lock.reacquire()
@@ -130,9 +143,9 @@ def scenario(proxy, backends, name):
     thief.release()
 
     # Blocking acquire waits for a holder that never releases (its ttl ends).
-    holder = proxy.lock(name, timeout=0.5)
+    holder = proxy.lock(name, timeout=2)
     out["holder_acquire"] = holder.acquire(blocking=False)
-    waiter = proxy.lock(name, timeout=2, blocking_timeout=5, sleep=0.05)
+    waiter = proxy.lock(name, timeout=2, blocking_timeout=8, sleep=0.05)
     t0 = time.monotonic()
     out["waiter_acquire"] = waiter.acquire()
     out["waiter_waited_ms"] = int((time.monotonic() - t0) * 1000)
@@ -140,12 +153,12 @@ def scenario(proxy, backends, name):
     waiter.release()
 
     # Release and extend after expiry raise LockNotOwnedError.
-    short = proxy.lock(name, timeout=0.2)
+    short = proxy.lock(name, timeout=2)
     out["short_acquire"] = short.acquire(blocking=False)
-    time.sleep(0.4)
+    out["short_expired"] = wait_expired(backends, name)
     out["short_owned_after_expiry"] = short.owned()
     try:
-        short.extend(1)
+        short.extend(2)
         out["extend_after_expiry"] = "no error"
     except LockNotOwnedError as e:
         out["extend_after_expiry"] = type(e).__name__
