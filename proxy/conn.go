@@ -58,11 +58,12 @@ type conn struct {
 	keyTail map[string]*slot // last slot on each key in the current epoch
 
 	mu      sync.Mutex
-	head    *slot // oldest slot not yet written
+	head    *slot // oldest slot whose reply is not yet in out
 	tail    *slot
 	open    int        // slots not yet written
 	room    *sync.Cond // signalled when open drops
 	out     []byte     // replies ready, in order, not yet written
+	outN    int        // slots whose replies are in out
 	writing bool       // a goroutine is writing out
 	broken  bool       // a write failed: the connection is closing
 }
@@ -205,7 +206,11 @@ func (c *conn) plan(sl *slot, p commands.Plan) ([]chan struct{}, *epoch) {
 	}
 	for _, k := range p.Keys {
 		key := string(k)
-		if prev := c.keyTail[key]; prev != nil {
+		prev := c.keyTail[key]
+		if prev == sl {
+			continue // a key named twice (EXISTS k k)
+		}
+		if prev != nil {
 			deps = append(deps, prev.done)
 		}
 		c.keyTail[key] = sl
@@ -253,22 +258,23 @@ func (c *conn) flush() {
 	quit := false
 	for c.head != nil && c.head.reply != nil {
 		c.out = append(c.out, c.head.reply...)
+		c.outN++
 		quit = quit || c.head.quit
 		c.head = c.head.next
 		if c.head == nil {
 			c.tail = nil
 		}
-		c.open--
-		c.room.Broadcast()
 	}
 	if c.writing || len(c.out) == 0 {
 		c.mu.Unlock()
 		return
 	}
+	// A slot stays open until its reply is on the socket: a client that
+	// does not read keeps the proxy from reading it (waitForRoom).
 	c.writing = true
 	for len(c.out) > 0 && !c.broken {
-		buf := c.out
-		c.out = nil
+		buf, n := c.out, c.outN
+		c.out, c.outN = nil, 0
 		c.mu.Unlock()
 		_, err := c.nc.Write(buf)
 		c.mu.Lock()
@@ -276,11 +282,14 @@ func (c *conn) flush() {
 			c.broken = true
 			_ = c.nc.Close()
 		}
+		c.open -= n
+		c.room.Broadcast()
 		if cap(buf) <= maxKeptBuffer && c.out == nil {
 			c.out = buf[:0]
 		}
 	}
 	c.writing = false
+	c.room.Broadcast()
 	c.mu.Unlock()
 	if quit {
 		_ = c.nc.Close()
@@ -303,19 +312,16 @@ func (c *conn) writeNow(reply commands.Reply, last bool) bool {
 
 // writeDirect writes one reply at once, behind what is queued.
 func (c *conn) writeDirect(reply commands.Reply) {
-	c.mu.Lock()
-	for c.head != nil && !c.broken {
-		c.room.Wait()
-	}
-	c.mu.Unlock()
+	c.drain()
 	_ = c.writeNow(reply, true)
 }
 
-// idle reports that no slot is open: every reply has been written.
+// idle reports that no slot is open and nothing is being written: the
+// reader may run a command itself and write its reply.
 func (c *conn) idle() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.head == nil
+	return c.open == 0 && !c.writing
 }
 
 // busy reports that commands are running or replies wait to be written.
@@ -333,7 +339,7 @@ func (c *conn) waitForRoom() {
 // drain waits until every slot was written (or the connection broke).
 func (c *conn) drain() {
 	c.mu.Lock()
-	for c.head != nil && !c.broken {
+	for (c.open > 0 || c.writing) && !c.broken {
 		c.room.Wait()
 	}
 	c.mu.Unlock()

@@ -1,0 +1,212 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
+)
+
+// randomCommands is a pipeline of n commands on a few keys whose replies
+// depend only on the commands before them on the same key (and the
+// connection's state), never on timing: no ttls that can run out during
+// the test, no generated tokens or validities.
+func randomCommands(rng *rand.Rand, n int) [][]string {
+	keys := []string{"a", "b", "c", "d"}
+	var out [][]string
+	for i := range n {
+		k := keys[rng.IntN(len(keys))]
+		v := fmt.Sprintf("v%d", rng.IntN(4))
+		switch rng.IntN(14) {
+		case 0:
+			out = append(out, []string{"SET", k, v, "NX", "PX", "30000"})
+		case 1:
+			out = append(out, []string{"SET", k, v, "PX", "30000"})
+		case 2:
+			out = append(out, []string{"GET", k})
+		case 3:
+			out = append(out, []string{"DEL", k})
+		case 4:
+			out = append(out, []string{"EXISTS", k, keys[rng.IntN(len(keys))]})
+		case 5:
+			out = append(out, []string{"SETNX", k, v})
+		case 6:
+			out = append(out, []string{"DELIFEQ", k, v})
+		case 7:
+			out = append(out, []string{"GETSET", k, v})
+		case 8:
+			out = append(out, []string{"PEXPIRE", k, "30000"})
+		case 9:
+			out = append(out, []string{"UNLOCK", k, v})
+		case 10:
+			out = append(out, []string{"PING", fmt.Sprint(i)})
+		case 11:
+			out = append(out, []string{"CLIENT", "SETNAME", fmt.Sprintf("n%d", i)}, []string{"CLIENT", "GETNAME"})
+		case 12:
+			// The StackExchange.Redis release transaction.
+			out = append(out, []string{"WATCH", k}, []string{"GET", k}, []string{"MULTI"}, []string{"DEL", k}, []string{"EXEC"})
+		case 13:
+			out = append(out, []string{"EVALSHA", "e950836ed1e694540c503ef9972b8de518044d3b", "1", k, v}) // redsync's release
+		}
+	}
+	return out
+}
+
+// replies sends cmds on a new connection to s, one at a time or all in
+// one write, and returns the exact bytes of each reply.
+func replies(t *testing.T, s *Server, cmds [][]string, pipelined bool) [][]byte {
+	t.Helper()
+	c := dialServer(t, s)
+	out := make([][]byte, len(cmds))
+	if !pipelined {
+		for i, cmd := range cmds {
+			c.SendCmd(cmd...)
+			out[i] = c.ReadRaw()
+		}
+		return out
+	}
+	var buf []byte
+	for _, cmd := range cmds {
+		buf = testkit.AppendCmd(buf, cmd...)
+	}
+	c.Send(buf)
+	for i := range cmds {
+		out[i] = c.ReadRaw()
+	}
+	return out
+}
+
+// TestPipelineSameAsOneByOne: a pipeline of random commands on a few keys
+// gets, command by command, the replies it gets when sent one at a time.
+func TestPipelineSameAsOneByOne(t *testing.T) {
+	rounds := 8
+	if testing.Short() {
+		rounds = 2
+	}
+	for seed := range uint64(rounds) {
+		cmds := randomCommands(rand.New(rand.NewPCG(seed, 1)), 150)
+		want := replies(t, startServer(t, Config{}, "", false), cmds, false)
+		got := replies(t, startServer(t, Config{}, "", false), cmds, true)
+		for i := range cmds {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("seed %d: command %d %q: pipelined %q, one by one %q", seed, i, cmds[i], got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestPipelineBarriers: commands after a barrier see what it changed.
+func TestPipelineBarriers(t *testing.T) {
+	s := startServer(t, Config{}, "secret", false)
+	got := replies(t, s, [][]string{
+		{"GET", "k"}, // before AUTH: refused
+		{"AUTH", "secret"},
+		{"SET", "k", "v", "NX", "PX", "30000"},
+		{"HELLO", "3"},
+		{"GET", "nope"}, // RESP3 null
+		{"CLIENT", "SETNAME", "x"},
+		{"CLIENT", "GETNAME"},
+		{"MULTI"},
+		{"DEL", "k"},
+		{"EXEC"},
+		{"GET", "k"},
+	}, true)
+	want := []string{"-NOAUTH", "+OK", "+OK", "%7", "_", "+OK", "$1\r\nx", "+OK", "-ERR redlock-proxy transactions", "-EXECABORT", "$1\r\nv"}
+	for i, w := range want {
+		if !strings.HasPrefix(string(got[i]), w) {
+			t.Errorf("reply %d = %q, want %q…", i, got[i], w)
+		}
+	}
+}
+
+// TestPipelineBackpressure: a client that writes and never reads gets at
+// most max_pipeline commands in flight: the proxy stops reading it, so
+// its memory stays bounded however much the client writes.
+func TestPipelineBackpressure(t *testing.T) {
+	const maxPipeline = 16
+	s := startServer(t, Config{MaxPipeline: maxPipeline}, "", false)
+	setup := dialServer(t, s)
+	big := strings.Repeat("x", 3000)
+	if got := setup.Do("SET", "big", big, "PX", "60000"); got != "OK" {
+		t.Fatalf("SET = %#v", got)
+	}
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var chunk []byte
+	for range 100 {
+		chunk = testkit.AppendCmd(chunk, "GET", "big")
+	}
+	// A million GETs of a 3 kB value (27 MB of commands, 3 GB of replies),
+	// written and never read: the writer blocks once the socket buffers
+	// are full, long before the end.
+	written := make(chan int, 1)
+	go func() {
+		n := 0
+		for range 10000 {
+			_ = nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
+			if _, err := nc.Write(chunk); err != nil {
+				break
+			}
+			n += 100
+		}
+		written <- n
+	}()
+	base := runtime.NumGoroutine()
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	before := heap()
+	// The proxy runs what it read until its replies fill the socket, then
+	// stops; a proxy that kept reading would keep growing (each second it
+	// would queue thousands of 3 kB replies).
+	time.Sleep(3 * time.Second)
+	if len(written) > 0 {
+		t.Fatalf("the client wrote all %d commands: the proxy kept reading", <-written)
+	}
+	settled := heap()
+	time.Sleep(2 * time.Second)
+	after := heap()
+	t.Logf("heap in use: %d MiB at the start, %d MiB, %d MiB two seconds later", before>>20, settled>>20, after>>20)
+	if after > settled+8<<20 || after > before+64<<20 {
+		t.Errorf("heap grows while a client pipelines without reading: %d → %d → %d MiB", before>>20, settled>>20, after>>20)
+	}
+	if n := runtime.NumGoroutine(); n > base+maxPipeline+16 {
+		t.Errorf("%d goroutines (%d before): more than max_pipeline in flight", n, base)
+	}
+	_ = nc.Close()
+	<-written
+}
+
+// TestPipelineCloseGivesBack: a client that closes with LOCKs in flight
+// is granted nothing it cannot release: every lock is given back.
+func TestPipelineCloseGivesBack(t *testing.T) {
+	s := startServer(t, Config{}, "", false)
+	c := dialServer(t, s)
+	var buf []byte
+	for i := range 50 {
+		buf = testkit.AppendCmd(buf, "LOCK", fmt.Sprintf("k%d", i), "30000")
+	}
+	c.Send(buf)
+	_ = c.Close()
+	probe := dialServer(t, s)
+	testkit.Eventually(t, 10*time.Second, "every lock of the closed client given back", func() bool {
+		for i := range 50 {
+			if probe.Do("EXISTS", fmt.Sprintf("k%d", i)) != int64(0) {
+				return false
+			}
+		}
+		return true
+	})
+}
