@@ -279,6 +279,50 @@ func TestInteropStackExchange(t *testing.T) {
 		}
 	})
 
+	// The multiplexer puts every thread's commands on one connection: many
+	// LockTakes in flight at once, release transactions between them, and
+	// more LockTakes written right behind each EXEC.
+	t.Run("many-in-flight", func(t *testing.T) {
+		s := dialSE(t, p.Addr())
+		const n = 40
+		key := func(i int) string { return fmt.Sprintf("se:mux:%d", i) }
+		var takes [][]string
+		for i := range n {
+			takes = append(takes, append(append([]string{"SET", key(i), "v" + key(i)}, ttlArgs(10*time.Second)...), "NX"))
+		}
+		got, err := s.pipeline(takes...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			if v != "OK" {
+				t.Fatalf("LockTake %d of %d in flight = %#v, want OK", i, n, v)
+			}
+		}
+		for i := range n {
+			pre, err := s.pipeline([]string{"WATCH", key(i)}, []string{"GET", key(i)})
+			if err != nil || pre[0] != "OK" || pre[1] != "v"+key(i) {
+				t.Fatalf("WATCH, GET %s = %#v, %v", key(i), pre, err)
+			}
+			// EXEC, then two LockTakes of new keys and a LockQuery, in one write.
+			j := n + 2*i
+			tx, err := s.pipeline([]string{"MULTI"}, []string{"DEL", key(i)}, []string{"EXEC"},
+				append(append([]string{"SET", key(j), "v" + key(j)}, ttlArgs(10*time.Second)...), "NX"),
+				append(append([]string{"SET", key(j + 1), "v" + key(j+1)}, ttlArgs(10*time.Second)...), "NX"),
+				[]string{"GET", key(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tx[0] != "OK" || tx[1] != "QUEUED" || fmt.Sprint(tx[2]) != "[1]" || tx[3] != "OK" || tx[4] != "OK" || tx[5] != nil {
+				t.Fatalf("release of %s with takes in flight = %#v, want OK QUEUED [1] OK OK nil", key(i), tx)
+			}
+		}
+		for i := range n {
+			requireNowhere(ctx, t, bs, key(i), "v"+key(i), "after its release")
+		}
+		requireQuorum(ctx, t, bs, key(3*n-1), "v"+key(3*n-1), "after the last LockTake")
+	})
+
 	t.Run("from-8.4", func(t *testing.T) {
 		s := dialSE(t, p.Addr())
 		const key = "se:lock84"
