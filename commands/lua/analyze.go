@@ -124,7 +124,11 @@ func Analyze(src []byte) (a *Analysis) {
 		return refuse(line, "the script does not compile: "+err.Error())
 	}
 	a.proto = proto
-	a.Meaning, a.NotRecognised = recognise(proto, f, vote, time.Now().Add(analyzeTime))
+	var refused *Problem
+	a.Meaning, a.NotRecognised, refused = recognise(proto, f, vote, time.Now().Add(analyzeTime))
+	if refused != nil {
+		a.Vote, a.Problem = nil, refused
+	}
 	return a
 }
 

@@ -191,9 +191,15 @@ func (c *checker) stmt(s ast.Stmt) {
 	case *ast.DoBlockStmt:
 		c.stmts(s.Stmts)
 	case *ast.WhileStmt:
+		if constTruth(s.Condition) == 1 && !c.exits(s.Stmts, true) {
+			c.fail(s.Line(), "this loop never ends (no break, return or error in it); it would block every backend")
+		}
 		c.expr(s.Condition, cValue, nil)
 		c.stmts(s.Stmts)
 	case *ast.RepeatStmt:
+		if constTruth(s.Condition) == -1 && !c.exits(s.Stmts, true) {
+			c.fail(s.Line(), "this loop never ends (no break, return or error in it); it would block every backend")
+		}
 		c.stmts(s.Stmts)
 		c.expr(s.Condition, cValue, nil)
 	case *ast.IfStmt:
@@ -226,6 +232,62 @@ func (c *checker) stmt(s ast.Stmt) {
 	case *ast.LabelStmt, *ast.GotoStmt:
 		c.fail(s.Line(), "goto and labels are Lua 5.2; Redis runs Lua 5.1")
 	}
+}
+
+// constTruth is 1 for a constant true condition, -1 for a constant false
+// one, 0 otherwise.
+func constTruth(e ast.Expr) int {
+	switch e.(type) {
+	case *ast.TrueExpr, *ast.NumberExpr, *ast.StringExpr:
+		return 1
+	case *ast.FalseExpr, *ast.NilExpr:
+		return -1
+	}
+	return 0
+}
+
+// exits reports whether a loop body may leave the loop: a break at its own
+// level (top), a return, or a call of error or assert anywhere in it.
+func (c *checker) exits(stmts []ast.Stmt, top bool) bool {
+	for _, s := range stmts {
+		switch s := s.(type) {
+		case *ast.BreakStmt:
+			if top {
+				return true
+			}
+		case *ast.ReturnStmt:
+			return true
+		case *ast.DoBlockStmt:
+			if c.exits(s.Stmts, top) {
+				return true
+			}
+		case *ast.IfStmt:
+			if c.exits(s.Then, top) || c.exits(s.Else, top) {
+				return true
+			}
+		case *ast.WhileStmt:
+			if c.exits(s.Stmts, false) {
+				return true
+			}
+		case *ast.RepeatStmt:
+			if c.exits(s.Stmts, false) {
+				return true
+			}
+		case *ast.NumberForStmt:
+			if c.exits(s.Stmts, false) {
+				return true
+			}
+		case *ast.GenericForStmt:
+			if c.exits(s.Stmts, false) {
+				return true
+			}
+		case *ast.FuncCallStmt:
+			if call, ok := s.Expr.(*ast.FuncCallExpr); ok && (c.r.global(call.Func, "error") || c.r.global(call.Func, "assert")) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // bind checks e, whose value is assigned to the binding to (nil: not a

@@ -20,8 +20,13 @@ import (
 
 const maxArgs = 6 // more arguments than any lock script reads
 
-// errAbort ends recognition at once: no hypothesis can succeed.
-type errAbort struct{ why string }
+// errAbort ends recognition at once: no hypothesis can succeed. problem,
+// when set, refuses the script outright: it exhausted a run's budget, as it
+// would block or exhaust every backend.
+type errAbort struct {
+	why     string
+	problem *Problem
+}
 
 func (e *errAbort) Error() string { return e.why }
 
@@ -31,22 +36,23 @@ type recogniser struct {
 	pv    *probeValues
 }
 
-// recognise finds the script's meaning, or says why there is none.
-func recognise(proto *glua.FunctionProto, f facts, vote *Vote, deadline time.Time) (*Meaning, string) {
+// recognise finds the script's meaning, or says why there is none. A
+// problem refuses the script: it ran past a budget on a probe.
+func recognise(proto *glua.FunctionProto, f facts, vote *Vote, deadline time.Time) (*Meaning, string, *Problem) {
 	switch {
 	case len(vote.ArgCommands) > 0:
-		return nil, "it takes command names from ARGV"
+		return nil, "it takes command names from ARGV", nil
 	case f.argvDynamic:
-		return nil, "it reads ARGV other than by a literal index"
+		return nil, "it reads ARGV other than by a literal index", nil
 	case f.argvMax > maxArgs:
-		return nil, fmt.Sprintf("it reads more than %d arguments", maxArgs)
+		return nil, fmt.Sprintf("it reads more than %d arguments", maxArgs), nil
 	case vote.DerivedKeys:
-		return nil, "it builds key names from KEYS"
+		return nil, "it builds key names from KEYS", nil
 	}
 	readOnly := true
 	for _, cmd := range slices.Sorted(maps.Keys(f.commands)) {
 		if !modelCommands[cmd] {
-			return nil, "it calls " + cmd + ", which no lock meaning uses"
+			return nil, "it calls " + cmd + ", which no lock meaning uses", nil
 		}
 		readOnly = readOnly && readCommands[cmd]
 	}
@@ -60,10 +66,14 @@ func recognise(proto *glua.FunctionProto, f facts, vote *Vote, deadline time.Tim
 	} else {
 		m, err = r.write()
 	}
-	if err != nil {
-		return nil, err.Error()
+	var abort *errAbort
+	if errors.As(err, &abort) && abort.problem != nil {
+		return nil, abort.why, abort.problem
 	}
-	return m, ""
+	if err != nil {
+		return nil, err.Error(), nil
+	}
+	return m, "", nil
 }
 
 // observe runs the script in w and returns its reply and the model's final
@@ -78,7 +88,17 @@ func abortOn(re *runError) error {
 	if re.raised {
 		return nil
 	}
-	return &errAbort{why: "in the analysis sandbox " + re.err.Error()}
+	a := &errAbort{why: "in the analysis sandbox " + re.err.Error()}
+	line := max(re.line, 1)
+	switch {
+	case errors.Is(re.err, errSteps):
+		a.problem = &Problem{Line: line, Reason: fmt.Sprintf("the script ran more than %d instructions on a probe without finishing; it would block every backend", runSteps)}
+	case errors.Is(re.err, errTime):
+		a.problem = &Problem{Line: line, Reason: "the script ran past the analysis time limit on a probe; it would block every backend"}
+	case errors.Is(re.err, errBytes):
+		a.problem = &Problem{Line: line, Reason: fmt.Sprintf("the script built more than %d KiB of strings on a probe; it would exhaust the backends' memory", runBytes>>10)}
+	}
+	return a
 }
 
 // read checks a script that only reads: it must run cleanly in every world.
@@ -113,7 +133,7 @@ func (r *recogniser) read() (*Meaning, error) {
 // write tries every hypothesis and keeps the one meaning that fits.
 func (r *recogniser) write() (*Meaning, error) {
 	var found []*Meaning
-	why := "no lock meaning fits what it does"
+	why := ""
 	for t := 1; t <= r.pv.m; t++ {
 		for d := 0; d <= r.pv.m; d++ {
 			if d == t {
@@ -124,7 +144,7 @@ func (r *recogniser) write() (*Meaning, error) {
 			if errors.As(err, &abort) {
 				return nil, err
 			}
-			if err != nil {
+			if err != nil && why == "" {
 				why = err.Error()
 			}
 			if m != nil {
@@ -134,6 +154,9 @@ func (r *recogniser) write() (*Meaning, error) {
 	}
 	switch len(found) {
 	case 0:
+		if why == "" {
+			why = "no lock meaning fits what it does"
+		}
 		return nil, errors.New(why)
 	case 1:
 		found[0].Args = r.pv.m

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ const concatName = "\x00concat"
 
 var (
 	errSteps = errors.New("the script ran past its instruction budget")
+	errTotal = errors.New("the analysis ran past its instruction budget")
 	errTime  = errors.New("the script ran past its time budget")
 	errBytes = errors.New("the script built strings past its memory budget")
 )
@@ -74,8 +76,12 @@ func (b *budget) Done() <-chan struct{} {
 	}
 	b.steps--
 	b.total--
-	if b.steps < 0 || b.total < 0 {
+	switch {
+	case b.steps < 0:
 		b.err = errSteps
+		return closedCh
+	case b.total < 0:
+		b.err = errTotal
 		return closedCh
 	}
 	if b.tick++; b.tick&255 == 0 && time.Now().After(b.deadline) {
@@ -88,10 +94,15 @@ func (b *budget) Done() <-chan struct{} {
 // charge takes n instructions' worth of work from the budget.
 func (sb *sandbox) charge(L *glua.LState, n int64) {
 	b := &sb.b
-	if n < 0 || n > b.steps || n > b.total {
-		if b.err == nil {
+	if b.err == nil {
+		switch {
+		case n < 0 || n > b.steps:
 			b.err = errSteps
+		case n > b.total:
+			b.err = errTotal
 		}
+	}
+	if b.err != nil {
 		L.RaiseError("%s", b.err)
 	}
 	b.steps -= n
@@ -539,6 +550,21 @@ type runError struct {
 	raised bool   // the script raised an error: Redis would answer it
 	msg    string // that error's text, as Redis would send it
 	err    error  // else: the sandbox gave up (budget, unsupported command)
+	line   int    // where, when known
+}
+
+var whereRE = regexp.MustCompile(chunkName + `:(\d+):`)
+
+// lineOf finds the script line in an interpreter error message.
+func lineOf(err error) int {
+	if err == nil {
+		return 0
+	}
+	if m := whereRE.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
 }
 
 // run executes proto once with the given KEYS and ARGV against sb.st.
@@ -565,9 +591,9 @@ func (sb *sandbox) run(proto *glua.FunctionProto, keys, argv []string, bytes int
 	err := L.PCall(0, 1, nil)
 	switch {
 	case sb.b.err != nil:
-		return Value{}, &runError{err: sb.b.err}
+		return Value{}, &runError{err: sb.b.err, line: lineOf(err)}
 	case sb.failed != nil:
-		return Value{}, &runError{err: sb.failed}
+		return Value{}, &runError{err: sb.failed, line: lineOf(err)}
 	case err != nil:
 		var ae *glua.ApiError
 		if !errors.As(err, &ae) || ae.Type == glua.ApiErrorPanic {
