@@ -71,6 +71,7 @@ func notFromKeys(pos int, name string) string {
 // facts are what the static pass learnt for recognition.
 type facts struct {
 	argvMax     int             // highest literal ARGV index read
+	keysMax     int             // highest literal KEYS index read
 	argvDynamic bool            // ARGV read other than by a literal index
 	compared    []lit           // literals compared with something, first seen first
 	literals    []lit           // the other literals
@@ -453,6 +454,10 @@ func (c *checker) attr(e *ast.AttrGetExpr, ctx ctxKind) {
 			c.facts.argvMax = max(c.facts.argvMax, n)
 		} else {
 			c.facts.argvDynamic = true
+		}
+	case pKeys:
+		if n, ok := argIndex(e.Key); ok {
+			c.facts.keysMax = max(c.facts.keysMax, n)
 		}
 	}
 }

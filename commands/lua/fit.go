@@ -46,6 +46,8 @@ func recognise(proto *glua.FunctionProto, f facts, vote *Vote, deadline time.Tim
 		return nil, "it reads ARGV other than by a literal index", nil
 	case f.argvMax > maxArgs:
 		return nil, fmt.Sprintf("it reads more than %d arguments", maxArgs), nil
+	case f.keysMax > maxKeys:
+		return nil, fmt.Sprintf("it reads KEYS[%d]; probes go up to %d keys", f.keysMax, maxKeys), nil
 	case vote.DerivedKeys:
 		return nil, "it builds key names from KEYS", nil
 	}
@@ -92,11 +94,11 @@ func abortOn(re *runError) error {
 	line := max(re.line, 1)
 	switch {
 	case errors.Is(re.err, errSteps):
-		a.problem = &Problem{Line: line, Reason: fmt.Sprintf("the script ran more than %d instructions on a probe without finishing; it would block every backend", runSteps)}
+		a.problem = &Problem{Line: line, Reason: fmt.Sprintf("the script ran more than %d Lua instructions (or the equivalent in library work) on a probe without finishing; it could block every backend", runSteps)}
 	case errors.Is(re.err, errTime):
-		a.problem = &Problem{Line: line, Reason: "the script ran past the analysis time limit on a probe; it would block every backend"}
+		a.problem = &Problem{Line: line, Reason: "the script ran past the analysis time limit on a probe; it could block every backend"}
 	case errors.Is(re.err, errBytes):
-		a.problem = &Problem{Line: line, Reason: fmt.Sprintf("the script built more than %d KiB of strings on a probe; it would exhaust the backends' memory", runBytes>>10)}
+		a.problem = &Problem{Line: line, Reason: fmt.Sprintf("the script built more than %d MiB of strings on a probe; it could exhaust every backend's memory", runBytes>>20)}
 	}
 	return a
 }

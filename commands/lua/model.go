@@ -40,13 +40,19 @@ var modelCommands = map[string]bool{
 	"GET": true, "SET": true, "SETNX": true, "SETEX": true, "PSETEX": true, "GETSET": true,
 	"GETDEL": true, "GETEX": true, "MGET": true, "STRLEN": true, "DEL": true, "UNLINK": true,
 	"EXISTS": true, "EXPIRE": true, "PEXPIRE": true, "EXPIREAT": true, "PEXPIREAT": true,
-	"PERSIST": true, "TTL": true, "PTTL": true, "EXPIRETIME": true, "PEXPIRETIME": true,
+	"PERSIST": true, "TTL": true, "PTTL": true,
 }
 
 // readCommands are those of modelCommands that never write.
 var readCommands = map[string]bool{
 	"GET": true, "MGET": true, "STRLEN": true, "EXISTS": true, "TTL": true, "PTTL": true,
-	"EXPIRETIME": true, "PEXPIRETIME": true,
+}
+
+// arities are the exact argument counts (after the name) of the commands
+// that have one.
+var arities = map[string]int{
+	"GET": 1, "SETNX": 2, "SETEX": 3, "PSETEX": 3, "GETSET": 2, "GETDEL": 1, "STRLEN": 1,
+	"PERSIST": 1, "TTL": 1, "PTTL": 1,
 }
 
 // store is the model's data.
@@ -128,11 +134,7 @@ func (s *store) do(args []string) (Value, error) {
 		return Value{}, errUnsupported
 	}
 	a := args[1:]
-	need := map[string]int{
-		"GET": 1, "SETNX": 2, "SETEX": 3, "PSETEX": 3, "GETSET": 2, "GETDEL": 1, "STRLEN": 1,
-		"PERSIST": 1, "TTL": 1, "PTTL": 1, "EXPIRETIME": 1, "PEXPIRETIME": 1,
-	}
-	if n, ok := need[name]; ok && len(a) != n {
+	if n, ok := arities[name]; ok && len(a) != n {
 		return arity(name), nil
 	}
 	switch name {
@@ -191,7 +193,7 @@ func (s *store) do(args []string) (Value, error) {
 		}
 		s.set(a[0], entry{val: e.val})
 		return IntValue(1), nil
-	case "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME":
+	case "TTL", "PTTL":
 		e, ok := s.get(a[0])
 		switch {
 		case !ok:
@@ -200,12 +202,8 @@ func (s *store) do(args []string) (Value, error) {
 			return IntValue(-1), nil
 		case name == "TTL":
 			return IntValue((e.pttl() + 500) / 1000), nil
-		case name == "PTTL":
-			return IntValue(e.pttl()), nil
-		case name == "EXPIRETIME":
-			return IntValue((e.exp + 500) / 1000), nil
 		}
-		return IntValue(e.exp), nil
+		return IntValue(e.pttl()), nil
 	}
 	return Value{}, errUnsupported
 }

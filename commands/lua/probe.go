@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -53,6 +54,7 @@ type probeValues struct {
 const (
 	maxStrLits = 10
 	maxIntLits = 6
+	maxKeys    = 17 // key counts probed, at most
 )
 
 func newProbeValues(f facts) *probeValues {
@@ -99,20 +101,22 @@ func newProbeValues(f facts) *probeValues {
 			pv.ttls = append(pv.ttls, n)
 			pv.rems = append(pv.rems, n)
 		}
-		if n >= 4 && n <= 8 {
+		if n >= 4 && n <= maxKeys {
 			pv.counts = append(pv.counts, int(n))
 		}
 		if n >= 1 && n <= 256 {
 			pv.tokens = append(pv.tokens, strings.Repeat("t", int(n)))
 		}
 	}
-	pv.tokens = append(pv.tokens, pv.strs...)
-	pv.names = [][]string{
-		{"k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"},
-		{"{lock}:a", "{lock}:b", "{lock}:c", "{lock}:d", "{lock}:e", "{lock}:f", "{lock}:g", "{lock}:h", "{lock}:i"},
+	// A literal index KEYS[n] beyond 3 may guard code that only runs with n
+	// keys: probe n keys too.
+	if f.keysMax > 3 {
+		pv.counts = append(pv.counts, f.keysMax)
 	}
+	pv.tokens = append(pv.tokens, pv.strs...)
+	pv.names = [][]string{keyNames("k%d"), keyNames("{lock}:%d")}
 	for _, s := range pv.strs {
-		set := make([]string, 9)
+		set := make([]string, maxKeys+1)
 		for i := range set {
 			set[i] = s + strings.Repeat("'", i)
 		}
@@ -129,6 +133,14 @@ func newProbeValues(f facts) *probeValues {
 	}
 	pv.argVals = add(pv.argVals, "x-none")
 	return pv
+}
+
+func keyNames(format string) []string {
+	out := make([]string, maxKeys+1)
+	for i := range out {
+		out[i] = fmt.Sprintf(format, i+1)
+	}
+	return out
 }
 
 // intLiteral reads a Lua number literal that is an integer.
@@ -260,6 +272,7 @@ func (pv *probeValues) worlds(h hypo, full bool) []world {
 		return out
 	}
 	for _, n := range pv.counts {
+		n = min(n+1, maxKeys+1)
 		for _, states := range edgeStates(n) {
 			emit(n, states, pv.tokens[0], pv.ttls[0], pv.rems[0], idx, pv.names[idx%2])
 		}

@@ -34,10 +34,11 @@ import (
 // resort.
 
 const (
-	runSteps     = 200_000    // instructions per run
+	runSteps     = 1_000_000  // instructions per run
+	callSteps    = 100        // a redis.call counts as this many instructions
 	totalSteps   = 10_000_000 // instructions per analysis
-	runBytes     = 1 << 20    // string bytes a run may build
-	evalBytes    = 4 << 20    // … in EvalRead, whose inputs are real values
+	runBytes     = 8 << 20    // string bytes a run may build
+	evalBytes    = 32 << 20   // … in EvalRead, whose inputs are real values
 	analyzeTime  = 2 * time.Second
 	evalTime     = 250 * time.Millisecond
 	maxReplyNest = 32
@@ -330,7 +331,11 @@ func (sb *sandbox) boundStrings(str *glua.LTable) {
 			sb.spend(L, int64(n)*int64(len(s)))
 		}
 	})
-	wrap("format", func(L *glua.LState) { sb.spend(L, formatCost(L, L.CheckString(1))) })
+	wrap("format", func(L *glua.LState) {
+		n := formatCost(L, L.CheckString(1))
+		sb.spend(L, n)
+		sb.charge(L, n) // fmt pads a byte at a time
+	})
 	for _, name := range []string{"upper", "lower", "reverse"} {
 		wrap(name, func(L *glua.LState) { sb.spend(L, int64(len(L.CheckString(1)))) })
 	}
@@ -443,7 +448,7 @@ func (sb *sandbox) redisCall(protected bool) glua.LGFunction {
 				return callError(L, protected, "ERR Lua redis lib command arguments must be strings or integers")
 			}
 		}
-		sb.charge(L, int64(n))
+		sb.charge(L, callSteps+int64(n))
 		v, err := sb.st.do(args)
 		if err == nil {
 			err = sb.st.err

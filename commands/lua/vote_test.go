@@ -113,6 +113,17 @@ if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 local ttl = tonumber(ARGV[2])
 if tonumber(ARGV[3]) == 0 then ttl = ttl + redis.call('pttl', KEYS[1]) end
 return redis.call('pexpire', KEYS[1], ttl)`, nil},
+		{"release that also deletes a fourth key when there is one", `
+if KEYS[4] then redis.call('del', KEYS[4]) end
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0`, nil},
+		{"release that deletes any value when given more than ten keys", `
+local v = redis.call('get', KEYS[1])
+if v == ARGV[1] or #KEYS > 10 then return redis.call('del', KEYS[1]) end
+return 0`, nil},
+		{"read of an absolute expiry time", `
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpiretime', KEYS[1]) end
+return 0`, nil},
 		{"release, counting with INCR", `
 if redis.call('get', KEYS[1]) == ARGV[1] then
   redis.call('incr', KEYS[2])
