@@ -192,7 +192,7 @@ func (r *recogniser) hypothesis(t, d int) (*Meaning, error) {
 		for _, v := range r.pv.argVals {
 			m, err := r.fit(hypo{t: t, d: d, class: map[int]string{j: v}}, false)
 			if m == nil {
-				return nil, fmt.Errorf("with ARGV[%d] = %q %v", j, v, err)
+				return nil, fmt.Errorf("with ARGV[%d] = %q: %v", j, v, err)
 			}
 			if !m.same(def) {
 				if deviating[j] == nil {
@@ -202,36 +202,72 @@ func (r *recogniser) hypothesis(t, d int) (*Meaning, error) {
 			}
 		}
 	}
+	var sw *Switch
 	switch len(deviating) {
 	case 0:
-		return def, nil
 	case 1:
+		j := slices.Collect(maps.Keys(deviating))[0]
+		sw = &Switch{Arg: j, Cases: deviating[j], Default: def}
+		for v, mc := range sw.Cases {
+			if !slices.Contains(r.pv.strs, v) {
+				return nil, fmt.Errorf("it compares ARGV[%d] loosely (%q acts as a literal would)", j, v)
+			}
+			full, err := r.fit(hypo{t: t, d: d, class: map[int]string{j: v}}, true)
+			if full == nil || !full.same(mc) {
+				return nil, fmt.Errorf("with ARGV[%d] = %q: %v", j, v, err)
+			}
+		}
 	default:
 		return nil, errors.New("what it does depends on more than one argument")
 	}
-	j := slices.Collect(maps.Keys(deviating))[0]
-	cases := deviating[j]
-	for v, mc := range cases {
-		if !slices.Contains(r.pv.strs, v) {
-			return nil, fmt.Errorf("it compares ARGV[%d] loosely (%q acts as a literal would)", j, v)
-		}
-		full, err := r.fit(hypo{t: t, d: d, class: map[int]string{j: v}}, true)
-		if full == nil || !full.same(mc) {
-			return nil, fmt.Errorf("with ARGV[%d] = %q %v", j, v, err)
-		}
-		for _, k := range free {
-			if k == j {
-				continue
-			}
-			for _, w := range r.pv.argVals {
-				m, err := r.fit(hypo{t: t, d: d, class: map[int]string{j: v, k: w}}, false)
-				if m == nil || !m.same(mc) {
-					return nil, fmt.Errorf("what it does depends on more than one argument %v", err)
+	if err := r.pairs(t, d, free, sw, def); err != nil {
+		return nil, err
+	}
+	if sw == nil {
+		return def, nil
+	}
+	return &Meaning{Op: OpSwitch, Switch: sw}, nil
+}
+
+// maxPairClasses bounds the classes pairs tries.
+const maxPairClasses = 400
+
+// pairs varies every two free arguments together: a meaning must not
+// change when two of them take values at once (ARGV[3] == 'a' and
+// ARGV[4] == 'b'), other than as the switch says.
+func (r *recogniser) pairs(t, d int, free []int, sw *Switch, def *Meaning) error {
+	if len(free) < 2 {
+		return nil
+	}
+	npairs := len(free) * (len(free) - 1) / 2
+	vals := r.pv.argVals
+	if npairs*len(vals)*len(vals) > maxPairClasses {
+		vals = append(slices.Clone(r.pv.strs), "x-none")
+	}
+	if npairs*len(vals)*len(vals) > maxPairClasses {
+		return errors.New("it reads too many arguments compared with literals to probe them in pairs")
+	}
+	want := def
+	for a, j := range free {
+		for _, k := range free[a+1:] {
+			for _, v := range vals {
+				for _, w := range vals {
+					class := map[int]string{j: v, k: w}
+					if sw != nil {
+						want = def
+						if c := sw.Cases[class[sw.Arg]]; c != nil {
+							want = c
+						}
+					}
+					m, err := r.fit(hypo{t: t, d: d, class: class}, false)
+					if m == nil || !m.same(want) {
+						return fmt.Errorf("what it does depends on ARGV[%d] and ARGV[%d] together: %v", j, k, err)
+					}
 				}
 			}
 		}
 	}
-	return &Meaning{Op: OpSwitch, Switch: &Switch{Arg: j, Cases: cases, Default: def}}, nil
+	return nil
 }
 
 // candidate is a meaning being checked against the worlds, with the replies

@@ -101,6 +101,10 @@ return 0`, nil},
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] or ARGV[1] == 'admin' then return redis.call('del', KEYS[1]) end
 return 0`, nil},
+		{"release with a backdoor on two arguments together", `
+local v = redis.call('get', KEYS[1])
+if v == ARGV[1] or (ARGV[2] == 'a' and ARGV[3] == 'b') then return redis.call('del', KEYS[1]) end
+return 0`, nil},
 		{"release that keeps keys holding a special value", `
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] and v ~= 'pinned' then return redis.call('del', KEYS[1]) end
