@@ -69,6 +69,9 @@ var redisFields = map[string]bool{
 	"call": true, "pcall": true, "error_reply": true, "status_reply": true, "sha1hex": true,
 	"log": true, "LOG_DEBUG": true, "LOG_VERBOSE": true, "LOG_NOTICE": true, "LOG_WARNING": true,
 	"replicate_commands": true, "REDIS_VERSION": true, "REDIS_VERSION_NUM": true,
+	// Replication and debugger controls: no effect on what a backend answers.
+	"set_repl": true, "REPL_ALL": true, "REPL_AOF": true, "REPL_REPLICA": true, "REPL_SLAVE": true,
+	"REPL_NONE": true, "breakpoint": true, "debug": true,
 }
 
 func (c *checker) fail(line int, format string, a ...any) {

@@ -20,8 +20,10 @@ var ErrNotRead = errors.New("lua: the script is not a recognised read-only scrip
 // EvalRead runs a read-only script (Meaning.Op == OpRead) in the sandbox
 // against a model holding exactly the views of its keys, and returns the
 // reply Redis would give for that data. view is called at most once per
-// key, only for keys in keys, and only for keys the script reads; the
-// model's clock stands still, so the script sees each PTTL as given.
+// key, only for keys in keys, and only for keys the script reads, from
+// inside the script's run (its time does not count against the run's
+// limit); the model's clock stands still, so the script sees each PTTL as
+// given.
 // A Lua error the script raises is an error Value (its text is "ERR "
 // and the interpreter's message, close to but not exactly Redis's); err is
 // for the sandbox giving up: a budget, or a read of an undeclared key.
@@ -41,7 +43,9 @@ func (a *Analysis) EvalRead(keys, argv []string, view func(key string) KeyView) 
 		if !declared[k] {
 			return entry{}, false, fmt.Errorf("the script read %q, which is not one of its KEYS", k)
 		}
+		start := time.Now()
 		kv := view(k)
+		sb.b.deadline = sb.b.deadline.Add(time.Since(start)) // the caller's time is not the script's
 		if !kv.Exists {
 			return entry{}, false, nil
 		}

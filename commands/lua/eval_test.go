@@ -95,6 +95,19 @@ func TestEvalReadRefusals(t *testing.T) {
 	}
 }
 
+// A slow view (a quorum read) does not count against the script's time.
+func TestEvalReadSlowView(t *testing.T) {
+	a := analyze(t, `local v = redis.call('mget', unpack(KEYS))
+local n = 0
+for i = 1, 1000 do n = n + i end
+return v`)
+	slow := func(string) KeyView { time.Sleep(evalTime); return held("v", -1) }
+	got, err := a.EvalRead([]string{"a", "b"}, nil, slow)
+	if err != nil || !got.Equal(ArrayValue(BulkValue("v"), BulkValue("v"))) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+}
+
 // Many goroutines evaluate the same analysis at once (run with -race).
 func TestEvalReadConcurrent(t *testing.T) {
 	a := analyze(t, `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pttl', KEYS[1]) end return 0`)

@@ -266,7 +266,13 @@ func (sb *sandbox) redisLib() *glua.LTable {
 		L.Push(glua.LString(hex.EncodeToString(sum[:])))
 		return 1
 	}))
-	r.RawSetString("log", L.NewFunction(func(L *glua.LState) int { return 0 }))
+	noop := L.NewFunction(func(L *glua.LState) int { return 0 })
+	for _, name := range []string{"log", "set_repl", "breakpoint", "debug"} {
+		r.RawSetString(name, noop)
+	}
+	for i, name := range []string{"REPL_NONE", "REPL_AOF", "REPL_SLAVE", "REPL_REPLICA", "REPL_ALL"} {
+		r.RawSetString(name, glua.LNumber([]int{0, 1, 2, 2, 3}[i]))
+	}
 	r.RawSetString("replicate_commands", L.NewFunction(func(L *glua.LState) int {
 		L.Push(glua.LTrue)
 		return 1

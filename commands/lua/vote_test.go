@@ -157,6 +157,7 @@ return ok and 1 or 0`, func(t *testing.T, v *Vote) {
 				t.Errorf("vote flags %+v", v)
 			}
 		}},
+		{"old replication controls", "redis.replicate_commands()\nredis.set_repl(redis.REPL_ALL)\nreturn redis.call('hdel', KEYS[1], ARGV[1])", nil},
 		{"shebang with flags", "#!lua flags=no-writes\nreturn redis.call('HGET', KEYS[1], 'owner')", nil},
 	}
 	for _, c := range cases {
