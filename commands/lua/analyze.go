@@ -44,8 +44,8 @@ func (v Verdict) String() string {
 	return fmt.Sprintf("Verdict(%d)", int(v))
 }
 
-// Analysis is the result of Analyze. It is immutable and safe for
-// concurrent use.
+// Analysis is the result of Analyze. Nothing changes it afterwards (callers
+// must not either), and its methods are safe for concurrent use.
 type Analysis struct {
 	// Meaning, when not nil, is the lock operation the script performs.
 	Meaning *Meaning

@@ -2,7 +2,8 @@
 // (EVAL, EVALSHA after SCRIPT LOAD): carry out a lock operation it
 // recognises, run it by vote on every backend, or refuse it. It imports
 // nothing from this repository; commands calls it once per new script text
-// and keeps the *Analysis, which is immutable and safe for concurrent use.
+// and keeps the *Analysis, which nothing changes after Analyze returns and
+// which is safe for concurrent use.
 //
 //	a := lua.Analyze(src)
 //	switch a.Verdict() {
@@ -122,5 +123,7 @@
 // first), 200 nested calls and 64 Ki stack slots; an analysis has 10M
 // instructions and two seconds in all. A script that exhausts a run's
 // budget on a probe is refused: on a backend it would block or exhaust
-// memory just the same.
+// memory just the same. Only scripts the model can run (string and expiry
+// commands, or none) are tried; a slow script using hashes or lists runs
+// by vote and is bounded by the backends' own busy-script limit.
 package lua
