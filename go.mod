@@ -11,6 +11,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/tidwall/redcon v1.6.2
+	github.com/yuin/gopher-lua v1.1.1
 	github.com/zclconf/go-cty v1.19.0
 )
 
@@ -30,7 +31,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
-	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

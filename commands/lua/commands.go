@@ -1,0 +1,239 @@
+package lua
+
+import "strings"
+
+// cmdFlags describe what a command does beyond its keys.
+type cmdFlags uint8
+
+const (
+	fWrite   cmdFlags = 1 << iota // changes data
+	fPublish                      // publishes a message: fires once per backend
+	fTime                         // reads the backend's clock
+)
+
+// keySpec says which arguments of a command are keys, counted as Redis's
+// COMMAND does: the command name is position 0. Keys are at first,
+// first+step, … up to last (a negative last counts from the end: -1 is
+// the last argument). When numkeys is not 0, the argument at that position
+// is a count N and the N arguments after it are keys too.
+type keySpec struct {
+	first, last, step int
+	numkeys           int
+}
+
+// command is one row of the allow-list of key-local commands a script may
+// call when it runs by vote.
+type command struct {
+	name  string
+	keys  keySpec
+	flags cmdFlags
+}
+
+// Shorthands for the table below.
+var (
+	kNone   = keySpec{}
+	kOne    = keySpec{first: 1, last: 1, step: 1}
+	kTwo    = keySpec{first: 1, last: 2, step: 1}
+	kAll    = keySpec{first: 1, last: -1, step: 1}
+	kPairs  = keySpec{first: 1, last: -1, step: 2}
+	kNum    = keySpec{numkeys: 1}                             // ZUNION 2 k1 k2 …
+	kDstNum = keySpec{first: 1, last: 1, step: 1, numkeys: 2} // ZUNIONSTORE dst 2 k1 k2 …
+)
+
+// allowed is the allow-list. Every command here touches only the keys at
+// its key positions (or none), never the whole keyspace, another database
+// or the server's configuration.
+var allowed = func() map[string]command {
+	rows := []command{
+		// Keys in general.
+		{"DEL", kAll, fWrite}, {"UNLINK", kAll, fWrite}, {"EXISTS", kAll, 0},
+		{"TYPE", kOne, 0}, {"TOUCH", kAll, 0},
+		// Expiry.
+		{"EXPIRE", kOne, fWrite}, {"PEXPIRE", kOne, fWrite},
+		{"EXPIREAT", kOne, fWrite}, {"PEXPIREAT", kOne, fWrite},
+		{"PERSIST", kOne, fWrite}, {"TTL", kOne, 0}, {"PTTL", kOne, 0},
+		{"EXPIRETIME", kOne, 0}, {"PEXPIRETIME", kOne, 0},
+		// Strings.
+		{"GET", kOne, 0}, {"SET", kOne, fWrite}, {"SETNX", kOne, fWrite},
+		{"SETEX", kOne, fWrite}, {"PSETEX", kOne, fWrite}, {"GETSET", kOne, fWrite},
+		{"GETDEL", kOne, fWrite}, {"GETEX", kOne, fWrite}, {"MGET", kAll, 0},
+		{"MSET", kPairs, fWrite}, {"MSETNX", kPairs, fWrite}, {"APPEND", kOne, fWrite},
+		{"STRLEN", kOne, 0}, {"GETRANGE", kOne, 0}, {"SUBSTR", kOne, 0}, {"DELEX", kOne, fWrite},
+		{"SETRANGE", kOne, fWrite}, {"INCR", kOne, fWrite}, {"DECR", kOne, fWrite},
+		{"INCRBY", kOne, fWrite}, {"DECRBY", kOne, fWrite}, {"INCRBYFLOAT", kOne, fWrite},
+		{"LCS", kTwo, 0}, {"SETBIT", kOne, fWrite}, {"GETBIT", kOne, 0},
+		{"BITCOUNT", kOne, 0}, {"BITPOS", kOne, 0}, {"BITFIELD", kOne, fWrite},
+		{"BITFIELD_RO", kOne, 0}, {"BITOP", keySpec{first: 2, last: -1, step: 1}, fWrite},
+		// Hashes.
+		{"HDEL", kOne, fWrite}, {"HEXISTS", kOne, 0}, {"HGET", kOne, 0},
+		{"HGETALL", kOne, 0}, {"HINCRBY", kOne, fWrite}, {"HINCRBYFLOAT", kOne, fWrite},
+		{"HKEYS", kOne, 0}, {"HLEN", kOne, 0}, {"HMGET", kOne, 0}, {"HMSET", kOne, fWrite},
+		{"HRANDFIELD", kOne, 0}, {"HSCAN", kOne, 0}, {"HSET", kOne, fWrite},
+		{"HSETNX", kOne, fWrite}, {"HSTRLEN", kOne, 0}, {"HVALS", kOne, 0},
+		{"HEXPIRE", kOne, fWrite}, {"HPEXPIRE", kOne, fWrite}, {"HEXPIREAT", kOne, fWrite},
+		{"HPEXPIREAT", kOne, fWrite}, {"HPERSIST", kOne, fWrite}, {"HTTL", kOne, 0},
+		{"HPTTL", kOne, 0}, {"HEXPIRETIME", kOne, 0}, {"HPEXPIRETIME", kOne, 0},
+		{"HGETDEL", kOne, fWrite}, {"HGETEX", kOne, fWrite}, {"HSETEX", kOne, fWrite},
+		// Lists.
+		{"LINDEX", kOne, 0}, {"LINSERT", kOne, fWrite}, {"LLEN", kOne, 0},
+		{"LMOVE", kTwo, fWrite}, {"LMPOP", kNum, fWrite}, {"LPOP", kOne, fWrite},
+		{"LPOS", kOne, 0}, {"LPUSH", kOne, fWrite}, {"LPUSHX", kOne, fWrite},
+		{"LRANGE", kOne, 0}, {"LREM", kOne, fWrite}, {"LSET", kOne, fWrite},
+		{"LTRIM", kOne, fWrite}, {"RPOP", kOne, fWrite}, {"RPOPLPUSH", kTwo, fWrite},
+		{"RPUSH", kOne, fWrite}, {"RPUSHX", kOne, fWrite},
+		// Sets.
+		{"SADD", kOne, fWrite}, {"SCARD", kOne, 0}, {"SDIFF", kAll, 0},
+		{"SDIFFSTORE", kAll, fWrite}, {"SINTER", kAll, 0}, {"SINTERCARD", kNum, 0},
+		{"SINTERSTORE", kAll, fWrite}, {"SISMEMBER", kOne, 0}, {"SMEMBERS", kOne, 0},
+		{"SMISMEMBER", kOne, 0}, {"SMOVE", kTwo, fWrite}, {"SPOP", kOne, fWrite},
+		{"SRANDMEMBER", kOne, 0}, {"SREM", kOne, fWrite}, {"SSCAN", kOne, 0},
+		{"SUNION", kAll, 0}, {"SUNIONSTORE", kAll, fWrite},
+		// Sorted sets.
+		{"ZADD", kOne, fWrite}, {"ZCARD", kOne, 0}, {"ZCOUNT", kOne, 0},
+		{"ZDIFF", kNum, 0}, {"ZDIFFSTORE", kDstNum, fWrite}, {"ZINCRBY", kOne, fWrite},
+		{"ZINTER", kNum, 0}, {"ZINTERCARD", kNum, 0}, {"ZINTERSTORE", kDstNum, fWrite},
+		{"ZLEXCOUNT", kOne, 0}, {"ZMPOP", kNum, fWrite}, {"ZMSCORE", kOne, 0},
+		{"ZPOPMAX", kOne, fWrite}, {"ZPOPMIN", kOne, fWrite}, {"ZRANDMEMBER", kOne, 0},
+		{"ZRANGE", kOne, 0}, {"ZRANGEBYLEX", kOne, 0}, {"ZRANGEBYSCORE", kOne, 0},
+		{"ZRANGESTORE", kTwo, fWrite}, {"ZRANK", kOne, 0}, {"ZREM", kOne, fWrite},
+		{"ZREMRANGEBYLEX", kOne, fWrite}, {"ZREMRANGEBYRANK", kOne, fWrite},
+		{"ZREMRANGEBYSCORE", kOne, fWrite}, {"ZREVRANGE", kOne, 0},
+		{"ZREVRANGEBYLEX", kOne, 0}, {"ZREVRANGEBYSCORE", kOne, 0}, {"ZREVRANK", kOne, 0},
+		{"ZSCAN", kOne, 0}, {"ZSCORE", kOne, 0}, {"ZUNION", kNum, 0},
+		{"ZUNIONSTORE", kDstNum, fWrite},
+		// The clock, read-only.
+		{"TIME", kNone, fTime},
+		// Messages: the channel is not a key and may come from anywhere.
+		{"PUBLISH", kNone, fPublish}, {"SPUBLISH", kNone, fPublish},
+	}
+	m := make(map[string]command, len(rows))
+	for _, c := range rows {
+		if _, dup := m[c.name]; dup {
+			panic("lua: duplicate command " + c.name)
+		}
+		m[c.name] = c
+	}
+	return m
+}()
+
+// Allowed reports whether a script run by vote may call command (any case).
+// It is the run-time check for command names a script takes from ARGV;
+// Vote.CheckArgv does it and also checks those calls' key arguments.
+func Allowed(command string) bool {
+	_, ok := allowed[strings.ToUpper(command)]
+	return ok
+}
+
+// lookup finds a command of the allow-list by name, in any case.
+func lookup(name string) (command, bool) {
+	c, ok := allowed[strings.ToUpper(name)]
+	return c, ok
+}
+
+// whyNot says, in words a user understands, why a command that is not on
+// the allow-list cannot run by vote.
+func whyNot(name string) string {
+	up := strings.ToUpper(name)
+	switch up {
+	case "KEYS", "SCAN":
+		return up + " scans the whole keyspace"
+	case "RANDOMKEY":
+		return "RANDOMKEY picks from the whole keyspace"
+	case "DBSIZE":
+		return "DBSIZE counts the whole keyspace"
+	case "FLUSHALL", "FLUSHDB":
+		return up + " empties the database"
+	case "SELECT", "SWAPDB", "MOVE", "COPY":
+		return up + " reaches another database"
+	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO", "SCRIPT", "FUNCTION":
+		return up + " runs other scripts"
+	case "SORT", "SORT_RO":
+		return up + " can read keys named by its BY and GET patterns"
+	case "RENAME", "RENAMENX":
+		return up + " is not on the list of key-local commands"
+	case "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "XREAD", "XREADGROUP", "WAIT", "WAITAOF":
+		return up + " blocks"
+	case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR":
+		return up + " cannot be called from a script"
+	case "CONFIG", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "ACL", "CLIENT", "MODULE",
+		"REPLICAOF", "SLAVEOF", "CLUSTER", "FAILOVER", "LATENCY", "MEMORY", "OBJECT", "SLOWLOG",
+		"INFO", "LASTSAVE", "ROLE", "SYNC", "PSYNC", "RESET", "COMMAND", "LOLWUT", "PUBSUB":
+		return up + " administers or inspects the server"
+	}
+	return up + " is not on the list of key-local commands"
+}
+
+// arg is what the analysis knows of one argument of a call: whether it
+// comes from the declared KEYS (directly or by concatenation) and its text
+// when it is a literal.
+type arg struct {
+	keyish  bool
+	literal string
+	isLit   bool
+}
+
+// badKey returns the first position (1 = first argument after the command
+// name) that is a key position of spec but whose argument does not come
+// from KEYS, or 0 when every key argument does. args are the call's
+// arguments after the name; tail, when not nil, stands for any number of
+// further arguments (a multi-value expression such as unpack(KEYS) last).
+// A numkeys count that is not a literal makes every later argument a
+// possible key.
+func (s keySpec) badKey(args []arg, tail *arg) int {
+	at := func(p int) (arg, bool) {
+		if p <= len(args) {
+			return args[p-1], true
+		}
+		if tail != nil {
+			return *tail, true
+		}
+		return arg{}, false // missing: Redis refuses the call itself
+	}
+	// Positions beyond the fixed arguments all read the tail, so checking
+	// up to len(args)+1 covers every case.
+	limit := len(args)
+	if tail != nil {
+		limit++
+	}
+	check := func(p int) bool {
+		a, ok := at(p)
+		return !ok || a.keyish
+	}
+	if s.first > 0 {
+		last := s.last
+		if last < 0 {
+			last = limit
+		}
+		for p := s.first; p <= last && p <= limit; p += s.step {
+			if !check(p) {
+				return p
+			}
+		}
+		// A step-2 list running into the tail: the tail holds keys and
+		// values in turn, so all of it must come from KEYS.
+		if s.last < 0 && tail != nil && !tail.keyish && s.step > 1 {
+			return len(args) + 1
+		}
+	}
+	if s.numkeys > 0 {
+		a, ok := at(s.numkeys)
+		if !ok {
+			return 0
+		}
+		n, err := parseInt(a.literal)
+		if !a.isLit || err != nil || n < 0 {
+			for p := s.numkeys + 1; p <= limit; p++ {
+				if !check(p) {
+					return p
+				}
+			}
+			return 0
+		}
+		for p := s.numkeys + 1; p <= s.numkeys+int(n) && p <= limit; p++ {
+			if !check(p) {
+				return p
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,129 @@
+// Package lua decides what the proxy does with a Lua script a client sends
+// (EVAL, EVALSHA after SCRIPT LOAD): carry out a lock operation it
+// recognises, run it by vote on every backend, or refuse it. It imports
+// nothing from this repository; commands calls it once per new script text
+// and keeps the *Analysis, which nothing changes after Analyze returns and
+// which is safe for concurrent use.
+//
+//	a := lua.Analyze(src)
+//	switch a.Verdict() {
+//	case lua.Recognised: // a.Meaning.Select(argv): acquire, extend, release or read
+//	case lua.ByVote:     // a.Vote: check a.Vote.CheckArgv(argv), then run everywhere
+//	case lua.Refused:    // a.Problem: "line 4: redis.call("KEYS", …): …"
+//	}
+//
+// A recognised script also reports its Fallback (ByVote, since recognition
+// requires the vote rules to hold), for when the proxy runs in a mode that
+// does not use meanings.
+//
+// # Recognition: by behaviour, not by text
+//
+// The catalog matched exact bytes, so a space after a comma lost a script.
+// Matching the syntax tree instead would still have to list the equivalent
+// forms (== false or not, an early return 0 or an else, locals or inline
+// calls, redis.call aliased or pcall'd, PEXPIRE or SET XX PX or EXPIRE in
+// seconds, a loop over KEYS or one key), and that list never ends. So the
+// script is run: Analyze parses it with gopher-lua (a Lua 5.1 parser and
+// VM in pure Go, already required through miniredis; its ast package keeps
+// line numbers, and its VM checks a context before every instruction,
+// which gives an exact instruction budget), checks the tree (below), and
+// then executes the compiled chunk in a sandbox against a model Redis: a
+// map of string keys with expiry times at a frozen instant, implementing
+// GET, SET with all its options, SETNX, SETEX, PSETEX, GETSET, GETDEL,
+// GETEX, MGET, STRLEN, DEL, UNLINK, EXISTS, EXPIRE, PEXPIRE, EXPIREAT,
+// PEXPIREAT, PERSIST, TTL and PTTL exactly as Redis 7 replies to them,
+// with redis.call's conversions (false and nil bulk, status and error
+// tables, arrays cut at the first nil).
+//
+// The script runs in many probe worlds: 1, 2 and 3 keys in every
+// combination of absent, holding the token and holding another value;
+// every ARGV index tried as the token and as the ttl; several tokens, ttls,
+// remaining ttls and key names; "other" values that are near the token
+// (its case swapped, a prefix, an extension, empty) or equal to another
+// argument; and everything built from the script's own literals: each
+// string literal as a token, a key name, an "other" value and a value of
+// every other argument, with near misses of compared literals (case
+// swapped, padded, "0.0" for "0"); each integer literal ±1 as a ttl, a
+// remaining ttl, a token length and, up to 17, a key count; a literal
+// KEYS[n] adds worlds with n keys. A meaning fits when in every world the
+// final state of every key (value and expiry; scripts are atomic, so the
+// final state is the whole effect) is what the meaning would leave, no
+// other key changed, nothing raised, and the reply is a function of the
+// outcome the proxy can reproduce: a constant per outcome, the number of
+// keys, or the number released. Exactly one meaning must fit. Varying one
+// free argument over its values may switch between meanings by that
+// argument's exact value (redis-py's ARGV[3] == "0" adds to the ttl,
+// redlock-rb's ARGV[3] == "yes" allows an absent key); a meaning that
+// depends on two arguments, or on an argument compared loosely (a near
+// miss acting as the literal), is not recognised. Scripts that only read
+// (GET, MGET, EXISTS, STRLEN, TTL, PTTL) and run cleanly in every world
+// are recognised as reads: the proxy answers them with EvalRead, which
+// runs the script itself against a model filled with a quorum's view.
+//
+// # Where recognition is safe, and where it is not
+//
+// The proxy executes the meaning, never the script, so a mistake means the
+// client gets the meaning's effect where its script would have done
+// something else. Recognition therefore refuses whenever in doubt: the
+// script must satisfy the vote rules; call only commands the model
+// implements, on any path, reached or not (a TYPE check guarding an HDEL
+// is never recognised); touch only declared keys, never keys built by
+// concatenation; read ARGV only by literal index (at most 6); and raise no
+// error and exhaust no budget in any probe. Within that, what holds is:
+// on every probe world the script behaves exactly as the meaning. What is
+// not proven is behaviour on inputs no probe reaches: a branch on a value
+// the script computes rather than names as a literal (an ordering
+// comparison such as ARGV[3] > "m", a hash of the token, lengths other
+// than literal ones), key counts above 17, and interactions between three
+// or more arguments. Such a script has to be written to act as a lock on
+// ordinary inputs and otherwise on rare ones. The sandbox is gopher-lua,
+// not Redis's Lua 5.1: the two differ in corners (float formatting,
+// `local f = function` seeing itself), which a script could exploit in the
+// same way. Probe keys that exist always have a ttl, as keys written by
+// the proxy's lock operations do: a script that treats a key without
+// expiry specially (redis-py's extend answers 0 for one) is recognised by
+// what it does with keys that have a ttl. Multi-key meanings are
+// all-or-nothing per backend, as redlock's are: a script that sets keys
+// one by one and stops at the first taken one is not recognised.
+//
+// # Eligibility to run by vote
+//
+// Decided on the syntax tree alone, conservatively:
+//   - Every redis.call and redis.pcall (also through a local that only ever
+//     holds it, `local call = redis.call` or `local r = redis`, and
+//     pcall(redis.call, …)) names a command from a key-local allow-list
+//     (strings, hashes, lists, sets, sorted sets, expiry, DEL, UNLINK,
+//     EXISTS, TYPE, TOUCH, read-only TIME, PUBLISH and SPUBLISH) with a
+//     string literal, or with ARGV[n]; then Vote.ArgCommands lists n and
+//     Vote.CheckArgv checks the name and its key arguments for each call.
+//   - Every key argument (by the command's key positions: first, last and
+//     step as in Redis's key specs, numkeys counts) comes from KEYS:
+//     KEYS[i] for any i, a loop variable over ipairs/pairs(KEYS),
+//     unpack(KEYS), a local or a parameter of a local function that only
+//     ever receives such values, or a concatenation with a KEYS element in
+//     it (KEYS[1] .. ':' .. ARGV[1]; Vote.DerivedKeys). A numkeys count
+//     that is not a literal makes every later argument a key.
+//   - KEYS and ARGV are only read: indexed, measured, iterated, unpacked.
+//     The redis table and redis.call are only called. No load, loadstring,
+//     dofile, require, setfenv, getfenv, _G, debug, io, os (but os.clock),
+//     string.dump, redis.setresp or other redis fields; no goto (Lua 5.2);
+//     no while or repeat loop on a constant without break, return or error.
+//   - Anything the analysis cannot follow (a command name computed or taken
+//     from a table, a key from a table field or a function's result) is
+//     refused, with the line and the reason.
+//
+// # Bounds
+//
+// Analyze reads at most MaxSource bytes; a lexical prescan refuses more
+// than 200 nested levels (Lua's own limit) before the parser, which would
+// otherwise spend seconds and hundreds of megabytes on them. Each probe run
+// has a budget of 1M instructions (a redis.call counts 100, library calls
+// charge their work), 8 MiB of strings built (".." is compiled as a call
+// to a counting function; string.rep, format, gsub and table.concat check
+// first), 200 nested calls and 64 Ki stack slots; an analysis has 10M
+// instructions and two seconds in all. A script that exhausts a run's
+// budget on a probe is refused: on a backend it would block or exhaust
+// memory just the same. Only scripts the model can run (string and expiry
+// commands, or none) are tried; a slow script using hashes or lists runs
+// by vote and is bounded by the backends' own busy-script limit.
+package lua

@@ -1,0 +1,81 @@
+package lua
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Hostile scripts: each analysis ends quickly, allocates a bounded amount,
+// and the script is refused (or, where it would only fail fast on Redis,
+// not recognised).
+func TestHostileInputsAreBounded(t *testing.T) {
+	deep := func(open, close string, n int) string {
+		return "return " + strings.Repeat(open, n) + "1" + strings.Repeat(close, n)
+	}
+	doubling := "local s = 'x'\n" + strings.Repeat("s = s .. s\n", 40) + "return #s"
+	cases := []struct {
+		name, src string
+		refused   bool   // else: may run by vote, but is not recognised
+		reason    string // part of the refusal
+	}{
+		{"endless while", "while true do end", true, "this loop never ends"},
+		{"loop on a counter", "local i = 0\nwhile i >= 0 do i = i + 1 end\nreturn i", true, "Lua instructions"},
+		{"loop over GET", "local i = 0\nwhile i >= 0 do\n  redis.call('get', KEYS[1])\n  i = i + 1\nend", true, "Lua instructions"},
+		{"pcall swallowing the budget", "local i = 0\nwhile i >= 0 do\n  pcall(function() local j = 0 while j >= 0 do j = j + 1 end end)\n  i = i + 1\nend", true, "Lua instructions"},
+		{"tail recursion", "local function f(n) return f(n + 1) end\nreturn f(1)", true, "Lua instructions"},
+		{"deep recursion", "local function f(n) return 1 + f(n + 1) end\nreturn f(1)", false, ""},
+		{"string.rep bomb", "return string.rep('x', 1e9)", true, "MiB of strings"},
+		{"string.rep on a method", "return ('xy'):rep(2^40)", true, "MiB of strings"},
+		{"concatenation doubling, unrolled", doubling, true, "MiB of strings"},
+		{"concatenation doubling in a loop", "local s = 'x'\nfor i = 1, 64 do s = s .. s end\nreturn #s", true, "MiB of strings"},
+		{"table.concat doubling", "local t = {'x'}\nfor i = 1, 64 do t[1] = table.concat({t[1], t[1]}) end\nreturn #t[1]", true, "MiB of strings"},
+		{"format width", "return string.format('%0999999d%0999999d%0999999d%0999999d%0999999d%0999999d%0999999d%0999999d%0999999d', 1,2,3,4,5,6,7,8,9)", true, "MiB of strings"},
+		{"quadratic gsub", "local s = string.rep('a', 200000)\nreturn (string.gsub(s, 'a', 'b'))", true, "Lua instructions"},
+		{"backtracking pattern", "local s = string.rep('a', 4000)\nreturn string.find(s, '.-.-.-.-b')", true, "Lua instructions"},
+		{"slow format", "local s = ''\nfor i = 1, 100 do s = string.format('%099999d', i) end\nreturn s", true, "Lua instructions"},
+		{"table growth", "local t = {}\nfor i = 1, 1e9 do t[i] = {i} end\nreturn #t", true, "Lua instructions"},
+		{"unpack of a billion", "return unpack({}, 1, 1e9)", true, "Lua instructions"},
+		{"nested parentheses", deep("(", ")", 100000), true, "200 levels"},
+		{"nested tables", deep("{", "}", 100000), true, "200 levels"},
+		{"nested calls", "return " + strings.Repeat("f(", 100000) + strings.Repeat(")", 100000), true, "200 levels"},
+		{"unary chain", "return " + strings.Repeat("not ", 100000) + "true", true, "200 levels"},
+		{"concatenation chain", "return " + strings.Repeat("'a' .. ", 50000) + "'a'", true, "200 levels"},
+		{"nested blocks", strings.Repeat("if true then ", 20000) + strings.Repeat("end ", 20000), true, "200 levels"},
+		{"addition chain", "return " + strings.Repeat("1 + ", 100000) + "1", true, "200 levels"},
+		{"field chain", "return KEYS" + strings.Repeat(".x", 100000), true, "200 levels"},
+		{"too long", "return 1 --" + strings.Repeat("x", MaxSource), true, "longer than"},
+	}
+	limit := 3 * time.Second
+	if raceEnabled {
+		limit = 20 * time.Second
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			a := Analyze([]byte(c.src))
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			if took > limit {
+				t.Errorf("analysis took %v", took)
+			}
+			if mb := (after.TotalAlloc - before.TotalAlloc) >> 20; mb > 256 {
+				t.Errorf("analysis allocated %d MiB", mb)
+			}
+			if a.Meaning != nil {
+				t.Fatalf("recognised as %v", a.Meaning)
+			}
+			if !c.refused {
+				t.Logf("not refused (%v); not recognised: %s", a.Problem, a.NotRecognised)
+				return
+			}
+			if a.Problem == nil || a.Vote != nil || !strings.Contains(a.Problem.Reason, c.reason) {
+				t.Fatalf("problem %v, vote %+v; want a refusal with %q", a.Problem, a.Vote, c.reason)
+			}
+			t.Logf("%v in %v", a.Problem, took)
+		})
+	}
+}

@@ -1,0 +1,312 @@
+package lua
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Op is the lock operation a recognised script performs.
+type Op int
+
+const (
+	// OpAcquire sets the keys to the token with the ttl when they qualify
+	// (Acquire mode), all or none.
+	OpAcquire Op = iota + 1
+	// OpExtend sets or adds to the ttl of the keys (Extend mode) iff all of
+	// them hold the token.
+	OpExtend
+	// OpRelease deletes each key that holds the token.
+	OpRelease
+	// OpRead only reads string keys: the proxy answers with EvalRead over a
+	// quorum's view of them.
+	OpRead
+	// OpSwitch picks one of several meanings by an argument's value: see
+	// Meaning.Select.
+	OpSwitch
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpAcquire:
+		return "acquire"
+	case OpExtend:
+		return "extend"
+	case OpRelease:
+		return "release"
+	case OpRead:
+		return "read"
+	case OpSwitch:
+		return "switch"
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// Scope says which of the script's KEYS the operation covers.
+type Scope int
+
+const (
+	// FirstKey: KEYS[1] only; other keys are ignored.
+	FirstKey Scope = iota
+	// AllKeys: every key in KEYS.
+	AllKeys
+)
+
+// AcquireMode mirrors redlock.AcquireMode.
+type AcquireMode int
+
+const (
+	// IfAbsent grants when every key is absent.
+	IfAbsent AcquireMode = iota
+	// IfAbsentOrMine grants when every key is absent or holds the token.
+	IfAbsentOrMine
+)
+
+// ExtendMode mirrors redlock.ExtendMode.
+type ExtendMode int
+
+const (
+	// Replace sets the ttl.
+	Replace ExtendMode = iota
+	// Add adds the ttl to the remaining one.
+	Add
+)
+
+// Outcome is what a quorum operation came to, for choosing the reply.
+type Outcome int
+
+const (
+	// Granted: an acquire was granted or an extend done.
+	Granted Outcome = iota
+	// Denied: an acquire was not granted, or the keys were not all held.
+	Denied
+	// Released, Absent, Other: a release deleted the key (redlock.Released),
+	// found it absent (redlock.Absent), or found another value
+	// (redlock.Other). For AllKeys: some key released; else every key
+	// absent; else Other.
+	Released
+	Absent
+	Other
+)
+
+func (o Outcome) String() string {
+	return [...]string{"granted", "denied", "released", "absent", "other"}[o]
+}
+
+// ReplyKind says how a reply is formed.
+type ReplyKind int
+
+const (
+	// Constant: Reply.Value.
+	Constant ReplyKind = iota
+	// KeyCount: the number of KEYS the client sent, as an integer.
+	KeyCount
+	// ReleasedCount: the number of keys released, as an integer.
+	ReleasedCount
+)
+
+// Reply is the reply for one Outcome in a library's convention.
+type Reply struct {
+	Kind  ReplyKind
+	Value Value // for Constant
+}
+
+func (r Reply) String() string {
+	switch r.Kind {
+	case KeyCount:
+		return "number of keys"
+	case ReleasedCount:
+		return "number released"
+	}
+	return r.Value.String()
+}
+
+// Meaning is a recognised script: everything the proxy needs to run it as
+// a quorum operation and answer in the library's convention.
+type Meaning struct {
+	Op   Op
+	Keys Scope
+	// Token and TTL are 1-based ARGV indices (0: none). The ttl argument is
+	// an integer count of Unit (time.Millisecond or time.Second).
+	Token   int
+	TTL     int
+	Unit    time.Duration
+	Acquire AcquireMode // OpAcquire
+	Extend  ExtendMode  // OpExtend
+	// Replies has an entry for each Outcome of Op: Granted and Denied for
+	// acquire and extend; Released, Absent and Other for release.
+	Replies map[Outcome]Reply
+	// Args is the number of arguments the script reads (ARGV[1..Args]); a
+	// call with fewer is not this meaning: refuse it or run it by vote.
+	Args int
+	// Switch is set when Op is OpSwitch.
+	Switch *Switch
+}
+
+// Switch chooses a meaning by the exact value of one argument.
+type Switch struct {
+	Arg     int                 // 1-based ARGV index
+	Cases   map[string]*Meaning // by the argument's value
+	Default *Meaning            // any other value
+}
+
+// Select returns the meaning for one call's arguments: m itself unless m
+// switches on an argument.
+func (m *Meaning) Select(argv []string) *Meaning {
+	if m.Switch == nil {
+		return m
+	}
+	if m.Switch.Arg <= len(argv) {
+		if c := m.Switch.Cases[argv[m.Switch.Arg-1]]; c != nil {
+			return c
+		}
+	}
+	return m.Switch.Default
+}
+
+// KeysOf returns the keys the operation covers.
+func (m *Meaning) KeysOf(keys []string) []string {
+	if m.Keys == FirstKey && len(keys) > 1 {
+		return keys[:1]
+	}
+	return keys
+}
+
+// TokenOf returns the token argument.
+func (m *Meaning) TokenOf(argv []string) string {
+	if m.Token < 1 || m.Token > len(argv) {
+		return ""
+	}
+	return argv[m.Token-1]
+}
+
+// TTLOf reads the ttl argument: a positive integer count of Unit, as Redis
+// reads PX and EX.
+func (m *Meaning) TTLOf(argv []string) (time.Duration, error) {
+	if m.TTL < 1 || m.TTL > len(argv) {
+		return 0, fmt.Errorf("no ttl argument")
+	}
+	n, err := parseInt(argv[m.TTL-1])
+	if err != nil {
+		return 0, fmt.Errorf("ttl argument ARGV[%d] is not an integer", m.TTL)
+	}
+	if n <= 0 || n > math.MaxInt64/int64(m.Unit) {
+		return 0, fmt.Errorf("ttl argument ARGV[%d] is out of range", m.TTL)
+	}
+	return time.Duration(n) * m.Unit, nil
+}
+
+// ReplyFor forms the reply for an outcome; keys is the number of KEYS the
+// client sent and released the number of keys released.
+func (m *Meaning) ReplyFor(o Outcome, keys, released int) Value {
+	r := m.Replies[o]
+	switch r.Kind {
+	case KeyCount:
+		return IntValue(int64(keys))
+	case ReleasedCount:
+		return IntValue(int64(released))
+	}
+	return r.Value
+}
+
+// ReleaseReply forms a release's reply from the state of each covered key
+// (Released, Absent or Other, in KeysOf's order).
+func (m *Meaning) ReleaseReply(states []Outcome, keys int) Value {
+	return m.ReplyFor(releaseClass(states), keys, count(states, Released))
+}
+
+func releaseClass(states []Outcome) Outcome {
+	switch {
+	case len(states) == 0:
+		return Absent
+	case count(states, Released) > 0:
+		return Released
+	case count(states, Absent) == len(states):
+		return Absent
+	}
+	return Other
+}
+
+func count(states []Outcome, o Outcome) int {
+	n := 0
+	for _, s := range states {
+		if s == o {
+			n++
+		}
+	}
+	return n
+}
+
+// outcomes lists the outcomes an op replies to.
+func (o Op) outcomes() []Outcome {
+	if o == OpRelease {
+		return []Outcome{Released, Absent, Other}
+	}
+	return []Outcome{Granted, Denied}
+}
+
+// same reports whether two meanings are the same operation with the same
+// replies (Args aside).
+func (m *Meaning) same(n *Meaning) bool {
+	if m.Op != n.Op || m.Keys != n.Keys || m.Token != n.Token || m.TTL != n.TTL || m.Unit != n.Unit ||
+		m.Acquire != n.Acquire || m.Extend != n.Extend || len(m.Replies) != len(n.Replies) {
+		return false
+	}
+	for o, r := range m.Replies {
+		s, ok := n.Replies[o]
+		if !ok || r.Kind != s.Kind || !r.Value.Equal(s.Value) {
+			return false
+		}
+	}
+	return (m.Switch == nil) == (n.Switch == nil)
+}
+
+// String describes the meaning for logs, e.g.
+// "release KEYS[1] if it holds ARGV[1]; released: (integer) 1, …".
+func (m *Meaning) String() string {
+	if m == nil {
+		return "<none>"
+	}
+	if m.Switch != nil {
+		var b strings.Builder
+		for _, v := range slices.Sorted(maps.Keys(m.Switch.Cases)) {
+			fmt.Fprintf(&b, "if ARGV[%d] == %q: %s; ", m.Switch.Arg, v, m.Switch.Cases[v])
+		}
+		fmt.Fprintf(&b, "else: %s", m.Switch.Default)
+		return b.String()
+	}
+	keys := "KEYS[1]"
+	if m.Keys == AllKeys {
+		keys = "every key"
+	}
+	unit := "ms"
+	if m.Unit == time.Second {
+		unit = "s"
+	}
+	var s string
+	switch m.Op {
+	case OpAcquire:
+		mode := "absent"
+		if m.Acquire == IfAbsentOrMine {
+			mode = "absent or holding it"
+		}
+		s = fmt.Sprintf("acquire %s with ARGV[%d] for ARGV[%d] %s if %s", keys, m.Token, m.TTL, unit, mode)
+	case OpExtend:
+		verb := "set the ttl of"
+		if m.Extend == Add {
+			verb = "add to the ttl of"
+		}
+		s = fmt.Sprintf("%s %s ARGV[%d] %s if it holds ARGV[%d]", verb, keys, m.TTL, unit, m.Token)
+	case OpRelease:
+		s = fmt.Sprintf("release %s if it holds ARGV[%d]", keys, m.Token)
+	case OpRead:
+		return fmt.Sprintf("read %s (evaluated locally)", keys)
+	}
+	for _, o := range m.Op.outcomes() {
+		s += fmt.Sprintf("; %s: %s", o, m.Replies[o])
+	}
+	return s
+}

@@ -1,0 +1,63 @@
+package lua
+
+import "fmt"
+
+// Problem is why a script cannot run by vote, at a line of its source.
+type Problem struct {
+	Line   int
+	Reason string
+}
+
+func (p *Problem) Error() string { return fmt.Sprintf("line %d: %s", p.Line, p.Reason) }
+
+// Vote is what the proxy needs to run an eligible script on every backend.
+type Vote struct {
+	// ArgCommands lists the ARGV indices (1-based, sorted) that name a
+	// command: check each call with CheckArgv before running the script.
+	ArgCommands []int
+	// DerivedKeys: some key argument is built by concatenating an element
+	// of KEYS with other values (KEYS[1] .. ':' .. ARGV[1]).
+	DerivedKeys bool
+	// Writes: the script may change data (a literal write command, or a
+	// command named by ARGV).
+	Writes bool
+	// Publishes: PUBLISH or SPUBLISH, which fires once per backend.
+	Publishes bool
+	// ReadsTime: TIME, which reads each backend's own clock.
+	ReadsTime bool
+
+	sites []argSite
+}
+
+// argSite is a call whose command name is ARGV[n].
+type argSite struct {
+	line int
+	n    int
+	args []arg
+	tail *arg
+}
+
+// CheckArgv checks, for the arguments of one run, every call that takes its
+// command name from ARGV: the name must be Allowed and that command's key
+// arguments must come from KEYS. A name ARGV does not supply is left to
+// Redis (the call fails there).
+func (v *Vote) CheckArgv(argv []string) *Problem {
+	for _, s := range v.sites {
+		if s.n > len(argv) {
+			continue
+		}
+		name := argv[s.n-1]
+		c, ok := lookup(name)
+		if !ok {
+			return &Problem{Line: s.line, Reason: fmt.Sprintf("redis.call(ARGV[%d], …) with ARGV[%d] = %q: %s and cannot run by vote", s.n, s.n, name, whyNot(name))}
+		}
+		if p := c.keys.badKey(s.args, s.tail); p != 0 {
+			return &Problem{Line: s.line, Reason: fmt.Sprintf("redis.call(ARGV[%d], …) with ARGV[%d] = %q: %s", s.n, s.n, name, notFromKeys(p, c.name))}
+		}
+	}
+	return nil
+}
+
+func notFromKeys(pos int, name string) string {
+	return fmt.Sprintf("argument %d is a key of %s but does not come from KEYS; a script run by vote may only touch the keys it declares", pos, name)
+}
