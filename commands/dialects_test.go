@@ -1,9 +1,6 @@
 package commands
 
 import (
-	"os"
-	"regexp"
-	"strings"
 	"testing"
 )
 
@@ -61,7 +58,6 @@ func TestSetDialect(t *testing.T) {
 		{[]string{"SET", "k", "v", "NX", "EX", "9223372036854775807"}, "-ERR ttl 9223372036854775807 is out of range: must be between 10 and 60000 ms\r\n"},
 		{[]string{"PEXPIRE", "k", "18446744074710"}, "-ERR ttl 18446744074710 is out of range: must be between 10 and 60000 ms\r\n"},
 		{[]string{"EXPIRE", "k", "9223372036854775"}, "-ERR ttl 9223372036854775000 is out of range: must be between 10 and 60000 ms\r\n"},
-		{[]string{"EVALSHA", "b6b55c439e02c6f52ffb8be7ec8c0d0ac816ea79", "1", "k", "tok", "288230376151712504"}, "-ERR ttl 288230376151712504 is out of range: must be between 10 and 60000 ms\r\n"},
 		{[]string{"SET", "k", "v", "NX", "PX", "x"}, "-ERR value is not an integer or out of range\r\n"},
 		{[]string{"SET", "k", "v", "NX", "PX", "100", "EX", "1"}, "-ERR syntax error\r\n"},
 		{[]string{"SET", "k", "v", "XX"}, "-ERR SET XX is not supported by redlock-proxy\r\n"},
@@ -82,88 +78,6 @@ func TestSetDialect(t *testing.T) {
 	// RESP3 nulls.
 	c.proto.Store(3)
 	runAll(t, d, c, []run{{[]string{"SET", "q", "x", "NX", "PX", "5000"}, "_\r\n"}, {[]string{"GET", "nope"}, "_\r\n"}})
-}
-
-func TestScripts(t *testing.T) {
-	d, _ := newTestDispatcher(t, 3, "")
-	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
-	runAll(t, d, c, []run{
-		{[]string{"EVALSHA", "0000000000000000000000000000000000000000", "0"}, "-NOSCRIPT No matching script. Please use EVAL.\r\n"},
-		{[]string{"EVAL", "return 1", "0"}, "-ERR redlock-proxy runs only the lock scripts of known libraries (redsync, redis-py Lock, node-redlock, pottery, aioredlock, redlock-rb, RedLock.net, redlock-php); this script (sha1 e0e1f9fabfc9d4800c877a703b823ac0578ff8db) is not one of them: see docs/compatibility.md\r\n"},
-		{[]string{"SCRIPT", "LOAD", "return 1"}, "-ERR redlock-proxy runs only the lock scripts of known libraries (redsync, redis-py Lock, node-redlock, pottery, aioredlock, redlock-rb, RedLock.net, redlock-php); this script (sha1 e0e1f9fabfc9d4800c877a703b823ac0578ff8db) is not one of them: see docs/compatibility.md\r\n"},
-		{[]string{"SCRIPT", "EXISTS", "e950836ed1e694540c503ef9972b8de518044d3b", "0000"}, "*2\r\n:1\r\n:0\r\n"},
-		{[]string{"SCRIPT", "FLUSH"}, "+OK\r\n"},
-		{[]string{"SCRIPT", "BOGUS"}, "-ERR unknown subcommand 'BOGUS'. Try SCRIPT HELP.\r\n"},
-		// redsync release: 1 released, 0 another owner, -1 absent.
-		{[]string{"SET", "r", "tok", "NX", "PX", "5000"}, "+OK\r\n"},
-		{[]string{"EVALSHA", "e950836ed1e694540c503ef9972b8de518044d3b", "1", "r", "other"}, ":0\r\n"},
-		{[]string{"evalsha", "E950836ED1E694540C503EF9972B8DE518044D3B", "1", "r", "tok"}, ":1\r\n"},
-		{[]string{"EVALSHA", "e950836ed1e694540c503ef9972b8de518044d3b", "1", "r", "tok"}, ":-1\r\n"},
-		{[]string{"EVALSHA", "e950836ed1e694540c503ef9972b8de518044d3b", "2", "r"}, "-ERR Number of keys can't be greater than number of args\r\n"},
-		{[]string{"EVALSHA", "e950836ed1e694540c503ef9972b8de518044d3b", "-1"}, "-ERR Number of keys can't be negative\r\n"},
-		{[]string{"EVALSHA", "e950836ed1e694540c503ef9972b8de518044d3b", "1", "r"}, "-ERR the redsync release script needs 1 keys and 1 arguments\r\n"},
-		// node-redlock: multi-resource, all-or-nothing.
-		{[]string{"EVALSHA", "e5a322e2634ef59a516e8ea150cb085afafee684", "2", "a", "b", "v", "5000"}, ":2\r\n"},
-		{[]string{"EVALSHA", "e5a322e2634ef59a516e8ea150cb085afafee684", "2", "b", "c", "w", "5000"}, ":0\r\n"},
-		{[]string{"EXISTS", "c"}, ":0\r\n"},
-		{[]string{"EVALSHA", "ce46f80993d5dac20dd066eb301a4e37994bdbed", "2", "a", "b", "v", "9000"}, ":2\r\n"},
-		{[]string{"EVALSHA", "0f0f23b9048b36752b5be114f357ba083449f908", "2", "a", "b", "v"}, ":2\r\n"},
-		// redis-py extend (A3 "1" replaces the ttl) and reacquire.
-		{[]string{"SET", "p", "t", "NX", "PX", "5000"}, "+OK\r\n"},
-		{[]string{"EVALSHA", "a4e8783852e6b949f9ef3a97212805108459a890", "1", "p", "t", "7000", "1"}, ":1\r\n"},
-		{[]string{"EVALSHA", "1cac51482acf5858da00f6d685d68f886cd6b6b2", "1", "p", "x", "7000"}, ":0\r\n"},
-		// aioredlock answers failures with the error ERROR.
-		{[]string{"EVALSHA", "c75a9bf1538efcdb1f383acc3e273c5089d57e58", "1", "p", "x", "7000"}, "-ERROR\r\n"},
-		// RedLock.net extend: -1 when another owner holds it.
-		{[]string{"EVALSHA", "9f614a785a5f9ae8c6396c6b4bf94d2087342603", "1", "p", "x", "7000"}, ":-1\r\n"},
-		{[]string{"EVALSHA", "9f614a785a5f9ae8c6396c6b4bf94d2087342603", "1", "p", "t", "7000"}, ":1\r\n"},
-		// redlock-rb's read: [value, pttl].
-		{[]string{"EVALSHA", "78d2ca48a6dc9ef6892059792a3a0c5237733d64", "1", "nope"}, "*2\r\n$-1\r\n:-2\r\n"},
-	})
-}
-
-func TestFingerprintNormalisesWhitespace(t *testing.T) {
-	if fingerprint([]byte("\r\n a  b\n\tc \n")) != sha1Hex([]byte("a b c")) {
-		t.Fatal("fingerprint does not normalise white space")
-	}
-	for _, s := range catalog {
-		for _, sha := range s.sha1s {
-			if !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(sha) {
-				t.Errorf("%s %s: bad sha1 %q", s.library, s.role, sha)
-			}
-		}
-		if s.run == nil || s.minKeys < 1 {
-			t.Errorf("%s %s: incomplete row", s.library, s.role)
-		}
-	}
-}
-
-// TestScriptRecognisedByFingerprint reads redis-py's own release script
-// (Debian's python3-redis), reindents it, and checks the proxy still
-// recognises it, then answers EVALSHA of the reindented text's SHA1.
-func TestScriptRecognisedByFingerprint(t *testing.T) {
-	src, err := os.ReadFile("/usr/lib/python3/dist-packages/redis/lock.py")
-	if err != nil {
-		t.Skip("python3-redis is not installed (make test installs it)")
-	}
-	m := regexp.MustCompile(`(?s)LUA_RELEASE_SCRIPT = """(.*?)"""`).FindSubmatch(src)
-	if m == nil {
-		t.Fatal("no release script in redis-py's lock.py")
-	}
-	if sha1Hex(m[1]) != "c3f8721cbb97f72bc19e972846bd7aaf91901658" {
-		t.Fatalf("redis-py's release script has sha1 %s", sha1Hex(m[1]))
-	}
-	reindented := strings.ReplaceAll(string(m[1]), "\n", "\r\n\t")
-	d, _ := newTestDispatcher(t, 3, "")
-	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
-	sha := sha1Hex([]byte(reindented))
-	runAll(t, d, c, []run{
-		{[]string{"EVALSHA", sha, "1", "k", "v"}, "-NOSCRIPT No matching script. Please use EVAL.\r\n"},
-		{[]string{"SET", "k", "v", "NX", "PX", "5000"}, "+OK\r\n"},
-		{[]string{"EVAL", reindented, "1", "k", "v"}, ":1\r\n"},
-		{[]string{"SCRIPT", "LOAD", reindented}, "$40\r\n" + sha + "\r\n"},
-		{[]string{"EVALSHA", sha, "1", "k", "v"}, ":0\r\n"},
-	})
 }
 
 func TestStackExchangeTransaction(t *testing.T) {

@@ -24,9 +24,12 @@ type Options struct {
 	MaxWait       time.Duration
 	MaxKeyBytes   int
 	MaxValueBytes int
-	AllowFlush    bool   // FLUSHDB/FLUSHALL reach the backends
-	RequirePass   string // the password of the user "default"; empty: none
-	Users         []User // proxy-level users (users.go); any user makes AUTH required
+	AllowFlush    bool // FLUSHDB/FLUSHALL reach the backends
+	// CatalogOnly runs only scripts recognised as lock operations
+	// (scripts = "catalog"); otherwise eligible scripts run by vote.
+	CatalogOnly bool
+	RequirePass string // the password of the user "default"; empty: none
+	Users       []User // proxy-level users (users.go); any user makes AUTH required
 	// AuthFailLimit failed AUTHs from one network within AuthFailWindow
 	// make further AUTHs from it refused until the window has passed
 	// (authlimit.go). 0: 10 within 10s; negative: no limit.
@@ -53,7 +56,7 @@ type Dispatcher struct {
 	limiter *authLimiter // failed AUTHs by source network (authlimit.go)
 	table   []Command
 	index   map[string]*Command
-	scripts *scriptIndex
+	scripts scriptCache
 	clients clientRegistry
 }
 
@@ -72,13 +75,12 @@ func New(opts Options) *Dispatcher {
 		opts.MaxValueBytes = 4096
 	}
 	d := &Dispatcher{
-		opts:    opts,
-		leases:  opts.Leases,
-		log:     opts.Logger,
-		now:     opts.Now,
-		table:   table,
-		index:   commandIndex,
-		scripts: newScriptIndex(catalog),
+		opts:   opts,
+		leases: opts.Leases,
+		log:    opts.Logger,
+		now:    opts.Now,
+		table:  table,
+		index:  commandIndex,
 	}
 	if d.leases != nil {
 		d.locker = d.leases.Locker()

@@ -127,25 +127,9 @@ func (d *Dispatcher) refusal(cmd *Command, args [][]byte) string {
 		}
 		return ResultOK
 	case "EVAL", "EVALSHA":
-		var s *script
-		if cmd.Name == "EVAL" {
-			s, _ = d.scripts.bySource(args[1])
-		} else {
-			s = d.scripts.bySHA1(string(args[1]))
-		}
-		if s != nil && scriptAcquires(s.role) {
+		if d.scriptAcquires(cmd.Name, args) {
 			return ResultHeld
 		}
 	}
 	return ResultNotHeld
-}
-
-// scriptAcquires reports whether a catalog role takes a lock (and so
-// answers null or 0 when another owner holds it).
-func scriptAcquires(role string) bool {
-	switch role {
-	case "acquire", "set", "reacquire", "extend-or-acquire":
-		return true
-	}
-	return false
 }

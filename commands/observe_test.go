@@ -56,10 +56,10 @@ func TestObserve(t *testing.T) {
 		{[]string{"GET", "taken2"}, observation{"get", DialectLegacy, ResultOK}},
 		{[]string{"PTTL", "nothing"}, observation{"pttl", DialectLegacy, ResultNotHeld}},
 		{[]string{"DELIFEQ", "taken2", "nope"}, observation{"delifeq", DialectLegacy, ResultNotHeld}},
-		// redsync release of a lock another owner holds: 0.
-		{[]string{"EVALSHA", "e950836ed1e694540c503ef9972b8de518044d3b", "1", "taken2", "nope"}, observation{"evalsha", DialectScript, ResultNotHeld}},
-		// node-redlock acquire of a held key: 0.
-		{[]string{"EVALSHA", "e5a322e2634ef59a516e8ea150cb085afafee684", "1", "taken2", "v", "5000"}, observation{"evalsha", DialectScript, ResultHeld}},
+		// A release of a lock another owner holds: 0.
+		{[]string{"EVAL", testRelease, "1", "taken2", "nope"}, observation{"eval", DialectScript, ResultNotHeld}},
+		// An acquire of a held key: 0.
+		{[]string{"EVAL", testAcquireAll, "1", "taken2", "v", "5000"}, observation{"eval", DialectScript, ResultHeld}},
 		{[]string{"EVALSHA", "0000000000000000000000000000000000000000", "0"}, observation{"evalsha", DialectScript, ResultError}},
 		{[]string{"PING"}, observation{"ping", "", ResultOK}},
 		{[]string{"DBSIZE"}, observation{"dbsize", "", ResultOK}},

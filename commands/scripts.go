@@ -7,137 +7,108 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
+	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
-// Lock libraries send Lua scripts. The proxy never runs a client's script
-// on the backends: it recognises the scripts of known libraries (catalog.go)
-// by the SHA1 of their exact bytes, or by the SHA1 of their
-// whitespace-normalised text, and carries out what each one means as a
-// quorum operation, answering in that library's own convention.
+// Lock libraries send Lua scripts (EVAL, or SCRIPT LOAD then EVALSHA).
+// The proxy never forwards a script blindly: each text it sees is analysed
+// once by package lua, which recognises the lock operation it performs
+// (meaning.go carries that out as a quorum operation, in the library's
+// reply convention), or finds it safe to run on each master (run by vote:
+// redlock.Vote), or refuses it with the line and the reason. With
+// Options.CatalogOnly only recognised scripts run.
 
 const (
-	errNoScript      = Error("NOSCRIPT No matching script. Please use EVAL.")
-	errUnknownScript = "ERR redlock-proxy runs only the lock scripts of known libraries (redsync, redis-py Lock, node-redlock, pottery, aioredlock, redlock-rb, RedLock.net, redlock-php); this script (sha1 %s) is not one of them: see docs/compatibility.md"
-	maxScriptAliases = 4096
+	errNoScript = Error("NOSCRIPT No matching script. Please use EVAL.")
+	// errNotRecognised answers a script that is not a recognised lock
+	// operation when only those run (scripts = "catalog").
+	errNotRecognised = "ERR redlock-proxy runs only scripts it recognises as lock operations (scripts = \"catalog\"); this script (sha1 %s) is not one: %s. See docs/compatibility.md"
+	// errRefused answers a script that can run neither way.
+	errRefused = "ERR redlock-proxy cannot run this script (sha1 %s): %s. See docs/compatibility.md"
+	// errCompiling answers SCRIPT LOAD or EVAL of a text that is not Lua.
+	errCompiling = "ERR Error compiling script (new function): user_script:%d: %s"
+
+	// Bounds of the script cache: scripts and bytes of source.
+	maxScripts      = 4096
+	maxScriptsBytes = 32 << 20
 )
 
-// scriptFunc carries out one script's meaning.
-type scriptFunc func(d *Dispatcher, ctx context.Context, keys, argv []string) Reply
-
-// script is one catalog row: a library's script, how to recognise it and
-// what it means.
+// script is one script text the proxy has seen, analysed on first use.
 type script struct {
-	library     string
-	role        string
-	sha1s       []string // of the exact bytes each known version sends
-	fingerprint string   // sha1 of the whitespace-normalised text
-	minKeys     int
-	minArgs     int
-	run         scriptFunc
+	sha  string
+	src  string
+	once sync.Once
+	a    *lua.Analysis
+	run  *redlock.Script // for a vote: EVALSHA, EVAL on NOSCRIPT
+
+	voteLogged sync.Once
 }
 
-// scriptIndex finds catalog rows by exact SHA1 and by fingerprint.
-type scriptIndex struct {
-	bySHA         map[string]*script
-	byFingerprint map[string]*script
-
-	mu      sync.Mutex
-	aliases map[string]*script // sha1 of texts recognised by fingerprint
+// analysis analyses the script once.
+func (s *script) analysis() *lua.Analysis {
+	s.once.Do(func() { s.a = lua.Analyze([]byte(s.src)) })
+	return s.a
 }
 
-func newScriptIndex(rows []script) *scriptIndex {
-	ix := &scriptIndex{bySHA: map[string]*script{}, byFingerprint: map[string]*script{}}
-	for i := range rows {
-		s := &rows[i]
-		for _, sha := range s.sha1s {
-			if _, dup := ix.bySHA[sha]; dup {
-				panic("commands: duplicate script sha1 " + sha)
-			}
-			ix.bySHA[sha] = s
-		}
-		if s.fingerprint != "" {
-			if _, dup := ix.byFingerprint[s.fingerprint]; dup {
-				panic("commands: duplicate script fingerprint " + s.fingerprint)
-			}
-			ix.byFingerprint[s.fingerprint] = s
-		}
-	}
-	return ix
+// scriptCache holds the scripts seen, by SHA1, forgetting the oldest past
+// its bounds (a client whose script was forgotten gets NOSCRIPT and sends
+// it again, as after a Redis restart).
+type scriptCache struct {
+	mu    sync.Mutex
+	bySHA map[string]*script
+	order []string // oldest first
+	bytes int
 }
 
-// bySource recognises a script text, remembering a fingerprint match under
-// the text's own SHA1 so a later EVALSHA of it works.
-func (ix *scriptIndex) bySource(src []byte) (*script, string) {
-	sha := sha1Hex(src)
-	if s := ix.bySHA1(sha); s != nil {
-		return s, sha
-	}
-	s := ix.byFingerprint[fingerprint(src)]
-	if s != nil {
-		ix.mu.Lock()
-		if ix.aliases == nil || len(ix.aliases) >= maxScriptAliases {
-			ix.aliases = map[string]*script{}
-		}
-		ix.aliases[sha] = s
-		ix.mu.Unlock()
-	}
-	return s, sha
-}
-
-func (ix *scriptIndex) bySHA1(sha string) *script {
-	sha = strings.ToLower(sha)
-	if s := ix.bySHA[sha]; s != nil {
+// add remembers src and returns its entry.
+func (c *scriptCache) add(src []byte) *script {
+	sum := sha1.Sum(src)
+	sha := hex.EncodeToString(sum[:])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.bySHA[sha]; s != nil {
 		return s
 	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	return ix.aliases[sha]
-}
-
-func (ix *scriptIndex) flush() {
-	ix.mu.Lock()
-	ix.aliases = nil
-	ix.mu.Unlock()
-}
-
-func sha1Hex(b []byte) string {
-	sum := sha1.Sum(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// fingerprint is the SHA1 of src with every run of ASCII white space
-// replaced by one space, trimmed: versions and builds of a library change
-// indentation and line endings, not tokens.
-func fingerprint(src []byte) string {
-	out := make([]byte, 0, len(src))
-	space := false
-	for _, c := range src {
-		switch c {
-		case ' ', '\t', '\r', '\n', '\v', '\f':
-			space = true
-			continue
-		}
-		if space && len(out) > 0 {
-			out = append(out, ' ')
-		}
-		space = false
-		out = append(out, c)
+	if c.bySHA == nil {
+		c.bySHA = make(map[string]*script)
 	}
-	return sha1Hex(out)
+	s := &script{sha: sha, src: string(src)}
+	s.run = redlock.NewScriptHash(s.src, sha)
+	c.bySHA[sha] = s
+	c.order = append(c.order, sha)
+	c.bytes += len(src)
+	for len(c.order) > maxScripts || c.bytes > maxScriptsBytes {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.bytes -= len(c.bySHA[old].src)
+		delete(c.bySHA, old)
+	}
+	return s
+}
+
+// get finds a script by SHA1 (any case).
+func (c *scriptCache) get(sha string) *script {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bySHA[strings.ToLower(sha)]
+}
+
+func (c *scriptCache) flush() {
+	c.mu.Lock()
+	c.bySHA, c.order, c.bytes = nil, nil, 0
+	c.mu.Unlock()
 }
 
 // EVAL script numkeys [key ...] [arg ...]
 func (d *Dispatcher) eval(ctx context.Context, c *Client, args [][]byte) Reply {
-	s, sha := d.scripts.bySource(args[1])
-	if s == nil {
-		return Errorf(errUnknownScript, sha)
-	}
-	return d.runScript(ctx, s, args[2:])
+	return d.runScript(ctx, d.scripts.add(args[1]), args[2:])
 }
 
 // EVALSHA sha1 numkeys [key ...] [arg ...]
 func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args [][]byte) Reply {
-	s := d.scripts.bySHA1(string(args[1]))
+	s := d.scripts.get(string(args[1]))
 	if s == nil {
 		return errNoScript
 	}
@@ -158,7 +129,8 @@ func scriptKeys(args [][]byte) [][]byte {
 	return args[3 : 3+n]
 }
 
-// runScript splits numkeys, keys and argv and runs the script's meaning.
+// runScript splits numkeys, keys and argv and runs the script as its
+// analysis says.
 func (d *Dispatcher) runScript(ctx context.Context, s *script, rest [][]byte) Reply {
 	numKeys, err := strconv.Atoi(string(rest[0]))
 	switch {
@@ -180,10 +152,63 @@ func (d *Dispatcher) runScript(ctx context.Context, s *script, rest [][]byte) Re
 		}
 		argv[i] = string(a)
 	}
-	if len(keys) < s.minKeys || len(argv) < s.minArgs {
-		return Errorf("ERR the %s %s script needs %d keys and %d arguments", s.library, s.role, s.minKeys, s.minArgs)
+	a := s.analysis()
+	if a.Invalid {
+		return Errorf(errCompiling, a.Problem.Line, a.Problem.Reason)
 	}
-	return s.run(d, ctx, keys, argv)
+	if m := a.Meaning; m != nil {
+		if m = m.Select(argv); m != nil && len(argv) >= m.Args && len(keys) > 0 {
+			return d.carryOut(ctx, a, m, keys, argv)
+		}
+	}
+	switch {
+	case d.opts.CatalogOnly:
+		return Errorf(errNotRecognised, s.sha, a.NotRecognised)
+	case a.Vote == nil:
+		return Errorf(errRefused, s.sha, a.Problem.Error())
+	}
+	if p := a.Vote.CheckArgv(argv); p != nil {
+		return Errorf(errRefused, s.sha, p.Error())
+	}
+	return d.vote(ctx, s, keys, argv)
+}
+
+// vote runs s on every backend and answers what a quorum agreed on.
+func (d *Dispatcher) vote(ctx context.Context, s *script, keys, argv []string) Reply {
+	s.voteLogged.Do(func() {
+		d.log.Info("script runs by vote on every backend", "sha1", s.sha, "why", s.a.NotRecognised)
+	})
+	v, err := d.locker.Vote(ctx, s.run, keys, argv)
+	if err != nil {
+		return d.lockError(err)
+	}
+	if s.a.Vote.Writes {
+		d.leases.Changed(keys) // a release by script wakes the keys' waiters
+	}
+	return backendReply(v)
+}
+
+// backendReply turns a reply redlock read from a backend into a Reply.
+func backendReply(v any) Reply {
+	switch v := v.(type) {
+	case nil:
+		return Null{}
+	case int64:
+		return Int(v)
+	case redlock.Status:
+		return Simple(v)
+	case string:
+		return BulkString(v)
+	case redlock.RedisError:
+		return Error(v)
+	case []any:
+		out := make(Array, len(v))
+		for i, e := range v {
+			out[i] = backendReply(e)
+		}
+		return out
+	}
+	return errInternal
 }
 
 // SCRIPT LOAD script | EXISTS sha1 [sha1 ...] | FLUSH [ASYNC|SYNC] | KILL
@@ -191,15 +216,15 @@ func (d *Dispatcher) scriptCmd(ctx context.Context, c *Client, args [][]byte) Re
 	sub := strings.ToUpper(string(args[1]))
 	switch {
 	case sub == "LOAD" && len(args) == 3:
-		s, sha := d.scripts.bySource(args[2])
-		if s == nil {
-			return Errorf(errUnknownScript, sha)
+		s := d.scripts.add(args[2])
+		if a := s.analysis(); a.Invalid {
+			return Errorf(errCompiling, a.Problem.Line, a.Problem.Reason)
 		}
-		return BulkString(sha)
+		return BulkString(s.sha)
 	case sub == "EXISTS" && len(args) >= 3:
 		out := make(Array, len(args)-2)
 		for i, sha := range args[2:] {
-			out[i] = boolInt(d.scripts.bySHA1(string(sha)) != nil)
+			out[i] = boolInt(d.scripts.get(string(sha)) != nil)
 		}
 		return out
 	case sub == "FLUSH" && len(args) <= 3:
@@ -214,4 +239,33 @@ func (d *Dispatcher) scriptCmd(ctx context.Context, c *Client, args [][]byte) Re
 		return Errorf(errWrongArity, "script|"+strings.ToLower(sub))
 	}
 	return Errorf(errUnknownSubcmd, args[1], "SCRIPT")
+}
+
+// scriptAcquires reports whether a script, run with argv, takes a lock (so
+// that a null or zero reply means another owner holds it): for the
+// observer.
+func (d *Dispatcher) scriptAcquires(cmd string, args [][]byte) bool {
+	var s *script
+	if cmd == "EVAL" {
+		s = d.scripts.add(args[1])
+	} else {
+		s = d.scripts.get(string(args[1]))
+	}
+	if s == nil || len(args) < 3 {
+		return false
+	}
+	m := s.analysis().Meaning
+	if m == nil {
+		return false
+	}
+	n, err := strconv.Atoi(string(args[2]))
+	if err != nil || n < 0 || 3+n > len(args) {
+		return false
+	}
+	argv := make([]string, 0, len(args)-3-n)
+	for _, a := range args[3+n:] {
+		argv = append(argv, string(a))
+	}
+	m = m.Select(argv)
+	return m != nil && m.Op == lua.OpAcquire
 }

@@ -86,6 +86,7 @@ shutdown_timeout = "30s"
 strict           = true
 protected_mode   = false
 allow_flush      = true
+scripts          = "catalog"
 startup_quarantine = false
 health_interval  = "250ms"
 down_after       = 5
@@ -121,6 +122,7 @@ metrics_listen   = "127.0.0.1:9121"
 		Strict:            true,
 		ProtectedMode:     false,
 		AllowFlush:        true,
+		Scripts:           "catalog",
 		StartupQuarantine: false,
 		HealthInterval:    250 * time.Millisecond,
 		DownAfter:         5,

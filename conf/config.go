@@ -32,6 +32,7 @@ type Config struct {
 	Strict            bool          // refuse to start on backend problems
 	ProtectedMode     bool          // with no password, loopback clients only
 	AllowFlush        bool          // FLUSHDB/FLUSHALL reach the backends
+	Scripts           string        // vote|catalog: what runs besides the recognised lock scripts
 	StartupQuarantine bool          // backends younger than max_ttl do not vote at start
 	HealthInterval    time.Duration // backend probes (run_id, clock, loading, down)
 	DownAfter         int           // consecutive failures that mark a backend down

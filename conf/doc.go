@@ -80,6 +80,7 @@
 //	max_inline_bytes  65536            [1024, 1048576]     bytes per inline command line
 //	max_key_bytes     1024             [1, max_bulk_bytes]
 //	max_value_bytes   4096             [1, max_bulk_bytes] lock tokens and values
+//	scripts           vote             vote or catalog: scripts not recognised as lock operations run by vote on every backend, or are refused
 //	max_pipeline      1024             [1, 1048576] commands in flight per client connection; then the proxy stops reading it
 //	metrics_listen    ""               "" (off) or host:port, port in [0, 65535], not listen's address;
 //	                                   serves /metrics (Prometheus), /healthz and /readyz over HTTP

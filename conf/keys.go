@@ -81,6 +81,8 @@ var settings = []setting{
 	row("strict", func(c *Config) *bool { return &c.Strict }, false, strconv.FormatBool, nil),
 	row("protected_mode", func(c *Config) *bool { return &c.ProtectedMode }, true, strconv.FormatBool, nil),
 	row("allow_flush", func(c *Config) *bool { return &c.AllowFlush }, false, strconv.FormatBool, nil),
+	row("scripts", func(c *Config) *string { return &c.Scripts }, "vote", quoteIfNeeded,
+		func(c *Config, v *validator) { v.oneOf("scripts", c.Scripts, []string{"vote", "catalog"}) }),
 	row("startup_quarantine", func(c *Config) *bool { return &c.StartupQuarantine }, true, strconv.FormatBool, nil),
 	durRow("health_interval", func(c *Config) *time.Duration { return &c.HealthInterval }, time.Second,
 		func(c *Config, v *validator) {

@@ -255,9 +255,13 @@ func (f *flight[T]) settled(i int, rep reply[T]) {
 
 func (f *flight[T]) logNodeError(i int, err error) {
 	addr := f.r.nodes[i].Addr()
-	if errors.Is(err, ErrNotVoting) { // health.go logged why
+	var re RedisError
+	switch {
+	case errors.Is(err, ErrNotVoting): // health.go logged why
 		f.r.log.Debug("node skipped", "node", addr, "op", f.op, "error", err)
-	} else {
+	case errors.As(err, &re): // the node answered, with an error reply
+		f.r.log.Debug("node answered an error", "node", addr, "op", f.op, "error", err)
+	default:
 		f.r.log.Warn("node failed", "node", addr, "op", f.op, "error", err)
 	}
 }

@@ -379,7 +379,7 @@ func (n *RedisNode) finish(c *command, st step, v any, err error) (res any, rerr
 	}
 	switch c.kind {
 	case callSetNX:
-		return v == "OK", nil, 0, false
+		return v == StatusOK, nil, 0, false
 	case callCAD, callCAE:
 		x, err := asInt(v)
 		return x == 1, err, 0, false

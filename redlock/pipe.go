@@ -32,6 +32,13 @@ const (
 	queueDepth = 4096 // requests waiting for the writer
 )
 
+// Status is a simple string reply from a backend (+OK), as opposed to a
+// bulk string, which reads as a string.
+type Status string
+
+// StatusOK is the most common reply.
+const StatusOK Status = "OK"
+
 // RedisError is an error reply from a backend: "NOSCRIPT No matching ...".
 type RedisError string
 
@@ -439,8 +446,9 @@ func appendBulk(b []byte, s string) []byte {
 	return append(b, '\r', '\n')
 }
 
-// readReply reads one RESP2 reply: string (simple or bulk), int64, []any,
-// nil, or a RedisError (returned as the error).
+// readReply reads one RESP2 reply: Status (simple string), string (bulk),
+// int64, []any, nil, or a RedisError (returned as the error; inside an
+// array, an element).
 func readReply(br *bufio.Reader) (any, error) {
 	line, err := br.ReadSlice('\n')
 	if err != nil {
@@ -453,9 +461,9 @@ func readReply(br *bufio.Reader) (any, error) {
 	switch line[0] {
 	case '+':
 		if string(body) == "OK" { // the common reply, without a copy
-			return "OK", nil
+			return StatusOK, nil
 		}
-		return string(body), nil
+		return Status(body), nil
 	case '-':
 		return nil, RedisError(body)
 	case ':':

@@ -35,7 +35,7 @@ func TestPipeConcurrentCallers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			k, v := "k"+strconv.Itoa(i), "v"+strconv.Itoa(i)
-			if r, err := p.do(ctx, "SET", k, v, "NX", "PX", 10000); err != nil || r != "OK" {
+			if r, err := p.do(ctx, "SET", k, v, "NX", "PX", 10000); err != nil || r != StatusOK {
 				t.Errorf("SET %s = %v, %v", k, r, err)
 			}
 			if r, err := p.do(ctx, "GET", k); err != nil || r != v {
@@ -67,7 +67,7 @@ func TestPipeRepliesOfEveryType(t *testing.T) {
 		t.Fatalf("EVALSHA unknown = %v", err)
 	}
 	// An error reply leaves the connection usable.
-	if r, err := p.do(ctx, "PING"); err != nil || r != "PONG" {
+	if r, err := p.do(ctx, "PING"); err != nil || r != Status("PONG") {
 		t.Fatalf("PING after error = %v, %v", r, err)
 	}
 }

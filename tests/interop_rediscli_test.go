@@ -93,9 +93,9 @@ func TestInteropRedisCLI(t *testing.T) {
 	if !strings.Contains(out, "NOSCRIPT No matching script. Please use EVAL.") {
 		t.Fatalf("redis-cli EVALSHA <unknown sha> printed %q, want NOSCRIPT No matching script. Please use EVAL.", out)
 	}
-	out, _ = cli("EVAL", "return 1", "0")
-	if !strings.Contains(out, "ERR redlock-proxy runs only the lock scripts of known libraries") {
-		t.Fatalf("redis-cli EVAL \"return 1\" 0 printed %q, want an error starting ERR redlock-proxy runs only the lock scripts of known libraries", out)
+	out, _ = cli("EVAL", "return redis.call('KEYS', '*')", "0")
+	if !strings.Contains(out, "ERR redlock-proxy cannot run this script") || !strings.Contains(out, "line 1") {
+		t.Fatalf("redis-cli EVAL of a script that scans the keyspace printed %q, want an error naming the line and why", out)
 	}
 
 	// Contention: workers each loop SET NX PX until they win, extend with

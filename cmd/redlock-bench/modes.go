@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -17,18 +16,16 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// redsyncReleaseSHA is the SHA1 of go-redsync's release script. The proxy
-// recognises it by hash, so EVALSHA works without the script ever being
-// sent; a NOSCRIPT reply means the proxy does not know it.
-const redsyncReleaseSHA = "e950836ed1e694540c503ef9972b8de518044d3b"
+// releaseScript is the compare-and-delete of the modes that lock with SET
+// NX (proxy-setnx, proxy-mux, single): -1 when the key is gone, 0 when
+// someone else holds it, 1 when this value held it and it was deleted. The
+// proxy recognises what it does and runs it as a quorum release.
+var releaseScript = redis.NewScript(releaseSource)
 
-// releaseScript is the single mode's compare-and-delete: -1 when the key is
-// gone, 0 when someone else holds it, 1 when this value held it and it was
-// deleted (the same three answers the proxy gives).
-var releaseScript = redis.NewScript(`local cur = redis.call('GET', KEYS[1])
+const releaseSource = `local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if cur ~= ARGV[1] then return 0 end
-return redis.call('DEL', KEYS[1])`)
+return redis.call('DEL', KEYS[1])`
 
 // targets are the servers a run talks to.
 type targets struct {
@@ -162,9 +159,9 @@ func (l *proxyLocker) release(ctx context.Context, key string) error {
 
 func (l *proxyLocker) close() { _ = l.c.Close() }
 
-// setNXLocker: SET key value PX ttl NX, then a compare-and-delete release.
-// proxy-setnx releases with EVALSHA of redsync's script through the proxy,
-// single with its own script on one backend.
+// setNXLocker: SET key value PX ttl NX, then releaseScript by EVALSHA
+// (EVAL on NOSCRIPT), through the proxy (proxy-setnx) or on one backend
+// (single).
 type setNXLocker struct {
 	c      *redis.Client
 	ttl    string
@@ -173,24 +170,18 @@ type setNXLocker struct {
 }
 
 func openProxySetNX(t targets, ttl time.Duration) locker {
-	return &setNXLocker{c: newClient(t.proxy), ttl: ttlMS(ttl), unlock: evalRedsyncRelease}
+	return &setNXLocker{c: newClient(t.proxy), ttl: ttlMS(ttl), unlock: evalOwnRelease}
 }
 
-// prepareProxySetNX checks once that the proxy knows redsync's release
-// script: otherwise every release would fail and leave its lock behind.
+// prepareProxySetNX loads the release script once, so that every release
+// is one EVALSHA the proxy carries out as a quorum release.
 func prepareProxySetNX(ctx context.Context, t targets) error {
 	c := newClient(t.proxy)
 	defer c.Close()
-	_, err := evalRedsyncRelease(ctx, c, "bench:probe:"+newValue(), newValue())
-	return err
-}
-
-func evalRedsyncRelease(ctx context.Context, c *redis.Client, key, value string) (int64, error) {
-	n, err := c.EvalSha(ctx, redsyncReleaseSHA, []string{key}, value).Int64()
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		return 0, fmt.Errorf("EVALSHA %.8s…: %w (the proxy must recognise redsync's release script by its SHA1)", redsyncReleaseSHA, err)
+	if err := releaseScript.Load(ctx, c).Err(); err != nil {
+		return fmt.Errorf("SCRIPT LOAD on the proxy: %w", err)
 	}
-	return n, err
+	return nil
 }
 
 func prepareSingle(ctx context.Context, t targets) error {
@@ -206,8 +197,8 @@ func openSingle(t targets, ttl time.Duration) locker {
 	return &setNXLocker{c: newClient(t.backends[0]), ttl: ttlMS(ttl), unlock: evalOwnRelease}
 }
 
-// evalOwnRelease runs the script loaded by prepareSingle; should the backend
-// have lost it, go-redis falls back to EVAL.
+// evalOwnRelease runs the script loaded by prepare; should the server have
+// lost it, go-redis falls back to EVAL.
 func evalOwnRelease(ctx context.Context, c *redis.Client, key, value string) (int64, error) {
 	return releaseScript.Run(ctx, c, []string{key}, value).Int64()
 }

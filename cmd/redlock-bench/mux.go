@@ -3,20 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 )
 
-// proxy-mux: the proxy-setnx cycle (SET NX PX, then redsync's release
-// script by EVALSHA) from every client over ONE shared connection, as
+// proxy-mux: the proxy-setnx cycle (SET NX PX, then releaseScript by
+// EVALSHA) from every client over ONE shared connection, as
 // StackExchange.Redis, rueidis, Lettuce and auto-pipelining ioredis send
 // all of a process's commands: rueidis multiplexes the clients'
 // concurrent commands onto it, pipelined.
 type muxLocker struct {
 	c     rueidis.Client
+	rel   *rueidis.Lua
 	ttl   time.Duration
 	value string
 	done  func() // this locker no longer uses c
@@ -39,9 +39,10 @@ func openProxyMux(t targets, ttl time.Duration, clients int) ([]locker, error) {
 	var wg sync.WaitGroup
 	wg.Add(clients)
 	go func() { wg.Wait(); once.Do(c.Close) }()
+	rel := rueidis.NewLuaScript(releaseSource)
 	out := make([]locker, clients)
 	for i := range out {
-		out[i] = &muxLocker{c: c, ttl: ttl, done: wg.Done}
+		out[i] = &muxLocker{c: c, rel: rel, ttl: ttl, done: wg.Done}
 	}
 	return out, nil
 }
@@ -56,11 +57,8 @@ func (l *muxLocker) acquire(ctx context.Context, key string) (bool, error) {
 }
 
 func (l *muxLocker) release(ctx context.Context, key string) error {
-	n, err := l.c.Do(ctx, l.c.B().Evalsha().Sha1(redsyncReleaseSHA).Numkeys(1).Key(key).Arg(l.value).Build()).AsInt64()
+	n, err := l.rel.Exec(ctx, l.c, []string{key}, []string{l.value}).AsInt64()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			return fmt.Errorf("EVALSHA %.8s…: %w", redsyncReleaseSHA, err)
-		}
 		return err
 	}
 	if n != 1 {

@@ -132,6 +132,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		MaxKeyBytes:    cfg.MaxKeyBytes,
 		MaxValueBytes:  cfg.MaxValueBytes,
 		AllowFlush:     cfg.AllowFlush,
+		CatalogOnly:    cfg.Scripts == "catalog",
 		RequirePass:    cfg.RequirePass,
 		AuthFailLimit:  cfg.AuthFailLimit,
 		AuthFailWindow: cfg.AuthFailWindow,

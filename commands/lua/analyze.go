@@ -56,6 +56,9 @@ type Analysis struct {
 	Problem *Problem
 	// NotRecognised says why Meaning is nil, for logs.
 	NotRecognised string
+	// Invalid: the script is not valid Lua (it does not parse or compile),
+	// so Redis would not load it either (SCRIPT LOAD fails).
+	Invalid bool
 
 	proto *glua.FunctionProto
 }
@@ -102,7 +105,7 @@ func Analyze(src []byte) (a *Analysis) {
 	}
 	chunk, err := parse.Parse(strings.NewReader(text), chunkName)
 	if err != nil || chunk == nil {
-		return &Analysis{Problem: parseProblem(err, text), NotRecognised: "refused"}
+		return &Analysis{Problem: parseProblem(err, text), NotRecognised: "refused", Invalid: true}
 	}
 	if line := tooDeep(chunk); line != 0 {
 		return refuse(line, "the script nests more than 200 levels deep")
@@ -121,7 +124,9 @@ func Analyze(src []byte) (a *Analysis) {
 		if errors.As(err, &ce) {
 			line = ce.Line
 		}
-		return refuse(line, "the script does not compile: "+err.Error())
+		a := refuse(line, "the script does not compile: "+err.Error())
+		a.Invalid = true
+		return a
 	}
 	a.proto = proto
 	var refused *Problem

@@ -292,6 +292,15 @@ func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl t
 	return validity, err
 }
 
+// Changed tells the Manager that keys may have changed behind its lock
+// operations (a library's script run by vote wrote them): their first
+// waiters try again at once.
+func (m *Manager) Changed(keys []string) {
+	for _, k := range keys {
+		m.reg.wake(k)
+	}
+}
+
 // Stats returns the outcome counters.
 func (m *Manager) Stats() Stats {
 	s := &m.stats

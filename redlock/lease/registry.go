@@ -155,6 +155,13 @@ func (r *registry) dropLocked(l *heldLock, wake bool) {
 	}
 }
 
+// wake signals key's first waiter.
+func (r *registry) wake(key string) {
+	r.mu.Lock()
+	r.wakeLocked(key)
+	r.mu.Unlock()
+}
+
 func (r *registry) wakeLocked(key string) {
 	if q := r.queues[key]; len(q) > 0 {
 		q[0].signal()

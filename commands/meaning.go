@@ -1,0 +1,149 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+)
+
+// A recognised script (lua.Meaning) is carried out as the quorum operation
+// it means, through the lease Manager, with the validity, rollback, waiter
+// hand-off and keeping of every other acquisition, and answered in the
+// library's own reply convention (m.ReplyFor, m.ReleaseReply). The ttl of
+// a script must lie within [min_ttl, max_ttl], like any other.
+
+// carryOut runs m (already selected for argv) over keys.
+func (d *Dispatcher) carryOut(ctx context.Context, a *lua.Analysis, m *lua.Meaning, keys, argv []string) Reply {
+	covered := m.KeysOf(keys)
+	switch m.Op {
+	case lua.OpAcquire, lua.OpExtend:
+		if m.TTL < 1 || m.TTL > len(argv) {
+			return errSyntax
+		}
+		n, err := strconv.ParseInt(argv[m.TTL-1], 10, 64)
+		if err != nil {
+			return errNotInteger
+		}
+		ttl, r := d.ttlIn(n, m.Unit)
+		if r != nil {
+			return r
+		}
+		ok, r := d.acquireOrExtend(ctx, m, covered, m.TokenOf(argv), ttl)
+		if r != nil {
+			return r
+		}
+		outcome := lua.Denied
+		if ok {
+			outcome = lua.Granted
+		}
+		return luaReply(m.ReplyFor(outcome, len(keys), 0))
+	case lua.OpRelease:
+		states, err := d.leases.ReleaseKeys(ctx, covered, m.TokenOf(argv))
+		if err != nil {
+			return d.lockError(err)
+		}
+		outcomes := make([]lua.Outcome, len(states))
+		for i, s := range states {
+			outcomes[i] = releaseOutcome(s)
+		}
+		return luaReply(m.ReleaseReply(outcomes, len(keys)))
+	case lua.OpRead:
+		return d.evalRead(ctx, a, keys, argv)
+	}
+	return errInternal
+}
+
+// acquireOrExtend runs an acquire or an extend of keys and reports whether
+// it was done: false when another owner holds them (acquire) or they are
+// not all held by token (extend).
+func (d *Dispatcher) acquireOrExtend(ctx context.Context, m *lua.Meaning, keys []string, token string, ttl time.Duration) (bool, Reply) {
+	var err error
+	if m.Op == lua.OpAcquire {
+		mode := redlock.IfAbsent
+		if m.Acquire == lua.IfAbsentOrMine {
+			mode = redlock.IfAbsentOrMine
+		}
+		_, err = d.leases.Acquire(ctx, nil, lease.Request{Keys: keys, Token: token, TTL: ttl, Mode: mode})
+	} else {
+		mode := redlock.Replace
+		if m.Extend == lua.Add {
+			mode = redlock.Add
+		}
+		_, err = d.leases.Extend(ctx, keys, token, ttl, mode)
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, redlock.ErrHeld), errors.Is(err, redlock.ErrNotHeld):
+		return false, nil
+	}
+	return false, d.lockError(err)
+}
+
+func releaseOutcome(s redlock.KeyState) lua.Outcome {
+	switch s {
+	case redlock.Released:
+		return lua.Released
+	case redlock.Absent:
+		return lua.Absent
+	}
+	return lua.Other
+}
+
+// evalRead answers a read-only script by running it against what a quorum
+// holds for each key it reads (the PTTL rule of docs/compatibility.md; a
+// key this proxy keeps reads without expiry).
+func (d *Dispatcher) evalRead(ctx context.Context, a *lua.Analysis, keys, argv []string) Reply {
+	var readErr error
+	v, err := a.EvalRead(keys, argv, func(key string) lua.KeyView {
+		val, err := d.read(ctx, key)
+		if err != nil {
+			readErr = err
+			return lua.KeyView{}
+		}
+		return lua.KeyView{Exists: val.Exists, Value: val.Data, PTTL: viewPTTL(val.PTTL)}
+	})
+	switch {
+	case readErr != nil:
+		return d.lockError(readErr)
+	case err != nil:
+		d.log.Warn("read-only script gave up", "error", err)
+		return Errorf("ERR redlock-proxy could not run this read-only script: %v", err)
+	}
+	return luaReply(v)
+}
+
+// viewPTTL is a redlock remaining ttl as lua.KeyView wants it: -1 for no
+// expiry.
+func viewPTTL(d time.Duration) time.Duration {
+	if d == redlock.PTTLNoExpiry {
+		return -1
+	}
+	return d
+}
+
+// luaReply turns a script's reply into a Reply.
+func luaReply(v lua.Value) Reply {
+	switch v.Kind {
+	case lua.Int:
+		return Int(v.Int)
+	case lua.Bulk:
+		return BulkString(v.Str)
+	case lua.Status:
+		return Simple(v.Str)
+	case lua.Err:
+		return Error(v.Str)
+	case lua.Array:
+		out := make(Array, len(v.Elems))
+		for i, e := range v.Elems {
+			out[i] = luaReply(e)
+		}
+		return out
+	}
+	return Null{}
+}

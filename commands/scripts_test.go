@@ -1,0 +1,245 @@
+package commands
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Scripts of our own, written the way lock libraries write theirs (never
+// their text): the proxy recognises what they do, not their bytes.
+const (
+	// The compare-and-delete of every "Redis lock" tutorial, spaced out.
+	testRelease = `if redis.call("get", KEYS[1]) == ARGV[1] then
+    return redis.call("del", KEYS[1])
+else
+    return 0
+end`
+	// The same meaning, spelled otherwise: 1 released, 0 another owner,
+	// -1 absent (redsync's convention).
+	testReleaseTernary = `local current = redis.call('GET', KEYS[1])
+if current == false then return -1 end
+if current ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`
+	// Compare-and-expire.
+	testExtend = `if redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('pexpire',KEYS[1],ARGV[2])`
+	// Every key or none, answering the number of keys (node-redlock's
+	// convention).
+	testAcquireAll = `for _, k in ipairs(KEYS) do
+  if redis.call("EXISTS", k) == 1 then return 0 end
+end
+for _, k in ipairs(KEYS) do
+  redis.call("SET", k, ARGV[1], "PX", ARGV[2])
+end
+return #KEYS`
+	// Set when absent or already ours, an error reply otherwise
+	// (aioredlock's convention).
+	testAcquireOrError = `local v = redis.call('GET', KEYS[1])
+if not v or v == ARGV[1] then
+  return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+return redis.error_reply('ERROR')`
+	// ARGV[3] == "0" adds to the remaining ttl, else replaces it.
+	testExtendSwitch = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local ms = tonumber(ARGV[2])
+if ARGV[3] == "0" then
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 then ms = ms + left end
+end
+redis.call('PEXPIRE', KEYS[1], ms)
+return 1`
+	// The remaining ms when the key holds ARGV[1], else 0.
+	testRemaining = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PTTL', KEYS[1])
+end
+return 0`
+	// A re-entrant lock in a hash with a hold count (Redisson's shape):
+	// nil when taken, else the holder's remaining ttl.
+	testHashAcquire = `if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+return redis.call('pttl', KEYS[1])`
+	testHashRelease = `if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then return 0 end
+redis.call('del', KEYS[1])
+return 1`
+	// A lock in a sorted set of holders (Symfony's shape).
+	testZAcquire = `redis.call('zremrangebyscore', KEYS[1], '-inf', ARGV[2])
+if redis.call('zscore', KEYS[1], ARGV[1]) then return 1 end
+if redis.call('zcard', KEYS[1]) > 0 then return 0 end
+redis.call('zadd', KEYS[1], ARGV[3], ARGV[1])
+redis.call('pexpire', KEYS[1], ARGV[4])
+return 1`
+)
+
+func sha1Of(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestScriptsRecognised: scripts of the catalog's meanings, in our own
+// spellings, run as quorum operations and answer in their conventions.
+func TestScriptsRecognised(t *testing.T) {
+	d, mrs := newTestDispatcher(t, 5, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runAll(t, d, c, []run{
+		{[]string{"SET", "r", "tok", "NX", "PX", "10000"}, "+OK\r\n"},
+		{[]string{"EVAL", testReleaseTernary, "1", "r", "other"}, ":0\r\n"},
+		{[]string{"EVAL", testReleaseTernary, "1", "r", "tok"}, ":1\r\n"},
+		{[]string{"EVAL", testReleaseTernary, "1", "r", "tok"}, ":-1\r\n"},
+		{[]string{"SET", "r", "tok", "NX", "PX", "10000"}, "+OK\r\n"},
+		{[]string{"EVAL", strings.ReplaceAll(testRelease, "\n", "\r\n\t"), "1", "r", "tok"}, ":1\r\n"},
+		// Several keys, all or none.
+		{[]string{"EVAL", testAcquireAll, "2", "a", "b", "v", "10000"}, ":2\r\n"},
+		{[]string{"EVAL", testAcquireAll, "2", "b", "c", "w", "10000"}, ":0\r\n"},
+		{[]string{"EXISTS", "c"}, ":0\r\n"},
+		// Compare-and-expire, and the switch on ARGV[3].
+		{[]string{"EVAL", testExtend, "1", "a", "v", "20000"}, ":1\r\n"},
+		{[]string{"EVAL", testExtend, "1", "a", "x", "20000"}, ":0\r\n"},
+		{[]string{"EVAL", testExtendSwitch, "1", "a", "v", "30000", "1"}, ":1\r\n"},
+		{[]string{"EVAL", testExtendSwitch, "1", "a", "x", "30000", "0"}, ":0\r\n"},
+		// An error reply is the convention's "no".
+		{[]string{"EVAL", testAcquireOrError, "1", "a", "x", "10000"}, "-ERROR\r\n"},
+		{[]string{"EVAL", testAcquireOrError, "1", "e", "x", "10000"}, "+OK\r\n"},
+		// A read-only script answers from what a quorum holds.
+		{[]string{"EVAL", testRemaining, "1", "e", "nope"}, ":0\r\n"},
+		// Every ttl within [min_ttl, max_ttl].
+		{[]string{"EVAL", testExtend, "1", "a", "v", "288230376151712504"}, "-ERR ttl 288230376151712504 is out of range: must be between 10 and 60000 ms\r\n"},
+		{[]string{"EVAL", testAcquireAll, "1", "z", "v", "x"}, "-ERR value is not an integer or out of range\r\n"},
+	})
+	// The extension reached a quorum: 30 s on every backend that had it.
+	n := 0
+	for _, m := range mrs {
+		if m.TTL("a") > 25_000_000_000 {
+			n++
+		}
+	}
+	if n < 3 {
+		t.Fatalf("the recognised extend reached %d backends", n)
+	}
+	if got := do(d, c, "EVAL", testRemaining, "1", "e", "x"); !strings.HasPrefix(got, ":") || got == ":0\r\n" {
+		t.Fatalf("remaining ms of a held key = %q", got)
+	}
+}
+
+// TestScriptsByVote: scripts of shapes no meaning covers run on every
+// backend; the client gets what a quorum agreed on, with five, three and
+// two of five backends answering, and with one backend answering
+// otherwise.
+func TestScriptsByVote(t *testing.T) {
+	d, mrs := newTestDispatcher(t, 5, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runAll(t, d, c, []run{
+		{[]string{"EVAL", testHashAcquire, "1", "h", "10000", "owner1"}, "$-1\r\n"},
+		{[]string{"EVAL", testHashAcquire, "1", "h", "10000", "owner1"}, "$-1\r\n"}, // re-entered
+		{[]string{"EVAL", testZAcquire, "1", "z", "tok", "0", "1", "10000"}, ":1\r\n"},
+		{[]string{"EVAL", testZAcquire, "1", "z", "other", "0", "1", "10000"}, ":0\r\n"},
+	})
+	// Another owner gets the holder's remaining ttl: the backends' values
+	// differ by a few ms, the reply is one of them, positive.
+	if got := do(d, c, "EVAL", testHashAcquire, "1", "h", "10000", "owner2"); !strings.HasPrefix(got, ":") || strings.HasPrefix(got, ":-") || got == ":0\r\n" {
+		t.Fatalf("hash acquire by another owner = %q, want the remaining ttl", got)
+	}
+	// One backend lost the hash: it would grant owner2, the quorum does not.
+	mrs[0].Del("h")
+	if got := do(d, c, "EVAL", testHashAcquire, "1", "h", "10000", "owner2"); !strings.HasPrefix(got, ":") {
+		t.Fatalf("hash acquire with one backend disagreeing = %q", got)
+	}
+	// The hold count: two releases for two acquisitions.
+	runAll(t, d, c, []run{
+		{[]string{"EVAL", testHashRelease, "1", "h", "owner1"}, ":0\r\n"},
+	})
+	// Three of five answer (the one that disagreed is gone): still a
+	// quorum; two: none.
+	mrs[0].Close()
+	mrs[4].Close()
+	if got := do(d, c, "EVAL", testHashRelease, "1", "h", "owner1"); got != ":1\r\n" {
+		t.Fatalf("release with three backends = %q", got)
+	}
+	mrs[2].Close()
+	if got := do(d, c, "EVAL", testZAcquire, "1", "z2", "tok", "0", "1", "10000"); !strings.HasPrefix(got, "-NOQUORUM") {
+		t.Fatalf("vote with two backends = %q, want -NOQUORUM", got)
+	}
+}
+
+func TestScriptErrors(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	keys := "return redis.call('KEYS', '*')"
+	undeclared := "return redis.call('SET', 'elsewhere', ARGV[1])"
+	byArg := "return redis.call(ARGV[1], KEYS[1], ARGV[2])"
+	runAll(t, d, c, []run{
+		{[]string{"EVALSHA", "0000000000000000000000000000000000000000", "0"}, "-NOSCRIPT No matching script. Please use EVAL.\r\n"},
+		{[]string{"EVAL", "return 1", "0"}, ":1\r\n"},
+		{[]string{"SCRIPT", "LOAD", "return 1"}, "$40\r\ne0e1f9fabfc9d4800c877a703b823ac0578ff8db\r\n"},
+		{[]string{"EVALSHA", "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB", "0"}, ":1\r\n"},
+		{[]string{"SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0000"}, "*2\r\n:1\r\n:0\r\n"},
+		{[]string{"SCRIPT", "FLUSH"}, "+OK\r\n"},
+		{[]string{"EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"}, "-NOSCRIPT No matching script. Please use EVAL.\r\n"},
+		{[]string{"SCRIPT", "BOGUS"}, "-ERR unknown subcommand 'BOGUS'. Try SCRIPT HELP.\r\n"},
+		{[]string{"EVAL", "return 1", "-1"}, "-ERR Number of keys can't be negative\r\n"},
+		{[]string{"EVAL", "return 1", "2", "k"}, "-ERR Number of keys can't be greater than number of args\r\n"},
+		{[]string{"EVAL", byArg, "1", "k", "PUBLISH", "m"}, ":0\r\n"},
+	})
+	for _, tc := range []struct{ src, want string }{
+		{keys, "line 1: redis.call(\"KEYS\""},
+		{undeclared, "line 1:"},
+		{"return (", "ERR Error compiling script (new function): user_script:1:"},
+	} {
+		got := do(d, c, "EVAL", tc.src, "0", "v")
+		if !strings.HasPrefix(got, "-ERR") || !strings.Contains(got, tc.want) {
+			t.Errorf("EVAL %q = %q, want an error with %q", tc.src, got, tc.want)
+		}
+	}
+	if got := do(d, c, "SCRIPT", "LOAD", "return ("); !strings.HasPrefix(got, "-ERR Error compiling script") {
+		t.Errorf("SCRIPT LOAD of a text that is not Lua = %q", got)
+	}
+	if got := do(d, c, "EVAL", byArg, "1", "k", "FLUSHALL", "m"); !strings.HasPrefix(got, "-ERR redlock-proxy cannot run this script") || !strings.Contains(got, "ARGV[1] = \"FLUSHALL\"") {
+		t.Errorf("a command name from ARGV outside the list = %q", got)
+	}
+}
+
+// With scripts = "catalog" only recognised scripts run.
+func TestScriptsCatalogOnly(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	d.opts.CatalogOnly = true
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	if got := do(d, c, "EVAL", testZAcquire, "1", "z", "tok", "0", "1", "10000"); !strings.HasPrefix(got, "-ERR redlock-proxy runs only scripts it recognises") {
+		t.Fatalf("a vote-only script in catalog mode = %q", got)
+	}
+	if got := do(d, c, "EVAL", testRelease, "1", "z", "tok"); got != ":0\r\n" {
+		t.Fatalf("a recognised script in catalog mode = %q", got)
+	}
+}
+
+// TestRealLibraryScript reads redis-py's own release script (Debian's
+// python3-redis), reindents it, and runs it by EVAL, SCRIPT LOAD and
+// EVALSHA: it is recognised whatever its white space.
+func TestRealLibraryScript(t *testing.T) {
+	src, err := os.ReadFile("/usr/lib/python3/dist-packages/redis/lock.py")
+	if err != nil {
+		t.Skip("python3-redis is not installed (make test installs it)")
+	}
+	m := regexp.MustCompile(`(?s)LUA_RELEASE_SCRIPT = """(.*?)"""`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("no release script in redis-py's lock.py")
+	}
+	reindented := strings.ReplaceAll(string(m[1]), "\n", "\r\n\t")
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	sha := sha1Of(reindented)
+	runAll(t, d, c, []run{
+		{[]string{"EVALSHA", sha, "1", "k", "v"}, "-NOSCRIPT No matching script. Please use EVAL.\r\n"},
+		{[]string{"SET", "k", "v", "NX", "PX", "5000"}, "+OK\r\n"},
+		{[]string{"EVAL", reindented, "1", "k", "v"}, ":1\r\n"},
+		{[]string{"SCRIPT", "LOAD", reindented}, "$40\r\n" + sha + "\r\n"},
+		{[]string{"EVALSHA", sha, "1", "k", "v"}, ":0\r\n"},
+	})
+}
