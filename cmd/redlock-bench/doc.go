@@ -1,20 +1,24 @@
 // Command redlock-bench measures lock workloads, in the spirit of
 // redis-benchmark: how many acquire+release cycles per second, and at what
-// latency, the same workload achieves through four paths, run one after
+// latency, the same workload achieves through five paths, run one after
 // another in one invocation so the table compares like with like.
 //
 //	proxy        LOCK key ttl / UNLOCK key token through redlock-proxy
-//	proxy-setnx  SET key value PX ttl NX / EVALSHA <redsync release> 1 key value
+//	proxy-setnx  SET key value PX ttl NX / EVALSHA <compare-and-delete> 1 key value
 //	             through the proxy (the dialect existing lock libraries speak)
+//	proxy-mux    the proxy-setnx cycle from every client over ONE shared
+//	             connection (rueidis, pipelined), as StackExchange.Redis,
+//	             rueidis and Lettuce send a whole process's commands
 //	redsync      client-side Redlock (go-redsync v4) over the same backends
-//	single       SET NX PX plus a compare-and-delete script on one backend:
+//	single       SET NX PX plus the same compare-and-delete on one backend:
 //	             the fast, non-fault-tolerant baseline
 //
-// A client is one goroutine with its own connections: one go-redis client
-// with PoolSize 1 for proxy, proxy-setnx and single; for redsync, a redsync
-// instance of its own over one PoolSize-1 go-redis client per backend, so
-// every goroutine holds exactly one connection to each server it talks to
-// and no client waits for another's connection.
+// A client is one goroutine. Except in proxy-mux it has its own
+// connections: one go-redis client with PoolSize 1 for proxy, proxy-setnx
+// and single; for redsync, a redsync instance of its own over one
+// PoolSize-1 go-redis client per backend, so every goroutine holds exactly
+// one connection to each server it talks to and no client waits for
+// another's connection.
 //
 // A cycle is acquire then release; its latency is the cycle's wall time.
 // Every successful cycle's latency is kept (per client, merged and sorted
