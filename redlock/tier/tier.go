@@ -50,8 +50,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives membership changes. Default: discard.
 	Logger hclog.Logger
-	// OnSwitch, when set, is called (on the heartbeat's goroutine, after a
-	// round) when the advertised member's address changed from old to new.
+	// OnSwitch, when set, is called when the advertised member's address
+	// changed from old to new: after Start on a goroutine of the Tier's
+	// own, in order, so that a slow subscriber never delays a heartbeat;
+	// before Start, at the end of the Beat that saw the change.
 	OnSwitch func(old, new Member)
 }
 
@@ -82,7 +84,12 @@ type Tier struct {
 	stopped  bool
 	stop     chan struct{}
 	loopDone chan struct{}
+	notes    chan [2]Member // switches for the notifier, after Start
+	noteDone chan struct{}
 }
+
+// maxPendingSwitches bounds the switches waiting for OnSwitch.
+const maxPendingSwitches = 16
 
 // New returns the tier membership of the proxy running rl. It does not
 // contact the backends: Join (or Start) does.
@@ -93,6 +100,7 @@ func New(rl *redlock.Redlock, opts Options) *Tier {
 		interval: opts.Interval, ttl: opts.TTL, callTimeout: opts.CallTimeout,
 		now: opts.Now, log: opts.Logger, onSwitch: opts.OnSwitch,
 		id: newID(), stop: make(chan struct{}), loopDone: make(chan struct{}),
+		notes: make(chan [2]Member, maxPendingSwitches), noteDone: make(chan struct{}),
 	}
 	if t.service == "" {
 		t.service = DefaultService
@@ -135,6 +143,10 @@ func (t *Tier) Announce() string { return t.announce }
 
 // ID is this process's member id.
 func (t *Tier) ID() string { return t.id }
+
+// TTL is how long an entry outlives its last heartbeat: a stopped member
+// drops out of every view within it.
+func (t *Tier) TTL() time.Duration { return t.ttl }
 
 // Members are the live members, earliest joined first.
 func (t *Tier) Members() []Member {
@@ -205,14 +217,13 @@ func (t *Tier) Beat(ctx context.Context) error {
 		switched = hadLast && after[0].Addr != old.Addr
 		t.last, t.hasLast = after[0], true
 	}
+	started := t.started
 	t.mu.Unlock()
 
 	t.logChanges(before, after)
 	if switched {
 		t.log.Info("advertised proxy changed", "service", t.service, "old", old.Addr, "new", after[0].Addr)
-		if t.onSwitch != nil {
-			t.onSwitch(old, after[0])
-		}
+		t.notify(old, after[0], started)
 	}
 	if len(rounds) < t.quorum {
 		return fmt.Errorf("%w: %d of %d answered: %w", ErrNoQuorum, len(rounds), len(t.nodes), errors.Join(errs...))
@@ -236,6 +247,36 @@ func (t *Tier) rejoinIfDropped(now time.Time) {
 	t.joined = now.UnixMilli()
 	t.wasLive = false
 	t.log.Warn("this proxy's heartbeats missed a quorum for too long: it rejoins as the newest member", "announce", t.announce)
+}
+
+// notify hands a switch to OnSwitch: to the notifier once started, else
+// at once.
+func (t *Tier) notify(old, new Member, started bool) {
+	if t.onSwitch == nil {
+		return
+	}
+	if !started {
+		t.onSwitch(old, new)
+		return
+	}
+	select {
+	case t.notes <- [2]Member{old, new}:
+	default:
+		t.log.Warn("switch notice dropped: the subscribers are not keeping up", "old", old.Addr, "new", new.Addr)
+	}
+}
+
+// notifier calls OnSwitch for each switch, in order, until Shutdown.
+func (t *Tier) notifier() {
+	defer close(t.noteDone)
+	for {
+		select {
+		case <-t.stop:
+			return
+		case n := <-t.notes:
+			t.onSwitch(n[0], n[1])
+		}
+	}
 }
 
 // logChanges logs the members that joined and left between two views.
@@ -265,6 +306,7 @@ func (t *Tier) Start() {
 	}
 	t.started = true
 	go t.loop()
+	go t.notifier()
 }
 
 func (t *Tier) loop() {
@@ -313,10 +355,12 @@ func (t *Tier) Shutdown(ctx context.Context) error {
 	close(t.stop)
 	t.mu.Unlock()
 	if started {
-		select {
-		case <-t.loopDone:
-		case <-ctx.Done():
-			return ctx.Err()
+		for _, done := range []chan struct{}{t.loopDone, t.noteDone} {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	if t.announce == "" {
