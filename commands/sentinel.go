@@ -41,17 +41,20 @@ const (
 	errSentinelNoTier = "ERR SENTINEL %s is not supported by redlock-proxy: the proxies choose the advertised proxy among themselves"
 )
 
+// sentinelArity is the argument count of the subcommands that take a
+// fixed number, SENTINEL and the subcommand included.
+var sentinelArity = map[string]int{
+	"get-master-addr-by-name": 3, "master": 3, "sentinels": 3, "replicas": 3, "slaves": 3,
+	"ckquorum": 3, "masters": 2, "myid": 2, "is-master-down-by-addr": 6,
+}
+
 // SENTINEL subcommand [name ...]
 func (d *Dispatcher) sentinel(ctx context.Context, c *Client, args [][]byte) Reply {
 	if d.tier == nil {
 		return unknownCommand(args)
 	}
 	sub := strings.ToLower(string(args[1]))
-	arity := map[string]int{
-		"get-master-addr-by-name": 3, "master": 3, "sentinels": 3, "replicas": 3, "slaves": 3,
-		"ckquorum": 3, "masters": 2, "myid": 2, "is-master-down-by-addr": 6,
-	}
-	if n, ok := arity[sub]; ok && len(args) != n {
+	if n, ok := sentinelArity[sub]; ok && len(args) != n {
 		return Errorf(errWrongArity, "sentinel|"+sub)
 	}
 	name := ""
