@@ -96,6 +96,7 @@ func (d *Dispatcher) reset(ctx context.Context, c *Client, args [][]byte) Reply 
 	c.logout(d.users.required)
 	c.tx.reset()
 	c.subs = nil
+	d.local.drop(c)
 	return Simple("RESET")
 }
 

@@ -41,6 +41,10 @@ type Options struct {
 	// Observe, when set, is called once per command after it ran (observe.go
 	// says how dialect and result are named). nil costs nothing.
 	Observe func(cmd, dialect, result string, d time.Duration)
+	// Publisher delivers the proxy's own messages (+switch-master) to its
+	// local subscribers; nil: the subscriptions made through this
+	// Dispatcher (localpub.go).
+	Publisher LocalPublisher
 }
 
 // Dispatcher runs commands: it owns the command table and the client
@@ -58,6 +62,9 @@ type Dispatcher struct {
 	index   map[string]*Command
 	scripts scriptCache
 	clients clientRegistry
+	local   localSubs      // this proxy's subscribers (localpub.go)
+	pub     LocalPublisher // Options.Publisher, or &local
+	tier    Discovery      // nil until SetDiscovery (sentinel.go)
 }
 
 // New builds a Dispatcher. opts.Leases is required.
@@ -84,6 +91,10 @@ func New(opts Options) *Dispatcher {
 	}
 	if d.leases != nil {
 		d.locker = d.leases.Locker()
+	}
+	d.pub = opts.Publisher
+	if d.pub == nil {
+		d.pub = &d.local
 	}
 	d.started = d.now()
 	var unknown []string
@@ -120,6 +131,7 @@ func (d *Dispatcher) NewClient(addr, localAddr string) *Client {
 // Its SESSION locks are released in the background.
 func (d *Dispatcher) CloseClient(c *Client) {
 	d.clients.remove(c)
+	d.local.drop(c)
 	if d.leases != nil {
 		d.leases.CloseOwner(c.owner)
 	} else {

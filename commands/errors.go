@@ -26,7 +26,7 @@ const (
 	errInternal      = Error("ERR internal error")
 	errShuttingDown  = Error("ERR server is shutting down")
 	errCancelled     = Error("ERR request cancelled")
-	errReservedKey   = Error("ERR key '" + redlock.FenceKey + "' is reserved by redlock-proxy for fencing tokens")
+	errReservedKey   = Error("ERR keys starting with '" + redlock.ReservedPrefix + "' are reserved by redlock-proxy (fence counters, proxy membership)")
 	errKeyTooLong    = "ERR key is too long (max %d bytes)"
 	errValueTooLong  = "ERR value is too long (max %d bytes)"
 	errTTLRange      = "ERR ttl %d is out of range: must be between %d and %d ms"

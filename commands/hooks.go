@@ -10,6 +10,10 @@ type Hooks struct {
 	// Push writes an out-of-band RESP3 message now, between replies; it
 	// reports false when the message could not be written.
 	Push func(Reply) bool
+	// Deliver writes a pub/sub message now, between replies, in the
+	// client's protocol (a RESP2 array, a RESP3 push); it reports false
+	// when the message could not be written.
+	Deliver func(Reply) bool
 }
 
 // SetHooks installs the connection's hooks (proxy, at accept).
@@ -29,6 +33,15 @@ func (c *Client) push(r Reply) bool {
 		return false
 	}
 	return h.Push(r)
+}
+
+// deliver writes a pub/sub message to a subscribed client.
+func (c *Client) deliver(r Reply) bool {
+	h := c.hooks.Load()
+	if h == nil || h.Deliver == nil {
+		return false
+	}
+	return h.Deliver(r)
 }
 
 // lockLost tells the client that its SESSION lock on key was lost: a

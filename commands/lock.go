@@ -226,7 +226,7 @@ func (d *Dispatcher) checkKey(key []byte) Reply {
 	if len(key) > d.opts.MaxKeyBytes {
 		return Errorf(errKeyTooLong, d.opts.MaxKeyBytes)
 	}
-	if string(key) == redlock.FenceKey {
+	if redlock.Reserved(string(key)) {
 		return errReservedKey
 	}
 	return nil

@@ -9,7 +9,9 @@ import (
 
 // Pub/sub is accepted so that drivers which open a subscription
 // connection at start (StackExchange.Redis) work. The proxy relays no
-// messages: PUBLISH reaches no one and answers 0.
+// messages: PUBLISH reaches no one and answers 0. Subscriptions are
+// indexed (localpub.go) so that the proxy's own messages, +switch-master
+// for Sentinel clients, reach the subscribers of this proxy.
 
 // SUBSCRIBE channel [channel ...] / PSUBSCRIBE pattern [pattern ...]
 func (d *Dispatcher) subscribe(ctx context.Context, c *Client, args [][]byte) Reply {
@@ -20,6 +22,7 @@ func (d *Dispatcher) subscribe(ctx context.Context, c *Client, args [][]byte) Re
 			c.subs = make(map[string]bool)
 		}
 		c.subs[kind+"\x00"+string(ch)] = true
+		d.local.add(c, kind, string(ch))
 		out = append(out, Push{BulkString(kind), Bulk(ch), Int(len(c.subs))})
 	}
 	return out
@@ -44,6 +47,7 @@ func (d *Dispatcher) unsubscribe(ctx context.Context, c *Client, args [][]byte) 
 	out := make(Replies, 0, len(names))
 	for _, ch := range names {
 		delete(c.subs, prefix+string(ch))
+		d.local.remove(c, strings.TrimSuffix(prefix, "\x00"), string(ch))
 		out = append(out, Push{BulkString(kind), Bulk(ch), Int(len(c.subs))})
 	}
 	return out

@@ -10,7 +10,7 @@ import (
 )
 
 // infoSections are INFO's sections in order; "default" and "all" show them all.
-var infoSections = []string{"server", "clients", "persistence", "stats", "replication", "keyspace", "backends", "locks"}
+var infoSections = []string{"server", "clients", "persistence", "stats", "replication", "keyspace", "backends", "locks", "tier"}
 
 // INFO [section ...]
 func (d *Dispatcher) info(ctx context.Context, c *Client, args [][]byte) Reply {
@@ -90,6 +90,8 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		num("unlock_not_held", s.NotHeld)
 		num("extend_ok", s.Extended)
 		num("extend_not_held", s.ExtendFailed)
+	case "tier":
+		d.writeTierInfo(line)
 	}
 }
 

@@ -119,6 +119,10 @@ var table = []Command{
 	{Name: "CLUSTER", Arity: -2, Flags: Local, Group: "cluster", Summary: "Cluster support is disabled", run: (*Dispatcher).cluster},
 	{Name: "TIME", Arity: 1, Flags: AnyUser | Local, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
 	{Name: "DBSIZE", Arity: 1, Flags: Local, Group: "server", Summary: "Always 0: locks live on the backends", run: (*Dispatcher).dbsize},
+	{Name: "ROLE", Arity: 1, Flags: AnyUser | Local, Group: "server", Summary: "Always a master without replicas", run: (*Dispatcher).role},
+
+	// Discovery of the proxy tier by the Sentinel protocol (sentinel.go).
+	{Name: "SENTINEL", Arity: -2, Flags: AnyUser | Local, Group: "sentinel", Summary: "Sentinel discovery: GET-MASTER-ADDR-BY-NAME MASTERS MASTER SENTINELS REPLICAS MYID CKQUORUM", run: (*Dispatcher).sentinel},
 }
 
 // commandIndex maps the upper-case name to its row.

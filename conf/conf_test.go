@@ -100,6 +100,8 @@ max_inline_bytes = 2048
 max_key_bytes    = 256
 max_value_bytes  = 512
 max_pipeline     = 64
+announce         = "proxy-1.example:7000"
+service_name     = "locks"
 metrics_listen   = "127.0.0.1:9121"
 `
 	want := Config{
@@ -136,6 +138,8 @@ metrics_listen   = "127.0.0.1:9121"
 		MaxKeyBytes:       256,
 		MaxValueBytes:     512,
 		MaxPipeline:       64,
+		Announce:          "proxy-1.example:7000",
+		ServiceName:       "locks",
 		MetricsListen:     "127.0.0.1:9121",
 	}
 	got := mustParse(t, src)
@@ -258,6 +262,13 @@ func TestValidateBad(t *testing.T) {
 		want string // substring of the error text
 	}{
 		{"listen empty", func(c *Config) { c.Listen = "" }, "listen", `listen = "": must be host:port`},
+		{"announce no port", func(c *Config) { c.Announce = "proxy-1" }, "announce", `announce = "proxy-1": must be host:port`},
+		{"announce wildcard", func(c *Config) { c.Announce = "0.0.0.0:6380" }, "announce", "not a wildcard"},
+		{"announce empty host", func(c *Config) { c.Announce = ":6380" }, "announce", "not a wildcard"},
+		{"announce port 0", func(c *Config) { c.Announce = "10.0.0.1:0" }, "announce", "port must be a number within [1, 65535]"},
+		{"service_name empty", func(c *Config) { c.ServiceName = "" }, "service_name", "must be 1 to 128 printable ASCII characters without spaces"},
+		{"service_name space", func(c *Config) { c.ServiceName = "my locks" }, "service_name", "without spaces"},
+		{"service_name long", func(c *Config) { c.ServiceName = strings.Repeat("x", 129) }, "service_name", "1 to 128"},
 		{"listen no port", func(c *Config) { c.Listen = "localhost" }, "listen", "host:port"},
 		{"listen bad port", func(c *Config) { c.Listen = "localhost:http" }, "listen", "port must be"},
 		{"listen port too big", func(c *Config) { c.Listen = ":65536" }, "listen", "65535"},
@@ -346,6 +357,10 @@ func TestValidateBoundaries(t *testing.T) {
 		{"listen port 0", func(c *Config) { c.Listen = "127.0.0.1:0" }},
 		{"listen all interfaces", func(c *Config) { c.Listen = ":6380" }},
 		{"listen ipv6", func(c *Config) { c.Listen = "[::1]:6380" }},
+		{"announce hostname", func(c *Config) { c.Announce = "proxy-1.example:6380" }},
+		{"announce ipv6", func(c *Config) { c.Announce = "[2001:db8::1]:6380" }},
+		{"service_name longest", func(c *Config) { c.ServiceName = strings.Repeat("x", 128) }},
+		{"service_name mymaster", func(c *Config) { c.ServiceName = "my-master_1.a" }},
 		{"backend url forms", func(c *Config) {
 			c.Backends = []string{"redis://a", "rediss://u:p@b:6380/15", "redis://[::1]:6379/", "c:1", "[::2]:6379"}
 		}},
@@ -593,6 +608,8 @@ func TestWarnings(t *testing.T) {
 		{"protected off with password file", func(c *Config) { c.ProtectedMode = false; c.RequirePassFile = "/p" }, nil, []string{"protected_mode"}},
 		{"public listen no password", func(c *Config) { c.Listen = "0.0.0.0:6380" }, []string{"loopback clients only"}, nil},
 		{"public listen with password", func(c *Config) { c.Listen = ":6380"; c.RequirePass = "x" }, nil, []string{"loopback"}},
+		{"wildcard listen without announce", func(c *Config) { c.Listen = "0.0.0.0:6380" }, []string{"does not announce itself to Sentinel clients"}, nil},
+		{"wildcard listen with announce", func(c *Config) { c.Listen = "[::]:6380"; c.Announce = "10.0.0.1:6380" }, nil, []string{"announce"}},
 		{"allow_flush", func(c *Config) { c.AllowFlush = true }, []string{"allow_flush"}, nil},
 		{"drift 0", func(c *Config) { c.DriftFactor = 0 }, []string{"drift_factor = 0"}, nil},
 		{"idle 0", func(c *Config) { c.IdleTimeout = 0 }, []string{"idle_timeout = 0"}, nil},

@@ -46,6 +46,8 @@ type Config struct {
 	MaxKeyBytes       int           // bytes per key
 	MaxValueBytes     int           // bytes per lock token / value
 	MaxPipeline       int           // commands in flight per client connection
+	Announce          string        // host:port clients reach this proxy at, for the tier ("": from listen)
+	ServiceName       string        // the master name the SENTINEL commands answer for
 	MetricsListen     string        // host:port of /metrics, /healthz, /readyz ("": off)
 	TLS               *TLS          // nil: plaintext clients (block tls { … })
 	BackendTLS        *BackendTLS   // nil: rediss:// backends verify with system roots
@@ -180,6 +182,11 @@ func (c Config) Warnings() []string {
 	}
 	if !c.StartupQuarantine {
 		w = append(w, "startup_quarantine = false: backends are trusted to hold no locks at start; a backend that restarted empty just before may let two clients hold one lock")
+	}
+	if c.Announce == "" {
+		if host, _, err := net.SplitHostPort(c.Listen); err == nil && wildcardHost(host) {
+			w = append(w, "listen = "+c.Listen+" is a wildcard address and announce is not set: this proxy does not announce itself to Sentinel clients (it still answers SENTINEL with the proxies that do); set announce = \"host:port\"")
+		}
 	}
 	if c.AllowFlush {
 		w = append(w, "allow_flush = true: clients may flush lock state on the backends")

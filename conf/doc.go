@@ -82,6 +82,11 @@
 //	max_value_bytes   4096             [1, max_bulk_bytes] lock tokens and values
 //	scripts           vote             vote or catalog: scripts not recognised as lock operations run by vote on every backend, or are refused
 //	max_pipeline      1024             [1, 1048576] commands in flight per client connection; then the proxy stops reading it
+//	announce          ""               "" or host:port (not a wildcard host), port in [1, 65535]: how clients
+//	                                   reach this proxy, announced to the tier; "" = listen's address, or
+//	                                   none (warned) when listen is a wildcard
+//	service_name      redlock          1 to 128 printable ASCII characters, no spaces: the master name the
+//	                                   SENTINEL commands answer for; proxies of one service see each other
 //	metrics_listen    ""               "" (off) or host:port, port in [0, 65535], not listen's address;
 //	                                   serves /metrics (Prometheus), /healthz and /readyz over HTTP
 //

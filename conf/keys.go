@@ -118,6 +118,10 @@ var settings = []setting{
 		func(c *Config, v *validator) { v.withinBulk("max_value_bytes", c.MaxValueBytes, c.MaxBulkBytes) }),
 	intRow("max_pipeline", func(c *Config) *int { return &c.MaxPipeline }, 1024,
 		func(c *Config, v *validator) { v.intWithin("max_pipeline", c.MaxPipeline, 1, maxMaxPipeline, "") }),
+	row("announce", func(c *Config) *string { return &c.Announce }, "", quoteIfNeeded,
+		func(c *Config, v *validator) { v.announce(c.Announce) }),
+	row("service_name", func(c *Config) *string { return &c.ServiceName }, "redlock", quoteIfNeeded,
+		func(c *Config, v *validator) { v.serviceName(c.ServiceName) }),
 	row("metrics_listen", func(c *Config) *string { return &c.MetricsListen }, "", quoteIfNeeded,
 		func(c *Config, v *validator) {
 			if c.MetricsListen != "" && v.hostPort("metrics_listen", c.MetricsListen) &&

@@ -182,7 +182,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	c := newConn(s, nc, client)
 	if c.g != nil {
 		c.g.SetAuthenticated(client.Authenticated())
-		client.SetHooks(commands.Hooks{Push: c.pushOutOfBand})
+		client.SetHooks(commands.Hooks{Push: c.pushOutOfBand, Deliver: c.deliver})
 	}
 	c.serve()
 	// The client left (or QUIT, or a bad frame): its waits give up, its
@@ -219,6 +219,13 @@ func (s *Server) untrack(nc net.Conn) {
 // the push lands between replies, never inside one.
 func (c *conn) pushOutOfBand(r commands.Reply) bool {
 	_, err := c.nc.Write(commands.AppendReply(nil, r, 3))
+	return err == nil
+}
+
+// deliver writes a pub/sub message in the client's protocol from any
+// goroutine, whole, between replies (see pushOutOfBand).
+func (c *conn) deliver(r commands.Reply) bool {
+	_, err := c.nc.Write(commands.AppendReply(nil, r, c.client.Proto()))
 	return err == nil
 }
 

@@ -62,7 +62,10 @@
 // when it answers; a node reporting loading:1 does not vote; a node whose
 // TIME runs away from the proxy's monotonic clock is quarantined (clock
 // watch). Status reports each node's state and why. FENCE tokens are in
-// fence.go, with the argument for their monotonicity.
+// fence.go, with the argument for their monotonicity; fenceshare.go lets
+// the proxies of a tier (package tier) share their high-water marks, so
+// that fences keep increasing across proxies when a majority of backends
+// restarts empty. Keys under ReservedPrefix belong to the proxy.
 //
 // Liveness needs a quorum of nodes reachable within the node deadline.
 // Release and Extend report ErrNotHeld when the keys expired or belong to

@@ -11,13 +11,19 @@ import (
 const FenceKey = "redlock-proxy:fence"
 
 // Fencing. The acquire script INCRs the backend's counter whether or not
-// it grants the lock and returns it. The proxy takes the largest counter T
-// among the nodes that answered, raises it above every fence this process
-// issued (the high-water mark), and writes T back to a quorum of nodes where
-// our key still holds our token, before it answers. A later holder's quorum
-// shares at least one node with that write-back quorum; it can only lock
-// there after our key expired, when the counter is already ≥ T, so its
-// INCR yields more than T. docs/safety.md has the argument and its limits.
+// it grants the lock and returns it. The proxy waits for every voting node
+// to answer (or meet its deadline), not just the first quorum, takes the
+// largest counter T among the nodes that answered, raises it above every
+// fence this process issued or learned (the high-water mark, fenceshare.go),
+// and writes T back before it answers: every node that answers raises its
+// counter to T, and a quorum of them must confirm that our key still holds
+// our token there. A later holder's quorum shares at least one node with
+// that confirming quorum; it can only lock there after our key expired,
+// when the counter is already ≥ T, so its INCR yields more than T. Raising
+// every answering node, and reading every node rather than the fastest
+// quorum, keeps T on the backends that survive when a majority restarts
+// empty, so that the next holder, through any proxy, still reads it.
+// docs/safety.md has the argument and its limits.
 
 var (
 	fenceAcquireScript = NewScript(`
@@ -27,14 +33,16 @@ if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 end
 return {0, fence}`)
 
-	// Raise the counter to ARGV[2] iff KEYS[1] still holds our token.
+	// Raise the counter to ARGV[2]; 1 iff KEYS[1] still holds our token.
+	// Raising it where the key is not ours is harmless (counters only grow)
+	// and keeps the fence on every backend that answered.
 	fenceWriteBackScript = NewScript(`
-if redis.call("GET", KEYS[1]) ~= ARGV[1] then
-	return 0
-end
-local current = tonumber(redis.call("GET", KEYS[2]) or "0")
+local current = tonumber(redis.call("GET", KEYS[2]) or "0") or 0
 if current < tonumber(ARGV[2]) then
 	redis.call("SET", KEYS[2], ARGV[2])
+end
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+	return 0
 end
 return 1`)
 )
@@ -56,16 +64,23 @@ func (t *fenceTally) add(v fenceReply) {
 	t.max = max(t.max, v.fence)
 }
 
+// done waits for every node that votes (each call ends at its deadline),
+// so that the counters of all of them count, not only the fastest quorum's;
+// a lost acquisition is still decided as soon as its failure can be named.
+func (t *fenceTally) done() bool { return t.pending() == 0 || t.lost() && t.settled() }
+
 // AcquireFenced is Acquire with a fencing token: Lock.Fence strictly
-// increases across successive holders of key (see FenceKey). The validity
-// is measured after the fence was written back to a quorum. It fails with
-// ErrNoQuorum when the write-back does not reach a quorum, and rolls back.
+// increases across successive holders of key (see FenceKey). Unlike
+// Acquire it waits for every voting node's answer, or its deadline, before
+// it decides a grant. The validity is measured after the fence was written
+// back to a quorum. It fails with ErrNoQuorum when the write-back does not
+// reach a quorum, and rolls back.
 func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration) (Lock, error) {
 	if err := validate(key, token, ttl); err != nil {
 		return Lock{}, err
 	}
-	if key == FenceKey {
-		return Lock{}, fmt.Errorf("%w: %s is reserved", ErrInvalid, FenceKey)
+	if Reserved(key) {
+		return Lock{}, fmt.Errorf("%w: %s is reserved (prefix %s)", ErrInvalid, key, ReservedPrefix)
 	}
 	if err := ctx.Err(); err != nil {
 		return Lock{}, fmt.Errorf("acquire: %w", err)
@@ -96,8 +111,8 @@ func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time
 	return l, nil
 }
 
-// raiseFence returns max(t, the highest fence this process issued + 1) and
-// records it as the new highest.
+// raiseFence returns max(t, the high-water mark + 1) and records it as the
+// new mark.
 func (r *Redlock) raiseFence(t int64) int64 {
 	for {
 		hwm := r.fenceHWM.Load()

@@ -42,6 +42,9 @@ const (
 	clockSlack = 100 * time.Millisecond
 	// maxProbeTimeout caps a probe's deadline of 4×NodeTimeout.
 	maxProbeTimeout = time.Second
+	// uptimeSlack is how much a backend's reported uptime_in_seconds may
+	// exceed its true uptime: it subtracts two whole-second clock readings.
+	uptimeSlack = time.Second
 )
 
 // NodeStatus is a snapshot of one node's health.
@@ -255,12 +258,17 @@ func (r *Redlock) observe(i int, p Probe) {
 	case !h.seen:
 		h.seen = true
 		h.runID = p.RunID
-		if q > 0 && !r.trustFresh && p.Uptime >= 0 && p.Uptime < q {
-			until := now.Add(q - p.Uptime)
+		// Redis reports uptime as the difference of two whole-second
+		// clocks: up to uptimeSlack more than the time that truly passed.
+		// Counting the reported uptime in full would end the quarantine
+		// that much early.
+		least := max(0, p.Uptime-uptimeSlack)
+		if q > 0 && !r.trustFresh && p.Uptime >= 0 && least < q {
+			until := now.Add(q - least)
 			reason := "fresh at start: uptime " + p.Uptime.String()
 			h.quarantine(until, reason)
 			r.log.Warn("backend quarantined: a fresh deployment waits max_ttl before its first lock",
-				"node", h.addr, "reason", reason, "for", q-p.Uptime, "until", stamp(until))
+				"node", h.addr, "reason", reason, "for", q-least, "until", stamp(until))
 		}
 	case p.RunID != h.runID:
 		old := h.runID

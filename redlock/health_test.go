@@ -312,20 +312,27 @@ func TestStartupQuarantine(t *testing.T) {
 		name   string
 		trust  bool
 		probe  Probe
-		until  time.Duration // after start, minus q; 0: not quarantined
+		up     bool          // not quarantined
+		until  time.Duration // after start, minus q
 		reason string
 	}{
-		{name: "fresh", probe: Probe{RunID: "a", Uptime: 2 * time.Second}, until: -2 * time.Second, reason: "fresh at start: uptime 2s"},
-		{name: "trusted", trust: true, probe: Probe{RunID: "a", Uptime: 2 * time.Second}},
-		{name: "no run_id", probe: Probe{Uptime: 2 * time.Second}},
-		{name: "old", probe: Probe{RunID: "a", Uptime: time.Hour}},
-		{name: "uptime unknown", probe: Probe{RunID: "a", Uptime: -1}},
+		// uptime_in_seconds may be a second more than the time that passed:
+		// the quarantine counts one second less of it (q is 10.102s).
+		{name: "fresh", probe: Probe{RunID: "a", Uptime: 2 * time.Second}, until: -time.Second, reason: "fresh at start: uptime 2s"},
+		{name: "fresh 1s", probe: Probe{RunID: "a", Uptime: time.Second}, reason: "fresh at start: uptime 1s"},
+		{name: "just started", probe: Probe{RunID: "a", Uptime: 0}, reason: "fresh at start: uptime 0s"},
+		{name: "older than q by less than the slack", probe: Probe{RunID: "a", Uptime: 10500 * time.Millisecond}, until: -9500 * time.Millisecond, reason: "fresh at start: uptime 10.5s"},
+		{name: "older than q and the slack", probe: Probe{RunID: "a", Uptime: 11200 * time.Millisecond}, up: true},
+		{name: "trusted", trust: true, probe: Probe{RunID: "a", Uptime: 2 * time.Second}, up: true},
+		{name: "no run_id", probe: Probe{Uptime: 2 * time.Second}, up: true},
+		{name: "old", probe: Probe{RunID: "a", Uptime: time.Hour}, up: true},
+		{name: "uptime unknown", probe: Probe{RunID: "a", Uptime: -1}, up: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakes(t, 3, Options{MaxTTL: 10 * time.Second, TrustFreshBackends: tc.trust})
 			f.nodes[0].connect(tc.probe)
 			s := f.state(0)
-			if tc.until == 0 {
+			if tc.up {
 				if s.State != StateUp || f.r.Voting() != 3 {
 					t.Fatalf("%+v, want up", s)
 				}

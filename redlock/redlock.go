@@ -153,7 +153,7 @@ type Redlock struct {
 	bg              Tracker
 	gate            keyGate
 	observeCall     func(addr string, elapsed time.Duration, err error)
-	fenceHWM        atomic.Int64 // the highest fence this process issued
+	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fenceshare.go)
 
 	// Backend health (health.go): one per node, in node order.
 	health         []*nodeHealth

@@ -185,14 +185,15 @@ type chaosEvent struct {
 
 // chaosRun is one workload: workers, their shared history, the fault log.
 type chaosRun struct {
-	t      *testing.T
-	name   string
-	h      *history
-	ctx    context.Context // for releases: outlives the run
-	stop   context.Context // cancelled when the workers should finish
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	events []chaosEvent
+	t       *testing.T
+	name    string
+	h       *history
+	ctx     context.Context // for releases: outlives the run
+	stop    context.Context // cancelled when the workers should finish
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	events  []chaosEvent
+	workers int
 }
 
 func newChaosRun(t *testing.T, ctx context.Context, name string) *chaosRun {
@@ -203,6 +204,7 @@ func newChaosRun(t *testing.T, ctx context.Context, name string) *chaosRun {
 
 // startWorkers starts n workers, worker w using locker(w).
 func (r *chaosRun) startWorkers(n int, locker func(w int) chaosLocker) {
+	r.workers += n
 	for w := 0; w < n; w++ {
 		l := locker(w)
 		r.wg.Add(1)
@@ -302,7 +304,7 @@ func (r *chaosRun) finish(fences bool) (checkReport, []grant) {
 	r.wg.Wait()
 	gs, outcomes := r.h.snapshot()
 	rep := check(gs, outcomes, r.h.origin, end, fences)
-	r.t.Logf("%s run of %v, %d workers on %d resources, ttl %v:", r.name, end.Sub(r.h.origin).Round(time.Millisecond), chaosWorkers, len(chaosKeys), chaosTTL)
+	r.t.Logf("%s run of %v, %d workers on %d resources, ttl %v:", r.name, end.Sub(r.h.origin).Round(time.Millisecond), r.workers, len(chaosKeys), chaosTTL)
 	for _, ev := range r.events {
 		r.t.Logf("  fault %s: %s → %s", ev.name, offset(r.h.origin, ev.at), offset(r.h.origin, ev.until))
 	}

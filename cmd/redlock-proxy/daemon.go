@@ -14,6 +14,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/tier"
 )
 
 // Timeouts of the daemon's own steps.
@@ -40,6 +41,7 @@ type daemon struct {
 	locker *redlock.Redlock
 	leases *lease.Manager
 	disp   *commands.Dispatcher
+	tier   *tier.Tier
 	srv    *proxy.Server
 	ops    *proxy.OpsServer // nil without metrics_listen
 
@@ -162,6 +164,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	if err := d.srv.Listen(); err != nil {
 		return d, err
 	}
+	d.joinTier(cfg, logger.Named("tier"))
 	if metrics != nil {
 		metrics.Watch(proxy.MetricsSources{
 			Backends:     d.locker,
@@ -201,11 +204,38 @@ func (d *daemon) checkBackends(strict bool) error {
 	return nil
 }
 
-// start runs the health loop, the client listener and the metrics server.
+// joinTier builds this proxy's membership of the tier (redlock/tier) and
+// runs its first heartbeat before the listener serves: the entry is
+// written, the other proxies are known, and the fence mark is raised to
+// every backend's counter before the first fenced grant. The SENTINEL
+// commands answer from it, and a change of the advertised proxy is
+// published as +switch-master to this proxy's subscribers.
+func (d *daemon) joinTier(cfg conf.Config, logger hclog.Logger) {
+	announce := cfg.EffectiveAnnounce(d.srv.Addr().String())
+	d.tier = tier.New(d.locker, tier.Options{
+		Service:  cfg.ServiceName,
+		Announce: announce,
+		Logger:   logger,
+		OnSwitch: func(old, new tier.Member) { d.disp.AnnounceSwitch(old, new) },
+	})
+	d.disp.SetDiscovery(d.tier)
+	ctx, cancel := context.WithTimeout(context.Background(), checkWait)
+	defer cancel()
+	err := d.tier.Join(ctx)
+	logger.Info("tier", "service", cfg.ServiceName, "announce", announce, "id", d.tier.ID(),
+		"members", len(d.tier.Members()), "fence-mark", d.locker.FenceHighWater())
+	if err != nil {
+		logger.Warn("first heartbeat reached too few backends: membership follows when they answer", "error", err)
+	}
+}
+
+// start runs the health loop, the tier's heartbeat, the client listener
+// and the metrics server.
 func (d *daemon) start() {
 	hctx, stop := context.WithCancel(context.Background())
 	d.stopHealth, d.healthDone = stop, make(chan struct{})
 	go func() { defer close(d.healthDone); d.locker.RunHealth(hctx) }()
+	d.tier.Start()
 	d.served = make(chan error, 1)
 	go func() { d.served <- d.srv.Serve() }()
 	if d.ops != nil {
@@ -238,16 +268,20 @@ func (d *daemon) run(sigs <-chan os.Signal, load func() (conf.Config, error)) er
 	}
 }
 
-// stop shuts down in order: readiness off, clients (in-flight commands
+// stop shuts down in order: readiness off, leaving the tier (so the other
+// proxies stop advertising this one at once), clients (in-flight commands
 // finish within shutdown_timeout), SESSION locks, rollbacks, the metrics
 // server, the health loop, the backends.
 func (d *daemon) stop() error {
 	if d.ops != nil {
 		d.ops.Drain() // /readyz says 503 while the clients drain
 	}
+	tctx, tcancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer tcancel()
+	terr := d.tier.Shutdown(tctx)
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
 	defer cancel()
-	err := d.srv.Shutdown(ctx)
+	err := errors.Join(terr, d.srv.Shutdown(ctx))
 	if d.served != nil {
 		err = errors.Join(err, <-d.served)
 	}
@@ -273,9 +307,14 @@ func (d *daemon) stop() error {
 	return nil
 }
 
-// close ends what runs without clients: the health loop, the backend
-// connections and the -dev backends.
+// close ends what runs without clients: the tier's heartbeat, the health
+// loop, the backend connections and the -dev backends.
 func (d *daemon) close() {
+	if d.tier != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		_ = d.tier.Shutdown(ctx) // idempotent: stop has left already
+		cancel()
+	}
 	if d.stopHealth != nil {
 		d.stopHealth()
 		<-d.healthDone
