@@ -170,6 +170,15 @@ func (d *Dispatcher) runScript(ctx context.Context, s *script, rest [][]byte) Re
 	if p := a.Vote.CheckArgv(argv); p != nil {
 		return Errorf(errRefused, s.sha, p.Error())
 	}
+	if a.Vote.DerivedKeys {
+		// A key built from a declared key starts with it: none may reach
+		// the proxy's own keys.
+		for _, k := range keys {
+			if strings.HasPrefix(redlock.ReservedPrefix, k) {
+				return Errorf(errRefused, s.sha, "a key built from KEYS could start with '"+redlock.ReservedPrefix+"', reserved by redlock-proxy")
+			}
+		}
+	}
 	return d.vote(ctx, s, keys, argv)
 }
 

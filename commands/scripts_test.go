@@ -198,6 +198,15 @@ func TestScriptErrors(t *testing.T) {
 			t.Errorf("EVAL %q = %q, want an error with %q", tc.src, got, tc.want)
 		}
 	}
+	// A key built from a declared key stays within what it names: none may
+	// reach the proxy's own keys.
+	built := "return redis.call('SET', KEYS[1] .. ':fence', ARGV[1])"
+	if got := do(d, c, "EVAL", built, "1", "redlock-proxy", "1"); !strings.Contains(got, "reserved by redlock-proxy") {
+		t.Errorf("a built key that could reach the reserved keys = %q", got)
+	}
+	if got := do(d, c, "EVAL", built, "1", "app", "1"); got != "+OK\r\n" {
+		t.Errorf("a built key under a declared key = %q", got)
+	}
 	if got := do(d, c, "SCRIPT", "LOAD", "return ("); !strings.HasPrefix(got, "-ERR Error compiling script") {
 		t.Errorf("SCRIPT LOAD of a text that is not Lua = %q", got)
 	}

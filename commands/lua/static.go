@@ -390,9 +390,13 @@ func (r *resolver) exprProv(e ast.Expr) prov {
 		}
 		return meet(r.exprProv(e.Lhs), r.exprProv(e.Rhs))
 	case *ast.StringConcatOpExpr:
+		// A built key must start with a declared key (KEYS[2] .. ':' ..
+		// id), so that it stays within what the declared key names: the
+		// users' key patterns and the proxy's reserved keys are checked
+		// on the declared keys. ('prefix' .. KEYS[1] is not a key.)
 		l, rr := r.exprProv(e.Lhs), r.exprProv(e.Rhs)
 		switch {
-		case l.keyish() || rr.keyish():
+		case l.keyish():
 			return prov{kind: pDerived}
 		case l.kind == pNone && rr.kind == pNone:
 			return prov{kind: pNone}

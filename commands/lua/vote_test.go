@@ -197,6 +197,7 @@ func TestRefused(t *testing.T) {
 		{"SORT", "return redis.call('sort', KEYS[1], 'BY', 'w_*')", 1, "SORT can read keys named by its BY and GET patterns"},
 		{"BLPOP", "return redis.call('blpop', KEYS[1], 0)", 1, "BLPOP blocks"},
 		{"stream command", "return redis.call('xadd', KEYS[1], '*', 'f', 'v')", 1, "XADD is not on the list of key-local commands"},
+		{"key built with a prefix before KEYS", "return redis.call('SET', 'other:' .. KEYS[1], ARGV[1])", 1, "does not come from KEYS"},
 		{"key from ARGV", "if true then\n  redis.call('DEL', ARGV[1])\nend", 2,
 			`redis.call("DEL", …): argument 1 is a key of DEL but does not come from KEYS`},
 		{"literal key", "return redis.call('get', 'config:lock')", 1, "argument 1 is a key of GET"},
