@@ -81,7 +81,10 @@ func (r *Redlock) Exists(ctx context.Context, keys []string) (int, error) {
 // waits for every node, each within its deadline, and fails with
 // ErrNoQuorum when fewer than a quorum answered.
 func (r *Redlock) Delete(ctx context.Context, keys []string) (int, error) {
-	return r.countKeys(ctx, "delete", deleteScript, keys)
+	if err := checkKeys(ctx, "delete", keys); err != nil {
+		return 0, err
+	}
+	return r.countKeysWith(ctx, "delete", r.deleteCall(slices.Clone(keys)))
 }
 
 // countKeys runs a per-key script on every node and counts the keys with
@@ -90,9 +93,15 @@ func (r *Redlock) countKeys(ctx context.Context, op string, s *Script, keys []st
 	if err := checkKeys(ctx, op, keys); err != nil {
 		return 0, err
 	}
-	keys = slices.Clone(keys)
+	return r.countKeysWith(ctx, op, command{kind: callEval, script: s, keys: slices.Clone(keys)})
+}
+
+// countKeysWith runs cmd, a per-key script, on every node and counts the
+// keys with a quorum of 1s.
+func (r *Redlock) countKeysWith(ctx context.Context, op string, cmd command) (int, error) {
+	keys := cmd.keys
 	count := call[[]int64]{
-		cmd:    command{kind: callEval, script: s, keys: keys},
+		cmd:    cmd,
 		decode: func(v any) ([]int64, error) { return asInts(v, len(keys)) },
 	}
 	t := r.keyTally(len(keys), false)

@@ -183,7 +183,10 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 	if err := validate(key, token, time.Millisecond); err != nil {
 		return err
 	}
-	del := call[bool]{cmd: command{kind: callCAD, keys: []string{key}, value: token}, decode: asBool}
+	del := call[bool]{cmd: r.releaseCall(key, token), decode: asBool}
+	if r.notice != "" {
+		del.decode = intIs1
+	}
 	pass, err := r.gate.enter(ctx, del.cmd.keys)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
@@ -209,7 +212,7 @@ func (r *Redlock) ReleaseKeys(ctx context.Context, keys []string, token string) 
 	}
 	send, at := unique(keys)
 	del := call[[]int64]{
-		cmd:    command{kind: callEval, script: releaseScript, keys: send, args: []any{token}},
+		cmd:    r.releaseKeysCall(send, token),
 		decode: func(v any) ([]int64, error) { return asInts(v, len(send)) },
 	}
 	pass, err := r.gate.enter(ctx, send)

@@ -292,6 +292,20 @@ func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl t
 	return validity, err
 }
 
+// Notice takes a release notice another proxy's release (or this one's)
+// published on a backend (redlock.Options.ReleaseChannel): the key's
+// first waiter here tries at once, and a lock remembered here under the
+// released token is forgotten.
+func (m *Manager) Notice(msg string) {
+	if key, tag, ok := redlock.ParseNotice(msg); ok {
+		m.reg.releasedElsewhere(key, tag)
+	}
+}
+
+// WakeAll wakes the first waiter of every key: release notices may have
+// been missed (a backend's subscription was re-established).
+func (m *Manager) WakeAll() { m.reg.wakeAll() }
+
 // Changed tells the Manager that keys may have changed behind its lock
 // operations (a library's script run by vote wrote them): their first
 // waiters try again at once.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
 // The registry is this proxy's memory of the locks it granted with
@@ -128,6 +130,28 @@ func (r *registry) released(key, token string) {
 		return
 	}
 	r.wakeLocked(key)
+}
+
+// releasedElsewhere is a release notice for key: the record of key is
+// forgotten when its token's tag is tag (the lock released is the one
+// remembered), and key's first waiter is woken either way.
+func (r *registry) releasedElsewhere(key, tag string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.held[key]; l != nil && tag != "" && redlock.TokenTag(l.token) == tag {
+		r.dropLocked(l, true)
+		return
+	}
+	r.wakeLocked(key)
+}
+
+// wakeAll signals the head of every queue.
+func (r *registry) wakeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, q := range r.queues {
+		q[0].signal()
+	}
 }
 
 // expire runs at l's expiry; an extend in between moved the expiry on.

@@ -1,6 +1,11 @@
 package lease
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
 
 func TestQueueFIFO(t *testing.T) {
 	var r registry
@@ -35,4 +40,41 @@ func TestQueueFIFO(t *testing.T) {
 	if r.waiting("k") != 0 || len(r.queues) != 0 {
 		t.Fatal("queue not cleaned up")
 	}
+}
+
+// A release notice forgets the lock remembered under the released token
+// and wakes the key's first waiter; a notice for another token only
+// wakes it.
+func TestReleasedElsewhere(t *testing.T) {
+	var r registry
+	now := time.Now()
+	l := &heldLock{keys: []string{"k"}, token: "mine", expires: now.Add(time.Minute)}
+	r.add(l, now)
+	w := r.enqueue("k")
+	<-w.wake // the head is signalled on enqueue
+	r.releasedElsewhere("k", redlock.TokenTag("other"))
+	if r.lookup("k") != l {
+		t.Fatal("a notice for another token forgot the lock")
+	}
+	select {
+	case <-w.wake:
+	default:
+		t.Fatal("a notice did not wake the waiter")
+	}
+	r.releasedElsewhere("k", redlock.TokenTag("mine"))
+	if r.lookup("k") != nil {
+		t.Fatal("a notice for the remembered token did not forget it")
+	}
+	select {
+	case <-w.wake:
+	default:
+		t.Fatal("the release did not wake the waiter")
+	}
+	r.wakeAll()
+	select {
+	case <-w.wake:
+	default:
+		t.Fatal("wakeAll did not wake the waiter")
+	}
+	r.leave("k", w)
 }
