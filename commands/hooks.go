@@ -7,8 +7,10 @@ package commands
 // Hooks are what package proxy lends a Client to reach its connection
 // outside a command's reply.
 type Hooks struct {
-	// Push writes an out-of-band RESP3 message now, between replies; it
-	// reports false when the message could not be written.
+	// Push queues an out-of-band message, encoded for the client's
+	// protocol, to be written after the replies of every command the
+	// connection has read; it never blocks, and reports false when the
+	// connection is closing.
 	Push func(Reply) bool
 }
 
@@ -26,6 +28,16 @@ func (c *Client) Done() <-chan struct{} { return c.owner.Done() }
 func (c *Client) push(r Reply) bool {
 	h := c.hooks.Load()
 	if h == nil || h.Push == nil || c.Proto() < 3 {
+		return false
+	}
+	return h.Push(r)
+}
+
+// deliver sends a pub/sub message or an invalidation, whatever the
+// client's protocol (a RESP2 client gets an array).
+func (c *Client) deliver(r Reply) bool {
+	h := c.hooks.Load()
+	if h == nil || h.Push == nil {
 		return false
 	}
 	return h.Push(r)
