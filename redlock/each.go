@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -56,7 +57,8 @@ func (r *Redlock) DoAll(ctx context.Context, op string, args ...any) ([]NodeRepl
 		select {
 		case res := <-results:
 			out[res.i].Value, out[res.i].Err = res.v, res.err
-			if res.err != nil {
+			var reply interface{ RedisError() } // an error reply (WRONGTYPE) is an answer
+			if res.err != nil && !errors.As(res.err, &reply) {
 				r.log.Warn("node failed", "node", out[res.i].Addr, "op", op, "error", res.err)
 			}
 		case <-ctx.Done():
