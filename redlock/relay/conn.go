@@ -43,8 +43,17 @@ type bconn struct {
 
 	wmu    sync.Mutex // one writer at a time: a batch's queue entries and bytes stay in order
 	mu     sync.Mutex // queue and closed; the reader takes only this one
-	queue  []chan any // awaited replies in order; nil: not awaited
+	queue  []waiter   // replies expected, in order
 	closed bool
+}
+
+// waiter is where an expected reply goes: ch (buffered), or fn, called
+// on the reader's goroutine before it reads on — so what fn records is in
+// place before any frame the backend sent after that reply is handled —
+// with nil when the connection ended first. Neither: not awaited.
+type waiter struct {
+	ch chan any
+	fn func(v any, ok bool)
 }
 
 // dial opens a connection to b, switches it to RESP3 (HELLO 3) and runs
@@ -107,31 +116,35 @@ var errClosed = errors.New("backend connection closed")
 // send writes an encoded command whose replies nobody awaits, counting
 // replies of them in the queue (0 for commands answered by pushes only).
 func (c *bconn) send(b []byte, replies int) error {
-	_, err := c.write(b, replies, false)
-	return err
+	return c.write(b, replies, waiter{})
 }
 
 // call writes an encoded batch of commands that yields replies replies and
 // returns a channel that receives the last of them (an error reply as a
 // ServerError), or is closed if the connection ends first.
 func (c *bconn) call(b []byte, replies int) (<-chan any, error) {
-	return c.write(b, replies, true)
+	ch := make(chan any, 1)
+	return ch, c.write(b, replies, waiter{ch: ch})
 }
 
-func (c *bconn) write(b []byte, replies int, await bool) (chan any, error) {
-	var ch chan any
+// callFunc is call with the last reply handed to fn on the reader's
+// goroutine (see waiter).
+func (c *bconn) callFunc(b []byte, replies int, fn func(v any, ok bool)) error {
+	return c.write(b, replies, waiter{fn: fn})
+}
+
+func (c *bconn) write(b []byte, replies int, last waiter) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, errClosed
+		return errClosed
 	}
 	for i := range replies {
-		var w chan any
-		if await && i == replies-1 {
-			ch = make(chan any, 1)
-			w = ch
+		w := waiter{}
+		if i == replies-1 {
+			w = last
 		}
 		c.queue = append(c.queue, w)
 	}
@@ -141,24 +154,28 @@ func (c *bconn) write(b []byte, replies int, await bool) (chan any, error) {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.nc.Write(b); err != nil {
 		c.close()
-		return nil, err
+		return err
 	}
-	return ch, nil
+	return nil
 }
 
 // reply hands a reply to its waiter; false when none was awaited (the
 // reader then treats it as its role says).
 func (c *bconn) reply(v any) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if len(c.queue) == 0 {
+		c.mu.Unlock()
 		return false
 	}
 	w := c.queue[0]
-	c.queue[0] = nil
+	c.queue[0] = waiter{}
 	c.queue = c.queue[1:]
-	if w != nil {
-		w <- v
+	c.mu.Unlock()
+	switch {
+	case w.ch != nil:
+		w.ch <- v
+	case w.fn != nil:
+		w.fn(v, true)
 	}
 	return true
 }
@@ -173,22 +190,23 @@ func (c *bconn) isClosed() bool {
 // close closes the connection and wakes every waiter.
 func (c *bconn) close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closeLocked()
-}
-
-func (c *bconn) closeLocked() {
 	if c.closed {
+		c.mu.Unlock()
 		return
 	}
 	c.closed = true
 	_ = c.nc.Close()
-	for _, w := range c.queue {
-		if w != nil {
-			close(w)
+	queue := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	for _, w := range queue {
+		switch {
+		case w.ch != nil:
+			close(w.ch)
+		case w.fn != nil:
+			w.fn(nil, false)
 		}
 	}
-	c.queue = nil
 }
 
 // await waits for a reply channel from call, for ctx, or for d.

@@ -160,52 +160,60 @@ func (t *tracker) coveredLocked(e *tracked) int {
 }
 
 // register registers keys on every backend that is up (after waiting,
-// within ConfirmWait, for the ones still connecting) and marks entries
-// registered where the backend answered.
+// within ConfirmWait, for the ones still connecting). An entry counts as
+// registered on a backend once the reply to its EXISTS is read: that is
+// recorded on the connection's reader, before it reads on, so an
+// invalidation the backend sent before the registration (for a change
+// made before it, which the caller's read will see) is read while the
+// entry is not yet registered there and left alone, and one sent after
+// it finds the entry registered.
 func (t *tracker) register(ctx context.Context, keys []string, entries []*tracked) error {
 	if err := t.awaitStarted(ctx); err != nil {
 		return err
 	}
 	cmd := appendStrings(nil, "EXISTS", keys)
-	type sent struct {
-		tr *trackRole
-		c  *bconn
-		ch <-chan any
-	}
-	var calls []sent
+	var conns []*trackRole
 	t.mu.Lock()
 	for _, tr := range t.roles {
 		if tr.state == stateUp && tr.conn != nil {
-			calls = append(calls, sent{tr: tr, c: tr.conn})
+			conns = append(conns, tr)
 		}
 	}
 	t.mu.Unlock()
-	for i := range calls { // outside t.mu: a write may wait for a slow backend
-		calls[i].ch, _ = calls[i].c.call(cmd, 1)
+	done := make(chan struct{}, len(conns))
+	sent := 0
+	for _, tr := range conns { // outside t.mu: a write may wait for a slow backend
+		c := tr.conn
+		err := c.callFunc(cmd, 1, func(v any, ok bool) {
+			defer func() { done <- struct{}{} }()
+			if _, isErr := v.(ServerError); !ok || isErr {
+				return
+			}
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if tr.conn != c {
+				return // another connection by now: this one's registrations are gone
+			}
+			for j, k := range keys {
+				if t.keys[k] == entries[j] {
+					entries[j].reg |= 1 << uint(tr.i)
+				}
+			}
+		})
+		if err == nil {
+			sent++
+		}
 	}
 	timer := t.r.timer(t.r.confirmWait)
 	defer timer.Stop()
-	for _, c := range calls {
-		if c.ch == nil {
-			continue // the connection broke
-		}
+	for range sent {
 		select {
-		case v, ok := <-c.ch:
-			if _, isErr := v.(ServerError); !ok || isErr {
-				continue
-			}
+		case <-done:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
 			return nil // the rest count as not registered
 		}
-		t.mu.Lock()
-		for j, k := range keys {
-			if t.keys[k] == entries[j] && c.tr.conn == c.c {
-				entries[j].reg |= 1 << uint(c.tr.i)
-			}
-		}
-		t.mu.Unlock()
 	}
 	return nil
 }
@@ -310,7 +318,11 @@ func (t *tracker) notifyLocked() {
 }
 
 // invalidated takes backend i's invalidation: keys, or nil for a flush.
-func (t *tracker) invalidated(keys []any, flush bool) {
+// A key's entry is invalidated only if it is registered on backend i: an
+// invalidation read before the entry's registration there was sent for a
+// change made before it (see register), a copy of one that already ended
+// the entry's predecessor.
+func (t *tracker) invalidated(i int, keys []any, flush bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if flush {
@@ -328,7 +340,7 @@ func (t *tracker) invalidated(keys []any, flush bool) {
 	for _, v := range keys {
 		k, _ := str(v)
 		e := t.keys[k]
-		if e == nil {
+		if e == nil || e.reg&(1<<uint(i)) == 0 {
 			continue
 		}
 		delete(t.keys, k)
@@ -400,7 +412,7 @@ func (tr *trackRole) reconcile(*bconn) error { return nil }
 
 func (tr *trackRole) frame(_ *bconn, v any) {
 	if keys, flush, ok := invalidation(v); ok {
-		tr.t.invalidated(keys, flush)
+		tr.t.invalidated(tr.i, keys, flush)
 	}
 }
 
