@@ -76,7 +76,7 @@ type slot struct {
 	next  *slot
 	keys  []string // its entries in keyTail
 	quit  bool     // QUIT: close once written
-	after []byte   // pushes produced while it was the last slot, written after its reply
+	after *[]byte  // pushes produced while it was the last slot, written after its reply (a pointer: the slot stays in its size class)
 }
 
 // epoch is a barrier and the commands after it, up to the next barrier.
@@ -257,7 +257,9 @@ func (c *conn) flush() {
 	quit := false
 	for c.head != nil && c.head.reply != nil {
 		c.out = append(c.out, c.head.reply...)
-		c.out = append(c.out, c.head.after...)
+		if c.head.after != nil {
+			c.out = append(c.out, *c.head.after...)
+		}
 		quit = quit || c.head.quit
 		c.head = c.head.next
 		if c.head == nil {

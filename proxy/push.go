@@ -50,8 +50,11 @@ func (c *conn) pushOutOfBand(r commands.Reply) bool {
 	waiting := len(c.out)
 	switch {
 	case c.tail != nil:
-		c.tail.after = append(c.tail.after, b...)
-		waiting += len(c.tail.after)
+		if c.tail.after == nil {
+			c.tail.after = new([]byte)
+		}
+		*c.tail.after = append(*c.tail.after, b...)
+		waiting += len(*c.tail.after)
 	case c.pushes.inline.Load():
 		c.pushes.held = append(c.pushes.held, b...)
 		waiting += len(c.pushes.held)
