@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
@@ -180,4 +181,51 @@ func TestPubSubBackendRestart(t *testing.T) {
 	}
 	publishEverywhere(ctx, t, rs, "restart", "everywhere-after")
 	msgs.expect(t, "restart:after", "restart:everywhere-after")
+}
+
+// TestPubSubRueidis: a rueidis subscriber with default options (RESP3,
+// pushes on its command connections) gets each message once.
+func TestPubSubRueidis(t *testing.T) {
+	t.Parallel()
+	rs, pa, pb := pubsubSetup(t)
+	ctx := testCtx(t, time.Minute)
+	c := newRueidis(t, pa.Addr())
+	var mu sync.Mutex
+	var got []string
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { // owned: stopped and awaited below
+		done <- c.Receive(rctx, c.B().Subscribe().Channel("rch").Build(), func(m rueidis.PubSubMessage) {
+			mu.Lock()
+			got = append(got, m.Message)
+			mu.Unlock()
+		})
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+	testkit.Eventually(t, 10*time.Second, "the rueidis subscription", func() bool {
+		n, err := pa.Client(nil).PubSubNumSub(ctx, "rch").Result()
+		return err == nil && n["rch"] == 1
+	})
+	if err := c.Do(ctx, c.B().Publish().Channel("rch").Message("same-proxy").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pb.Client(nil).Publish(ctx, "rch", "other-proxy").Err(); err != nil {
+		t.Fatal(err)
+	}
+	publishEverywhere(ctx, t, rs, "rch", "script")
+	want := []string{"other-proxy", "same-proxy", "script"}
+	testkit.Eventually(t, 10*time.Second, "three messages", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= len(want)
+	})
+	time.Sleep(quiet)
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Sort(got); !slices.Equal(got, want) {
+		t.Fatalf("rueidis received %q, want each of %q once", got, want)
+	}
 }
