@@ -64,7 +64,7 @@ func (w *Watcher) Broadcast(ctx context.Context, prefixes []string) error {
 		b.pokeLocked()
 	}
 	t.mu.Unlock()
-	timer := t.r.timer(t.r.confirmWait)
+	timer := time.NewTimer(t.r.confirmWait)
 	defer timer.Stop()
 	for {
 		t.mu.Lock()

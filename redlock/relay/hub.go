@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Kind is what a subscription names: a channel, a pattern or a shard
@@ -211,7 +212,7 @@ func (h *hub) notifyLocked() {
 // await waits until every backend that is up confirmed every topic of
 // ts, and none is still connecting, for at most ConfirmWait.
 func (h *hub) await(ctx context.Context, ts []topic) error {
-	timer := h.r.timer(h.r.confirmWait)
+	timer := time.NewTimer(h.r.confirmWait)
 	defer timer.Stop()
 	for {
 		h.mu.Lock()

@@ -83,9 +83,6 @@ func New(opts Options) *Relay {
 	return r
 }
 
-// Backends is the number of backends.
-func (r *Relay) Backends() int { return len(r.backends) }
-
 // spawn runs a session until Shutdown.
 func (r *Relay) spawn(s *session) {
 	r.smu.Lock()
@@ -95,9 +92,6 @@ func (r *Relay) spawn(s *session) {
 	}
 	r.bg.Go(func() { s.run(r.ctx) })
 }
-
-// timer is a timer of d (a helper for waits with several ends).
-func (r *Relay) timer(d time.Duration) *time.Timer { return time.NewTimer(d) }
 
 // Shutdown closes every backend connection, ends blocking pops in
 // flight, and waits for the relay's goroutines, or for ctx (returning its

@@ -204,7 +204,7 @@ func (t *tracker) register(ctx context.Context, keys []string, entries []*tracke
 			sent++
 		}
 	}
-	timer := t.r.timer(t.r.confirmWait)
+	timer := time.NewTimer(t.r.confirmWait)
 	defer timer.Stop()
 	for range sent {
 		select {
@@ -221,7 +221,7 @@ func (t *tracker) register(ctx context.Context, keys []string, entries []*tracke
 // awaitStarted waits until no tracking session is still making its first
 // connection, at most ConfirmWait.
 func (t *tracker) awaitStarted(ctx context.Context) error {
-	timer := t.r.timer(t.r.confirmWait)
+	timer := time.NewTimer(t.r.confirmWait)
 	defer timer.Stop()
 	for {
 		t.mu.Lock()
