@@ -10,6 +10,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
+	github.com/redis/rueidis/rueidiscompat v1.0.79
 	github.com/tidwall/redcon v1.6.2
 	github.com/yuin/gopher-lua v1.1.1
 	github.com/zclconf/go-cty v1.19.0

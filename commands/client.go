@@ -27,7 +27,15 @@ type Client struct {
 	proto      atomic.Int32
 	closeAfter bool // QUIT: close once the reply is written
 	tx         txState
-	subs       map[string]bool // "subscribe\x00channel", "psubscribe\x00pattern"
+
+	// What the relay sends it (pubsub.go, tracking.go): modes says at
+	// once whether either is in use; pmu guards ps and gone.
+	modes   atomic.Uint32
+	pmu     sync.Mutex
+	ps      *pubsubState
+	gone    bool // CloseClient ran: nothing more is set up
+	trk     atomic.Pointer[trackState]
+	caching atomic.Int32 // CLIENT CACHING YES|NO for the next command
 
 	// The connection as a holder of locks, and what reaches it outside
 	// its replies (hooks.go).

@@ -95,13 +95,20 @@ func (d *Dispatcher) reset(ctx context.Context, c *Client, args [][]byte) Reply 
 	c.setName("")
 	c.logout(d.users.required)
 	c.tx.reset()
-	c.subs = nil
-	d.local.drop(c)
+	c.endPubsub(false)
+	c.endTracking()
 	return Simple("RESET")
 }
 
 // PING [message]
 func (d *Dispatcher) ping(ctx context.Context, c *Client, args [][]byte) Reply {
+	if c.subscribed() && c.Proto() == 2 { // Redis: an array in subscribed mode
+		msg := BulkString("")
+		if len(args) == 2 {
+			msg = BulkString(args[1])
+		}
+		return Array{BulkString("pong"), msg}
+	}
 	switch len(args) {
 	case 1:
 		return Simple("PONG")
@@ -129,7 +136,8 @@ func (d *Dispatcher) selectDB(ctx context.Context, c *Client, args [][]byte) Rep
 }
 
 // clientSubArity is the arity of each CLIENT subcommand (name included).
-var clientSubArity = map[string]int{"SETNAME": 3, "GETNAME": 2, "SETINFO": 4, "ID": 2, "INFO": 2, "LIST": -2}
+var clientSubArity = map[string]int{"SETNAME": 3, "GETNAME": 2, "SETINFO": 4, "ID": 2, "INFO": 2, "LIST": -2,
+	"TRACKING": -3, "CACHING": 3, "TRACKINGINFO": 2, "GETREDIR": 2}
 
 // CLIENT SETNAME name | GETNAME | SETINFO LIB-NAME|LIB-VER value | ID | INFO | LIST
 func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply {
@@ -157,6 +165,8 @@ func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply
 		return d.clientSetInfo(c, args[2], args[3])
 	case "ID":
 		return Int(c.ID)
+	case "TRACKING", "CACHING", "TRACKINGINFO", "GETREDIR":
+		return d.clientTracking(ctx, c, sub, args)
 	case "INFO":
 		return BulkString(c.infoLine(d.now()) + "\n")
 	default: // LIST shows every connection: admin users only

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
 
 // RedisVersion is the Redis version the proxy advertises in HELLO and INFO.
@@ -41,10 +42,10 @@ type Options struct {
 	// Observe, when set, is called once per command after it ran (observe.go
 	// says how dialect and result are named). nil costs nothing.
 	Observe func(cmd, dialect, result string, d time.Duration)
-	// Publisher delivers the proxy's own messages (+switch-master) to its
-	// local subscribers; nil: the subscriptions made through this
-	// Dispatcher (localpub.go).
-	Publisher LocalPublisher
+	// Relay carries pub/sub, key tracking and blocking pops to the
+	// backends; nil: one over no backend (subscriptions stay local,
+	// tracked keys are invalidated at once, blocking pops fail).
+	Relay *relay.Relay
 }
 
 // Dispatcher runs commands: it owns the command table and the client
@@ -62,9 +63,8 @@ type Dispatcher struct {
 	index   map[string]*Command
 	scripts scriptCache
 	clients clientRegistry
-	local   localSubs      // this proxy's subscribers (localpub.go)
-	pub     LocalPublisher // Options.Publisher, or &local
-	tier    Discovery      // nil until SetDiscovery (sentinel.go)
+	relay   *relay.Relay
+	tier    Discovery // nil until SetDiscovery (sentinel.go)
 }
 
 // New builds a Dispatcher. opts.Leases is required.
@@ -88,13 +88,13 @@ func New(opts Options) *Dispatcher {
 		now:    opts.Now,
 		table:  table,
 		index:  commandIndex,
+		relay:  opts.Relay,
+	}
+	if d.relay == nil {
+		d.relay = relay.New(relay.Options{Logger: opts.Logger})
 	}
 	if d.leases != nil {
 		d.locker = d.leases.Locker()
-	}
-	d.pub = opts.Publisher
-	if d.pub == nil {
-		d.pub = &d.local
 	}
 	d.started = d.now()
 	var unknown []string
@@ -131,7 +131,8 @@ func (d *Dispatcher) NewClient(addr, localAddr string) *Client {
 // Its SESSION locks are released in the background.
 func (d *Dispatcher) CloseClient(c *Client) {
 	d.clients.remove(c)
-	d.local.drop(c)
+	c.endPubsub(true)
+	c.endTracking()
 	if d.leases != nil {
 		d.leases.CloseOwner(c.owner)
 	} else {
@@ -184,8 +185,15 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if c.tx.multi && cmd.Flags&TxControl == 0 {
 		return d.queue(c, cmd, args)
 	}
-	if len(c.subs) > 0 && c.Proto() == 2 && cmd.Flags&PubSub == 0 {
-		return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.lower)
+	if m := c.modes.Load(); m != 0 {
+		if m&modeSubscribed != 0 && c.Proto() == 2 && cmd.Flags&PubSub == 0 {
+			return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.lower)
+		}
+		if m&modeTracking != 0 {
+			if r, done := d.tracked(ctx, c, cmd, args); done {
+				return r
+			}
+		}
 	}
 	return cmd.run(d, ctx, c, args)
 }

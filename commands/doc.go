@@ -22,7 +22,10 @@
 // MUNLOCK), info.go (LOCKINFO, LOCKS), legacy.go (the single-Redis
 // dialect: SET, SETNX, GET, DEL, PTTL, …), scripts.go and catalog.go
 // (EVAL, EVALSHA, SCRIPT: the lock libraries' scripts), tx.go (the
-// StackExchange.Redis lock transaction), pubsub.go, connection.go (AUTH,
+// StackExchange.Redis lock transaction, and transactions of reads),
+// pubsub.go (the subscribe family, PUBLISH, PUBSUB over redlock/relay),
+// tracking.go (CLIENT TRACKING and CACHING: which reads are tracked),
+// lists.go (list signals and blocking pops), connection.go (AUTH,
 // HELLO, CLIENT, PING, …), server.go (INFO, COMMAND, CONFIG, …). Around
 // them: dispatcher.go (Options, Do), client.go (a connection's state),
 // hooks.go (what reaches a connection outside its replies: pushes, the

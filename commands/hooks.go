@@ -7,13 +7,11 @@ package commands
 // Hooks are what package proxy lends a Client to reach its connection
 // outside a command's reply.
 type Hooks struct {
-	// Push writes an out-of-band RESP3 message now, between replies; it
-	// reports false when the message could not be written.
+	// Push queues an out-of-band message, encoded for the client's
+	// protocol, to be written after the replies of every command the
+	// connection has read; it never blocks, and reports false when the
+	// connection is closing.
 	Push func(Reply) bool
-	// Deliver writes a pub/sub message now, between replies, in the
-	// client's protocol (a RESP2 array, a RESP3 push); it reports false
-	// when the message could not be written.
-	Deliver func(Reply) bool
 }
 
 // SetHooks installs the connection's hooks (proxy, at accept).
@@ -35,13 +33,14 @@ func (c *Client) push(r Reply) bool {
 	return h.Push(r)
 }
 
-// deliver writes a pub/sub message to a subscribed client.
+// deliver sends a pub/sub message or an invalidation, whatever the
+// client's protocol (a RESP2 client gets an array).
 func (c *Client) deliver(r Reply) bool {
 	h := c.hooks.Load()
-	if h == nil || h.Deliver == nil {
+	if h == nil || h.Push == nil {
 		return false
 	}
-	return h.Deliver(r)
+	return h.Push(r)
 }
 
 // lockLost tells the client that its SESSION lock on key was lost: a

@@ -9,7 +9,8 @@ package commands
 //     commands (AUTH, HELLO, SELECT, CLIENT, RESET, QUIT), transactions
 //     (WATCH … EXEC, and every command inside MULTI), the subscribe family,
 //     commands on every key (FLUSHDB, SCRIPT) and blocking commands
-//     (LOCK … WAIT) are barriers, as Redis orders them;
+//     (LOCK … WAIT, BLPOP, BRPOP, BLMOVE) are barriers, as Redis orders
+//     them;
 //   - any other command waits for the commands before it that share one of
 //     its Keys, so the commands on one key run in arrival order;
 //   - a Local command is answered without a backend round trip, so the
@@ -49,13 +50,24 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 	if p.Barrier {
 		return p
 	}
-	if cmd.Name == "LOCK" && lockWaits(args) {
+	if cmd.Name == "LOCK" && lockWaits(args) || cmd.Flags&Blocking != 0 {
 		return Plan{Barrier: true, Blocks: true}
 	}
 	if cmd.keys != nil {
 		p.Keys = cmd.keys(args)
 	} else if first, last := cmd.keyRange(len(args)); first > 0 {
 		p.Keys = args[first : last+1]
+	}
+	return p
+}
+
+// PlanFor is Plan for client c: the command right after CLIENT CACHING
+// YES|NO is a barrier, since the flag applies to it alone (tracking.go),
+// and blocking list pops are Blocks barriers.
+func (d *Dispatcher) PlanFor(c *Client, args [][]byte, tx bool) Plan {
+	p := d.Plan(args, tx)
+	if !p.Barrier && c.caching.Load() != cachingUnset {
+		p.Barrier, p.Keys = true, nil
 	}
 	return p
 }

@@ -27,12 +27,30 @@ func TestPlan(t *testing.T) {
 		{"HELLO 3", false, Plan{Barrier: true, Local: true}},
 		{"MULTI", false, Plan{Barrier: true, Local: true, OpensTx: true}},
 		{"EXEC", true, Plan{Barrier: true, ClosesTx: true}},
-		{"SUBSCRIBE c", false, Plan{Barrier: true, Local: true}},
+		{"SUBSCRIBE c", false, Plan{Barrier: true}}, // waits for the backends' confirmations
+		{"UNSUBSCRIBE c", false, Plan{Barrier: true, Local: true}},
+		{"BLPOP a b 0", false, Plan{Barrier: true, Blocks: true}},
+		{"BLMOVE a b LEFT RIGHT 1", false, Plan{Barrier: true, Blocks: true}},
+		{"LPUSH a x", false, Plan{Keys: args("a")}},
 		{"FLUSHDB", false, Plan{Barrier: true}},
 		{"INFO", false, Plan{Local: true}},
 	} {
 		if got := d.Plan(args(strings.Fields(tc.cmd)...), tc.tx); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Plan(%q, tx %v) = %+v, want %+v", tc.cmd, tc.tx, got, tc.want)
 		}
+	}
+}
+
+// TestPlanForCaching: the command right after CLIENT CACHING runs alone,
+// since the flag applies to it only.
+func TestPlanForCaching(t *testing.T) {
+	d := &Dispatcher{index: commandIndex}
+	c := &Client{}
+	if got := d.PlanFor(c, args("GET", "k"), false); got.Barrier {
+		t.Fatalf("PlanFor(GET k) without CLIENT CACHING = %+v, want no barrier", got)
+	}
+	c.caching.Store(cachingYes)
+	if got := d.PlanFor(c, args("GET", "k"), false); !got.Barrier || got.Keys != nil {
+		t.Fatalf("PlanFor(GET k) after CLIENT CACHING YES = %+v, want a barrier", got)
 	}
 }

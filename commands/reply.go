@@ -41,6 +41,9 @@ type KV struct {
 	Value Reply
 }
 
+// Set is an unordered collection: ~ in RESP3, an array in RESP2.
+type Set []Reply
+
 // Push is an out-of-band message: > in RESP3, an array in RESP2.
 type Push []Reply
 
@@ -133,6 +136,17 @@ func (m Map) appendTo(b []byte, proto int) []byte {
 	for _, kv := range m {
 		b = BulkString(kv.Key).appendTo(b, proto)
 		b = AppendReply(b, kv.Value, proto)
+	}
+	return b
+}
+
+func (s Set) appendTo(b []byte, proto int) []byte {
+	if proto < 3 {
+		return Array(s).appendTo(b, proto)
+	}
+	b = appendHeader(b, '~', len(s))
+	for _, r := range s {
+		b = AppendReply(b, r, proto)
 	}
 	return b
 }

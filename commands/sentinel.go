@@ -218,7 +218,7 @@ func (d *Dispatcher) AnnounceSwitch(old, new tier.Member) int {
 	oip, oport := splitAddr(old.Addr)
 	nip, nport := splitAddr(new.Addr)
 	msg := strings.Join([]string{d.tier.Service(), oip, oport, nip, nport}, " ")
-	n := d.pub.PublishLocal("+switch-master", []byte(msg))
+	n := d.relay.DeliverLocal("+switch-master", msg)
 	d.log.Info("published +switch-master", "message", msg, "receivers", n)
 	return n
 }

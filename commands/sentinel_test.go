@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 	"github.com/redlock-proxy/redlock-proxy/redlock/tier"
 )
 
@@ -133,7 +134,7 @@ func TestSentinelNoLiveProxy(t *testing.T) {
 	}
 }
 
-// subscriber is a client whose Deliver hook records what it was sent.
+// subscriber is a client whose Push hook records what it was sent.
 type subscriber struct {
 	*Client
 	mu  sync.Mutex
@@ -142,7 +143,7 @@ type subscriber struct {
 
 func newSubscriber(d *Dispatcher) *subscriber {
 	s := &subscriber{Client: d.NewClient("127.0.0.1:1", "127.0.0.1:2")}
-	s.SetHooks(Hooks{Deliver: func(r Reply) bool {
+	s.SetHooks(Hooks{Push: func(r Reply) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.got = append(s.got, string(AppendReply(nil, r, s.Proto())))
@@ -199,29 +200,10 @@ func TestAnnounceSwitch(t *testing.T) {
 	if n := d.AnnounceSwitch(nu, old); n != 0 {
 		t.Fatalf("after unsubscribe, reset and close, AnnounceSwitch reached %d", n)
 	}
-	d.local.mu.Lock()
-	left := len(d.local.byClient) + len(d.local.channels) + len(d.local.patterns)
-	d.local.mu.Unlock()
-	if left != 2 { // other's one subscription, in byClient and channels
-		t.Fatalf("the index keeps %d entries, want other's only", left)
+	if got := d.relay.Names(relay.Channel, ""); len(got) != 1 || got[0] != "+sdown" {
+		t.Fatalf("channels still subscribed: %q, want other's only", got)
 	}
-}
-
-// TestLocalPublisherOption: a Publisher in Options replaces the index.
-func TestLocalPublisherOption(t *testing.T) {
-	d, _ := newTestDispatcher(t, 3, "")
-	rec := &recordingPublisher{}
-	d.pub = rec
-	d.SetDiscovery(threeMembers())
-	d.AnnounceSwitch(tier.Member{Addr: "a:1"}, tier.Member{Addr: "b:2"})
-	if rec.channel != "+switch-master" || rec.message != "redlock a 1 b 2" {
-		t.Fatalf("published %q on %q", rec.message, rec.channel)
+	if n := d.relay.Count(relay.Pattern, ""); n != 0 {
+		t.Fatalf("%d patterns still subscribed, want none", n)
 	}
-}
-
-type recordingPublisher struct{ channel, message string }
-
-func (r *recordingPublisher) PublishLocal(channel string, message []byte) int {
-	r.channel, r.message = channel, string(message)
-	return 1
 }

@@ -36,6 +36,16 @@ const (
 	// Local commands are answered from the proxy's own state, without a
 	// backend round trip (PING, INFO, CLIENT, …).
 	Local
+	// Reads commands read their keys: a tracking client tracks them
+	// (tracking.go), and a transaction may queue them (tx.go) unless they
+	// also write.
+	Reads
+	// Writes commands change their keys: a NOLOOP tracking client is not
+	// told of its own change.
+	Writes
+	// Blocking commands wait for data (BLPOP): Plan makes them Blocks
+	// barriers.
+	Blocking
 )
 
 // handler runs one command. args[0] is the command name as sent.
@@ -58,34 +68,34 @@ type Command struct {
 // table is the one list of commands. A duplicate name panics at start.
 var table = []Command{
 	// Native lock commands (lock.go, wait.go, session.go, info.go).
-	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Flags: Acquires, Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
-	{Name: "UNLOCK", Arity: 3, Key: 1, Group: "lock", Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
-	{Name: "EXTEND", Arity: 4, Key: 1, Group: "lock", Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
-	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Flags: Acquires, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
-	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
+	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Flags: Acquires | Writes, Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
+	{Name: "UNLOCK", Arity: 3, Key: 1, Flags: Writes, Group: "lock", Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
+	{Name: "EXTEND", Arity: 4, Key: 1, Flags: Writes, Group: "lock", Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
+	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Flags: Acquires | Writes, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
+	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Flags: Writes, Group: "lock", Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
 	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
 	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
-	{Name: "SET", Arity: -3, Key: 1, Group: "string", Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},
-	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Flags: Acquires, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
-	{Name: "GET", Arity: 2, Key: 1, Group: "string", Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
-	{Name: "GETSET", Arity: 3, Key: 1, Group: "string", Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
-	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti, Group: "generic", Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
-	{Name: "EXISTS", Arity: -2, Key: 1, LastKey: -1, Group: "generic", Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
-	{Name: "PERSIST", Arity: 2, Key: 1, Group: "generic", Summary: "Keeps the key without expiry: the proxy renews its lease while it holds its value", run: (*Dispatcher).persist},
-	{Name: "PTTL", Arity: 2, Key: 1, Group: "generic", Summary: "How long (ms) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
-	{Name: "TTL", Arity: 2, Key: 1, Group: "generic", Summary: "How long (s) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
-	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti, Group: "generic", Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},
-	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti, Group: "generic", Summary: "Sets the ttl (s) on a quorum", run: (*Dispatcher).expire},
-	{Name: "DELEX", Arity: -2, Key: 1, Group: "string", Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
-	{Name: "DELIFEQ", Arity: 3, Key: 1, Group: "string", Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
+	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},
+	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Flags: Acquires | Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
+	{Name: "GET", Arity: 2, Key: 1, Flags: Reads, Group: "string", Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
+	{Name: "GETSET", Arity: 3, Key: 1, Flags: Reads | Writes, Group: "string", Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
+	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti | Writes, Group: "generic", Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
+	{Name: "EXISTS", Arity: -2, Key: 1, LastKey: -1, Flags: Reads, Group: "generic", Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
+	{Name: "PERSIST", Arity: 2, Key: 1, Flags: Writes, Group: "generic", Summary: "Keeps the key without expiry: the proxy renews its lease while it holds its value", run: (*Dispatcher).persist},
+	{Name: "PTTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Summary: "How long (ms) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
+	{Name: "TTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Summary: "How long (s) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
+	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},
+	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Summary: "Sets the ttl (s) on a quorum", run: (*Dispatcher).expire},
+	{Name: "DELEX", Arity: -2, Key: 1, Flags: Writes, Group: "string", Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
+	{Name: "DELIFEQ", Arity: 3, Key: 1, Flags: Writes, Group: "string", Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
 	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 
 	// Lock-library scripts, recognised and carried out (scripts.go, catalog.go).
-	{Name: "EVAL", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script as a quorum operation", run: (*Dispatcher).eval, keys: scriptKeys},
-	{Name: "EVALSHA", Arity: -3, Key: 3, Group: "scripting", Summary: "Runs a known lock library's script by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
+	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "Runs a known lock library's script as a quorum operation", run: (*Dispatcher).eval, keys: scriptKeys},
+	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "Runs a known lock library's script by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
 	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Summary: "SCRIPT LOAD|EXISTS|FLUSH for the known lock scripts", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).
@@ -95,12 +105,27 @@ var table = []Command{
 	{Name: "EXEC", Arity: 1, Flags: TxControl | Barrier, Group: "transactions", Summary: "Runs it as compare-and-delete or compare-and-expire", run: (*Dispatcher).exec},
 	{Name: "DISCARD", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Abandons the transaction", run: (*Dispatcher).discard},
 
-	// Pub/sub, accepted for drivers that subscribe at start (pubsub.go).
-	{Name: "SUBSCRIBE", Arity: -2, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Accepted; no messages are relayed", run: (*Dispatcher).subscribe},
-	{Name: "PSUBSCRIBE", Arity: -2, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Accepted; no messages are relayed", run: (*Dispatcher).subscribe},
+	// Pub/sub relayed through the backends, each message delivered once (pubsub.go, redlock/relay).
+	{Name: "SUBSCRIBE", Arity: -2, Flags: PubSub | Barrier, Group: "pubsub", Summary: "Subscribes on every backend; each message delivered once", run: (*Dispatcher).subscribe},
+	{Name: "PSUBSCRIBE", Arity: -2, Flags: PubSub | Barrier, Group: "pubsub", Summary: "Subscribes to patterns on every backend; each message delivered once", run: (*Dispatcher).subscribe},
+	{Name: "SSUBSCRIBE", Arity: -2, Flags: PubSub | Barrier, Group: "pubsub", Summary: "Subscribes to shard channels on every backend; each message delivered once", run: (*Dispatcher).subscribe},
 	{Name: "UNSUBSCRIBE", Arity: -1, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Leaves channels", run: (*Dispatcher).unsubscribe},
 	{Name: "PUNSUBSCRIBE", Arity: -1, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Leaves patterns", run: (*Dispatcher).unsubscribe},
-	{Name: "PUBLISH", Arity: 3, Group: "pubsub", Summary: "Reaches no subscriber: answers 0", run: (*Dispatcher).publish},
+	{Name: "SUNSUBSCRIBE", Arity: -1, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Leaves shard channels", run: (*Dispatcher).unsubscribe},
+	{Name: "PUBLISH", Arity: 3, Group: "pubsub", Summary: "Publishes on every voting backend: the largest receiver count one reported", run: (*Dispatcher).publish},
+	{Name: "SPUBLISH", Arity: 3, Group: "pubsub", Summary: "Publishes on a shard channel on every voting backend", run: (*Dispatcher).publish},
+	{Name: "PUBSUB", Arity: -2, Flags: Local, Group: "pubsub", Summary: "CHANNELS NUMSUB NUMPAT SHARDCHANNELS SHARDNUMSUB of this proxy's subscribers", run: (*Dispatcher).pubsubCmd},
+
+	// Lists as wake-up signals (lists.go): pushes on every voting backend, pops quorum-aware.
+	{Name: "LPUSH", Arity: -3, Key: 1, Flags: Writes, Group: "list", Summary: "Pushes on every voting backend; the longest list's length", run: (*Dispatcher).push},
+	{Name: "RPUSH", Arity: -3, Key: 1, Flags: Writes, Group: "list", Summary: "Pushes on every voting backend; the longest list's length", run: (*Dispatcher).push},
+	{Name: "LPOP", Arity: 2, Key: 1, Flags: Writes, Group: "list", Summary: "Pops on every voting backend: the element most of them popped", run: (*Dispatcher).pop},
+	{Name: "RPOP", Arity: 2, Key: 1, Flags: Writes, Group: "list", Summary: "Pops on every voting backend: the element most of them popped", run: (*Dispatcher).pop},
+	{Name: "LLEN", Arity: 2, Key: 1, Flags: Reads, Group: "list", Summary: "The length a quorum of backends holds at least", run: (*Dispatcher).llen},
+	{Name: "LMOVE", Arity: 5, Key: 1, LastKey: 2, Flags: Writes, Group: "list", Summary: "LPOP/RPOP then a push on every voting backend", run: (*Dispatcher).lmove},
+	{Name: "BLPOP", Arity: -3, Key: 1, LastKey: -2, Flags: Writes | Blocking, Group: "list", Summary: "Blocks on every backend; the first element popped", run: (*Dispatcher).bpop},
+	{Name: "BRPOP", Arity: -3, Key: 1, LastKey: -2, Flags: Writes | Blocking, Group: "list", Summary: "Blocks on every backend; the first element popped", run: (*Dispatcher).bpop},
+	{Name: "BLMOVE", Arity: 6, Key: 1, LastKey: 2, Flags: Writes | Blocking, Group: "list", Summary: "A blocking pop, then a push on every voting backend", run: (*Dispatcher).blmove},
 
 	// Connection commands (connection.go).
 	{Name: "AUTH", Arity: -2, Flags: NoAuth | AnyUser | Barrier | Local, Group: "connection", Summary: "Authenticates the connection", run: (*Dispatcher).auth},

@@ -5,22 +5,31 @@ import (
 	"time"
 )
 
-// txState is a client's WATCH/MULTI state. Only the StackExchange.Redis
-// lock transaction is supported: WATCH k, GET k, MULTI, DEL k or
-// PEXPIRE/EXPIRE k t, EXEC. EXEC turns it into a compare-and-delete or
-// compare-and-expire with the value the client read after WATCH, which is
-// exactly the condition the transaction expresses on one Redis.
+// txState is a client's WATCH/MULTI state. Two kinds of commands may be
+// queued. Reads (the table's Reads commands that do not write: GET,
+// EXISTS, PTTL, TTL, LLEN) run at EXEC in order, each as outside a
+// transaction — so a transaction of reads is not atomic across the
+// backends, each read is a quorum read of its own — and CLIENT CACHING
+// YES before MULTI tracks the keys they read (rueidis DoCache sends
+// CLIENT CACHING YES, MULTI, PTTL k, GET k, EXEC). And the
+// StackExchange.Redis lock transaction: WATCH k, GET k, MULTI, DEL k or
+// PEXPIRE/EXPIRE k t, EXEC, which EXEC turns into a compare-and-delete or
+// compare-and-expire with the value the client read after WATCH, exactly
+// the condition the transaction expresses on one Redis.
 type txState struct {
 	watched map[string]*string // key → value read by GET after WATCH (nil: not read, or absent)
 	multi   bool
 	dirty   bool
 	queue   []txOp
+	caching int32 // CLIENT CACHING before MULTI (tracking.go)
 }
 
 // txOp is one queued command, parsed and checked when it was queued.
 type txOp struct {
-	key string
-	ttl time.Duration // PEXPIRE/EXPIRE; zero for DEL
+	key  string
+	ttl  time.Duration // PEXPIRE/EXPIRE; zero for DEL
+	read *Command      // a read, run at EXEC with args
+	args [][]byte
 }
 
 func (t *txState) reset() { *t = txState{} }
@@ -32,11 +41,16 @@ func (t *txState) noteRead(key string, value *string) {
 	}
 }
 
-const errTxOnly = "ERR redlock-proxy transactions support only DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
+const errTxOnly = "ERR redlock-proxy transactions support only reads (GET, EXISTS, PTTL, TTL, LLEN) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
 
 // queue is called by Do for commands inside MULTI; it validates the
 // command now, as Redis does, so EXEC can only abort or run.
 func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
+	if cmd.Flags&(Reads|Writes) == Reads {
+		// Copied: the arguments may sit in the connection's read buffer.
+		c.tx.queue = append(c.tx.queue, txOp{read: cmd, args: copyArgs(args)})
+		return Simple("QUEUED")
+	}
 	if cmd.Flags&InMulti == 0 || len(args) < 2 {
 		c.tx.dirty = true
 		return Error(errTxOnly)
@@ -113,8 +127,13 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	if tx.dirty {
 		return Error("EXECABORT Transaction discarded because of previous errors.")
 	}
+	reads, covered := d.trackTx(ctx, c, tx)
 	out := make(Array, 0, len(tx.queue))
 	for _, op := range tx.queue {
+		if op.read != nil {
+			out = append(out, op.read.run(d, ctx, c, op.args))
+			continue
+		}
 		token := *tx.watched[op.key]
 		var r Reply
 		if op.ttl == 0 {
@@ -130,6 +149,53 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 			return r
 		}
 		out = append(out, Int(1))
+	}
+	if !covered {
+		d.invalidated(c, reads)
+	}
+	return out
+}
+
+// trackTx tracks the keys of a transaction's reads for a tracking client
+// before they run, and returns them and whether the backends cover them
+// (tracking.go).
+func (d *Dispatcher) trackTx(ctx context.Context, c *Client, tx txState) ([]string, bool) {
+	t := c.trk.Load()
+	if t == nil || !t.wants(tx.caching, c.Proto()) {
+		return nil, true
+	}
+	var keys []string
+	seen := map[string]bool{}
+	for _, op := range tx.queue {
+		if op.read == nil {
+			continue
+		}
+		for _, k := range commandKeys(op.read, op.args) {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil, true
+	}
+	covered, err := t.w.Track(ctx, keys)
+	return keys, covered && err == nil
+}
+
+// copyArgs copies a command's arguments into one allocation.
+func copyArgs(args [][]byte) [][]byte {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	buf := make([]byte, 0, n)
+	out := make([][]byte, len(args))
+	for i, a := range args {
+		start := len(buf)
+		buf = append(buf, a...)
+		out[i] = buf[start:len(buf):len(buf)]
 	}
 	return out
 }

@@ -66,6 +66,8 @@ type conn struct {
 	outN    int        // slots whose replies are in out
 	writing bool       // a goroutine is writing out
 	broken  bool       // a write failed: the connection is closing
+
+	pushes pushState // out-of-band messages (push.go)
 }
 
 // slot is one command's place in the reply queue.
@@ -75,6 +77,7 @@ type slot struct {
 	next  *slot
 	keys  []string // its entries in keyTail
 	quit  bool     // QUIT: close once written
+	after *[]byte  // pushes produced while it was the last slot, written after its reply (a pointer: the slot stays in its size class)
 }
 
 // epoch is a barrier and the commands after it, up to the next barrier.
@@ -137,7 +140,7 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 		c.writeDirect(commands.Error("ERR server is shutting down"))
 		return false
 	}
-	p := c.s.disp.Plan(args, c.tx)
+	p := c.s.disp.PlanFor(c.client, args, c.tx)
 	if p.OpensTx {
 		c.tx = true
 	} else if p.ClosesTx {
@@ -146,6 +149,7 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 	if !p.Blocks && c.idle() && (p.Local || last) {
 		// Nothing in flight: run it here, as a plain connection would.
 		c.s.inflight.Add()
+		c.pushes.inline.Store(true)
 		reply := c.s.run(c.client, args)
 		c.s.inflight.Done()
 		c.afterRun()
@@ -259,6 +263,9 @@ func (c *conn) flush() {
 	for c.head != nil && c.head.reply != nil {
 		c.out = append(c.out, c.head.reply...)
 		c.outN++
+		if c.head.after != nil {
+			c.out = append(c.out, *c.head.after...)
+		}
 		quit = quit || c.head.quit
 		c.head = c.head.next
 		if c.head == nil {
@@ -301,6 +308,7 @@ func (c *conn) flush() {
 func (c *conn) writeNow(reply commands.Reply, last bool) bool {
 	c.mu.Lock()
 	c.out = commands.AppendReply(c.out, reply, c.client.Proto())
+	c.releaseHeld()
 	c.mu.Unlock()
 	if last || c.client.CloseRequested() {
 		c.flush()

@@ -182,9 +182,10 @@ func (s *Server) serveConn(nc net.Conn) {
 	c := newConn(s, nc, client)
 	if c.g != nil {
 		c.g.SetAuthenticated(client.Authenticated())
-		client.SetHooks(commands.Hooks{Push: c.pushOutOfBand, Deliver: c.deliver})
+		client.SetHooks(commands.Hooks{Push: c.pushOutOfBand})
 	}
 	c.serve()
+	defer c.stopPushes()
 	// The client left (or QUIT, or a bad frame): its waits give up, its
 	// SESSION locks are released, a grant it can no longer read is given
 	// back; then what is still queued is written, as far as it goes.
@@ -212,21 +213,6 @@ func (s *Server) untrack(nc net.Conn) {
 	s.mu.Lock()
 	delete(s.open, nc)
 	s.mu.Unlock()
-}
-
-// pushOutOfBand writes an out-of-band RESP3 message (a lock-lost notice) from any
-// goroutine. guardConn.Write is atomic and replies are written whole, so
-// the push lands between replies, never inside one.
-func (c *conn) pushOutOfBand(r commands.Reply) bool {
-	_, err := c.nc.Write(commands.AppendReply(nil, r, 3))
-	return err == nil
-}
-
-// deliver writes a pub/sub message in the client's protocol from any
-// goroutine, whole, between replies (see pushOutOfBand).
-func (c *conn) deliver(r commands.Reply) bool {
-	_, err := c.nc.Write(commands.AppendReply(nil, r, c.client.Proto()))
-	return err == nil
 }
 
 // run executes one command; a panic is logged with its stack and answered

@@ -43,6 +43,7 @@ type RedisNode struct {
 	c    *redis.Client
 	p    *pipe // nil for NewRedisNode: then everything uses c
 	addr string
+	opts *redis.Options // DialNode's, for DialConn; nil for NewRedisNode
 
 	// native is the backend's compare-and-delete command (a nativeCAD),
 	// set from each new pipelined connection's INFO.
@@ -95,7 +96,7 @@ func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 		opts.TLSConfig = mergeTLS(opts.TLSConfig, tc)
 	}
 	opts.Dialer = backendDialer(opts)
-	n := &RedisNode{addr: opts.Addr}
+	n := &RedisNode{addr: opts.Addr, opts: opts}
 	opts.OnConnect = n.onConnect
 	n.c = redis.NewClient(opts)
 	n.p = newPipe(n.dialPipe(opts), dialTimeout)

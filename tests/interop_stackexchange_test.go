@@ -204,8 +204,21 @@ func TestInteropStackExchange(t *testing.T) {
 		if err != nil || fmt.Sprint(v) != fmt.Sprint([]any{"subscribe", "__Booksleeve_MasterChanged", int64(1)}) {
 			t.Errorf("SUBSCRIBE __Booksleeve_MasterChanged = %#v, %v; want [subscribe __Booksleeve_MasterChanged 1]", v, err)
 		}
-		if v, err := s.do("PUBLISH", "__Booksleeve_MasterChanged", "blah"); err != nil || v != int64(0) {
-			t.Errorf("PUBLISH __Booksleeve_MasterChanged blah = %#v, %v; want 0", v, err)
+		// Relayed: the subscription connection gets the message once (what
+		// makes StackExchange.Redis reconfigure), and PUBLISH counts the
+		// proxy's subscriber connection on the backends.
+		if v, err := s.do("PUBLISH", "__Booksleeve_MasterChanged", "blah"); err != nil || v != int64(1) {
+			t.Errorf("PUBLISH __Booksleeve_MasterChanged blah = %#v, %v; want 1", v, err)
+		}
+		_ = sub.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		v, err = testkit.ParseReply(sub.r)
+		if err != nil || fmt.Sprint(v) != fmt.Sprint([]any{"message", "__Booksleeve_MasterChanged", "blah"}) {
+			t.Errorf("message on the subscription connection = %#v, %v; want [message __Booksleeve_MasterChanged blah]", v, err)
+		}
+		// Nothing else came: the next thing read is PING's reply.
+		v, err = sub.do("PING")
+		if err != nil || fmt.Sprint(v) != fmt.Sprint([]any{"pong", ""}) {
+			t.Errorf("PING on the subscription connection = %#v, %v; want [pong ]", v, err)
 		}
 	})
 

@@ -14,6 +14,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 	"github.com/redlock-proxy/redlock-proxy/redlock/tier"
 )
 
@@ -39,6 +40,7 @@ type daemon struct {
 	dev    devBackends // -dev only
 	certs  *certReloader
 	locker *redlock.Redlock
+	relay  *relay.Relay
 	leases *lease.Manager
 	disp   *commands.Dispatcher
 	tier   *tier.Tier
@@ -100,12 +102,14 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	}
 	redlock.RouteDriverLogs(logger.Named("backend"))
 	nodes := make([]redlock.Node, 0, len(backends))
+	relayed := make([]relay.Backend, 0, len(backends))
 	for _, b := range backends {
 		n, err := redlock.DialNodeTLS(b, nodeTLS)
 		if err != nil {
 			return d, fmt.Errorf("backend %s: %w", conf.RedactBackend(b), err)
 		}
 		nodes = append(nodes, n)
+		relayed = append(relayed, n)
 	}
 	d.locker = redlock.New(nodes, redlock.Options{
 		NodeTimeout:        cfg.NodeTimeout,
@@ -120,6 +124,11 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	if err := d.checkBackends(cfg.Strict); err != nil {
 		return d, err
 	}
+	d.relay = relay.New(relay.Options{
+		Backends: relayed,
+		Quorum:   d.locker.Quorum(),
+		Logger:   logger.Named("relay"),
+	})
 	d.leases = lease.New(lease.Options{
 		Locker:  d.locker,
 		MaxHold: cfg.MaxHold,
@@ -141,6 +150,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		Users:          proxyUsers(cfg.Users),
 		Version:        version,
 		Logger:         logger.Named("commands"),
+		Relay:          d.relay,
 	}
 	if metrics != nil {
 		opts.Observe = metrics.Observe
@@ -289,7 +299,7 @@ func (d *daemon) stop() error {
 	// ran out of time does not also leave session locks to expire.
 	rctx, rcancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer rcancel()
-	err = errors.Join(err, d.leases.Shutdown(rctx), d.locker.Close(rctx))
+	err = errors.Join(err, d.leases.Shutdown(rctx), d.relay.Shutdown(rctx), d.locker.Close(rctx))
 	if d.ops != nil {
 		octx, ocancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer ocancel()
@@ -307,12 +317,18 @@ func (d *daemon) stop() error {
 	return nil
 }
 
-// close ends what runs without clients: the tier's heartbeat, the health
-// loop, the backend connections and the -dev backends.
+// close ends what runs without clients: the tier's heartbeat, the
+// health loop, the relay's and the other backend connections, and the
+// -dev backends.
 func (d *daemon) close() {
 	if d.tier != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		_ = d.tier.Shutdown(ctx) // idempotent: stop has left already
+		cancel()
+	}
+	if d.relay != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		_ = d.relay.Shutdown(ctx)
 		cancel()
 	}
 	if d.stopHealth != nil {

@@ -1,0 +1,322 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Blocking pops as wake-up signals. Lock libraries block on a list that
+// their release pushes onto (python-redis-lock: BLPOP lock-signal:<name>),
+// and through the proxy that push reaches every backend: each holds a copy
+// of the signal. Pop sends the blocking pop to every backend on
+// connections of its own and answers with the first element popped. The
+// others are then cancelled (CLIENT UNBLOCK, so a pop that was already
+// served is still read): an element another backend popped meanwhile
+// that equals the answer is a copy of the same signal and is consumed
+// with it; a different one is pushed back where it was (LPUSH for a pop
+// from the head, RPUSH from the tail), so nothing is lost. A copy that
+// reaches a backend after its pop was cancelled stays there: a stale
+// signal, which wakes a later waiter once for nothing — one extra lock
+// attempt, never a safety issue, since waking is only a hint to try the
+// lock again.
+
+// ErrTooFewBackends: a blocking pop could not start on a quorum of
+// backends.
+var ErrTooFewBackends = errors.New("too few backends reachable for a blocking pop")
+
+// PopRequest is one blocking pop.
+type PopRequest struct {
+	Keys  []string // tried in order on each backend, as BLPOP does
+	Right bool     // from the tail (BRPOP)
+	// Timeout bounds the wait; 0 waits until an element comes, ctx ends
+	// or Cancel is closed.
+	Timeout time.Duration
+	// Cancel, when closed, ends the wait as ctx would (the client left).
+	Cancel <-chan struct{}
+}
+
+// Popped is the element a Pop returns.
+type Popped struct {
+	Key, Value string
+}
+
+// popGrace is how long past its timeout a pop waits for a backend that
+// did not answer, and how long a cancellation waits for CLIENT UNBLOCK.
+const popGrace = time.Second
+
+// maxIdlePops bounds the idle pop connections kept per backend.
+const maxIdlePops = 8
+
+// Pop waits for an element on any of req.Keys on any backend. It returns
+// ok false when the timeout passed with none, ctx's error when ctx ended
+// first or Cancel was closed (nothing is then taken from the lists:
+// what was popped meanwhile is pushed back), and ErrTooFewBackends
+// when fewer than a quorum of backends could be reached.
+func (r *Relay) Pop(ctx context.Context, req PopRequest) (Popped, bool, error) {
+	if r.closed.Load() {
+		return Popped{}, false, ErrClosed
+	}
+	n := len(r.pops)
+	if n == 0 {
+		return Popped{}, false, ErrTooFewBackends
+	}
+	results := make(chan popResult, n)
+	calls := make([]*popCall, n)
+	for i, p := range r.pops {
+		pc := &popCall{i: i, pool: p, started: make(chan struct{}), ended: make(chan struct{})}
+		calls[i] = pc
+		r.bg.Go(func() { pc.run(r.ctx, req, results) })
+	}
+	var limit <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout + popGrace)
+		defer t.Stop()
+		limit = t.C
+	}
+	var win *popResult
+	var err error
+	failed, done := 0, 0
+wait:
+	for done < n {
+		select {
+		case res := <-results:
+			done++
+			calls[res.i].result = &res
+			switch {
+			case res.err != nil:
+				failed++
+				if failed > n-r.quorum {
+					err = ErrTooFewBackends
+					break wait
+				}
+			case res.ok:
+				win = &res
+				break wait
+			}
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		case <-req.Cancel:
+			err = context.Canceled
+			break wait
+		case <-limit:
+			break wait
+		}
+	}
+	r.bg.Go(func() { r.finishPop(req, calls, results, n-done, win) })
+	if err != nil {
+		return Popped{}, false, err
+	}
+	if win == nil {
+		return Popped{}, false, nil
+	}
+	return Popped{Key: win.key, Value: win.value}, true, nil
+}
+
+// popResult is one backend's answer.
+type popResult struct {
+	i          int
+	ok         bool
+	key, value string
+	err        error
+}
+
+// popCall is one backend's part of a Pop.
+type popCall struct {
+	i       int
+	pool    *popPool
+	started chan struct{} // closed once conn is set (or the call failed)
+	ended   chan struct{} // closed when run has its result
+	conn    *bconn
+	result  *popResult
+}
+
+// run pops on one backend and reports the result.
+func (pc *popCall) run(ctx context.Context, req PopRequest, out chan<- popResult) {
+	res := popResult{i: pc.i}
+	defer func() {
+		close(pc.ended)
+		out <- res
+	}()
+	c, err := pc.pool.get(ctx)
+	if err != nil {
+		close(pc.started)
+		res.err = err
+		return
+	}
+	pc.conn = c
+	close(pc.started)
+	cmd := "BLPOP"
+	if req.Right {
+		cmd = "BRPOP"
+	}
+	secs := strconv.FormatFloat(req.Timeout.Seconds(), 'f', 3, 64)
+	var d time.Duration
+	if req.Timeout > 0 {
+		d = req.Timeout + popGrace
+	}
+	v, err := c.do(appendStrings(nil, cmd, append(append([]string(nil), req.Keys...), secs)), d)
+	if err != nil {
+		c.close()
+		res.err = err
+		return
+	}
+	// The connection goes back to the pool in finishPop, once no CLIENT
+	// UNBLOCK can still name it.
+	if se, isErr := v.(ServerError); isErr {
+		res.err = se
+		return
+	}
+	if kv, ok := v.([]any); ok && len(kv) == 2 {
+		res.key, _ = str(kv[0])
+		res.value, _ = str(kv[1])
+		res.ok = true
+	}
+}
+
+// finishPop cancels the calls still blocked, waits for them, and pushes
+// back what they popped that is not a copy of the answer.
+func (r *Relay) finishPop(req PopRequest, calls []*popCall, results <-chan popResult, pending int, win *popResult) {
+	var unblocks sync.WaitGroup
+	for _, pc := range calls {
+		if pc.result == nil {
+			unblocks.Go(pc.unblock)
+		}
+	}
+	for range pending {
+		res := <-results
+		calls[res.i].result = &res
+	}
+	unblocks.Wait()
+	for _, pc := range calls {
+		res := pc.result
+		if res.err == nil && pc.conn != nil {
+			pc.pool.put(pc.conn)
+		}
+		if res == win || !res.ok || win != nil && res.key == win.key && res.value == win.value {
+			continue
+		}
+		push := "LPUSH"
+		if req.Right {
+			push = "RPUSH"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), popGrace)
+		if err := pc.pool.run(ctx, appendCommand(nil, push, res.key, res.value)); err != nil {
+			r.log.Warn("could not push back an element popped after the answer", "backend", pc.pool.b.Addr(), "key", res.key, "error", err)
+		}
+		cancel()
+	}
+}
+
+// unblock ends the call's blocking pop: CLIENT UNBLOCK on another
+// connection makes it answer at once (its element, if it popped one, or
+// nil). UNBLOCK finds nothing to unblock when the pop already answered
+// (its reply is on its way) or has not reached the backend yet, so it is
+// repeated, with growing pauses, until the call ends; a backend that
+// cannot be told (no CLIENT UNBLOCK: miniredis), or does not end the pop
+// within popGrace, has the connection closed — an element it pops then
+// is lost with it.
+func (pc *popCall) unblock() {
+	<-pc.started
+	c := pc.conn
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), popGrace)
+	defer cancel()
+	pause := 5 * time.Millisecond
+	for {
+		if err := pc.pool.run(ctx, appendCommand(nil, "CLIENT", "UNBLOCK", c.id)); err != nil {
+			c.close()
+			return
+		}
+		select {
+		case <-pc.ended:
+			return
+		case <-time.After(pause):
+			pause = min(2*pause, 200*time.Millisecond)
+		case <-ctx.Done():
+			c.close()
+			return
+		}
+	}
+}
+
+// do writes one command and reads its reply on a connection without a
+// reader of its own (pop connections), within d when d > 0.
+func (c *bconn) do(cmd []byte, d time.Duration) (any, error) {
+	if d > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(d))
+		defer c.nc.SetReadDeadline(time.Time{})
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := c.nc.Write(cmd); err != nil {
+		return nil, err
+	}
+	return readValue(c.br)
+}
+
+// popPool keeps idle pop connections to one backend.
+type popPool struct {
+	b      Backend
+	mu     sync.Mutex
+	idle   []*bconn
+	closed bool
+}
+
+func (p *popPool) get(ctx context.Context) (*bconn, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		c := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return c, nil
+	}
+	p.mu.Unlock()
+	return dial(ctx, p.b)
+}
+
+func (p *popPool) put(c *bconn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.idle) >= maxIdlePops || c.isClosed() {
+		c.close()
+		return
+	}
+	p.idle = append(p.idle, c)
+}
+
+// run sends one short command on a pooled connection.
+func (p *popPool) run(ctx context.Context, cmd []byte) error {
+	c, err := p.get(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := c.do(cmd, popGrace)
+	if err != nil {
+		c.close()
+		return err
+	}
+	p.put(c)
+	if se, isErr := v.(ServerError); isErr {
+		return se
+	}
+	return nil
+}
+
+func (p *popPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, c := range p.idle {
+		c.close()
+	}
+	p.idle = nil
+}
