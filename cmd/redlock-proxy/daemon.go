@@ -100,12 +100,16 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	}
 	redlock.RouteDriverLogs(logger.Named("backend"))
 	nodes := make([]redlock.Node, 0, len(backends))
+	otherDB := "" // a backend whose URL selects a database other than 0
 	for _, b := range backends {
 		n, err := redlock.DialNodeTLS(b, nodeTLS)
 		if err != nil {
 			return d, fmt.Errorf("backend %s: %w", conf.RedactBackend(b), err)
 		}
 		nodes = append(nodes, n)
+		if n.DB() != 0 && otherDB == "" {
+			otherDB = fmt.Sprintf("backend %s uses database %d", n.Addr(), n.DB())
+		}
 	}
 	d.locker = redlock.New(nodes, redlock.Options{
 		NodeTimeout:        cfg.NodeTimeout,
@@ -135,6 +139,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		MaxValueBytes:  cfg.MaxValueBytes,
 		AllowFlush:     cfg.AllowFlush,
 		CatalogOnly:    cfg.Scripts == "catalog",
+		OtherDB:        otherDB,
 		RequirePass:    cfg.RequirePass,
 		AuthFailLimit:  cfg.AuthFailLimit,
 		AuthFailWindow: cfg.AuthFailWindow,
