@@ -225,3 +225,72 @@ func TestInteropSesamecareRedlock(t *testing.T) {
 		}
 	})
 }
+
+// TestInteropRedisSemaphore: redis-semaphore 5.8 over ioredis 5. Mutex is
+// SET NX PX plus refresh and release scripts (recognised); Semaphore and
+// MultiSemaphore keep their holders in a sorted set scored by the client's
+// clock, acquired and refreshed by scripts that run by vote, and Semaphore
+// releases with a bare ZREM (by vote too).
+func TestInteropRedisSemaphore(t *testing.T) {
+	t.Parallel()
+	dir := requireNode(t)
+	rs, p, _ := interopSetup(t)
+	script := filepath.Join(dir, "semaphore.js")
+	backends := joinAddrs(rs)
+
+	// The subtests run side by side: the scenario mostly waits (refreshes
+	// over 3 s, two expiries).
+	t.Run("scenario", func(t *testing.T) {
+		t.Parallel()
+		got := runJSON(t, 60*time.Second, "node", script, "scenario", p.Addr(), backends, "rsem:scenario")
+		jsonCheck(t, "redis-semaphore", got, map[string]any{
+			"mutex_other":                      false,
+			"mutex_holders_after_release":      0,
+			"mutex_exists_after_release":       0,
+			"short_expired":                    true,
+			"next_acquire":                     true,
+			"stale_refresh":                    false,
+			"sem_third":                        false,
+			"sem_zcard":                        2,
+			"sem_s1_after_release":             0,
+			"sem_third_after_release":          true,
+			"sem_zcard_after":                  2,
+			"sem_zcard_empty":                  0,
+			"sem_short_expired":                true,
+			"sem_stale_refresh":                false,
+			"sem_exists_after":                 0,
+			"multi_second":                     false,
+			"multi_holders_after_release":      0,
+			"multi_second_after_release":       true,
+			"multi_zcard_empty":                0,
+			"lost":                             []any{},
+			"next_holders_after_stale_release": 5,
+		})
+		requireOffQuorum(t, got, "mutex_holders_after_release_now")
+		// Held across refreshes beyond the 2 s lockTimeout: still on a
+		// quorum, with a ttl the last refresh set.
+		for _, k := range []string{"mutex_holders", "mutex_holders_after_3s", "short_holders", "sem_short_holders", "multi_holders_after_3s"} {
+			if n := jsonInt(t, got, k); n < interopQuorum {
+				t.Errorf("%s = %d: the holder sits on %d of 5 backends, want at least %d", k, n, n, interopQuorum)
+			}
+		}
+		for _, k := range []string{"sem_holders", "multi_holders"} {
+			if hs := jsonInts(t, got, k); len(hs) != 2 || hs[0] < interopQuorum || hs[1] < interopQuorum {
+				t.Errorf("%s = %v, want both at least %d", k, hs, interopQuorum)
+			}
+		}
+		if n := countAboveMs(jsonInts(t, got, "mutex_pttls"), 0); n < interopQuorum {
+			t.Errorf("after 3 s of refreshes the mutex's backend pttls are %v; want at least %d positive", got["mutex_pttls"], interopQuorum)
+		}
+	})
+
+	for _, kind := range []string{"mutex", "semaphore", "multi"} {
+		t.Run("contention-"+kind, func(t *testing.T) {
+			t.Parallel()
+			const workers, rounds = 3, 3
+			runContenders(t, workers, rounds, 60*time.Second, func(i int, startAt string) []string {
+				return []string{"node", script, "contend", p.Addr(), backends, kind, "rsem:contended-" + kind, strconv.Itoa(rounds), "20", startAt}
+			})
+		})
+	}
+}
