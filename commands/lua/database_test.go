@@ -1,7 +1,6 @@
 package lua
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -130,39 +129,5 @@ return 0`
 	}
 	if none := analyze(t, `return redis.call('get', KEYS[1])`).Vote; none.Selects {
 		t.Errorf("a script without SELECT: Selects = true")
-	}
-}
-
-// TestSesamecareRedlockScripts: @sesamecare-oss/redlock 1.4.0 (node-redlock
-// 5's successor) begins each script with a protected SELECT of ARGV[1]
-// (the client's db, 0) and is then node-redlock's acquire, extend and
-// release with ARGV shifted by one: recognised, read from the installed
-// library.
-func TestSesamecareRedlockScripts(t *testing.T) {
-	path := filepath.Join(repoRoot(t), "tests/node/node_modules/@sesamecare-oss/redlock/build/scripts.js")
-	sel := jsScript(t, path, "DB_SELECT_SCRIPT")
-	ms := time.Millisecond
-	cases := []struct {
-		name, sha1 string
-		want       *Meaning
-	}{
-		{"ACQUIRE_SCRIPT", "1b77b94aa78451d55dfa97e18819bfbfc596cb5b", shifted(acquire(AllKeys, IfAbsent, ms, 3, Reply{Kind: KeyCount}, zero), 2, 3, 3)},
-		{"EXTEND_SCRIPT", "820e9778d2b6733e9ed771e4be90ae73a95a6f3b", shifted(extend(AllKeys, Replace, ms, 3, Reply{Kind: KeyCount}, zero), 2, 3, 3)},
-		{"RELEASE_SCRIPT", "df51f6837dcfe303d334e6abea9aeae192bab216", shifted(release(AllKeys, 2, Reply{Kind: ReleasedCount}, zero, zero), 2, 0, 2)},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			src := strings.ReplaceAll(jsScript(t, path, c.name), "${DB_SELECT_SCRIPT}", sel)
-			if got := sha1hex(src); got != c.sha1 {
-				t.Fatalf("sha1 %s, want %s: the installed version differs", got, c.sha1)
-			}
-			a := analyze(t, src)
-			if !sameMeaning(a.Meaning, c.want) {
-				t.Fatalf("meaning %v (args %d, %s), want %v (args %d)", a.Meaning, argsOf(a.Meaning), a.NotRecognised, c.want, c.want.Args)
-			}
-			if !slices.Equal(a.Vote.SelectArgs, []int{1}) {
-				t.Fatalf("SelectArgs %v, want [1]", a.Vote.SelectArgs)
-			}
-		})
 	}
 }
