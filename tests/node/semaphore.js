@@ -29,6 +29,19 @@ async function members(backends, key, member) {
   return n;
 }
 
+// [count() now, count() once the proxy's calls to the slower backends
+// landed]: an answer comes at the quorum; the rest follow within ~2 s.
+async function settled(count) {
+  const first = await count();
+  let n = first;
+  const deadline = Date.now() + 2000;
+  while (n !== 0 && Date.now() < deadline) {
+    await sleep(20);
+    n = await count();
+  }
+  return [first, n];
+}
+
 // The key and member that show a holder on the backends.
 function held(kind, key, lock) {
   switch (kind) {
@@ -137,7 +150,7 @@ async function semaphorePart(proxy, backends, key, out) {
   out.sem_third = await s3.tryAcquire();
   out.sem_zcard = await proxy.zcard(skey);
   await s1.release();
-  out.sem_s1_after_release = await members(backends, skey, s1.identifier);
+  [out.sem_s1_after_release_now, out.sem_s1_after_release] = await settled(() => members(backends, skey, s1.identifier));
   out.sem_third_after_release = await s3.tryAcquire();
   out.sem_zcard_after = await proxy.zcard(skey);
   await s2.release();
@@ -167,7 +180,7 @@ async function multiPart(proxy, backends, key, out, onLockLost) {
   await sleep(3000);
   out.multi_holders_after_3s = await members(backends, msk, ms1.identifier + '_0');
   await ms1.release();
-  out.multi_holders_after_release = await members(backends, msk, ms1.identifier + '_0');
+  [out.multi_holders_after_release_now, out.multi_holders_after_release] = await settled(() => members(backends, msk, ms1.identifier + '_0'));
   out.multi_second_after_release = await ms2.tryAcquire();
   await ms2.release();
   out.multi_zcard_empty = await proxy.zcard(msk);

@@ -74,6 +74,21 @@ function members(array $backends, string $key, string $member): int
     return $n;
 }
 
+/**
+ * [count() now, count() once the proxy's background calls landed]: a
+ * release answers when a quorum deleted; the rest follow within ~2 s.
+ */
+function settled(callable $count): array
+{
+    $first = $n = $count();
+    $deadline = microtime(true) + 2;
+    while ($n !== 0 && microtime(true) < $deadline) {
+        usleep(20000);
+        $n = $count();
+    }
+    return [$first, $n];
+}
+
 /** How many backends hold the value most of them hold at key. */
 function agreeing(array $backends, string $key): int
 {
@@ -180,7 +195,7 @@ function symfonyScenario(Redis $proxy, array $backends, string $name): array
     $out['remaining_after_refresh'] = $lock->getRemainingLifetime();
     $out['pttls_after_refresh'] = pttls($backends, $name);
     $out['release'] = outcome(fn () => $lock->release());
-    $out['holders_after_release'] = members($backends, $name, $token);
+    [$out['holders_after_release_now'], $out['holders_after_release']] = settled(fn () => members($backends, $name, $token));
     $out['exists_after_release'] = $proxy->exists($name);
     $out['other_acquire_after_release'] = $other->acquire();
     $out['other_release'] = outcome(fn () => $other->release());
@@ -261,7 +276,7 @@ function laravelScenario(Redis $proxy, array $backends, string $name): array
     $out['other_acquire_after_5s'] = laravelLock($proxy, $name, 0)->acquire();
     $out['foreign_release'] = laravelLock($proxy, $name, 0, 'someone-else')->release();
     $out['release'] = $lock->release();
-    $out['holders_after_release'] = holders($backends, $name, $lock->owner());
+    [$out['holders_after_release_now'], $out['holders_after_release']] = settled(fn () => holders($backends, $name, $lock->owner()));
     $out['exists_after_release'] = $proxy->exists($name);
     $out['second_release'] = $lock->release();
 
