@@ -29,6 +29,10 @@ type Options struct {
 	// CatalogOnly runs only scripts recognised as lock operations
 	// (scripts = "catalog"); otherwise eligible scripts run by vote.
 	CatalogOnly bool
+	// OtherDB, when not empty, says which backend uses a database other
+	// than 0 ("backend 10.0.0.7:6379 uses database 3"). Scripts that
+	// SELECT 0 are then refused: there they would miss the proxy's keys.
+	OtherDB     string
 	RequirePass string // the password of the user "default"; empty: none
 	Users       []User // proxy-level users (users.go); any user makes AUTH required
 	// AuthFailLimit failed AUTHs from one network within AuthFailWindow

@@ -51,7 +51,7 @@ func dialectOf(group string) string {
 	switch group {
 	case "lock":
 		return DialectNative
-	case "string", "generic":
+	case "string", "generic", "sorted-set":
 		return DialectLegacy
 	case "scripting":
 		return DialectScript

@@ -156,6 +156,16 @@ func (d *Dispatcher) runScript(ctx context.Context, s *script, rest [][]byte) Re
 	if a.Invalid {
 		return Errorf(errCompiling, a.Problem.Line, a.Problem.Reason)
 	}
+	// A recognised script satisfies the vote rules too, so a.Vote holds
+	// what every run must check: the database a SELECT names.
+	if v := a.Vote; v != nil {
+		if v.Selects && d.opts.OtherDB != "" {
+			return Errorf(errRefused, s.sha, v.SelectProblem(d.opts.OtherDB).Error())
+		}
+		if p := v.CheckArgv(argv); p != nil {
+			return Errorf(errRefused, s.sha, p.Error())
+		}
+	}
 	if m := a.Meaning; m != nil {
 		if m = m.Select(argv); m != nil && len(argv) >= m.Args && len(keys) > 0 {
 			return d.carryOut(ctx, a, m, keys, argv)
@@ -166,9 +176,6 @@ func (d *Dispatcher) runScript(ctx context.Context, s *script, rest [][]byte) Re
 		return Errorf(errNotRecognised, s.sha, a.NotRecognised)
 	case a.Vote == nil:
 		return Errorf(errRefused, s.sha, a.Problem.Error())
-	}
-	if p := a.Vote.CheckArgv(argv); p != nil {
-		return Errorf(errRefused, s.sha, p.Error())
 	}
 	if a.Vote.DerivedKeys {
 		// A key built from a declared key starts with it: none may reach

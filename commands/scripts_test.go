@@ -252,3 +252,66 @@ func TestRealLibraryScript(t *testing.T) {
 		{[]string{"EVALSHA", sha, "1", "k", "v"}, ":0\r\n"},
 	})
 }
+
+// Scripts that begin with a SELECT of the client's database, passed as
+// ARGV[1] (as @sesamecare-oss/redlock does): they run when it is "0", are
+// refused for any other database, and are refused altogether when a
+// backend uses a database other than 0.
+const (
+	testSelectAcquire = `redis.pcall('select', tonumber(ARGV[1]))
+for _, k in ipairs(KEYS) do
+  if redis.call('exists', k) == 1 then return 0 end
+end
+for _, k in ipairs(KEYS) do redis.call('set', k, ARGV[2], 'PX', ARGV[3]) end
+return #KEYS`
+	testSelectRelease = `redis.call("SELECT", ARGV[1])
+if redis.call("get", KEYS[1]) == ARGV[2] then return redis.call("del", KEYS[1]) end
+return 0`
+	testSelectZAdd = `redis.call('select', 0)
+redis.call('zadd', KEYS[1], ARGV[2], ARGV[1])
+return redis.call('zcard', KEYS[1])`
+)
+
+func TestScriptsSelectZero(t *testing.T) {
+	d, mrs := newTestDispatcher(t, 5, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runAll(t, d, c, []run{
+		{[]string{"EVAL", testSelectAcquire, "2", "a", "b", "0", "tok", "10000"}, ":2\r\n"},
+		{[]string{"EVAL", testSelectAcquire, "1", "b", "0", "other", "10000"}, ":0\r\n"},
+		{[]string{"EVAL", testSelectRelease, "1", "a", "0", "other"}, ":0\r\n"},
+		{[]string{"EVAL", testSelectRelease, "1", "a", "0", "tok"}, ":1\r\n"},
+		{[]string{"EVAL", testSelectZAdd, "1", "z", "m", "5"}, ":1\r\n"},
+	})
+	// The acquire was carried out as the quorum operation: b holds tok on
+	// the backends, in database 0.
+	n := 0
+	for _, m := range mrs {
+		if v, err := m.Get("b"); err == nil && v == "tok" {
+			n++
+		}
+	}
+	if n < 3 {
+		t.Fatalf("b holds tok on %d backends", n)
+	}
+	for _, argv := range [][]string{{"1", "tok"}, {"00", "tok"}} {
+		got := do(d, c, append([]string{"EVAL", testSelectRelease, "1", "b"}, argv...)...)
+		if !strings.HasPrefix(got, "-ERR redlock-proxy cannot run this script") || !strings.Contains(got, "line 1: SELECT with ARGV[1] = ") {
+			t.Errorf("SELECT ARGV[1] = %q: %q", argv[0], got)
+		}
+	}
+	if got := do(d, c, "EVAL", testSelectRelease, "1", "b", "0", "tok"); got != ":1\r\n" {
+		t.Fatalf("release after the refusals = %q, want :1", got)
+	}
+
+	// A backend in another database: every script that selects is refused.
+	d.opts.OtherDB = "backend 127.0.0.1:6380 uses database 3"
+	for _, src := range []string{testSelectAcquire, testSelectZAdd} {
+		got := do(d, c, "EVAL", src, "1", "k", "0", "tok", "10000")
+		if !strings.HasPrefix(got, "-ERR redlock-proxy cannot run this script") || !strings.Contains(got, "backend 127.0.0.1:6380 uses database 3") {
+			t.Errorf("with a backend in database 3: %q", got)
+		}
+	}
+	if got := do(d, c, "EVAL", testRelease, "1", "k", "tok"); got != ":0\r\n" {
+		t.Errorf("a script without SELECT with a backend in database 3 = %q", got)
+	}
+}

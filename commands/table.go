@@ -93,6 +93,10 @@ var table = []Command{
 	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 
+	// Sorted sets outside scripts, by vote (sortedsets.go): semaphore releases.
+	{Name: "ZREM", Arity: -3, Key: 1, Group: "sorted-set", Summary: "Removes members on every backend; the count a quorum agreed on", run: (*Dispatcher).zrem},
+	{Name: "ZCARD", Arity: 2, Key: 1, Group: "sorted-set", Summary: "The number of members a quorum of backends agreed on", run: (*Dispatcher).zcard},
+
 	// Lock-library scripts, recognised and carried out (scripts.go, catalog.go).
 	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "Runs a known lock library's script as a quorum operation", run: (*Dispatcher).eval, keys: scriptKeys},
 	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "Runs a known lock library's script by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},

@@ -44,6 +44,7 @@ type RedisNode struct {
 	p    *pipe // nil for NewRedisNode: then everything uses c
 	addr string
 	opts *redis.Options // DialNode's, for DialConn; nil for NewRedisNode
+	db   int            // the database the URL selects
 
 	// native is the backend's compare-and-delete command (a nativeCAD),
 	// set from each new pipelined connection's INFO.
@@ -96,7 +97,7 @@ func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 		opts.TLSConfig = mergeTLS(opts.TLSConfig, tc)
 	}
 	opts.Dialer = backendDialer(opts)
-	n := &RedisNode{addr: opts.Addr, opts: opts}
+	n := &RedisNode{addr: opts.Addr, opts: opts, db: opts.DB}
 	opts.OnConnect = n.onConnect
 	n.c = redis.NewClient(opts)
 	n.p = newPipe(n.dialPipe(opts), dialTimeout)
@@ -233,7 +234,7 @@ func redact(rawurl string) string {
 // Such a node does not report new connections: restarts are then seen by
 // the health loop only.
 func NewRedisNode(c *redis.Client) *RedisNode {
-	return &RedisNode{c: c, addr: c.Options().Addr}
+	return &RedisNode{c: c, addr: c.Options().Addr, db: c.Options().DB}
 }
 
 // Connect waits until the pipelined connection is up (after its connect
@@ -251,6 +252,9 @@ func (n *RedisNode) Client() *redis.Client { return n.c }
 
 // Addr returns host:port (or the socket path), never credentials.
 func (n *RedisNode) Addr() string { return n.addr }
+
+// DB is the database the node's URL selects (0 unless it names one).
+func (n *RedisNode) DB() int { return n.db }
 
 // SetNX runs SET key value NX PX ttl, with ttl rounded up to whole
 // milliseconds (a key that lives slightly longer is safe; shorter is not).

@@ -28,8 +28,8 @@ func TestDialNode(t *testing.T) {
 			t.Fatalf("%s: %v", tc.url, err)
 		}
 		o := n.Client().Options()
-		if n.Addr() != tc.addr || o.DB != tc.db || (o.TLSConfig != nil) != tc.tls {
-			t.Errorf("%s: addr %q db %d tls %v", tc.url, n.Addr(), o.DB, o.TLSConfig != nil)
+		if n.Addr() != tc.addr || o.DB != tc.db || n.DB() != tc.db || (o.TLSConfig != nil) != tc.tls {
+			t.Errorf("%s: addr %q db %d (DB() %d) tls %v", tc.url, n.Addr(), o.DB, n.DB(), o.TLSConfig != nil)
 		}
 		if o.MaxRetries > 0 || o.DialerRetries != 1 || !o.ContextTimeoutEnabled || !o.DisableIdentity ||
 			o.DialTimeout != time.Second || o.PoolSize != 64 {

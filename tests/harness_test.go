@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	flag.Parse()
 	if testing.Short() {
-		fmt.Println("tests: skipped under -short: the end-to-end tests need redis-server, redis-cli, node and npm, /usr/bin/python3 with python3-redis, and a -race build of the proxy (make test)")
+		fmt.Println("tests: skipped under -short: the end-to-end tests need redis-server, redis-cli, node and npm, /usr/bin/python3 with python3-redis, php with php-redis and the Debian PHP lock libraries, and a -race build of the proxy (make test)")
 		return 0
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {

@@ -448,7 +448,7 @@ func requireNode(t *testing.T) string {
 			nodeErr = errors.New("node is not on PATH (Node.js 20 is needed for the node-redlock and node-redis tests)")
 			return
 		}
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "redlock", "package.json")); err == nil {
+		if nodeModulesComplete(dir) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -466,6 +466,28 @@ func requireNode(t *testing.T) string {
 		t.Fatal(nodeErr)
 	}
 	return nodeDir
+}
+
+// nodeModulesComplete reports whether every dependency of dir's
+// package.json is installed in its node_modules (a node_modules left from
+// an older package.json is not).
+func nodeModulesComplete(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return false
+	}
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if json.Unmarshal(b, &pkg) != nil || len(pkg.Dependencies) == 0 {
+		return false
+	}
+	for name := range pkg.Dependencies {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", name, "package.json")); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // joinAddrs is "host:port,host:port,…" of the backends.

@@ -89,3 +89,61 @@ func TestInteropRedisPyLock(t *testing.T) {
 		})
 	})
 }
+
+// TestInteropRedisPyLockNoExpiry: redis-py's Lock with its default
+// timeout=None sends SET k token NX with no expiry. Through a proxy whose
+// default_ttl is 2 s the lock stays held for 5 s with TTL -1 (the proxy
+// renews a lease while the key holds the token), until its release script
+// deletes it; a blocking waiter gets it then.
+func TestInteropRedisPyLockNoExpiry(t *testing.T) {
+	t.Parallel()
+	requirePythonRedis(t)
+	rs := startCluster(t, 5)
+	p := startProxy(t, rs, `default_ttl = "2s"`)
+	worker := pythonScript(t, "lock_worker.py")
+	backends := joinAddrs(rs)
+
+	t.Run("scenario", func(t *testing.T) {
+		got := runJSON(t, 30*time.Second, debianPython, worker, "noexpiry", p.Addr(), backends, "pyne:scenario")
+		jsonCheck(t, "redis-py Lock(timeout=None)", got, map[string]any{
+			"acquire":               true,
+			"ttl":                   -1,
+			"pttl":                  -1,
+			"other_nonblocking":     false,
+			"ttl_after_5s":          -1,
+			"owned_after_5s":        true,
+			"locked_after_5s":       true,
+			"other_after_5s":        false,
+			"extend":                "LockError",
+			"reacquire":             "LockError",
+			"owned_after_release":   false,
+			"holders_after_release": 0,
+			"exists_after_release":  0,
+			"holder_acquire":        true,
+			"waiter_acquire":        true,
+			"waiter_ttl":            -1,
+			"with_exists_after":     0,
+		})
+		requireOffQuorum(t, got, "holders_after_release_now")
+		for _, k := range []string{"holders", "holders_after_5s", "waiter_holders", "with_holders"} {
+			if n := jsonInt(t, got, k); n < interopQuorum {
+				t.Errorf("%s = %d: the held lock sits on %d of 5 backends, want at least %d", k, n, n, interopQuorum)
+			}
+		}
+		// On the backends the key has the proxy's lease: at most
+		// default_ttl, renewed.
+		if pt := jsonInts(t, got, "backend_pttls"); countAboveMs(pt, 0)-countAboveMs(pt, 2000) < interopQuorum {
+			t.Errorf("backend pttls of a lock without expiry are %v; want at least %d in (0, 2000] ms (the lease)", pt, interopQuorum)
+		}
+		if ms := jsonInt(t, got, "waiter_waited_ms"); ms < 500 || ms > 6000 {
+			t.Errorf("a waiter behind a holder that released after 1 s waited %d ms", ms)
+		}
+	})
+
+	t.Run("contention", func(t *testing.T) {
+		const workers, rounds = 4, 4
+		runContenders(t, workers, rounds, 60*time.Second, func(i int, startAt string) []string {
+			return []string{debianPython, worker, "contend-noexpiry", p.Addr(), backends, "pyne:contended", strconv.Itoa(rounds), "20", startAt}
+		})
+	})
+}

@@ -103,6 +103,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	redlock.RouteDriverLogs(logger.Named("backend"))
 	nodes := make([]redlock.Node, 0, len(backends))
 	relayed := make([]relay.Backend, 0, len(backends))
+	otherDB := "" // a backend whose URL selects a database other than 0
 	for _, b := range backends {
 		n, err := redlock.DialNodeTLS(b, nodeTLS)
 		if err != nil {
@@ -110,6 +111,9 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		}
 		nodes = append(nodes, n)
 		relayed = append(relayed, n)
+		if n.DB() != 0 && otherDB == "" {
+			otherDB = fmt.Sprintf("backend %s uses database %d", n.Addr(), n.DB())
+		}
 	}
 	d.locker = redlock.New(nodes, redlock.Options{
 		NodeTimeout:        cfg.NodeTimeout,
@@ -144,6 +148,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		MaxValueBytes:  cfg.MaxValueBytes,
 		AllowFlush:     cfg.AllowFlush,
 		CatalogOnly:    cfg.Scripts == "catalog",
+		OtherDB:        otherDB,
 		RequirePass:    cfg.RequirePass,
 		AuthFailLimit:  cfg.AuthFailLimit,
 		AuthFailWindow: cfg.AuthFailWindow,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/yuin/gopher-lua/ast"
 )
@@ -483,6 +484,8 @@ func (c *checker) site(e *ast.FuncCallExpr, kind provKind, args []ast.Expr) {
 	}
 	np := c.r.exprProv(args[0])
 	switch {
+	case np.kind == pLit && strings.EqualFold(np.s, "SELECT"):
+		c.selectSite(line, fn, args[1:])
 	case len(args) == 1 && multi(args[0]):
 		c.fail(line, "%s(…) takes its command name from a function's results; name it with a string literal or an ARGV element", fn)
 	case np.kind == pLit:

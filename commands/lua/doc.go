@@ -103,6 +103,12 @@
 //     ever receives such values, or a concatenation with a KEYS element in
 //     it (KEYS[1] .. ':' .. ARGV[1]; Vote.DerivedKeys). A numkeys count
 //     that is not a literal makes every later argument a key.
+//   - SELECT only with 0: the literal 0, or an ARGV element (directly,
+//     through tonumber or a local) that Vote.CheckArgv requires to be "0"
+//     on every run (Vote.SelectArgs); Vote.Selects tells the caller to
+//     refuse such scripts unless every backend uses database 0
+//     (database.go). Recognition sees through it: the probes pin those
+//     arguments to "0" and the model's SELECT 0 does nothing.
 //   - KEYS and ARGV are only read: indexed, measured, iterated, unpacked.
 //     The redis table and redis.call are only called. No load, loadstring,
 //     dofile, require, setfenv, getfenv, _G, debug, io, os (but os.clock),

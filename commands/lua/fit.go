@@ -60,7 +60,11 @@ func recognise(proto *glua.FunctionProto, f facts, vote *Vote, deadline time.Tim
 	}
 	sb := getSandbox(totalSteps, deadline)
 	defer putSandbox(sb)
-	r := &recogniser{sb: sb, proto: proto, pv: newProbeValues(f)}
+	pinned := map[int]string{}
+	for _, n := range vote.SelectArgs {
+		pinned[n] = "0"
+	}
+	r := &recogniser{sb: sb, proto: proto, pv: newProbeValues(f, pinned)}
 	var m *Meaning
 	var err error
 	if readOnly {
@@ -109,6 +113,9 @@ func (r *recogniser) read() (*Meaning, error) {
 	scope := FirstKey
 	hs := []hypo{{t: t}}
 	for j := 2; j <= r.pv.m; j++ {
+		if !r.pv.free(j) {
+			continue
+		}
 		for _, v := range r.pv.argVals {
 			hs = append(hs, hypo{t: t, class: map[int]string{j: v}})
 		}
@@ -138,7 +145,7 @@ func (r *recogniser) write() (*Meaning, error) {
 	why := ""
 	for t := 1; t <= r.pv.m; t++ {
 		for d := 0; d <= r.pv.m; d++ {
-			if d == t {
+			if d == t || !r.pv.free(t) || (d > 0 && !r.pv.free(d)) {
 				continue
 			}
 			m, err := r.hypothesis(t, d)
@@ -183,7 +190,7 @@ func (r *recogniser) hypothesis(t, d int) (*Meaning, error) {
 	}
 	var free []int
 	for j := 1; j <= r.pv.m; j++ {
-		if j != t && j != d {
+		if j != t && j != d && r.pv.free(j) {
 			free = append(free, j)
 		}
 	}

@@ -72,7 +72,14 @@ func TestHostileInputsAreBounded(t *testing.T) {
 				t.Logf("not refused (%v); not recognised: %s", a.Problem, a.NotRecognised)
 				return
 			}
-			if a.Problem == nil || a.Vote != nil || !strings.Contains(a.Problem.Reason, c.reason) {
+			reason := c.reason
+			if reason == "Lua instructions" && a.Problem != nil && strings.Contains(a.Problem.Reason, "analysis time limit") {
+				// On a loaded machine (-race, 2 cores) the analysis's two
+				// seconds may run out before a probe's instruction budget:
+				// the same refusal, "it could block every backend".
+				reason = "analysis time limit"
+			}
+			if a.Problem == nil || a.Vote != nil || !strings.Contains(a.Problem.Reason, reason) {
 				t.Fatalf("problem %v, vote %+v; want a refusal with %q", a.Problem, a.Vote, c.reason)
 			}
 			t.Logf("%v in %v", a.Problem, took)

@@ -40,19 +40,20 @@ var modelCommands = map[string]bool{
 	"GET": true, "SET": true, "SETNX": true, "SETEX": true, "PSETEX": true, "GETSET": true,
 	"GETDEL": true, "GETEX": true, "MGET": true, "STRLEN": true, "DEL": true, "UNLINK": true,
 	"EXISTS": true, "EXPIRE": true, "PEXPIRE": true, "EXPIREAT": true, "PEXPIREAT": true,
-	"PERSIST": true, "TTL": true, "PTTL": true,
+	"PERSIST": true, "TTL": true, "PTTL": true, "SELECT": true,
 }
 
 // readCommands are those of modelCommands that never write.
 var readCommands = map[string]bool{
 	"GET": true, "MGET": true, "STRLEN": true, "EXISTS": true, "TTL": true, "PTTL": true,
+	"SELECT": true,
 }
 
 // arities are the exact argument counts (after the name) of the commands
 // that have one.
 var arities = map[string]int{
 	"GET": 1, "SETNX": 2, "SETEX": 3, "PSETEX": 3, "GETSET": 2, "GETDEL": 1, "STRLEN": 1,
-	"PERSIST": 1, "TTL": 1, "PTTL": 1,
+	"PERSIST": 1, "TTL": 1, "PTTL": 1, "SELECT": 1,
 }
 
 // store is the model's data.
@@ -193,6 +194,14 @@ func (s *store) do(args []string) (Value, error) {
 		}
 		s.set(a[0], entry{val: e.val})
 		return IntValue(1), nil
+	case "SELECT":
+		// Only SELECT 0 gets here (the static pass refuses any other
+		// literal, and pins ARGV indices passed to SELECT to "0"): the
+		// model's one database.
+		if a[0] != "0" {
+			return Value{}, errUnsupported
+		}
+		return okReply, nil
 	case "TTL", "PTTL":
 		e, ok := s.get(a[0])
 		switch {

@@ -49,6 +49,16 @@ type probeValues struct {
 	rems    []int64
 	names   [][]string
 	argVals []string // values a free argument takes, besides its default
+	// pinned are arguments with the only value a run can give them: an
+	// ARGV index passed to SELECT is "0" (Vote.CheckArgv refuses any
+	// other). They are never the token, the ttl or a free argument.
+	pinned map[int]string
+}
+
+// free reports whether argument j takes probe values (it is not pinned).
+func (pv *probeValues) free(j int) bool {
+	_, ok := pv.pinned[j]
+	return !ok
 }
 
 const (
@@ -57,8 +67,8 @@ const (
 	maxKeys    = 17 // key counts probed, at most
 )
 
-func newProbeValues(f facts) *probeValues {
-	pv := &probeValues{m: f.argvMax}
+func newProbeValues(f facts, pinned map[int]string) *probeValues {
+	pv := &probeValues{m: f.argvMax, pinned: pinned}
 	add := func(list []string, s string) []string {
 		for _, x := range list {
 			if x == s {
@@ -234,6 +244,9 @@ func (pv *probeValues) worlds(h hypo, full bool) []world {
 				w.argv[j-1] = v
 			default:
 				w.argv[j-1] = pv.freeDefault(j, idx)
+			}
+			if v, ok := pv.pinned[j]; ok {
+				w.argv[j-1] = v
 			}
 		}
 		others := pv.others(token, w.argv)

@@ -25,8 +25,17 @@ type Vote struct {
 	Publishes bool
 	// ReadsTime: TIME, which reads each backend's own clock.
 	ReadsTime bool
+	// Selects: the script calls SELECT, with 0 or with an ARGV element
+	// that CheckArgv requires to be "0" (database.go). It reaches database
+	// 0 of each backend, which holds the proxy's keys only when every
+	// backend uses database 0: refuse it otherwise (SelectProblem).
+	Selects bool
+	// SelectArgs lists the ARGV indices (1-based, sorted) passed to
+	// SELECT; CheckArgv requires each to be "0".
+	SelectArgs []int
 
-	sites []argSite
+	sites   []argSite
+	selects []selectSite
 }
 
 // argSite is a call whose command name is ARGV[n].
@@ -37,11 +46,16 @@ type argSite struct {
 	tail *arg
 }
 
-// CheckArgv checks, for the arguments of one run, every call that takes its
-// command name from ARGV: the name must be Allowed and that command's key
-// arguments must come from KEYS. A name ARGV does not supply is left to
+// CheckArgv checks the arguments of one run: every ARGV element passed to
+// SELECT must be "0" (also for a recognised script, before the proxy
+// carries out its meaning); and for every call that takes its command name
+// from ARGV, the name must be Allowed and that command's key arguments
+// must come from KEYS. A command name ARGV does not supply is left to
 // Redis (the call fails there).
 func (v *Vote) CheckArgv(argv []string) *Problem {
+	if p := v.checkSelects(argv); p != nil {
+		return p
+	}
 	for _, s := range v.sites {
 		if s.n > len(argv) {
 			continue

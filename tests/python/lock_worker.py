@@ -4,6 +4,11 @@
 Usage:
   lock_worker.py contend  <proxy host:port> <backends> <name> <rounds> <hold-ms> <start-at-epoch-ms>
   lock_worker.py scenario <proxy host:port> <backends> <name>
+  lock_worker.py contend-noexpiry <same as contend>
+  lock_worker.py noexpiry <proxy host:port> <backends> <name>
+
+The noexpiry modes use Lock(timeout=None): SET NX with no expiry, which the
+proxy keeps (its default_ttl must be 2 s: the lock is held 5 s).
 
 <backends> is a comma-separated list of host:port of the real Redis masters;
 the worker reads them directly to see whether its token sits on a quorum.
@@ -14,6 +19,7 @@ process, so the Go side can compare windows across workers.
 
 import json
 import sys
+import threading
 import time
 
 import redis
@@ -66,14 +72,14 @@ def wait_expired(backends, name, limit=10):
     return True
 
 
-def contend(proxy, backends, name, rounds, hold_ms, start_at_ms):
+def contend(proxy, backends, name, rounds, hold_ms, start_at_ms, timeout=2):
     delay = start_at_ms / 1000.0 - time.time()
     if delay > 0:
         time.sleep(delay)
     windows = []
     min_holders = None
     for _ in range(rounds):
-        lock = proxy.lock(name, timeout=2, sleep=0.01, blocking_timeout=20)
+        lock = proxy.lock(name, timeout=timeout, sleep=0.01, blocking_timeout=20)
         if not lock.acquire():
             return {"error": "blocking acquire timed out after 20s"}
         start = now_ns()
@@ -82,7 +88,7 @@ def contend(proxy, backends, name, rounds, hold_ms, start_at_ms):
         min_holders = h if min_holders is None else min(min_holders, h)
         if not lock.owned():
             return {"error": "owned() is False right after acquire"}
-        if not lock.extend(1):
+        if timeout is not None and not lock.extend(1):
             return {"error": "extend(1) returned False while held"}
         time.sleep(hold_ms / 1000.0)
         end = now_ns()
@@ -180,6 +186,57 @@ def scenario(proxy, backends, name):
     return out
 
 
+def noexpiry(proxy, backends, name):
+    """Lock(timeout=None): held beyond the proxy's default_ttl, TTL -1,
+    released by its script."""
+    out = {}
+    lock = proxy.lock(name)
+    out["acquire"] = lock.acquire(blocking=False)
+    token = lock.local.token
+    out["holders"] = holders(backends, name, token)
+    out["ttl"] = proxy.ttl(name)
+    out["pttl"] = proxy.pttl(name)
+    out["other_nonblocking"] = proxy.lock(name).acquire(blocking=False)
+    time.sleep(5)  # more than twice the proxy's default_ttl (2 s)
+    out["holders_after_5s"] = holders(backends, name, token)
+    out["ttl_after_5s"] = proxy.ttl(name)
+    out["owned_after_5s"] = lock.owned()
+    out["locked_after_5s"] = lock.locked()
+    out["other_after_5s"] = proxy.lock(name).acquire(blocking=False)
+    # On the backends the key carries the proxy's lease, renewed.
+    out["backend_pttls"] = backend_pttls(backends, name)
+    for what, f in (("extend", lambda: lock.extend(1)), ("reacquire", lock.reacquire)):
+        try:
+            f()
+            out[what] = "no error"
+        except LockError as e:
+            out[what] = type(e).__name__
+    lock.release()
+    out["owned_after_release"] = lock.owned()
+    out["holders_after_release_now"], out["holders_after_release"] = holders_settled(backends, name, token)
+    out["exists_after_release"] = proxy.exists(name)
+
+    # A blocking waiter behind a holder without expiry gets the lock when
+    # the holder releases it (from another thread: thread_local=False).
+    holder = proxy.lock(name, thread_local=False)
+    out["holder_acquire"] = holder.acquire(blocking=False)
+    timer = threading.Timer(1.0, holder.release)
+    timer.start()
+    waiter = proxy.lock(name, blocking_timeout=8, sleep=0.05)
+    t0 = time.monotonic()
+    out["waiter_acquire"] = waiter.acquire()
+    out["waiter_waited_ms"] = int((time.monotonic() - t0) * 1000)
+    timer.join()
+    out["waiter_holders"] = holders(backends, name, waiter.local.token)
+    out["waiter_ttl"] = proxy.ttl(name)
+    waiter.release()
+
+    with proxy.lock(name, blocking_timeout=5) as cm:
+        out["with_holders"] = holders(backends, name, cm.local.token)
+    out["with_exists_after"] = proxy.exists(name)
+    return out
+
+
 def main(argv):
     mode, proxy_addr, backend_list, name = argv[1:5]
     proxy = connect(proxy_addr)
@@ -187,8 +244,13 @@ def main(argv):
     if mode == "contend":
         rounds, hold_ms, start_at = int(argv[5]), int(argv[6]), int(argv[7])
         result = contend(proxy, backends, name, rounds, hold_ms, start_at)
+    elif mode == "contend-noexpiry":
+        rounds, hold_ms, start_at = int(argv[5]), int(argv[6]), int(argv[7])
+        result = contend(proxy, backends, name, rounds, hold_ms, start_at, timeout=None)
     elif mode == "scenario":
         result = scenario(proxy, backends, name)
+    elif mode == "noexpiry":
+        result = noexpiry(proxy, backends, name)
     else:
         raise SystemExit("unknown mode " + mode)
     json.dump(result, sys.stdout)
