@@ -27,6 +27,7 @@ const (
 	errShuttingDown  = Error("ERR server is shutting down")
 	errCancelled     = Error("ERR request cancelled")
 	errReservedKey   = Error("ERR keys starting with '" + redlock.ReservedPrefix + "' are reserved by redlock-proxy (fence counters, proxy membership)")
+	errReservedChan  = Error("ERR channels starting with '" + redlock.ReservedPrefix + "' are reserved by redlock-proxy (release notices)")
 	errKeyTooLong    = "ERR key is too long (max %d bytes)"
 	errValueTooLong  = "ERR value is too long (max %d bytes)"
 	errTTLRange      = "ERR ttl %d is out of range: must be between %d and %d ms"

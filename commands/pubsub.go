@@ -190,12 +190,16 @@ func (c *Client) message(m relay.Message) {
 }
 
 // PUBLISH channel message / SPUBLISH shardchannel message: on every
-// voting backend; the reply is the largest receiver count a backend
+// voting backend (not on the proxy's own channels: a forged release notice
+// would wake waiters for nothing); the reply is the largest receiver count a backend
 // reported (each counts the subscriber connections of every proxy and
 // its own direct subscribers), an error only when no backend answered.
 func (d *Dispatcher) publish(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkValue(args[2]); r != nil {
 		return r
+	}
+	if redlock.Reserved(string(args[1])) {
+		return errReservedChan
 	}
 	name := strings.ToUpper(string(args[0]))
 	replies, err := d.locker.DoAll(ctx, strings.ToLower(name), name, string(args[1]), string(args[2]))

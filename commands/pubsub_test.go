@@ -123,6 +123,8 @@ func TestPubSubRelayed(t *testing.T) {
 		{[]string{"PUBSUB", "CHANNELS", "b*"}, "*1\r\n$1\r\nb\r\n"},
 		{[]string{"PUBSUB", "NUMPAT"}, ":1\r\n"},
 		{[]string{"PUBSUB", "NOPE"}, "-ERR unknown subcommand 'NOPE'. Try PUBSUB HELP.\r\n"},
+		{[]string{"PUBLISH", "redlock-proxy:released", "k x"}, "-ERR channels starting with 'redlock-proxy:' are reserved by redlock-proxy (release notices)\r\n"},
+		{[]string{"SPUBLISH", "redlock-proxy:x", "m"}, "-ERR channels starting with 'redlock-proxy:' are reserved by redlock-proxy (release notices)\r\n"},
 	})
 	subPushes.wantAnyOrder(t,
 		"*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nm\r\n",

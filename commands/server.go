@@ -90,6 +90,8 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		num("unlock_not_held", s.NotHeld)
 		num("extend_ok", s.Extended)
 		num("extend_not_held", s.ExtendFailed)
+		num("release_notices", s.Notices)
+		num("release_notice_wakeups", s.NoticeWakes)
 	case "tier":
 		d.writeTierInfo(line)
 	}

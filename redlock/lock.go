@@ -184,7 +184,7 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 		return err
 	}
 	del := call[bool]{cmd: r.releaseCall(key, token), decode: asBool}
-	if r.notice != "" {
+	if r.notices {
 		del.decode = intIs1
 	}
 	pass, err := r.gate.enter(ctx, del.cmd.keys)

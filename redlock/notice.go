@@ -6,22 +6,33 @@ import (
 	"strings"
 )
 
-// Release notices. With Options.ReleaseChannel set, every release and
-// delete this Redlock makes publishes, from the script that deletes on
-// each backend, one message per key it deleted there: the key, a space,
-// and a tag of the token it held (TokenTag; empty for an unconditional
-// delete). Other proxies over the same backends subscribe to the channel
-// and wake their waiters for that key at once, instead of polling (see
-// package lease). A backend's native compare-and-delete cannot publish,
-// so with notices every release runs the scripts.
+// Release notices. With Options.ReleaseNotices, every release and delete
+// this Redlock makes publishes, from the script that deletes on each
+// backend, one message per key it deleted there, on that key's notice
+// channel (NoticeChannel): a tag of the token it held (TokenTag; empty
+// for an unconditional delete). A proxy whose waiters wait for a key held
+// elsewhere subscribes to its channel and wakes them at once, instead of
+// polling (see package lease); a key nobody waits for costs its release
+// one PUBLISH that reaches no one. A backend's native compare-and-delete
+// cannot publish, so with notices every release runs the scripts.
 
-// The notifying scripts: the plain ones, and a PUBLISH of KEYS[i] .. " "
-// .. tag to ARGV[2] (ARGV[1] for deleteNoticeScript) for each key deleted.
+// NoticePrefix starts every release notice channel.
+const NoticePrefix = ReservedPrefix + "released:"
+
+// NoticeChannel is the channel of key's release notices.
+func NoticeChannel(key string) string { return NoticePrefix + key }
+
+// NoticeKey is the key whose release notices go to channel.
+func NoticeKey(channel string) (string, bool) { return strings.CutPrefix(channel, NoticePrefix) }
+
+// The notifying scripts: the plain ones, and a PUBLISH of the tag to the
+// notice prefix (ARGV[2]; ARGV[1] for deleteNoticeScript) .. the key, for
+// each key deleted.
 var (
 	delNoticeScript = NewScript(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
 	redis.call("DEL", KEYS[1])
-	redis.call("PUBLISH", ARGV[2], KEYS[1] .. " " .. ARGV[3])
+	redis.call("PUBLISH", ARGV[2] .. KEYS[1], ARGV[3])
 	return 1
 end
 return 0`)
@@ -32,7 +43,7 @@ for i, key in ipairs(KEYS) do
 	local held = redis.call("GET", key)
 	if held == ARGV[1] then
 		redis.call("DEL", key)
-		redis.call("PUBLISH", ARGV[2], key .. " " .. ARGV[3])
+		redis.call("PUBLISH", ARGV[2] .. key, ARGV[3])
 		out[i] = 1
 	elseif held then
 		out[i] = -1
@@ -47,7 +58,7 @@ local out = {}
 for i, key in ipairs(KEYS) do
 	out[i] = redis.call("DEL", key)
 	if out[i] == 1 then
-		redis.call("PUBLISH", ARGV[1], key .. " ")
+		redis.call("PUBLISH", ARGV[1] .. key, "")
 	end
 end
 return out`)
@@ -62,37 +73,27 @@ func TokenTag(token string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// ParseNotice splits a release notice into the key and the token's tag
-// ("" for an unconditional delete).
-func ParseNotice(msg string) (key, tag string, ok bool) {
-	i := strings.LastIndexByte(msg, ' ')
-	if i < 0 {
-		return "", "", false
-	}
-	return msg[:i], msg[i+1:], true
-}
-
 // releaseCall is Release's command: a compare-and-delete, notifying when
 // notices are on.
 func (r *Redlock) releaseCall(key, token string) command {
-	if r.notice == "" {
+	if !r.notices {
 		return command{kind: callCAD, keys: []string{key}, value: token}
 	}
-	return command{kind: callEval, script: delNoticeScript, keys: []string{key}, args: []any{token, r.notice, TokenTag(token)}}
+	return command{kind: callEval, script: delNoticeScript, keys: []string{key}, args: []any{token, NoticePrefix, TokenTag(token)}}
 }
 
 // releaseKeysCall is ReleaseKeys' command.
 func (r *Redlock) releaseKeysCall(keys []string, token string) command {
-	if r.notice == "" {
+	if !r.notices {
 		return command{kind: callEval, script: releaseScript, keys: keys, args: []any{token}}
 	}
-	return command{kind: callEval, script: releaseNoticeScript, keys: keys, args: []any{token, r.notice, TokenTag(token)}}
+	return command{kind: callEval, script: releaseNoticeScript, keys: keys, args: []any{token, NoticePrefix, TokenTag(token)}}
 }
 
 // deleteCall is Delete's command.
 func (r *Redlock) deleteCall(keys []string) command {
-	if r.notice == "" {
+	if !r.notices {
 		return command{kind: callEval, script: deleteScript, keys: keys}
 	}
-	return command{kind: callEval, script: deleteNoticeScript, keys: keys, args: []any{r.notice}}
+	return command{kind: callEval, script: deleteNoticeScript, keys: keys, args: []any{NoticePrefix}}
 }

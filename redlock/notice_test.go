@@ -8,12 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// With ReleaseChannel, each backend that deletes a released key publishes
-// "key tag" there; a delete publishes "key " (no token known).
+// With ReleaseNotices, each backend that deletes a released key publishes
+// the token's tag on the key's notice channel; a delete publishes "" (no
+// token known).
 func TestReleaseNotices(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, 3, Options{ReleaseChannel: "released"})
-	sub := redis.NewClient(&redis.Options{Addr: c.mrs[1].Addr()}).Subscribe(ctx, "released")
+	c := newCluster(t, 3, Options{ReleaseNotices: true})
+	sub := redis.NewClient(&redis.Options{Addr: c.mrs[1].Addr()}).PSubscribe(ctx, NoticePrefix+"*")
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -23,7 +24,11 @@ func TestReleaseNotices(t *testing.T) {
 		t.Helper()
 		select {
 		case m := <-msgs:
-			return m.Payload
+			key, ok := NoticeKey(m.Channel)
+			if !ok {
+				t.Fatalf("notice on %q", m.Channel)
+			}
+			return key + " " + m.Payload
 		case <-time.After(5 * time.Second):
 			t.Fatal("no release notice")
 			return ""
@@ -45,8 +50,8 @@ func TestReleaseNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"a", "b"} {
-		if key, tag, ok := ParseNotice(next()); !ok || key != k || tag != TokenTag("t2") {
-			t.Fatalf("notice of ReleaseKeys = %q %q %v", key, tag, ok)
+		if got, want := next(), k+" "+TokenTag("t2"); got != want {
+			t.Fatalf("notice of ReleaseKeys = %q, want %q", got, want)
 		}
 	}
 	if err := c.r.Write(ctx, "w", "v", time.Minute); err != nil {
@@ -55,8 +60,8 @@ func TestReleaseNotices(t *testing.T) {
 	if n, err := c.r.Delete(ctx, []string{"w", "absent"}); err != nil || n != 1 {
 		t.Fatalf("Delete = %d, %v", n, err)
 	}
-	if key, tag, ok := ParseNotice(next()); !ok || key != "w" || tag != "" {
-		t.Fatalf("notice of Delete = %q %q %v", key, tag, ok)
+	if got := next(); got != "w " {
+		t.Fatalf("notice of Delete = %q, want %q", got, "w ")
 	}
 	// A release that deletes nothing publishes nothing.
 	if err := c.r.Release(ctx, "k", "tok"); err == nil {

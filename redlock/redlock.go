@@ -119,10 +119,10 @@ type Options struct {
 	DownAfter int
 	// HealthInterval is RunHealth's period. Default 1s.
 	HealthInterval time.Duration
-	// ReleaseChannel, when set, makes every release and delete publish a
-	// notice on that channel on each backend (notice.go), for the other
-	// proxies' waiters.
-	ReleaseChannel string
+	// ReleaseNotices makes every release and delete publish a notice on
+	// each backend, on the key's NoticeChannel (notice.go), for the
+	// waiters of other proxies.
+	ReleaseNotices bool
 	// ObserveCall, when set, is told the outcome and duration of every
 	// backend call (metrics); it must be cheap and must not block.
 	ObserveCall func(addr string, elapsed time.Duration, err error)
@@ -157,7 +157,7 @@ type Redlock struct {
 	bg              Tracker
 	gate            keyGate
 	observeCall     func(addr string, elapsed time.Duration, err error)
-	notice          string       // Options.ReleaseChannel
+	notices         bool         // Options.ReleaseNotices
 	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fenceshare.go)
 
 	// Backend health (health.go): one per node, in node order.
@@ -186,7 +186,7 @@ func New(nodes []Node, opts Options) *Redlock {
 		downAfter:       opts.DownAfter,
 		healthInterval:  opts.HealthInterval,
 		observeCall:     opts.ObserveCall,
-		notice:          opts.ReleaseChannel,
+		notices:         opts.ReleaseNotices,
 	}
 	if r.nodeTimeout <= 0 {
 		r.nodeTimeout = 50 * time.Millisecond

@@ -59,9 +59,18 @@
 // connections are closed before the timed runs. The line is printed below
 // the table, and as "idle" in -json.
 //
+// With -handoff N it first measures N lock hand-offs: a holder UNLOCKs
+// while a client waits with LOCK … WAIT, timed from sending the UNLOCK to
+// the waiter's grant; once with both on one proxy, and once with the
+// holder on the proxy and the waiter on a second proxy over the same
+// backends (-proxy2, or one more proxy that -spawn starts), the release
+// notice's path. The lines are printed below the table, and as "handoff"
+// in -json.
+//
 // Usage:
 //
 //	redlock-bench -spawn 5 -d 5s -c 1,16,64
 //	redlock-bench -spawn 5 -idle 10000 -d 1s -c 1 -modes proxy
+//	redlock-bench -spawn 5 -handoff 200 -d 1s -c 1 -modes proxy
 //	redlock-bench -proxy 127.0.0.1:6380 -backend 10.0.0.1:6379 -backend … -keys contended -json
 package main

@@ -11,17 +11,22 @@ import (
 )
 
 // The -handoff measurement: how long a lock takes to pass from its holder
-// to a client waiting for it on the same proxy. A holder takes the key; a
-// waiter sends LOCK key ttl WAIT 5000 and, once LOCKINFO shows it queued,
-// the holder sends UNLOCK. The hand-off is the time from the UNLOCK reply
-// to the waiter's LOCK reply, both seen by this process; the waiter then
-// unlocks and the round repeats.
+// to a client waiting for it, on the same proxy and, with a second proxy
+// over the same backends, from a holder on one proxy to a waiter on the
+// other (the release notice's path). A holder takes the key; a waiter
+// sends LOCK key ttl WAIT 5000 and, once LOCKINFO on its proxy shows it
+// queued, the holder sends UNLOCK. The hand-off is the time from sending
+// the UNLOCK to the waiter's LOCK reply, both seen by this process (from
+// the UNLOCK's reply would flatter the hand-off across proxies, whose
+// notice is published before that reply leaves); the waiter then unlocks
+// and the round repeats.
 
 // handoffKey is the key the measurement locks.
 const handoffKey = "bench:handoff"
 
-// handoffResult is the -handoff line of the report.
+// handoffResult is a -handoff line of the report.
 type handoffResult struct {
+	Across   bool    `json:"across_proxies"` // holder and waiter on different proxies
 	N        int     `json:"n"`
 	MedianMS float64 `json:"median_ms"`
 	P90MS    float64 `json:"p90_ms"`
@@ -29,16 +34,21 @@ type handoffResult struct {
 }
 
 func (r *handoffResult) String() string {
-	return fmt.Sprintf("handoff: %d hand-offs, UNLOCK reply → next waiter's grant: median %.3f ms, p90 %.3f ms, max %.3f ms",
-		r.N, r.MedianMS, r.P90MS, r.MaxMS)
+	where := "one proxy"
+	if r.Across {
+		where = "across proxies"
+	}
+	return fmt.Sprintf("handoff (%s): %d hand-offs, UNLOCK sent → next waiter's grant: median %.3f ms, p90 %.3f ms, max %.3f ms",
+		where, r.N, r.MedianMS, r.P90MS, r.MaxMS)
 }
 
-// measureHandoff runs n hand-offs through the proxy at addr.
-func measureHandoff(ctx context.Context, addr string, n int, ttl time.Duration) (*handoffResult, error) {
-	holder, waiter := newClient(addr), newClient(addr)
+// measureHandoff runs n hand-offs from a holder on the proxy at from to
+// a waiter on the proxy at to (the same address or not).
+func measureHandoff(ctx context.Context, from, to string, n int, ttl time.Duration) (*handoffResult, error) {
+	holder, waiter := newClient(from), newClient(to)
 	defer holder.Close()
 	defer waiter.Close()
-	info := newClient(addr)
+	info := newClient(to)
 	defer info.Close()
 	ms := ttlMS(ttl)
 
@@ -61,10 +71,10 @@ func measureHandoff(ctx context.Context, addr string, n int, ttl time.Duration) 
 		if err := waitQueued(ctx, info); err != nil {
 			return nil, err
 		}
+		unlocked := time.Now()
 		if err := holder.Do(ctx, "UNLOCK", handoffKey, tok).Err(); err != nil {
 			return nil, fmt.Errorf("-handoff: UNLOCK: %w", err)
 		}
-		unlocked := time.Now()
 		g := <-got
 		if g.err != nil {
 			return nil, fmt.Errorf("-handoff: waiter: %w", g.err)
@@ -78,7 +88,7 @@ func measureHandoff(ctx context.Context, addr string, n int, ttl time.Duration) 
 	at := func(q float64) float64 {
 		return float64(lat[min(int(q*float64(len(lat))), len(lat)-1)]) / float64(time.Millisecond)
 	}
-	return &handoffResult{N: n, MedianMS: at(0.5), P90MS: at(0.9), MaxMS: at(1)}, nil
+	return &handoffResult{Across: from != to, N: n, MedianMS: at(0.5), P90MS: at(0.9), MaxMS: at(1)}, nil
 }
 
 // proxyLock sends LOCK key ttl [extra…] and returns the token.

@@ -29,7 +29,10 @@ return redis.call('DEL', KEYS[1])`
 
 // targets are the servers a run talks to.
 type targets struct {
-	proxy    string
+	proxy string
+	// proxy2 is a second proxy over the same backends, for -handoff across
+	// proxies: -proxy2, or started by -spawn with -handoff; "" otherwise.
+	proxy2   string
 	backends []string
 	// metrics is the proxy's metrics_listen address, known only when
 	// -spawn started the proxy; "" otherwise.

@@ -89,8 +89,9 @@ type report struct {
 	Results    []result `json:"results"`
 	// Idle is the -idle measurement; nil without -idle.
 	Idle *idleResult `json:"idle,omitempty"`
-	// Handoff is the -handoff measurement; nil without -handoff.
-	Handoff *handoffResult `json:"handoff,omitempty"`
+	// Handoff is the -handoff measurement: on one proxy, then across two
+	// when a second proxy is known; empty without -handoff.
+	Handoff []*handoffResult `json:"handoff,omitempty"`
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }
@@ -195,8 +196,8 @@ func (rep *report) writeTable(w io.Writer) error {
 		b.WriteString(rep.Idle.String())
 		b.WriteByte('\n')
 	}
-	if rep.Handoff != nil {
-		b.WriteString(rep.Handoff.String())
+	for _, h := range rep.Handoff {
+		b.WriteString(h.String())
 		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())

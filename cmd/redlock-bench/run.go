@@ -13,22 +13,23 @@ import (
 
 // config is the parsed command line.
 type config struct {
-	args      []string
-	clients   []int
-	duration  time.Duration
-	cycles    int // > 0: measure this many cycles instead of duration
-	warmup    time.Duration
-	keys      keySpace
-	ttl       time.Duration
-	modes     []*mode
-	spawn     int
-	idle      int // -idle: idle connections for the RSS measurement
-	handoff   int // -handoff: hand-offs to measure
-	proxyBin  string
-	proxyAddr string
-	backends  []string
-	json      bool
-	progress  bool
+	args       []string
+	clients    []int
+	duration   time.Duration
+	cycles     int // > 0: measure this many cycles instead of duration
+	warmup     time.Duration
+	keys       keySpace
+	ttl        time.Duration
+	modes      []*mode
+	spawn      int
+	idle       int // -idle: idle connections for the RSS measurement
+	handoff    int // -handoff: hand-offs to measure
+	proxyBin   string
+	proxyAddr  string
+	proxy2Addr string
+	backends   []string
+	json       bool
+	progress   bool
 }
 
 func (c *config) validate() error {
@@ -91,7 +92,7 @@ func (k keySpace) key(mode string, client, cycle int) string {
 // bench sets up the targets, runs every mode at every client count, and
 // reports. It returns the exit code.
 func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
-	t := targets{proxy: cfg.proxyAddr, backends: cfg.backends}
+	t := targets{proxy: cfg.proxyAddr, proxy2: cfg.proxy2Addr, backends: cfg.backends}
 	var spawned *cluster
 	if cfg.spawn > 0 {
 		var err error
@@ -104,7 +105,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 			}
 			maxClients = cfg.idle + 100
 		}
-		if spawned, err = spawnCluster(ctx, cfg.spawn, cfg.proxyBin, maxClients); err != nil {
+		if spawned, err = spawnCluster(ctx, cfg.spawn, cfg.proxyBin, maxClients, cfg.handoff > 0); err != nil {
 			fmt.Fprintln(stderr, "redlock-bench:", err)
 			return 1
 		}
@@ -139,15 +140,21 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		rep.Idle = idle
 	}
 	if cfg.handoff > 0 {
-		h, err := measureHandoff(ctx, t.proxy, cfg.handoff, cfg.ttl)
-		if err != nil {
-			fmt.Fprintln(stderr, "redlock-bench:", err)
-			if ctx.Err() != nil {
-				return 130
-			}
-			return 1
+		pairs := [][2]string{{t.proxy, t.proxy}}
+		if t.proxy2 != "" {
+			pairs = append(pairs, [2]string{t.proxy, t.proxy2})
 		}
-		rep.Handoff = h
+		for _, p := range pairs {
+			h, err := measureHandoff(ctx, p[0], p[1], cfg.handoff, cfg.ttl)
+			if err != nil {
+				fmt.Fprintln(stderr, "redlock-bench:", err)
+				if ctx.Err() != nil {
+					return 130
+				}
+				return 1
+			}
+			rep.Handoff = append(rep.Handoff, h)
+		}
 	}
 	if cfg.cycles > 0 {
 		rep.Cycles = cfg.cycles

@@ -16,13 +16,13 @@ import (
 )
 
 // cluster is what -spawn started: N redis-servers and a proxy in front of
-// them, all on loopback, all killed by close.
+// them (two with -handoff), all on loopback, all killed by close.
 type cluster struct {
 	targets
 	dir        string
-	procs      []*proc // backends first, the proxy last
-	proxy      *proc
-	maxClients int // the proxy's max_clients; 0 for its default
+	procs      []*proc // backends first, the proxies last
+	proxy      *proc   // the first proxy
+	maxClients int     // the proxy's max_clients; 0 for its default
 }
 
 // proc is one child process whose output goes to a log file in the
@@ -34,23 +34,24 @@ type proc struct {
 	done chan struct{} // closed when the process has exited
 }
 
-// spawnCluster starts n redis-servers and a proxy over them. The proxy is
-// proxyBin, or built from the enclosing module when proxyBin is empty;
-// maxClients > 0 sets its max_clients.
-func spawnCluster(ctx context.Context, n int, proxyBin string, maxClients int) (*cluster, error) {
+// spawnCluster starts n redis-servers and a proxy over them, and a second
+// proxy over the same backends when second is set. The proxy is proxyBin,
+// or built from the enclosing module when proxyBin is empty; maxClients >
+// 0 sets its max_clients.
+func spawnCluster(ctx context.Context, n int, proxyBin string, maxClients int, second bool) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "redlock-bench-")
 	if err != nil {
 		return nil, err
 	}
 	c := &cluster{dir: dir, maxClients: maxClients}
-	if err := c.start(ctx, n, proxyBin); err != nil {
+	if err := c.start(ctx, n, proxyBin, second); err != nil {
 		c.close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *cluster) start(ctx context.Context, n int, proxyBin string) error {
+func (c *cluster) start(ctx context.Context, n int, proxyBin string, second bool) error {
 	if proxyBin == "" {
 		var err error
 		if proxyBin, err = buildProxy(ctx, c.dir); err != nil {
@@ -64,7 +65,17 @@ func (c *cluster) start(ctx context.Context, n int, proxyBin string) error {
 		}
 		c.backends = append(c.backends, addr)
 	}
-	return c.startProxy(ctx, proxyBin)
+	p, addr, metrics, err := c.startProxy(ctx, proxyBin, "proxy")
+	if err != nil {
+		return err
+	}
+	c.proxy, c.targets.proxy, c.targets.metrics = p, addr, metrics
+	if second {
+		if _, c.targets.proxy2, _, err = c.startProxy(ctx, proxyBin, "proxy2"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // close kills every child and removes the directory. It is safe to call
@@ -181,13 +192,13 @@ func (c *cluster) startRedis(ctx context.Context, i int) (string, error) {
 // per-cycle cost columns) and keeps its log to warnings. A proxy too old
 // to know startup_quarantine or metrics_listen is started again without
 // it.
-func (c *cluster) startProxy(ctx context.Context, bin string) error {
+func (c *cluster) startProxy(ctx context.Context, bin, name string) (*proc, string, string, error) {
 	quarantineOff, metricsOn := true, true
 	var lastErr error
 	for attempt := range startAttempts + 2 {
 		port, err := freePort()
 		if err != nil {
-			return err
+			return nil, "", "", err
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		hcl := "log_level = \"warn\"\n"
@@ -198,7 +209,7 @@ func (c *cluster) startProxy(ctx context.Context, bin string) error {
 		if metricsOn {
 			mport, err := freePort()
 			if err != nil {
-				return err
+				return nil, "", "", err
 			}
 			metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
 			hcl += "metrics_listen = " + strconv.Quote(metrics) + "\n"
@@ -206,21 +217,20 @@ func (c *cluster) startProxy(ctx context.Context, bin string) error {
 		if c.maxClients > 0 {
 			hcl += "max_clients = " + strconv.Itoa(c.maxClients) + "\n"
 		}
-		file := filepath.Join(c.dir, fmt.Sprintf("proxy-%d.hcl", attempt))
+		file := filepath.Join(c.dir, fmt.Sprintf("%s-%d.hcl", name, attempt))
 		if err := os.WriteFile(file, []byte(hcl), 0o600); err != nil {
-			return err
+			return nil, "", "", err
 		}
 		args := []string{"-config", file, "-listen", addr}
 		for _, b := range c.backends {
 			args = append(args, "-backend", b)
 		}
-		p, err := c.launch(fmt.Sprintf("proxy-%d", attempt), exec.Command(bin, args...))
+		p, err := c.launch(fmt.Sprintf("%s-%d", name, attempt), exec.Command(bin, args...))
 		if err != nil {
-			return fmt.Errorf("start %s: %w", bin, err)
+			return nil, "", "", fmt.Errorf("start %s: %w", bin, err)
 		}
 		if lastErr = p.waitPing(ctx, addr); lastErr == nil {
-			c.proxy, c.targets.proxy, c.targets.metrics = p, addr, metrics
-			return nil
+			return p, addr, metrics, nil
 		}
 		p.kill()
 		switch msg := lastErr.Error(); {
@@ -231,10 +241,10 @@ func (c *cluster) startProxy(ctx context.Context, bin string) error {
 		case metricsOn && strings.Contains(msg, "metrics_listen"):
 			metricsOn = false
 		default:
-			return fmt.Errorf("redlock-proxy: %w", lastErr)
+			return nil, "", "", fmt.Errorf("redlock-proxy: %w", lastErr)
 		}
 	}
-	return fmt.Errorf("redlock-proxy: %w", lastErr)
+	return nil, "", "", fmt.Errorf("redlock-proxy: %w", lastErr)
 }
 
 // launch starts cmd with its output in a log file and remembers it for close.

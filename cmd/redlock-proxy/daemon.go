@@ -124,6 +124,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		HealthInterval:     cfg.HealthInterval,
 		Logger:             logger.Named("redlock"),
 		ObserveCall:        observeCall,
+		ReleaseNotices:     true,
 	})
 	if err := d.checkBackends(cfg.Strict); err != nil {
 		return d, err
@@ -138,6 +139,8 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		MaxHold: cfg.MaxHold,
 		KeepTTL: cfg.DefaultTTL,
 		Logger:  logger.Named("lease"),
+		// A release through another proxy wakes this one's waiters.
+		WatchReleases: watchReleases(d.relay),
 	})
 	opts := commands.Options{
 		Leases:         d.leases,
@@ -217,6 +220,18 @@ func (d *daemon) checkBackends(strict bool) error {
 		d.log.Named("backend").Warn("backends not connected yet", "connected", up, "count", n, "waited", connectWait)
 	}
 	return nil
+}
+
+// watchReleases is the lease Manager's WatchFunc: a relay subscriber of
+// the key's release notice channel, for as long as this proxy has waiters
+// for a key held elsewhere. A backend's subscription made again is a gap.
+func watchReleases(r *relay.Relay) lease.WatchFunc {
+	return func(ctx context.Context, key string, notice func(string), gap func()) func() {
+		sub := r.NewSubscriber(func(m relay.Message) { notice(m.Payload) })
+		sub.SetResume(gap)
+		_ = sub.Subscribe(ctx, relay.Channel, redlock.NoticeChannel(key)) // ctx ended or shut down: the waiter polls
+		return sub.Close
+	}
 }
 
 // joinTier builds this proxy's membership of the tier (redlock/tier) and

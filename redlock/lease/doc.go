@@ -28,7 +28,7 @@
 // waiter sleeps, what Info and Snapshot show and which locks a session
 // renews; never who holds a lock: the backends' quorum does that, through
 // package redlock, whose doc says when that holds. A lock released or
-// stolen behind this proxy's back (another proxy, a legacy DEL) stays in
-// the registry until its ttl ends, so a waiter here notices it within a
-// second (the head's poll) rather than at once.
+// stolen behind this proxy's back stays in the registry until its ttl
+// ends (or a release notice, when waiters watch the key: wait.go), so a
+// waiter here notices it within a second (the head's poll).
 package lease

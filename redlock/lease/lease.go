@@ -42,9 +42,20 @@ type Options struct {
 	// KeepTTL is the lease of writes without expiry, renewed while the key
 	// holds the value written (keep.go); 0: such writes carry no expiry.
 	KeepTTL time.Duration
-	Logger  hclog.Logger     // default: discard
-	Now     func() time.Time // default time.Now
+	// WatchReleases, when set, hears of releases made elsewhere (another
+	// proxy) while this Manager has waiters for a key it does not hold
+	// (wait.go). nil: such waiters only poll.
+	WatchReleases WatchFunc
+	Logger        hclog.Logger     // default: discard
+	Now           func() time.Time // default time.Now
 }
+
+// WatchFunc subscribes to key's release notices (redlock.NoticeChannel)
+// and returns once they flow, or ctx ended. It calls notice with each
+// notice's token tag, and gap when notices may have been missed (a
+// backend's subscription made again); both must not block. stop ends the
+// subscription.
+type WatchFunc func(ctx context.Context, key string, notice func(tag string), gap func()) (stop func())
 
 // Request is one acquisition.
 type Request struct {
@@ -83,6 +94,9 @@ type Stats struct {
 	Acquired, Contended, NoQuorum int64
 	Released, NotHeld             int64
 	Extended, ExtendFailed        int64
+	// Notices counts the release notices received (Notice); NoticeWakes
+	// those that woke a waiter here.
+	Notices, NoticeWakes int64
 }
 
 // counters are Stats kept atomically.
@@ -90,6 +104,7 @@ type counters struct {
 	acquired, contended, noQuorum atomic.Int64
 	released, notHeld             atomic.Int64
 	extended, extendFailed        atomic.Int64
+	notices, noticeWakes          atomic.Int64
 }
 
 // Manager carries out the proxy's lock operations and remembers what it
@@ -98,6 +113,7 @@ type Manager struct {
 	locker  *redlock.Redlock
 	maxHold time.Duration
 	keepTTL time.Duration
+	watch   WatchFunc // Options.WatchReleases
 	log     hclog.Logger
 	now     func() time.Time
 
@@ -119,6 +135,7 @@ func New(opts Options) *Manager {
 		locker:    opts.Locker,
 		maxHold:   opts.MaxHold,
 		keepTTL:   opts.KeepTTL,
+		watch:     opts.WatchReleases,
 		log:       opts.Logger,
 		now:       opts.Now,
 		stopWaits: make(chan struct{}),
@@ -292,19 +309,16 @@ func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl t
 	return validity, err
 }
 
-// Notice takes a release notice another proxy's release (or this one's)
-// published on a backend (redlock.Options.ReleaseChannel): the key's
-// first waiter here tries at once, and a lock remembered here under the
-// released token is forgotten.
-func (m *Manager) Notice(msg string) {
-	if key, tag, ok := redlock.ParseNotice(msg); ok {
-		m.reg.releasedElsewhere(key, tag)
+// notice takes a release notice of key that a release through another
+// proxy (or this one) published on a backend (redlock.Options.
+// ReleaseNotices): the key's first waiter here tries at once, and a lock
+// remembered here under the released token is forgotten.
+func (m *Manager) notice(key, tag string) {
+	m.stats.notices.Add(1)
+	if m.reg.releasedElsewhere(key, tag) {
+		m.stats.noticeWakes.Add(1)
 	}
 }
-
-// WakeAll wakes the first waiter of every key: release notices may have
-// been missed (a backend's subscription was re-established).
-func (m *Manager) WakeAll() { m.reg.wakeAll() }
 
 // Changed tells the Manager that keys may have changed behind its lock
 // operations (a library's script run by vote wrote them): their first
@@ -322,6 +336,7 @@ func (m *Manager) Stats() Stats {
 		Acquired: s.acquired.Load(), Contended: s.contended.Load(), NoQuorum: s.noQuorum.Load(),
 		Released: s.released.Load(), NotHeld: s.notHeld.Load(),
 		Extended: s.extended.Load(), ExtendFailed: s.extendFailed.Load(),
+		Notices: s.notices.Load(), NoticeWakes: s.noticeWakes.Load(),
 	}
 }
 

@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,5 +348,85 @@ func TestKeepEndsWithReleaseOrExpiry(t *testing.T) {
 	}
 	if _, err := m.Extend(ctx, []string{"b"}, "v", ttl, redlock.Replace); err != nil || m.Kept("b", "v") {
 		t.Fatalf("after an Extend with a ttl: err %v, kept %v", err, m.Kept("b", "v"))
+	}
+}
+
+// fakeWatch records what the Manager subscribes to.
+type fakeWatch struct {
+	mu      sync.Mutex
+	keys    []string
+	notices map[string]func(string)
+	stops   int
+}
+
+func (f *fakeWatch) watch(_ context.Context, key string, notice func(string), _ func()) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append(f.keys, key)
+	if f.notices == nil {
+		f.notices = make(map[string]func(string))
+	}
+	f.notices[key] = notice
+	return func() {
+		f.mu.Lock()
+		f.stops++
+		f.mu.Unlock()
+	}
+}
+
+func (f *fakeWatch) state() (keys []string, stops int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.keys...), f.stops
+}
+
+// TestWaitWatchesReleasesElsewhere: waiters for a key held elsewhere
+// subscribe to its release notices once, a notice wakes the head, and the
+// subscription ends with the last waiter.
+func TestWaitWatchesReleasesElsewhere(t *testing.T) {
+	f := &fakeWatch{}
+	m, _ := newManager(t, Options{WatchReleases: f.watch})
+	ctx := context.Background()
+	if _, err := m.Locker().Acquire(ctx, "k", "foreign", ttl); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			req := lockReq("k")
+			req.Token, req.Wait = fmt.Sprint("waiter-", i), 20*time.Second
+			_, err := m.Acquire(ctx, NewOwner(int64(10+i), OwnerHooks{}), req)
+			got <- err
+		}()
+	}
+	testkit.Eventually(t, 5*time.Second, "both waiters queued and k watched", func() bool {
+		keys, _ := f.state()
+		return m.Waiters() == 2 && len(keys) == 1
+	})
+	if err := m.Locker().Release(ctx, "k", "foreign"); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	notice := f.notices["k"]
+	f.mu.Unlock()
+	notice(redlock.TokenTag("foreign"))
+	if s := m.Stats(); s.Notices != 1 || s.NoticeWakes != 1 {
+		t.Fatalf("Stats = %+v, want one notice that woke a waiter", s)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("first waiter: %v", err)
+	}
+	// The second waiter now waits for a lock held here: no new watch; it
+	// is handed the key when the first releases.
+	if err := m.Release(ctx, "k", "waiter-0"); err != nil {
+		if err := m.Release(ctx, "k", "waiter-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("second waiter: %v", err)
+	}
+	if keys, stops := f.state(); len(keys) != 1 || stops != 1 {
+		t.Fatalf("watched %v, stopped %d times; want k once, stopped once", keys, stops)
 	}
 }

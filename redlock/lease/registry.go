@@ -58,6 +58,8 @@ type registry struct {
 	mu     sync.Mutex
 	held   map[string]*heldLock // by key; an MLOCK appears under each key
 	queues map[string][]*waiter // by key, first come first
+	// watches are the keys whose release notices are watched (wait.go)
+	watches map[string]*watchEntry
 }
 
 // add records a grant and arms its expiry. A stale record of the same key
@@ -134,24 +136,17 @@ func (r *registry) released(key, token string) {
 
 // releasedElsewhere is a release notice for key: the record of key is
 // forgotten when its token's tag is tag (the lock released is the one
-// remembered), and key's first waiter is woken either way.
-func (r *registry) releasedElsewhere(key, tag string) {
+// remembered), and key's first waiter is woken either way. It reports
+// whether key had a waiter.
+func (r *registry) releasedElsewhere(key, tag string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if l := r.held[key]; l != nil && tag != "" && redlock.TokenTag(l.token) == tag {
 		r.dropLocked(l, true)
-		return
+	} else {
+		r.wakeLocked(key)
 	}
-	r.wakeLocked(key)
-}
-
-// wakeAll signals the head of every queue.
-func (r *registry) wakeAll() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, q := range r.queues {
-		q[0].signal()
-	}
+	return len(r.queues[key]) > 0
 }
 
 // expire runs at l's expiry; an extend in between moved the expiry on.
@@ -233,23 +228,62 @@ func (r *registry) enqueue(key string) *waiter {
 
 // leave takes w out of key's queue; when w was the head, the next waiter
 // becomes the head and is signalled.
-func (r *registry) leave(key string, w *waiter) {
+// The last waiter to leave also ends the watch of key's release notices:
+// leave returns its stop function (nil when there is none to call).
+func (r *registry) leave(key string, w *waiter) (stop func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.queues[key]
 	i := slices.Index(q, w)
 	if i < 0 {
-		return
+		return nil
 	}
 	q = slices.Delete(q, i, i+1)
 	if len(q) == 0 {
 		delete(r.queues, key)
-		return
+		if e := r.watches[key]; e != nil {
+			delete(r.watches, key)
+			return e.stop
+		}
+		return nil
 	}
 	r.queues[key] = q
 	if i == 0 {
 		q[0].signal()
 	}
+	return nil
+}
+
+// watchEntry is a watch of a key's release notices: stop is nil while
+// the subscription is being made.
+type watchEntry struct{ stop func() }
+
+// startWatch reserves the watch of key for a waiter about to subscribe;
+// nil when key is watched already or has no waiter.
+func (r *registry) startWatch(key string) *watchEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queues[key]) == 0 || r.watches[key] != nil {
+		return nil
+	}
+	if r.watches == nil {
+		r.watches = make(map[string]*watchEntry)
+	}
+	e := &watchEntry{}
+	r.watches[key] = e
+	return e
+}
+
+// setWatch records the stop function of e, made by startWatch; false
+// when the last waiter left meanwhile (the caller then stops it).
+func (r *registry) setWatch(key string, e *watchEntry, stop func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watches[key] != e {
+		return false
+	}
+	e.stop = stop
+	return true
 }
 
 // isHead reports whether w is first in key's queue.

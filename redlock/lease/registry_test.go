@@ -52,7 +52,9 @@ func TestReleasedElsewhere(t *testing.T) {
 	r.add(l, now)
 	w := r.enqueue("k")
 	<-w.wake // the head is signalled on enqueue
-	r.releasedElsewhere("k", redlock.TokenTag("other"))
+	if !r.releasedElsewhere("k", redlock.TokenTag("other")) {
+		t.Fatal("releasedElsewhere says k has no waiter")
+	}
 	if r.lookup("k") != l {
 		t.Fatal("a notice for another token forgot the lock")
 	}
@@ -70,11 +72,57 @@ func TestReleasedElsewhere(t *testing.T) {
 	default:
 		t.Fatal("the release did not wake the waiter")
 	}
-	r.wakeAll()
-	select {
-	case <-w.wake:
-	default:
-		t.Fatal("wakeAll did not wake the waiter")
-	}
 	r.leave("k", w)
+	if r.releasedElsewhere("k", "") {
+		t.Fatal("releasedElsewhere says k has a waiter after it left")
+	}
+}
+
+// TestWatchEntries: one watch per key while it has waiters; the last
+// waiter to leave gets its stop, or, while the subscription is still being
+// made, the subscriber is told to stop it itself.
+func TestWatchEntries(t *testing.T) {
+	var r registry
+	if r.startWatch("k") != nil {
+		t.Fatal("a key without waiters is watched")
+	}
+	w1, w2 := r.enqueue("k"), r.enqueue("k")
+	e := r.startWatch("k")
+	if e == nil || r.startWatch("k") != nil {
+		t.Fatal("want exactly one watch of k")
+	}
+	stopped := 0
+	if !r.setWatch("k", e, func() { stopped++ }) {
+		t.Fatal("setWatch refused a live watch")
+	}
+	if stop := r.leave("k", w1); stop != nil {
+		t.Fatal("a waiter that is not the last one got the stop")
+	}
+	if stop := r.leave("k", w2); stop == nil {
+		t.Fatal("the last waiter did not get the stop")
+	} else {
+		stop()
+	}
+	if stopped != 1 {
+		t.Fatalf("stopped %d times", stopped)
+	}
+
+	// The last waiter leaves while the subscription is being made, and a
+	// new one starts another: the first cannot take the second's place.
+	w3 := r.enqueue("k")
+	old := r.startWatch("k")
+	if stop := r.leave("k", w3); stop != nil {
+		t.Fatal("a watch still being made has no stop to hand out")
+	}
+	w4 := r.enqueue("k")
+	cur := r.startWatch("k")
+	if cur == nil || r.setWatch("k", old, func() {}) {
+		t.Fatal("a stale watch was recorded")
+	}
+	if !r.setWatch("k", cur, func() {}) {
+		t.Fatal("the current watch was refused")
+	}
+	if r.leave("k", w4) == nil {
+		t.Fatal("the current watch's stop was lost")
+	}
 }

@@ -17,7 +17,10 @@ import (
 // MUNLOCK, a SESSION ending) or its ttl ends, and is woken at once. While
 // it is held by someone this proxy does not know (another proxy, a legacy
 // client) the head retries with jittered back-off, each sleep bounded by
-// the holder's remaining ttl as a quorum read reports it. A waiter whose
+// the holder's remaining ttl as a quorum read reports it; with
+// Options.WatchReleases, the first time it finds the key held so, it also
+// subscribes to the key's release notices (until the queue empties), and
+// a release through another proxy wakes it at once. A waiter whose
 // connection closes leaves the queue.
 
 const (
@@ -58,7 +61,11 @@ func (m *Manager) acquireWaiting(ctx context.Context, owner *Owner, req Request,
 	var retryC <-chan time.Time
 
 	w := m.reg.enqueue(key)
-	defer m.reg.leave(key, w)
+	defer func() {
+		if stop := m.reg.leave(key, w); stop != nil {
+			stop()
+		}
+	}()
 	backoff := minBackoff
 	for {
 		select {
@@ -97,10 +104,33 @@ func (m *Manager) acquireWaiting(ctx context.Context, owner *Owner, req Request,
 		if !errors.Is(err, redlock.ErrHeld) {
 			return err
 		}
+		if m.watchReleases(ctx, key) {
+			// Subscribed just now: a release before that went unheard.
+			w.signal()
+			continue
+		}
 		retry.Reset(m.backoff(ctx, key, backoff))
 		retryC = retry.C
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// watchReleases subscribes to key's release notices for as long as key
+// has waiters here, unless it is watched already; it reports whether it
+// subscribed now.
+func (m *Manager) watchReleases(ctx context.Context, key string) bool {
+	if m.watch == nil {
+		return false
+	}
+	e := m.reg.startWatch(key)
+	if e == nil {
+		return false
+	}
+	stop := m.watch(ctx, key, func(tag string) { m.notice(key, tag) }, func() { m.reg.wake(key) })
+	if !m.reg.setWatch(key, e, stop) {
+		stop() // the last waiter left meanwhile
+	}
+	return true
 }
 
 // backoff is a jittered sleep around b, cut short by the remaining ttl of

@@ -74,6 +74,7 @@ const (
 type Subscriber struct {
 	r       *Relay
 	deliver func(Message)
+	resume  func()             // SetResume's; under hub.mu
 	topics  map[topic]struct{} // under hub.mu
 	closed  bool
 }
@@ -81,6 +82,18 @@ type Subscriber struct {
 // NewSubscriber returns a subscriber that hands messages to deliver.
 func (r *Relay) NewSubscriber(deliver func(Message)) *Subscriber {
 	return &Subscriber{r: r, deliver: deliver, topics: make(map[topic]struct{})}
+}
+
+// SetResume sets f to be called each time a backend's subscriber
+// connection is made again after it was lost, once s's subscriptions were
+// sent on it: what that backend published meanwhile did not reach s (the
+// other backends' copies did). f is called on a relay goroutine and must
+// neither block nor call back into the relay.
+func (s *Subscriber) SetResume(f func()) {
+	h := &s.r.hub
+	h.mu.Lock()
+	s.resume = f
+	h.mu.Unlock()
 }
 
 // Subscribe adds names of kind to s's subscriptions. The first local
@@ -200,6 +213,26 @@ func (h *hub) poke() {
 	h.mu.Unlock()
 	for _, sr := range roles {
 		sr.s.poke()
+	}
+}
+
+// resumed calls the resume functions of the subscribers a backend's new
+// subscriber connection serves again.
+func (h *hub) resumed() {
+	h.mu.Lock()
+	var fs []func()
+	seen := make(map[*Subscriber]bool)
+	for _, subs := range h.topics {
+		for s := range subs {
+			if s.resume != nil && !seen[s] {
+				seen[s] = true
+				fs = append(fs, s.resume)
+			}
+		}
+	}
+	h.mu.Unlock()
+	for _, f := range fs {
+		f()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,12 +184,19 @@ func TestSubscriberLocal(t *testing.T) {
 }
 
 // TestSubscriberBackendRestart: a backend that goes away and comes back is
-// subscribed again, and messages keep flowing meanwhile.
+// subscribed again, messages keep flowing meanwhile, and the subscriber
+// is told (SetResume) once the backend serves it again, not before.
 func TestSubscriberBackendRestart(t *testing.T) {
 	r, mrs, _ := newRelay(t, 3)
 	var a inbox
-	if err := r.NewSubscriber(a.deliver).Subscribe(context.Background(), Channel, "ch"); err != nil {
+	var resumed atomic.Int32
+	sub := r.NewSubscriber(a.deliver)
+	sub.SetResume(func() { resumed.Add(1) })
+	if err := sub.Subscribe(context.Background(), Channel, "ch"); err != nil {
 		t.Fatal(err)
+	}
+	if n := resumed.Load(); n != 0 {
+		t.Fatalf("resumed %d times at the first connections", n)
 	}
 	mrs[0].Close()
 	for _, mr := range mrs[1:] {
@@ -202,6 +210,9 @@ func TestSubscriberBackendRestart(t *testing.T) {
 	}
 	testkit.Eventually(t, 20*time.Second, "the restarted backend subscribed again", func() bool {
 		return len(mrs[0].PubSubChannels("")) == 1
+	})
+	testkit.Eventually(t, 10*time.Second, "the subscriber told of the resumption", func() bool {
+		return resumed.Load() == 1
 	})
 	mrs[0].Publish("ch", "only-on-the-restarted-one")
 	testkit.Eventually(t, 10*time.Second, "the restarted backend's message", func() bool {

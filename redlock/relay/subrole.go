@@ -15,7 +15,8 @@ type subRole struct {
 	state int
 	have  map[topic]bool // confirmed on the current connection
 
-	sent map[topic]bool // asked for on the current connection (the session's goroutine only)
+	sent  map[topic]bool // asked for on the current connection (the session's goroutine only)
+	wasUp bool           // a connection was up before (the session's goroutine only)
 }
 
 // batchNames bounds the names of one SUBSCRIBE command.
@@ -32,7 +33,14 @@ func (sr *subRole) up(c *bconn) error {
 	h.notifyLocked()
 	h.mu.Unlock()
 	sr.sent = make(map[topic]bool)
-	return sr.reconcile(c)
+	if err := sr.reconcile(c); err != nil {
+		return err
+	}
+	if sr.wasUp {
+		sr.h.resumed()
+	}
+	sr.wasUp = true
+	return nil
 }
 
 func (sr *subRole) down() {

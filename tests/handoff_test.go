@@ -1,0 +1,158 @@
+package tests
+
+// Hand-off across proxies: a release through one proxy wakes the waiters
+// for that key on another at once, by the release notice the release
+// publishes on the backends (redlock/notice.go), whatever the release's
+// dialect.
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
+)
+
+// infoInt reads field from INFO section through c; -1 when absent.
+func infoInt(t *testing.T, c *testkit.Conn, section, field string) int64 {
+	t.Helper()
+	info, ok := c.Do("INFO", section).(string)
+	if !ok {
+		t.Fatalf("INFO %s: not a bulk string", section)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO %s: %s", field, line)
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+// setCalls is how many SET commands r has run (INFO commandstats).
+func setCalls(t *testing.T, r *redisProc) int64 {
+	t.Helper()
+	info, err := r.Client().Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "cmdstat_set:calls="); ok {
+			n, _ := strconv.ParseInt(v[:strings.IndexByte(v, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// releaseForm takes a lock on key through the holder's proxy and returns
+// the release to run there.
+type releaseForm struct {
+	name    string
+	acquire func(c *testkit.Conn, key string) (release func())
+}
+
+// ourRelease is a compare-and-delete written for this test: the proxy
+// recognises it as a release.
+const ourRelease = `local v = redis.call('get', KEYS[1])
+if v ~= ARGV[1] then return 0 end
+redis.call('del', KEYS[1])
+return 1`
+
+func releaseForms(t *testing.T, holderAddr string) []releaseForm {
+	return []releaseForm{
+		{"UNLOCK", func(c *testkit.Conn, key string) func() {
+			arr, ok := c.Do("LOCK", key, "30000").([]any)
+			if !ok || len(arr) != 3 {
+				t.Fatalf("LOCK: %v", arr)
+			}
+			token, _ := arr[0].(string)
+			return func() {
+				if v := c.Do("UNLOCK", key, token); v != int64(1) {
+					t.Fatalf("UNLOCK = %v", v)
+				}
+			}
+		}},
+		{"script", func(c *testkit.Conn, key string) func() {
+			if v := c.Do("SET", key, "tok-"+key, "NX", "PX", "30000"); v != "OK" {
+				t.Fatalf("SET NX = %v", v)
+			}
+			return func() {
+				if v := c.Do("EVAL", ourRelease, "1", key, "tok-"+key); v != int64(1) {
+					t.Fatalf("EVAL release = %v", v)
+				}
+			}
+		}},
+		{"DEL", func(c *testkit.Conn, key string) func() {
+			if v := c.Do("SETNX", key, "x"); v != int64(1) {
+				t.Fatalf("SETNX = %v", v)
+			}
+			return func() {
+				if v := c.Do("DEL", key); v != int64(1) {
+					t.Fatalf("DEL = %v", v)
+				}
+			}
+		}},
+		{"SESSION end", func(_ *testkit.Conn, key string) func() {
+			s := testkit.Dial(t, holderAddr)
+			if arr, ok := s.Do("LOCK", key, "30000", "SESSION").([]any); !ok || len(arr) != 3 {
+				t.Fatalf("LOCK SESSION: %v", arr)
+			}
+			return func() { _ = s.Close() }
+		}},
+	}
+}
+
+// TestHandOffAcrossProxies: a waiter on proxy B gets the lock when the
+// holder on proxy A releases it, in each of the ways a lock is released,
+// and B counts a release notice that woke it. The latencies are logged;
+// docs/benchmarks.md has the benchmark (redlock-bench -mode handoff).
+func TestHandOffAcrossProxies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server and the proxy binary (not with -short)")
+	}
+	backends := startCluster(t, 5)
+	a := startProxy(t, backends, "")
+	b := startProxy(t, backends, "")
+	holder := testkit.Dial(t, a.Addr())
+	observer := testkit.Dial(t, b.Addr())
+
+	var lat []time.Duration
+	for round := range 3 {
+		for _, f := range releaseForms(t, a.Addr()) {
+			key := "handoff:" + strings.ReplaceAll(f.name, " ", "-") + ":" + strconv.Itoa(round)
+			release := f.acquire(holder, key)
+			waiter := testkit.Dial(t, b.Addr())
+			waiter.Timeout = 30 * time.Second
+			sets := setCalls(t, backends[0])
+			waiter.SendCmd("LOCK", key, "30000", "WAIT", "25000")
+			// The waiter tries, finds the key held, subscribes to its
+			// notices, tries again, then polls: once a backend has seen
+			// three of its tries, the subscription is in place.
+			testkit.Eventually(t, 10*time.Second, "the waiter on B polling", func() bool {
+				return setCalls(t, backends[0]) >= sets+3
+			})
+			wakes := infoInt(t, observer, "locks", "release_notice_wakeups")
+			start := time.Now()
+			release()
+			arr, ok := waiter.ReadReply().([]any)
+			took := time.Since(start)
+			if !ok || len(arr) != 3 {
+				t.Fatalf("%s: the waiter on B got %v, want the lock", f.name, arr)
+			}
+			lat = append(lat, took)
+			testkit.Eventually(t, 10*time.Second, "B counts the notice that woke its waiter", func() bool {
+				return infoInt(t, observer, "locks", "release_notice_wakeups") > wakes
+			})
+			t.Logf("%s: released on A, granted on B after %v", f.name, took)
+			_ = waiter.Close() // a plain lock: it stays until its ttl, under a key not used again
+		}
+	}
+	slices.Sort(lat)
+	t.Logf("hand-off A → B: median %v, max %v over %d", lat[len(lat)/2], lat[len(lat)-1], len(lat))
+}
