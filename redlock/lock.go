@@ -184,7 +184,7 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 		return err
 	}
 	del := call[bool]{cmd: r.releaseCall(key, token), decode: asBool}
-	if r.notices {
+	if del.cmd.kind == callEval { // the notifying script answers 1 or 0
 		del.decode = intIs1
 	}
 	pass, err := r.gate.enter(ctx, del.cmd.keys)

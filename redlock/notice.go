@@ -1,8 +1,10 @@
 package redlock
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 )
 
@@ -76,7 +78,7 @@ func TokenTag(token string) string {
 // releaseCall is Release's command: a compare-and-delete, notifying when
 // notices are on.
 func (r *Redlock) releaseCall(key, token string) command {
-	if !r.notices {
+	if !r.notices.Load() {
 		return command{kind: callCAD, keys: []string{key}, value: token}
 	}
 	return command{kind: callEval, script: delNoticeScript, keys: []string{key}, args: []any{token, NoticePrefix, TokenTag(token)}}
@@ -84,7 +86,7 @@ func (r *Redlock) releaseCall(key, token string) command {
 
 // releaseKeysCall is ReleaseKeys' command.
 func (r *Redlock) releaseKeysCall(keys []string, token string) command {
-	if !r.notices {
+	if !r.notices.Load() {
 		return command{kind: callEval, script: releaseScript, keys: keys, args: []any{token}}
 	}
 	return command{kind: callEval, script: releaseNoticeScript, keys: keys, args: []any{token, NoticePrefix, TokenTag(token)}}
@@ -92,8 +94,40 @@ func (r *Redlock) releaseKeysCall(keys []string, token string) command {
 
 // deleteCall is Delete's command.
 func (r *Redlock) deleteCall(keys []string) command {
-	if !r.notices {
+	if !r.notices.Load() {
 		return command{kind: callEval, script: deleteScript, keys: keys}
 	}
 	return command{kind: callEval, script: deleteNoticeScript, keys: keys, args: []any{NoticePrefix}}
 }
+
+// checkNotices runs a release notice's PUBLISH once on every node: a node
+// whose ACL refuses it would fail every release, so notices are turned
+// off instead, and the problem returned ("" when there is none). A node
+// that does not answer is not judged.
+func (r *Redlock) checkNotices(ctx context.Context) string {
+	if !r.notices.Load() {
+		return ""
+	}
+	replies, err := r.DoAll(ctx, "notice check", "EVAL", noticeCheck, 0, NoticePrefix)
+	if err != nil {
+		return ""
+	}
+	for i, nr := range replies {
+		if nr.Err != nil && aclDenied(nr.Err) {
+			r.notices.Store(false)
+			return fmt.Sprintf("backend %s: its user may not PUBLISH on %s* (%v): release notices are off, so waiters on other proxies poll; grant it as docs/operations.md says",
+				r.health[i].addr, NoticePrefix, nr.Err)
+		}
+	}
+	return ""
+}
+
+// aclDenied reports an ACL refusal: NOPERM, or how Redis 7.0 words it
+// inside a script.
+func aclDenied(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "The user executing the script can't")
+}
+
+// noticeCheck is the PUBLISH a release notice makes, alone.
+const noticeCheck = `return redis.call("PUBLISH", ARGV[1], "")`

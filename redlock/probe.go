@@ -260,7 +260,8 @@ func (r *Redlock) probeEach(ctx context.Context, f func(int, Probe, error)) {
 // returns the problems it sees in their settings, one sentence each: a
 // maxmemory-policy other than noeviction (may evict locks), a node that is
 // a replica, a node with replicas (a failover may promote a replica that
-// missed recent locks). An unreachable node is logged as a warning, not
+// missed recent locks), a node whose ACL refuses the release notices
+// (which are then turned off: notice.go). An unreachable node is logged as a warning, not
 // returned: it may come back. Settings a backend does not report (miniredis)
 // are not checked. main logs the problems, or refuses to start on them.
 func (r *Redlock) CheckBackends(ctx context.Context) []string {
@@ -289,6 +290,9 @@ func (r *Redlock) CheckBackends(ctx context.Context) []string {
 	var out []string
 	for _, ps := range problems {
 		out = append(out, ps...)
+	}
+	if p := r.checkNotices(ctx); p != "" {
+		out = append(out, p)
 	}
 	return out
 }

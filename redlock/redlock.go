@@ -157,7 +157,7 @@ type Redlock struct {
 	bg              Tracker
 	gate            keyGate
 	observeCall     func(addr string, elapsed time.Duration, err error)
-	notices         bool         // Options.ReleaseNotices
+	notices         atomic.Bool  // Options.ReleaseNotices, until checkNotices turns them off
 	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fenceshare.go)
 
 	// Backend health (health.go): one per node, in node order.
@@ -186,7 +186,6 @@ func New(nodes []Node, opts Options) *Redlock {
 		downAfter:       opts.DownAfter,
 		healthInterval:  opts.HealthInterval,
 		observeCall:     opts.ObserveCall,
-		notices:         opts.ReleaseNotices,
 	}
 	if r.nodeTimeout <= 0 {
 		r.nodeTimeout = 50 * time.Millisecond
@@ -211,6 +210,7 @@ func New(nodes []Node, opts Options) *Redlock {
 		r.log.Warn("weak node count: use an odd number of at least 3", "nodes", n, "quorum", r.quorum)
 	}
 	r.initHealth()
+	r.notices.Store(opts.ReleaseNotices)
 	return r
 }
 

@@ -376,14 +376,24 @@ type proxyProc struct {
 // -config plus flags. extraHCL is appended to the config file verbatim.
 func startProxy(t testing.TB, backends []*redisProc, extraHCL string, flags ...string) *proxyProc {
 	t.Helper()
+	urls := make([]string, len(backends))
+	for i, b := range backends {
+		urls[i] = b.URL()
+	}
+	return startProxyURLs(t, urls, extraHCL, flags...)
+}
+
+// startProxyURLs is startProxy over backend URLs (with credentials, say).
+func startProxyURLs(t testing.TB, backendURLs []string, extraHCL string, flags ...string) *proxyProc {
+	t.Helper()
 	dir := t.TempDir()
+	urls := make([]string, len(backendURLs))
+	for i, u := range backendURLs {
+		urls[i] = strconv.Quote(u)
+	}
 	var lastLog string
 	for attempt := 0; attempt < 3; attempt++ {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-		urls := make([]string, len(backends))
-		for i, b := range backends {
-			urls[i] = strconv.Quote(b.URL())
-		}
 		cfg := fmt.Sprintf("listen = %q\nbackends = [%s]\nlog_level = \"debug\"\n", addr, strings.Join(urls, ", "))
 		if !strings.Contains(extraHCL, "node_timeout") {
 			// Tests about function, not latency, must not flake on a loaded
