@@ -48,7 +48,7 @@ const errTxOnly = "ERR redlock-proxy transactions support only reads (GET, EXIST
 func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
 	if cmd.Flags&(Reads|Writes) == Reads {
 		// Copied: the arguments may sit in the connection's read buffer.
-		c.tx.queue = append(c.tx.queue, txOp{read: cmd, args: copyArgs(args)})
+		c.tx.queue = append(c.tx.queue, txOp{read: cmd, args: CopyArgs(args)})
 		return Simple("QUEUED")
 	}
 	if cmd.Flags&InMulti == 0 || len(args) < 2 {
@@ -184,8 +184,10 @@ func (d *Dispatcher) trackTx(ctx context.Context, c *Client, tx txState) ([]stri
 	return keys, covered && err == nil
 }
 
-// copyArgs copies a command's arguments into one allocation.
-func copyArgs(args [][]byte) [][]byte {
+// CopyArgs copies a command's arguments into one allocation, for a
+// command kept past the read that gave it (a queued transaction, a
+// pipelined command run on its own goroutine).
+func CopyArgs(args [][]byte) [][]byte {
 	n := 0
 	for _, a := range args {
 		n += len(a)

@@ -159,7 +159,7 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 	sl := &slot{done: make(chan struct{})}
 	deps, ep := c.plan(sl, p)
 	c.push(sl, ep)
-	args = copyArgs(args)
+	args = commands.CopyArgs(args) // the reader's buffer is reused by the next read
 	c.s.inflight.Add()
 	go func() {
 		defer c.s.inflight.Done()
@@ -351,21 +351,4 @@ func (c *conn) drain() {
 		c.room.Wait()
 	}
 	c.mu.Unlock()
-}
-
-// copyArgs copies a command's arguments out of the reader's buffer, which
-// the next read reuses, in one allocation.
-func copyArgs(args [][]byte) [][]byte {
-	n := 0
-	for _, a := range args {
-		n += len(a)
-	}
-	buf := make([]byte, 0, n)
-	out := make([][]byte, len(args))
-	for i, a := range args {
-		start := len(buf)
-		buf = append(buf, a...)
-		out[i] = buf[start:len(buf):len(buf)]
-	}
-	return out
 }
