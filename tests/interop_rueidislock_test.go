@@ -30,12 +30,16 @@ import (
 // newRueidisLocker is a rueidislock Locker against addr with client-side
 // caching and NoLoopTracking (its recommended setting: without it a
 // holder re-extends on its own extends' invalidations, on Redis as here).
+// TryNextAfter is also the time limit of each key's attempt: its default,
+// 20 ms, is less than a script by vote on five backends can take on a
+// loaded machine, where an attempt would then fail for want of time.
 func newRueidisLocker(t *testing.T, addr string, validity time.Duration, tweak func(*rueidislock.LockerOption)) rueidislock.Locker {
 	t.Helper()
 	opt := rueidislock.LockerOption{
 		ClientOption:   rueidis.ClientOption{InitAddress: []string{addr}},
 		KeyValidity:    validity,
 		NoLoopTracking: true,
+		TryNextAfter:   time.Second,
 	}
 	if tweak != nil {
 		tweak(&opt)
