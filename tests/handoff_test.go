@@ -43,12 +43,13 @@ func handoffGaps(t *testing.T, ws []heldWindow) []time.Duration {
 
 // requirePrompt fails unless there are at least min hand-offs and each
 // took less than limit, a bound far below the library's fallback
-// (polling, or its context's deadline), and logs their median and
-// largest.
-func requirePrompt(t *testing.T, what string, gaps []time.Duration, min int, limit time.Duration) {
+// (polling, or its context's deadline), logs their median and largest,
+// and returns the median.
+func requirePrompt(t *testing.T, what string, gaps []time.Duration, min int, limit time.Duration) time.Duration {
 	t.Helper()
 	if len(gaps) < min {
 		t.Fatalf("%s: %d hand-offs to a waiting worker, want at least %d", what, len(gaps), min)
+		return 0
 	}
 	sorted := slices.Clone(gaps)
 	slices.Sort(sorted)
@@ -57,4 +58,5 @@ func requirePrompt(t *testing.T, what string, gaps []time.Duration, min int, lim
 	if largest >= limit {
 		t.Errorf("%s: a hand-off took %v, want each under %v (the waiter was not woken by the release)", what, largest, limit)
 	}
+	return median
 }
