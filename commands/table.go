@@ -93,6 +93,12 @@ var table = []Command{
 	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 
+	// Counters (counters.go): INCR grows across the backends.
+	{Name: "INCR", Arity: 2, Key: 1, Flags: Writes, Group: "string", Summary: "Increments on every backend; the largest count, written back to a quorum", run: (*Dispatcher).incr},
+	{Name: "INCRBY", Arity: 3, Key: 1, Flags: Writes, Group: "string", Summary: "INCR by a positive increment", run: (*Dispatcher).incrby},
+	{Name: "DECR", Arity: 2, Key: 1, Flags: Writes, Group: "string", Summary: "Refused: counters only grow", run: (*Dispatcher).decr},
+	{Name: "DECRBY", Arity: 3, Key: 1, Flags: Writes, Group: "string", Summary: "Refused: counters only grow", run: (*Dispatcher).decr},
+
 	// Sorted sets outside scripts, by vote (sortedsets.go): semaphore releases.
 	{Name: "ZREM", Arity: -3, Key: 1, Group: "sorted-set", Summary: "Removes members on every backend; the count a quorum agreed on", run: (*Dispatcher).zrem},
 	{Name: "ZCARD", Arity: 2, Key: 1, Group: "sorted-set", Summary: "The number of members a quorum of backends agreed on", run: (*Dispatcher).zcard},

@@ -23,10 +23,12 @@ import (
 //
 // A command that both reads and writes (a script, GETSET) is tracked for
 // a client without NOLOOP, which then gets the invalidation its own write
-// causes, as on Redis; with NOLOOP it is not tracked after its own write
-// (Redis re-tracks a key a script reads after writing it: a rueidislock
-// holder with NoLoopTracking then relies on its extend timer alone). Until
-// a client turns tracking on, none of this runs: Client.modes is 0.
+// causes, as on Redis. For a NOLOOP client it is bracketed (runOwn,
+// relay.Own): its keys stay tracked after it, whether it wrote them or
+// not, and the client hears of a change of their values made while it
+// ran — so a rueidislock waiter whose lock attempt found the key held is
+// woken by the release, and a holder is not woken by its own extend.
+// Until a client turns tracking on, none of this runs: Client.modes is 0.
 
 // CLIENT CACHING values (Client.caching).
 const (
@@ -305,10 +307,13 @@ func (d *Dispatcher) tracked(ctx context.Context, c *Client, cmd *Command, args 
 // runs, and a read the backends could not cover is invalidated right after
 // its reply.
 func (d *Dispatcher) runTracked(ctx context.Context, c *Client, t *trackState, caching int32, run func() Reply, keys []string, reads, writes bool) Reply {
+	track := reads && t.wants(caching, c.Proto())
 	if writes && t.noloop {
+		if track {
+			return d.runOwn(ctx, c, t, run, keys)
+		}
 		t.w.Wrote(keys)
 	}
-	track := reads && !(writes && t.noloop) && t.wants(caching, c.Proto())
 	covered := true
 	if track {
 		var err error
@@ -318,6 +323,23 @@ func (d *Dispatcher) runTracked(ctx context.Context, c *Client, t *trackState, c
 	}
 	r := run()
 	if track && !covered {
+		d.invalidated(c, keys)
+	}
+	return r
+}
+
+// runOwn runs a NOLOOP client's command that reads keys and may write
+// them (a script): the keys stay tracked after it, as on Redis, and the
+// client is told of a change of their values by anyone while it ran
+// (relay.Own says why it cannot tell its own change from another's).
+func (d *Dispatcher) runOwn(ctx context.Context, c *Client, t *trackState, run func() Reply, keys []string) Reply {
+	own, err := t.w.BeginOwn(ctx, keys)
+	r := run()
+	covered := false
+	if err == nil {
+		covered, err = own.End(ctx)
+	}
+	if err != nil || !covered {
 		d.invalidated(c, keys)
 	}
 	return r

@@ -88,6 +88,7 @@ func TestDocumentedACLSuffices(t *testing.T) {
 		{"EVAL", ourRelease, "1", "acl:legacy", "v"},
 		{"SETNX", "acl:kept", "v"},
 		{"DEL", "acl:kept"},
+		{"INCR", "acl:counter"},
 		{"INFO", "backends"},
 	} {
 		if v := ca.Do(cmd...); isErrPrefix(v, "") {

@@ -94,6 +94,32 @@ func TestTrackingNoLoop(t *testing.T) {
 	}
 }
 
+// TestTrackingNoLoopScript: a NOLOOP client's script that reads its key
+// and may write it (rueidislock's lock attempt: SET NX, then GET) leaves
+// the key tracked whether it wrote or found it held, as on Redis: the
+// holder's release wakes the client that found it held; the client is
+// not told of its own change of the ttl alone.
+func TestTrackingNoLoopScript(t *testing.T) {
+	t.Parallel()
+	pa, writer := trackingSetup(t)
+	const attempt = "redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]); return redis.call('GET', KEYS[1])"
+	const extend = "redis.call('PEXPIRE', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])"
+	c := testkit.Dial(t, pa.Addr())
+	c.Do("HELLO", "3")
+	doWant(t, c, "OK", "CLIENT", "TRACKING", "ON", "OPTOUT", "NOLOOP")
+	doWant(t, writer, "OK", "SET", "lk", "holder", "PX", "60000")
+	doWant(t, c, "holder", "EVAL", attempt, "1", "lk", "waiter", "60000")
+	expectNothing(t, c, "an attempt that found the key held")
+	doWant(t, writer, int64(1), "DEL", "lk")
+	expect(t, c, invalidate("lk"), "the holder's release")
+	doWant(t, c, "waiter", "EVAL", attempt, "1", "lk", "waiter", "60000")
+	expect(t, c, invalidate("lk"), "its own change of the value (the proxy cannot tell it from another's)")
+	doWant(t, c, "waiter", "EVAL", extend, "1", "lk", "30000")
+	expectNothing(t, c, "its own change of the ttl")
+	doWant(t, writer, "OK", "SET", "lk", "thief")
+	expect(t, c, invalidate("lk"), "another client's change after its own scripts")
+}
+
 // TestTrackingBcast: BCAST clients are told of every change of a key
 // under their prefixes, read or not, once per change; a second client's
 // wider prefix re-registers the backends without a gap.

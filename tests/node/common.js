@@ -1,5 +1,5 @@
 'use strict';
-// Helpers shared by the interop scripts (noderedis.js, redlock4.js).
+// Helpers shared by the interop scripts (noderedis.js, redlock4.js, srmutex.js, …).
 // A backend client is anything with an async get(key): node-redis or ioredis.
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,122 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// Counters. A client's INCR (simple-redis-mutex takes its fencing token
+// from one) cannot be a plain vote: each backend keeps its own copy, and a
+// backend that missed an increment stays behind, so the quorum-th largest
+// copy can repeat a value already handed out. Incr makes the counter grow
+// across the backends instead, as the lock fences do (fence.go):
+//
+//  1. INCRBY on every voting node, waiting for every node within the node
+//     timeout (not only the fastest quorum);
+//  2. V = the largest value among the answers, which must come from a
+//     quorum of nodes;
+//  3. every voting node is raised to V (its copy set to V where smaller,
+//     its ttl kept), and a quorum must confirm, before V is answered.
+//
+// Two increments one after the other, through any proxies, answer
+// increasing values: the second one's quorum shares a node with the first
+// one's write-back, whose copy is then at least V, so its INCRBY counts
+// past V. Increments of one key through one proxy are serialised by the
+// key's gate; increments through two proxies at the same moment may
+// answer the same value (Redis never does). A majority of backends
+// restarting empty loses the counter, as one Redis without persistence
+// does.
+
+var (
+	incrScript = NewScript(`return redis.pcall("INCRBY", KEYS[1], ARGV[1])`)
+
+	// Raise the counter to ARGV[1] where it is smaller, keeping its ttl;
+	// 1 when it is now at least ARGV[1], 0 when it holds no integer.
+	raiseCounterScript = NewScript(`
+local cur = redis.call("GET", KEYS[1])
+if cur == false then cur = "0" end
+local n = tonumber(cur)
+if n == nil then return 0 end
+if n < tonumber(ARGV[1]) then
+	redis.call("SET", KEYS[1], ARGV[1], "KEEPTTL")
+end
+return 1`)
+)
+
+// Incr adds by (≥ 1) to the counter at key on every node and returns the
+// new value, larger than every value an earlier Incr of key returned (see
+// above). A script error that a quorum of nodes answered alike (the key
+// holds no integer: "ERR value is not an integer or out of range", or
+// another type: WRONGTYPE) comes back as that RedisError, the counter
+// unchanged where it holds no integer. It fails with a *QuorumError of
+// kind ErrNoQuorum when fewer than a quorum answered an integer, or the
+// write-back reached fewer than a quorum.
+func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error) {
+	if err := checkKeys(ctx, "incr", []string{key}); err != nil {
+		return 0, err
+	}
+	if Reserved(key) {
+		return 0, fmt.Errorf("%w: %s is reserved (prefix %s)", ErrInvalid, key, ReservedPrefix)
+	}
+	if by < 1 {
+		return 0, fmt.Errorf("%w: increment %d below 1", ErrInvalid, by)
+	}
+	keys := []string{key}
+	pass, err := r.gate.enter(ctx, keys)
+	if err != nil {
+		return 0, fmt.Errorf("incr: %w", err)
+	}
+	defer pass.leave()
+
+	run := call[any]{
+		cmd:    command{kind: callEval, script: incrScript, keys: keys, args: []any{strconv.FormatInt(by, 10)}},
+		decode: func(v any) (any, error) { return v, nil },
+	}
+	t := &replyTally{counts: r.counts()}
+	if err := quorum(r, ctx, "incr", r.nodeTimeout, run, decider[any](t), nil); err != nil {
+		return 0, err
+	}
+	v, err := largestCount(t)
+	if err != nil {
+		return 0, err
+	}
+	raise := call[bool]{
+		cmd:    command{kind: callEval, script: raiseCounterScript, keys: keys, args: []any{strconv.FormatInt(v, 10)}},
+		decode: intIs1,
+	}
+	rt := r.tally()
+	if err := quorum(r, ctx, "incr", r.nodeTimeout, raise, decider[bool](rt), nil); err != nil {
+		return 0, err
+	}
+	if !rt.won() {
+		return 0, rt.failure(ErrNoQuorum)
+	}
+	return v, nil
+}
+
+// largestCount is the largest integer among the replies when a quorum of
+// them are integers; else an error reply a quorum gave alike, returned as
+// the error; else no quorum.
+func largestCount(t *replyTally) (int64, error) {
+	var ints []int64
+	var errs []any
+	for _, v := range t.replies {
+		switch x := v.(type) {
+		case int64:
+			ints = append(ints, x)
+		case RedisError:
+			errs = append(errs, x)
+		}
+	}
+	if len(ints) >= t.q {
+		return slices.Max(ints), nil
+	}
+	if e, ok := quorumEqual(errs, t.q); ok {
+		return 0, e.(RedisError)
+	}
+	qe := t.noQuorum()
+	qe.Answered = len(t.replies)
+	return 0, qe
+}
