@@ -114,7 +114,12 @@ func TestInteropGoRedisSetNX(t *testing.T) {
 	fire := func(r int) int32 {
 		var winners atomic.Int32
 		start := make(chan struct{})
-		var wg sync.WaitGroup
+		// answered is done once every worker has its SetNX reply; the
+		// winner holds the key until then, so a second winner in the
+		// round is a real overlap, not a worker whose SetNX a loaded
+		// machine delayed past the first winner's release.
+		var wg, answered sync.WaitGroup
+		answered.Add(workers)
 		for w := 0; w < workers; w++ {
 			wg.Add(1)
 			go func(w int) {
@@ -123,6 +128,7 @@ func TestInteropGoRedisSetNX(t *testing.T) {
 				cl := clients[w]
 				<-start
 				ok, err := cl.SetNX(ctx, ckey, tok, 8*time.Second).Result()
+				answered.Done()
 				if err != nil {
 					t.Errorf("round %d worker %d: SetNX: %v", r, w, err)
 					return
@@ -131,6 +137,7 @@ func TestInteropGoRedisSetNX(t *testing.T) {
 					return
 				}
 				winners.Add(1)
+				answered.Wait()
 				if !flag.enter() {
 					t.Errorf("round %d worker %d won SetNX while another worker was inside", r, w)
 				}
