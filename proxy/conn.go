@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +22,7 @@ import (
 //     on the reader itself, as a plain request/response connection always
 //     has: this path costs nothing extra;
 //   - otherwise the command gets a slot in the connection's reply queue and
-//     a goroutine, which waits for what the command must follow — the last
+//     a goroutine (a worker, workers.go), which waits for what the command must follow — the last
 //     barrier, and the earlier commands on its keys — then runs it and
 //     completes its slot;
 //   - a barrier waits for every earlier command, and every later command
@@ -161,7 +162,7 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 	c.push(sl, ep)
 	args = commands.CopyArgs(args) // the reader's buffer is reused by the next read
 	c.s.inflight.Add()
-	go func() {
+	c.s.work.Go(func() {
 		defer c.s.inflight.Done()
 		for _, d := range deps {
 			<-d
@@ -169,7 +170,7 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 		reply := c.s.run(c.client, args)
 		c.afterRun()
 		c.complete(sl, ep, reply, c.client.CloseRequested())
-	}()
+	})
 	if p.Barrier && p.Local {
 		// It changes the connection's state for the next command: wait.
 		<-sl.done
@@ -259,22 +260,21 @@ func (c *conn) complete(sl *slot, ep *epoch, reply commands.Reply, quit bool) {
 // writes out, unless another goroutine is writing (it will write them).
 func (c *conn) flush() {
 	c.mu.Lock()
-	quit := false
-	for c.head != nil && c.head.reply != nil {
-		c.out = append(c.out, c.head.reply...)
-		c.outN++
-		if c.head.after != nil {
-			c.out = append(c.out, *c.head.after...)
-		}
-		quit = quit || c.head.quit
-		c.head = c.head.next
-		if c.head == nil {
-			c.tail = nil
-		}
-	}
+	quit := c.collect()
 	if c.writing || len(c.out) == 0 {
 		c.mu.Unlock()
 		return
+	}
+	if c.head != nil {
+		// Commands behind these are still running: yield once so that
+		// those about to complete join this write (one write for many
+		// replies of a pipeline instead of one each).
+		c.writing = true
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+		c.writing = false
+		quit = c.collect() || quit
 	}
 	// A slot stays open until its reply is on the socket: a client that
 	// does not read keeps the proxy from reading it (waitForRoom).
@@ -294,6 +294,7 @@ func (c *conn) flush() {
 		if cap(buf) <= maxKeptBuffer && c.out == nil {
 			c.out = buf[:0]
 		}
+		quit = c.collect() || quit
 	}
 	c.writing = false
 	c.room.Broadcast()
@@ -301,6 +302,25 @@ func (c *conn) flush() {
 	if quit {
 		_ = c.nc.Close()
 	}
+}
+
+// collect moves the complete replies at the head of the queue to out; it
+// reports whether one of them was a QUIT's. Called with mu held.
+func (c *conn) collect() bool {
+	quit := false
+	for c.head != nil && c.head.reply != nil {
+		c.out = append(c.out, c.head.reply...)
+		c.outN++
+		if c.head.after != nil {
+			c.out = append(c.out, *c.head.after...)
+		}
+		quit = quit || c.head.quit
+		c.head = c.head.next
+		if c.head == nil {
+			c.tail = nil
+		}
+	}
+	return quit
 }
 
 // writeNow writes a reply of the reader's own (nothing in flight), at the

@@ -53,6 +53,7 @@ type Server struct {
 
 	closing   atomic.Bool
 	inflight  redlock.Tracker // commands being served
+	work      *workers        // goroutines of pipelined commands
 	conns     redlock.Tracker // connection goroutines
 	count     atomic.Int64    // connected clients
 	maxConns  atomic.Int64    // cfg.MaxClients, changed by SetMaxClients
@@ -67,7 +68,7 @@ func New(cfg Config, disp *commands.Dispatcher, logger hclog.Logger) *Server {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	s := &Server{cfg: cfg, disp: disp, log: logger, serveDone: make(chan struct{}), open: map[net.Conn]struct{}{}}
+	s := &Server{cfg: cfg, disp: disp, log: logger, serveDone: make(chan struct{}), open: map[net.Conn]struct{}{}, work: newWorkers()}
 	s.maxConns.Store(int64(cfg.MaxClients))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -133,6 +134,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	err := s.inflight.Wait(ctx)
 	s.cancel()
+	s.work.close()
 	s.mu.Lock()
 	for nc := range s.open {
 		_ = nc.Close()
@@ -142,6 +144,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return err
 	}
 	if werr := s.conns.Wait(ctx); err == nil {
+		err = werr
+	}
+	if werr := s.work.running.Wait(ctx); err == nil {
 		err = werr
 	}
 	select {
