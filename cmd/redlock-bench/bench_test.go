@@ -361,3 +361,43 @@ func TestIdle(t *testing.T) {
 		t.Errorf("-idle without -spawn: exit %d, %q", code, errs.String())
 	}
 }
+
+// TestBatch runs -batch through a spawned proxy: both the proxy and the
+// single backend get a line, with positive medians, in the table and in
+// the JSON; a negative -batch is a usage error.
+func TestBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns redis-server and builds the proxy")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is not on PATH; run `make test`, which installs it")
+	}
+	var out, errOut bytes.Buffer
+	code := run([]string{"-spawn", "3", "-batch", "8", "-d", "100ms", "-warmup", "10ms", "-c", "1", "-modes", "proxy", "-json"}, &out, &errOut)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var doc struct {
+		Batch []*batchResult `json:"batch"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Batch) != 2 || doc.Batch[0].Target != "proxy" || doc.Batch[1].Target != "single" {
+		t.Fatalf("batch = %+v", doc.Batch)
+	}
+	for _, r := range doc.Batch {
+		if r.N != 8 || r.Rounds != batchRounds || r.OneByOneMS <= 0 || r.PipelinedMS <= 0 || r.Speedup <= 0 {
+			t.Errorf("batch line %+v", r)
+		}
+		if s := r.String(); !strings.HasPrefix(s, "batch ("+r.Target+"): 8 SET NX PX on one connection") {
+			t.Errorf("batch line %q", s)
+		}
+	}
+
+	var errs bytes.Buffer
+	if code := run([]string{"-batch", "-1", "-modes", "proxy"}, &bytes.Buffer{}, &errs); code != 2 || !strings.Contains(errs.String(), "-batch must not be negative") {
+		t.Errorf("-batch -1: exit %d, %q", code, errs.String())
+	}
+}

@@ -67,10 +67,18 @@
 // notice's path. The lines are printed below the table, and as "handoff"
 // in -json.
 //
+// With -batch N it first measures pipelining on one connection: N SET NX
+// PX on fresh keys, written one at a time (each after the previous reply)
+// and all at once (one write, then the N replies), alternately over 30
+// rounds each, on a raw connection to the proxy and to the first backend;
+// it reports the medians and their ratio. The lines are printed below the
+// table, and as "batch" in -json.
+//
 // Usage:
 //
 //	redlock-bench -spawn 5 -d 5s -c 1,16,64
 //	redlock-bench -spawn 5 -idle 10000 -d 1s -c 1 -modes proxy
 //	redlock-bench -spawn 5 -handoff 200 -d 1s -c 1 -modes proxy
+//	redlock-bench -spawn 5 -batch 64 -d 1s -c 1 -modes proxy
 //	redlock-bench -proxy 127.0.0.1:6380 -backend 10.0.0.1:6379 -backend … -keys contended -json
 package main

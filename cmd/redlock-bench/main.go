@@ -41,6 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.spawn, "spawn", 0, "start N redis-server backends and a proxy in front of them; proxy rows then show the proxy's B/cycle, allocs and cpu/cycle")
 	fs.IntVar(&cfg.idle, "idle", 0, "with -spawn: first hold N idle connections to the proxy and report its RSS per connection")
 	fs.IntVar(&cfg.handoff, "handoff", 0, "first measure N lock hand-offs through the proxy, then across two proxies (-proxy2, or a second one -spawn starts): UNLOCK sent → a WAIT-ing client's grant")
+	fs.IntVar(&cfg.batch, "batch", 0, "first time N SET NX PX on fresh keys sent on one connection one at a time against all at once (pipelined), through the proxy and on the first backend")
 	fs.StringVar(&cfg.proxyBin, "proxy-bin", "", "with -spawn: run this redlock-proxy `binary` instead of building ./cmd/redlock-proxy")
 	fs.StringVar(&cfg.proxyAddr, "proxy", "127.0.0.1:6380", "proxy `address` (without -spawn)")
 	fs.StringVar(&cfg.proxy2Addr, "proxy2", "", "a second proxy's `address` over the same backends (without -spawn): -handoff also measures hand-offs from -proxy to it")

@@ -92,6 +92,9 @@ type report struct {
 	// Handoff is the -handoff measurement: on one proxy, then across two
 	// when a second proxy is known; empty without -handoff.
 	Handoff []*handoffResult `json:"handoff,omitempty"`
+	// Batch is the -batch measurement: through the proxy, then on one
+	// backend when one is known; empty without -batch.
+	Batch []*batchResult `json:"batch,omitempty"`
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }
@@ -198,6 +201,10 @@ func (rep *report) writeTable(w io.Writer) error {
 	}
 	for _, h := range rep.Handoff {
 		b.WriteString(h.String())
+		b.WriteByte('\n')
+	}
+	for _, r := range rep.Batch {
+		b.WriteString(r.String())
 		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())

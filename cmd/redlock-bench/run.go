@@ -24,6 +24,7 @@ type config struct {
 	spawn      int
 	idle       int // -idle: idle connections for the RSS measurement
 	handoff    int // -handoff: hand-offs to measure
+	batch      int // -batch: SET NX per batch
 	proxyBin   string
 	proxyAddr  string
 	proxy2Addr string
@@ -50,6 +51,8 @@ func (c *config) validate() error {
 		return errors.New("-idle must not be negative")
 	case c.handoff < 0:
 		return errors.New("-handoff must not be negative")
+	case c.batch < 0:
+		return errors.New("-batch must not be negative")
 	case c.idle > 0 && c.spawn == 0:
 		return errors.New("-idle measures the proxy's memory: it needs -spawn N")
 	}
@@ -154,6 +157,23 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 				return 1
 			}
 			rep.Handoff = append(rep.Handoff, h)
+		}
+	}
+	if cfg.batch > 0 {
+		targets := [][2]string{{"proxy", t.proxy}}
+		if len(t.backends) > 0 {
+			targets = append(targets, [2]string{"single", t.backends[0]})
+		}
+		for _, tg := range targets {
+			r, err := measureBatch(ctx, tg[0], tg[1], cfg.batch, cfg.ttl)
+			if err != nil {
+				fmt.Fprintln(stderr, "redlock-bench:", err)
+				if ctx.Err() != nil {
+					return 130
+				}
+				return 1
+			}
+			rep.Batch = append(rep.Batch, r)
 		}
 	}
 	if cfg.cycles > 0 {
