@@ -6,24 +6,26 @@
 // validates RESP framing with limits (multibulk count, bulk length, inline
 // length; stricter before AUTH) and hands redcon whole commands only; a
 // violation is answered -ERR Protocol error: ... and the connection is
-// closed. redcon then runs each connection's commands one after another on
-// that connection's goroutine; each command goes to commands.Dispatcher
-// with panic recovery, and the reply is encoded for the session's RESP
-// version.
+// closed. Each connection's goroutine reads commands with redcon's parser
+// and dispatches them (conn.go): a lone command runs on the reader itself;
+// pipelined commands run concurrently on reused worker goroutines
+// (workers.go), ordered per key and behind barriers as commands.Plan says,
+// and are answered in arrival order, at most max_pipeline in flight.
+// Each command goes to commands.Dispatcher with panic recovery, and the
+// reply is encoded for the session's RESP version.
 //
 // With Config.TLS the listener is TLS-only (tls.go): each handshake runs
 // on its own goroutine under a deadline before redcon sees the connection,
 // so the guard reads plaintext and a stalled handshake holds neither
-// redcon's accept loop nor a client slot. A plaintext client is answered
+// the accept loop nor a client slot. A plaintext client is answered
 // with one clear-text -ERR line and closed. Client certificates do not
 // count as authentication: protected mode depends on the password alone.
 //
-// Two things reach a connection outside its command loop (commands.Hooks):
-// a RESP3 push (a SESSION lock lost), written from another goroutine —
-// guardConn.Write is atomic and redcon writes each batch of replies in one
-// Write, so a push never lands inside a reply — and, while a command blocks
-// (LOCK … WAIT), a background read of the socket that notices the client
-// going away and keeps what it sent for redcon.
+// Out-of-band messages reach a connection outside its command loop
+// (commands.Hooks, push.go): a SESSION lock lost, pub/sub messages and
+// tracking invalidations (RESP3 pushes, or RESP2 arrays) are queued and written between
+// replies, never inside one. The reader keeps reading while commands run,
+// so a client that goes away is noticed at once, even during a LOCK … WAIT.
 //
 // Limits: max_clients (refused with -ERR max number of clients reached),
 // an idle timeout, a write deadline on every write, and protected mode
