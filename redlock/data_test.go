@@ -32,14 +32,14 @@ func TestRead(t *testing.T) {
 		fail   int // mask
 		want   Value
 	}{
-		{"all", []string{"v", "v", "v", "v", "v"}, []time.Duration{9 * s, 8 * s, 8 * s, 8 * s, 9 * s}, 0, Value{true, "v", 8 * s}}, // any quorum has an 8s
-		{"quorum", []string{"v", "w", "v", "w", "v"}, []time.Duration{5 * s, s, 7 * s, s, 9 * s}, 0, Value{true, "v", 5 * s}},
-		{"no expiry", []string{"v", "v", "v", "", ""}, []time.Duration{0, 3 * s, 0}, 0, Value{true, "v", 3 * s}},
-		{"persistent", []string{"v", "v", "v", "", ""}, nil, 0, Value{true, "v", PTTLNoExpiry}},
-		{"absent", []string{"v", "", "", "w", ""}, nil, 0, Value{false, "", PTTLAbsent}},
-		{"split", []string{"v", "v", "w", "w", ""}, nil, 0, Value{false, "", PTTLAbsent}},
-		{"two fail", []string{"v", "v", "v", "w", "w"}, nil, 0b11000, Value{true, "v", PTTLNoExpiry}},
-		{"two fail split", []string{"v", "v", "w", "w", "w"}, nil, 0b11000, Value{false, "", PTTLAbsent}},
+		{"all", []string{"v", "v", "v", "v", "v"}, []time.Duration{9 * s, 8 * s, 8 * s, 8 * s, 9 * s}, 0, Value{Exists: true, Data: "v", PTTL: 8 * s}}, // any quorum has an 8s
+		{"quorum", []string{"v", "w", "v", "w", "v"}, []time.Duration{5 * s, s, 7 * s, s, 9 * s}, 0, Value{Exists: true, Data: "v", PTTL: 5 * s}},
+		{"no expiry", []string{"v", "v", "v", "", ""}, []time.Duration{0, 3 * s, 0}, 0, Value{Exists: true, Data: "v", PTTL: 3 * s}},
+		{"persistent", []string{"v", "v", "v", "", ""}, nil, 0, Value{Exists: true, Data: "v", PTTL: PTTLNoExpiry}},
+		{"absent", []string{"v", "", "", "w", ""}, nil, 0, Value{Exists: false, Data: "", PTTL: PTTLAbsent}},
+		{"split", []string{"v", "v", "w", "w", ""}, nil, 0, Value{Exists: false, Data: "", PTTL: PTTLAbsent}},
+		{"two fail", []string{"v", "v", "v", "w", "w"}, nil, 0b11000, Value{Exists: true, Data: "v", PTTL: PTTLNoExpiry}},
+		{"two fail split", []string{"v", "v", "w", "w", "w"}, nil, 0b11000, Value{Exists: false, Data: "", PTTL: PTTLAbsent}},
 	} {
 		c := newCluster(t, 5, Options{})
 		c.put("k", tc.values, tc.ttls...)
@@ -194,12 +194,12 @@ func TestGetSet(t *testing.T) {
 		fail   int
 		want   Value
 	}{
-		{"all", []string{"x", "x", "x", "x", "x"}, 0, Value{true, "x", PTTLNoExpiry}},
-		{"quorum", []string{"x", "y", "x", "y", "x"}, 0, Value{true, "x", PTTLNoExpiry}},
-		{"absent", []string{"", "", "", "x", "y"}, 0, Value{false, "", PTTLAbsent}},
-		{"split", []string{"x", "x", "y", "y", ""}, 0, Value{true, "new", 10 * time.Second}},
-		{"two fail", []string{"x", "x", "x", "y", "y"}, 0b11000, Value{true, "x", PTTLNoExpiry}},
-		{"two fail split", []string{"x", "x", "y", "y", "y"}, 0b10000, Value{true, "new", 10 * time.Second}},
+		{"all", []string{"x", "x", "x", "x", "x"}, 0, Value{Exists: true, Data: "x", PTTL: PTTLNoExpiry}},
+		{"quorum", []string{"x", "y", "x", "y", "x"}, 0, Value{Exists: true, Data: "x", PTTL: PTTLNoExpiry}},
+		{"absent", []string{"", "", "", "x", "y"}, 0, Value{Exists: false, Data: "", PTTL: PTTLAbsent}},
+		{"split", []string{"x", "x", "y", "y", ""}, 0, Value{Exists: true, Data: "new", PTTL: 10 * time.Second}},
+		{"two fail", []string{"x", "x", "x", "y", "y"}, 0b11000, Value{Exists: true, Data: "x", PTTL: PTTLNoExpiry}},
+		{"two fail split", []string{"x", "x", "y", "y", "y"}, 0b10000, Value{Exists: true, Data: "new", PTTL: 10 * time.Second}},
 	} {
 		c := newCluster(t, 5, Options{})
 		c.put("k", tc.values)
@@ -221,7 +221,7 @@ func TestGetSet(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	c.put("k", []string{"x", "x", "x"}, ttl, ttl, ttl)
 	old, err := c.r.GetSet(ctx, "k", "new", 0)
-	if err != nil || old != (Value{true, "x", ttl}) {
+	if err != nil || old != (Value{Exists: true, Data: "x", PTTL: ttl}) {
 		t.Fatalf("%+v, %v", old, err)
 	}
 	if c.mrs[0].TTL("k") != 0 {

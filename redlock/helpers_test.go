@@ -194,13 +194,24 @@ func newCluster(tb testing.TB, n int, opts Options) *cluster {
 	return c
 }
 
-// wait waits for the Redlock's background work.
+// barrierScript is sent behind a node's pending calls by wait.
+var barrierScript = NewScript("return 1")
+
+// wait waits for the Redlock's background work, then for every call still
+// on a node's pipelined connection: an operation that answered at the
+// quorum leaves its other calls there, which Close does not wait for. A
+// script sent behind them on the same connection answers after they ran.
 func (c *cluster) wait(tb testing.TB) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
 	defer cancel()
 	if err := c.r.Close(ctx); err != nil {
 		tb.Fatalf("Close: %v", err)
+	}
+	for _, n := range c.nodes {
+		if rn, ok := n.Node.(*RedisNode); ok {
+			_, _ = rn.Eval(ctx, barrierScript, nil) // a closed node has nothing pending
+		}
 	}
 }
 
