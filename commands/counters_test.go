@@ -53,3 +53,28 @@ func TestCounters(t *testing.T) {
 		t.Fatalf("INCR with two of five backends = %q, want -NOQUORUM", got)
 	}
 }
+
+// TestOtherTypes: a key of another type than a string (a library's hash
+// lock) reads as on one Redis: TYPE names it, PTTL and TTL give its ttl,
+// EXISTS counts it, GET is WRONGTYPE, LOCKINFO finds no lock, PERSIST is
+// refused with the reason.
+func TestOtherTypes(t *testing.T) {
+	d, _ := newTestDispatcher(t, 5, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runAll(t, d, c, []run{
+		{[]string{"EVAL", "redis.call('HSET', KEYS[1], 'f', 'v') return redis.call('PEXPIRE', KEYS[1], 20000)", "1", "h"}, ":1\r\n"},
+		{[]string{"TYPE", "h"}, "+hash\r\n"},
+		{[]string{"EXISTS", "h"}, ":1\r\n"},
+		{[]string{"TTL", "h"}, ":20\r\n"},
+		{[]string{"GET", "h"}, "-" + string(errWrongType) + "\r\n"},
+		{[]string{"LOCKINFO", "h"}, "$-1\r\n"},
+		{[]string{"PERSIST", "h"}, "-ERR redlock-proxy keeps only string keys without expiry: PERSIST of a hash is refused\r\n"},
+		{[]string{"SET", "s", "v"}, "+OK\r\n"},
+		{[]string{"TYPE", "s"}, "+string\r\n"},
+		{[]string{"TYPE", "nothing"}, "+none\r\n"},
+		{[]string{"TYPE"}, "-ERR wrong number of arguments for 'type' command\r\n"},
+	})
+	if got := do(d, c, "PTTL", "h"); !strings.HasPrefix(got, ":1") && !strings.HasPrefix(got, ":2") {
+		t.Fatalf("PTTL of a hash with a 20 s ttl = %q", got)
+	}
+}

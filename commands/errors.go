@@ -36,6 +36,7 @@ const (
 	errNotSupported  = "ERR %s is not supported by redlock-proxy"
 	errNoPermCmd     = "NOPERM User %s has no permissions to run the '%s' command"
 	errNoPermKey     = Error("NOPERM No permissions to access a key")
+	errWrongType     = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
 )
 
 // Errorf builds an error reply from a format.

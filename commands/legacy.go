@@ -221,6 +221,9 @@ func (d *Dispatcher) get(ctx context.Context, c *Client, args [][]byte) Reply {
 	if err != nil {
 		return d.lockError(err)
 	}
+	if v.Type != "" {
+		return errWrongType
+	}
 	if c.tx.watched != nil {
 		var read *string
 		if v.Exists {
@@ -317,6 +320,24 @@ func (d *Dispatcher) pttl(ctx context.Context, c *Client, args [][]byte) Reply {
 	return Int((v.PTTL.Milliseconds() + 500) / 1000)
 }
 
+// TYPE key: the type of the value a quorum of backends holds ("none" when
+// a quorum holds no key).
+func (d *Dispatcher) typeOf(ctx context.Context, c *Client, args [][]byte) Reply {
+	if r := d.checkKey(args[1]); r != nil {
+		return r
+	}
+	v, err := d.locker.Get(ctx, string(args[1]))
+	switch {
+	case err != nil:
+		return d.lockError(err)
+	case !v.Exists:
+		return Simple("none")
+	case v.Type != "":
+		return Simple(v.Type)
+	}
+	return Simple("string")
+}
+
 // read is a quorum read (redlock.Read) of key; a key this proxy keeps
 // without expiry reads as having none.
 func (d *Dispatcher) read(ctx context.Context, key string) (redlock.Value, error) {
@@ -341,6 +362,8 @@ func (d *Dispatcher) persist(ctx context.Context, c *Client, args [][]byte) Repl
 		return d.lockError(err)
 	case !v.Exists || v.PTTL < 0:
 		return Int(0)
+	case v.Type != "":
+		return Error("ERR redlock-proxy keeps only string keys without expiry: PERSIST of a " + v.Type + " is refused")
 	}
 	ttl := d.leases.KeepTTL()
 	if ttl == 0 {

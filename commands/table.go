@@ -85,6 +85,7 @@ var table = []Command{
 	{Name: "EXISTS", Arity: -2, Key: 1, LastKey: -1, Flags: Reads, Group: "generic", Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
 	{Name: "PERSIST", Arity: 2, Key: 1, Flags: Writes, Group: "generic", Summary: "Keeps the key without expiry: the proxy renews its lease while it holds its value", run: (*Dispatcher).persist},
 	{Name: "PTTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Summary: "How long (ms) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
+	{Name: "TYPE", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Summary: "The type of the key a quorum of backends holds", run: (*Dispatcher).typeOf},
 	{Name: "TTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Summary: "How long (s) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
 	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},
 	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Summary: "Sets the ttl (s) on a quorum", run: (*Dispatcher).expire},

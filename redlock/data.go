@@ -19,7 +19,11 @@ const (
 // Value is what a quorum of nodes agrees a key holds.
 type Value struct {
 	Exists bool
-	Data   string // when Exists
+	Data   string // when Exists and the key is a string
+	// Type is "" for a string key, else the Redis type the key holds
+	// ("hash", "list", …: a library's hash lock); Data is then empty and
+	// nodes agree on the type, not on the contents.
+	Type string
 	// PTTL is how long a quorum of nodes will still hold Data: the
 	// quorum-th largest remaining ttl among the nodes that hold it (Read;
 	// Get leaves it unmeasured); PTTLNoExpiry or PTTLAbsent otherwise.

@@ -107,9 +107,14 @@ for i, key in ipairs(KEYS) do
 end
 return out`)
 
-// readScript returns {1, value, pttl} for KEYS[1], or {0} when absent.
+// readScript returns {1, value, pttl} for KEYS[1], {2, type, pttl} when
+// it holds another type than a string (a hash lock, a list), or {0} when
+// absent.
 var readScript = NewScript(`
-local v = redis.call("GET", KEYS[1])
+local v = redis.pcall("GET", KEYS[1])
+if type(v) == "table" and v.err then
+	return {2, redis.call("TYPE", KEYS[1])["ok"], redis.call("PTTL", KEYS[1])}
+end
 if not v then
 	return {0}
 end
@@ -189,17 +194,21 @@ func asInts(v any, n int) ([]int64, error) {
 	return out, nil
 }
 
-// asValue reads the {0} or {1, value, pttl} reply of readScript and
-// getSetScript.
+// asValue reads the {0}, {1, value, pttl} or {2, type, pttl} reply of
+// readScript and getSetScript.
 func asValue(v any) (Value, error) {
 	a, ok := v.([]any)
 	if ok && len(a) == 1 && a[0] == int64(0) {
 		return Value{PTTL: PTTLAbsent}, nil
 	}
-	if ok && len(a) == 3 && a[0] == int64(1) {
+	if ok && len(a) == 3 && (a[0] == int64(1) || a[0] == int64(2)) {
 		data, ok1 := a[1].(string)
 		ms, ok2 := a[2].(int64)
-		if ok1 && ok2 {
+		switch {
+		case !ok1 || !ok2:
+		case a[0] == int64(2):
+			return Value{Exists: true, Type: data, PTTL: pttl(ms)}, nil
+		default:
 			return Value{Exists: true, Data: data, PTTL: pttl(ms)}, nil
 		}
 	}

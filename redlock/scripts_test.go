@@ -90,11 +90,11 @@ func checkScripts(t *testing.T, addr string) {
 	}
 	must(r.Write(ctx, "x", "v", 0))
 	got, err = r.Read(ctx, "x")
-	if err != nil || got != (Value{true, "v", PTTLNoExpiry}) {
+	if err != nil || got != (Value{Exists: true, Data: "v", PTTL: PTTLNoExpiry}) {
 		t.Fatalf("Read persistent = %+v, %v", got, err)
 	}
 	got, err = r.GetSet(ctx, "x", "w", 5*time.Second)
-	if err != nil || got != (Value{true, "v", PTTLNoExpiry}) {
+	if err != nil || got != (Value{Exists: true, Data: "v", PTTL: PTTLNoExpiry}) {
 		t.Fatalf("GetSet = %+v, %v", got, err)
 	}
 	got, err = r.GetSet(ctx, "y", "w", 0)
@@ -126,11 +126,17 @@ func checkScripts(t *testing.T, addr string) {
 	if n, err := cl.DBSize(ctx).Result(); n != 0 || err != nil {
 		t.Fatalf("DBSIZE after flush = %d, %v", n, err)
 	}
-	// A script error is a node error, not a panic or a wrong answer.
+	// A key of another type reads as that type, with its ttl.
 	must(cl.LPush(ctx, "list", "x").Err())
-	_, err = r.Read(ctx, "list")
+	must(cl.PExpire(ctx, "list", time.Minute).Err())
+	lv, err := r.Read(ctx, "list")
+	if err != nil || !lv.Exists || lv.Type != "list" || lv.Data != "" || lv.PTTL <= 0 || lv.PTTL > time.Minute {
+		t.Fatalf("Read of a list = %+v, %v; want a list with a ttl", lv, err)
+	}
+	// A script error is a node error, not a panic or a wrong answer.
+	_, err = r.GetSet(ctx, "list", "v", 0)
 	var qe *QuorumError
 	if !errors.As(err, &qe) || len(qe.Errs) != 1 {
-		t.Fatalf("Read of a list = %v", err)
+		t.Fatalf("GetSet of a list = %v", err)
 	}
 }

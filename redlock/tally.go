@@ -172,7 +172,7 @@ func (t *valueTally) add(v Value) {
 	t.answered++
 	for i := range t.groups {
 		g := &t.groups[i]
-		if g.v.Exists == v.Exists && g.v.Data == v.Data {
+		if g.v.Exists == v.Exists && g.v.Data == v.Data && g.v.Type == v.Type {
 			g.ttls = append(g.ttls, v.PTTL)
 			return
 		}

@@ -30,8 +30,8 @@ type Info struct {
 // is free.
 func (m *Manager) Info(ctx context.Context, key string, owner *Owner) (info Info, ok bool, err error) {
 	v, err := m.locker.Read(ctx, key)
-	if err != nil || !v.Exists {
-		return Info{}, false, err
+	if err != nil || !v.Exists || v.Type != "" {
+		return Info{}, false, err // a key of another type is no lock of ours
 	}
 	info.NodesHolding, info.Nodes = m.locker.Holding(ctx, key, v.Data)
 	info.TTL, info.Validity = v.PTTL, v.PTTL
