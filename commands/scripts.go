@@ -44,6 +44,7 @@ type script struct {
 	run  *redlock.Script // for a vote: EVALSHA, EVAL on NOSCRIPT
 
 	voteLogged sync.Once
+	refusedLog sync.Once
 }
 
 // analysis analyses the script once.
@@ -103,7 +104,7 @@ func (c *scriptCache) flush() {
 
 // EVAL script numkeys [key ...] [arg ...]
 func (d *Dispatcher) eval(ctx context.Context, c *Client, args [][]byte) Reply {
-	return d.runScript(ctx, d.scripts.add(args[1]), args[2:])
+	return d.runScript(ctx, c, d.scripts.add(args[1]), args[2:])
 }
 
 // EVALSHA sha1 numkeys [key ...] [arg ...]
@@ -112,7 +113,7 @@ func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args [][]byte) Repl
 	if s == nil {
 		return errNoScript
 	}
-	return d.runScript(ctx, s, args[2:])
+	return d.runScript(ctx, c, s, args[2:])
 }
 
 // scriptKeys is the key list of EVAL and EVALSHA (script numkeys key …),
@@ -131,7 +132,7 @@ func scriptKeys(args [][]byte) [][]byte {
 
 // runScript splits numkeys, keys and argv and runs the script as its
 // analysis says.
-func (d *Dispatcher) runScript(ctx context.Context, s *script, rest [][]byte) Reply {
+func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest [][]byte) Reply {
 	numKeys, err := strconv.Atoi(string(rest[0]))
 	switch {
 	case err != nil:
@@ -175,18 +176,39 @@ func (d *Dispatcher) runScript(ctx context.Context, s *script, rest [][]byte) Re
 	case d.opts.CatalogOnly:
 		return Errorf(errNotRecognised, s.sha, a.NotRecognised)
 	case a.Vote == nil:
+		s.refusedLog.Do(func() {
+			d.log.Info("script refused: it cannot run by vote", "sha1", s.sha, "line", a.Problem.Line, "why", a.Problem.Reason)
+		})
 		return Errorf(errRefused, s.sha, a.Problem.Error())
 	}
 	if a.Vote.DerivedKeys {
-		// A key built from a declared key starts with it: none may reach
-		// the proxy's own keys.
-		for _, k := range keys {
-			if strings.HasPrefix(redlock.ReservedPrefix, k) {
-				return Errorf(errRefused, s.sha, "a key built from KEYS could start with '"+redlock.ReservedPrefix+"', reserved by redlock-proxy")
-			}
+		if r := builtKeysAllowed(c, s, a.Vote.KeyPrefixes, keys); r != nil {
+			return r
 		}
 	}
 	return d.vote(ctx, s, keys, argv)
+}
+
+// builtKeysAllowed checks the keys a script builds from its declared keys:
+// each starts with a declared key, or with one of prefixes (string
+// literals) and then a declared key. None may reach the proxy's own keys,
+// and a user restricted by key patterns must be allowed each start
+// (prefix + key; the declared keys themselves were checked with the
+// command).
+func builtKeysAllowed(c *Client, s *script, prefixes []string, keys []string) Reply {
+	u := c.user.Load()
+	for _, p := range append([]string{""}, prefixes...) {
+		for _, k := range keys {
+			start := p + k
+			if strings.HasPrefix(redlock.ReservedPrefix, start) || strings.HasPrefix(start, redlock.ReservedPrefix) {
+				return Errorf(errRefused, s.sha, "a key built from KEYS could start with '"+redlock.ReservedPrefix+"', reserved by redlock-proxy")
+			}
+			if p != "" && u != nil && !u.allKeys && !u.keyAllowed([]byte(start)) {
+				return errNoPermKey
+			}
+		}
+	}
+	return nil
 }
 
 // vote runs s on every backend and answers what a quorum agreed on.

@@ -207,6 +207,16 @@ func TestScriptErrors(t *testing.T) {
 	if got := do(d, c, "EVAL", built, "1", "app", "1"); got != "+OK\r\n" {
 		t.Errorf("a built key under a declared key = %q", got)
 	}
+	// A literal before the declared key (a hash tag) is part of the
+	// built key's start, checked the same way.
+	tagged := "redis.call('SET', '{' .. KEYS[1] .. '}', ARGV[1]) return redis.call('GET', '{' .. KEYS[1] .. '}')"
+	if got := do(d, c, "EVAL", tagged, "1", "app", "v1"); got != "$2\r\nv1\r\n" {
+		t.Errorf("a hash-tagged key built from a declared key = %q", got)
+	}
+	prefixed := "return redis.call('SET', 'redlock-' .. KEYS[1], ARGV[1])"
+	if got := do(d, c, "EVAL", prefixed, "1", "proxy:fence", "1"); !strings.Contains(got, "reserved by redlock-proxy") {
+		t.Errorf("a literal and a declared key that reach the reserved keys = %q", got)
+	}
 	if got := do(d, c, "SCRIPT", "LOAD", "return ("); !strings.HasPrefix(got, "-ERR Error compiling script") {
 		t.Errorf("SCRIPT LOAD of a text that is not Lua = %q", got)
 	}

@@ -140,6 +140,11 @@ func TestUserPermissions(t *testing.T) {
 		{"lib", []string{"EVAL", "return 1", "2", "orders:1", "billing:1"}, noPermKey},
 		{"lib", []string{"EVAL", "return 1", "1", "orders:1", "billing:1"}, ":1\r\n"}, // billing:1 is an argument
 		{"lib", []string{"EVALSHA", "0000", "1", "billing:1"}, noPermKey},
+		// A key built with a literal before a declared key is checked as
+		// the literal followed by the key: "{orders:1" is not under orders:*.
+		{"lib", []string{"EVAL", "return redis.call('SET', '{' .. KEYS[1] .. '}', ARGV[1])", "1", "orders:1", "v"}, noPermKey},
+		{"lib", []string{"EVAL", "return redis.call('SET', KEYS[1] .. ':n', ARGV[1])", "1", "orders:1", "v"}, "+OK\r\n"},
+		{"all", []string{"EVAL", "return redis.call('SET', '{' .. KEYS[1] .. '}', ARGV[1])", "1", "orders:1", "v"}, "+OK\r\n"},
 		{"lib", []string{"EVALSHA", "0000", "1", "orders:1"}, "-NOSCRIPT…"},
 		{"lib", []string{"EVAL", "return 1", "x", "billing:1"}, "-ERR value is not an integer or out of range\r\n"}, // bad numkeys: no keys, the handler refuses
 		{"lib", []string{"EVAL", "return 1", "5", "billing:1"}, "-ERR Number of keys can't be greater than number of args\r\n"},

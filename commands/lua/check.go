@@ -2,6 +2,7 @@ package lua
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -479,8 +480,14 @@ func (c *checker) site(e *ast.FuncCallExpr, kind provKind, args []ast.Expr) {
 	derived := false
 	for i, a := range fixed {
 		p := c.r.exprProv(a)
-		as[i] = arg{keyish: p.keyish(), literal: p.s, isLit: p.kind == pLit}
+		as[i] = arg{keyish: p.keyish(), isLit: p.kind == pLit}
+		if as[i].isLit {
+			as[i].literal = p.s
+		}
 		derived = derived || p.kind == pDerived
+		if p.kind == pDerived && p.s != "" && !slices.Contains(c.vote.KeyPrefixes, p.s) {
+			c.vote.KeyPrefixes = append(c.vote.KeyPrefixes, p.s)
+		}
 	}
 	np := c.r.exprProv(args[0])
 	switch {

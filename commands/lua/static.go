@@ -19,7 +19,7 @@ type provKind uint8
 const (
 	pNone    provKind = iota // nothing yet, or nil/false
 	pKey                     // an element of KEYS
-	pDerived                 // a string concatenated from an element of KEYS and other values
+	pDerived                 // a string concatenated from an element of KEYS and other values (s: a literal before it)
 	pOther                   // anything else
 	pKeys                    // the KEYS table
 	pArgv                    // the ARGV table
@@ -35,7 +35,7 @@ const (
 type prov struct {
 	kind provKind
 	n    int               // pArg: the ARGV index
-	s    string            // pLit: the literal's text
+	s    string            // pLit: the literal's text; pDerived: the literal the built key starts with
 	fn   *ast.FunctionExpr // pFunc
 }
 
@@ -48,8 +48,8 @@ func meet(a, b prov) prov {
 		return b
 	case b.kind == pNone || a == b:
 		return a
-	case a.keyish() && b.keyish():
-		return prov{kind: pDerived}
+	case a.keyish() && b.keyish() && a.s == b.s:
+		return prov{kind: pDerived, s: a.s}
 	}
 	return prov{kind: pOther}
 }
@@ -390,14 +390,19 @@ func (r *resolver) exprProv(e ast.Expr) prov {
 		}
 		return meet(r.exprProv(e.Lhs), r.exprProv(e.Rhs))
 	case *ast.StringConcatOpExpr:
-		// A built key must start with a declared key (KEYS[2] .. ':' ..
-		// id), so that it stays within what the declared key names: the
-		// users' key patterns and the proxy's reserved keys are checked
-		// on the declared keys. ('prefix' .. KEYS[1] is not a key.)
+		// A built key starts with a declared key (KEYS[2] .. ':' .. id),
+		// or with a string literal and then one ('{' .. KEYS[1] .. '}', a
+		// hash tag): the literal is kept, so that the users' key patterns
+		// and the proxy's reserved keys are checked at run time on the
+		// literal followed by the declared key. Anything else before the
+		// declared key ('x' .. ARGV[1] .. KEYS[1]) is not a key. (.. is
+		// right-associative: 'a' .. KEYS[1] .. 'b' is 'a' .. (KEYS[1] .. 'b').)
 		l, rr := r.exprProv(e.Lhs), r.exprProv(e.Rhs)
 		switch {
 		case l.keyish():
-			return prov{kind: pDerived}
+			return prov{kind: pDerived, s: l.s}
+		case l.kind == pLit && rr.keyish():
+			return prov{kind: pDerived, s: l.s + rr.s}
 		case l.kind == pNone && rr.kind == pNone:
 			return prov{kind: pNone}
 		}

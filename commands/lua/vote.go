@@ -18,6 +18,11 @@ type Vote struct {
 	// DerivedKeys: some key argument is built by concatenating an element
 	// of KEYS with other values (KEYS[1] .. ':' .. ARGV[1]).
 	DerivedKeys bool
+	// KeyPrefixes lists the string literals that built keys start with,
+	// before the declared key ('{' .. KEYS[1] .. '}': "{"). Such a key
+	// starts with the literal followed by a declared key: check that
+	// against the users' key patterns and the reserved keys (KeysBuilt).
+	KeyPrefixes []string
 	// Writes: the script may change data (a literal write command, or a
 	// command named by ARGV).
 	Writes bool

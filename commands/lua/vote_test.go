@@ -157,6 +157,24 @@ return ok and 1 or 0`, func(t *testing.T, v *Vote) {
 				t.Errorf("vote flags %+v", v)
 			}
 		}},
+		{"keys built with a literal before KEYS (a hash tag), through locals", `
+local lock_key = '{' .. KEYS[1] .. '}'
+local count_key = lock_key .. ':count:' .. ARGV[1]
+local n = tonumber(redis.call('GET', count_key) or '0')
+if n > 0 then
+	redis.call('INCR', count_key)
+	redis.call('PEXPIRE', lock_key, ARGV[2])
+	return 'OK'
+end
+if redis.call('SET', lock_key, ARGV[1], 'NX', 'PX', ARGV[2]) then
+	redis.call('SET', count_key, 1, 'PX', ARGV[2])
+	return 'OK'
+end
+return nil`, func(t *testing.T, v *Vote) {
+			if !v.DerivedKeys || len(v.KeyPrefixes) != 1 || v.KeyPrefixes[0] != "{" {
+				t.Errorf("DerivedKeys %v, KeyPrefixes %q; want true, [{]", v.DerivedKeys, v.KeyPrefixes)
+			}
+		}},
 		{"old replication controls", "redis.replicate_commands()\nredis.set_repl(redis.REPL_ALL)\nreturn redis.call('hdel', KEYS[1], ARGV[1])", nil},
 		{"shebang with flags", "#!lua flags=no-writes\nreturn redis.call('HGET', KEYS[1], 'owner')", nil},
 	}
@@ -197,7 +215,8 @@ func TestRefused(t *testing.T) {
 		{"SORT", "return redis.call('sort', KEYS[1], 'BY', 'w_*')", 1, "SORT can read keys named by its BY and GET patterns"},
 		{"BLPOP", "return redis.call('blpop', KEYS[1], 0)", 1, "BLPOP blocks"},
 		{"stream command", "return redis.call('xadd', KEYS[1], '*', 'f', 'v')", 1, "XADD is not on the list of key-local commands"},
-		{"key built with a prefix before KEYS", "return redis.call('SET', 'other:' .. KEYS[1], ARGV[1])", 1, "does not come from KEYS"},
+		{"key built with ARGV before KEYS", "return redis.call('SET', ARGV[2] .. KEYS[1], ARGV[1])", 1, "does not come from KEYS"},
+		{"a local built with two different prefixes", "local k = '{' .. KEYS[1] .. '}'\nif ARGV[1] == 'x' then k = 'other:' .. KEYS[1] end\nreturn redis.call('DEL', k)", 3, "argument 1 is a key of DEL"},
 		{"key from ARGV", "if true then\n  redis.call('DEL', ARGV[1])\nend", 2,
 			`redis.call("DEL", …): argument 1 is a key of DEL but does not come from KEYS`},
 		{"literal key", "return redis.call('get', 'config:lock')", 1, "argument 1 is a key of GET"},
