@@ -477,16 +477,14 @@ func (c *checker) site(e *ast.FuncCallExpr, kind provKind, args []ast.Expr) {
 		fixed = fixed[:len(fixed)-1]
 	}
 	as := make([]arg, len(fixed))
-	derived := false
 	for i, a := range fixed {
 		p := c.r.exprProv(a)
 		as[i] = arg{keyish: p.keyish(), isLit: p.kind == pLit}
-		if as[i].isLit {
+		switch p.kind {
+		case pLit:
 			as[i].literal = p.s
-		}
-		derived = derived || p.kind == pDerived
-		if p.kind == pDerived && p.s != "" && !slices.Contains(c.vote.KeyPrefixes, p.s) {
-			c.vote.KeyPrefixes = append(c.vote.KeyPrefixes, p.s)
+		case pDerived:
+			as[i].derived, as[i].prefix = true, p.s
 		}
 	}
 	np := c.r.exprProv(args[0])
@@ -496,12 +494,16 @@ func (c *checker) site(e *ast.FuncCallExpr, kind provKind, args []ast.Expr) {
 	case len(args) == 1 && multi(args[0]):
 		c.fail(line, "%s(…) takes its command name from a function's results; name it with a string literal or an ARGV element", fn)
 	case np.kind == pLit:
-		c.literalSite(line, fn, np.s, as, tail, derived)
+		c.literalSite(line, fn, np.s, as, tail)
 	case np.kind == pArg:
 		c.expr(args[0], cValue, nil)
 		c.vote.sites = append(c.vote.sites, argSite{line: line, n: np.n, args: as, tail: tail})
 		c.vote.Writes = true
-		c.vote.DerivedKeys = c.vote.DerivedKeys || derived
+		// The command, hence its key positions, is known only at run
+		// time: every built argument counts.
+		for _, a := range as {
+			c.builtKey(a)
+		}
 		c.facts.argvMax = max(c.facts.argvMax, np.n)
 	default:
 		c.expr(args[0], cValue, nil)
@@ -509,7 +511,18 @@ func (c *checker) site(e *ast.FuncCallExpr, kind provKind, args []ast.Expr) {
 	}
 }
 
-func (c *checker) literalSite(line int, fn, name string, as []arg, tail *arg, derived bool) {
+// builtKey notes a key argument built from a declared key.
+func (c *checker) builtKey(a arg) {
+	if !a.derived {
+		return
+	}
+	c.vote.DerivedKeys = true
+	if a.prefix != "" && !slices.Contains(c.vote.KeyPrefixes, a.prefix) {
+		c.vote.KeyPrefixes = append(c.vote.KeyPrefixes, a.prefix)
+	}
+}
+
+func (c *checker) literalSite(line int, fn, name string, as []arg, tail *arg) {
 	cmd, ok := lookup(name)
 	if !ok {
 		c.fail(line, "%s(%s, …): %s and cannot run by vote", fn, strconv.Quote(name), whyNot(name))
@@ -523,7 +536,7 @@ func (c *checker) literalSite(line int, fn, name string, as []arg, tail *arg, de
 	c.vote.Writes = c.vote.Writes || cmd.flags&fWrite != 0
 	c.vote.Publishes = c.vote.Publishes || cmd.flags&fPublish != 0
 	c.vote.ReadsTime = c.vote.ReadsTime || cmd.flags&fTime != 0
-	c.vote.DerivedKeys = c.vote.DerivedKeys || derived
+	cmd.keys.keyArgs(as, tail, c.builtKey)
 }
 
 // lookupDecl finds the binding that a local statement declared for its i-th

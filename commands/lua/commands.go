@@ -164,10 +164,12 @@ func whyNot(name string) string {
 }
 
 // arg is what the analysis knows of one argument of a call: whether it
-// comes from the declared KEYS (directly or by concatenation) and its text
-// when it is a literal.
+// comes from the declared KEYS (directly or by concatenation: derived,
+// starting with prefix) and its text when it is a literal.
 type arg struct {
 	keyish  bool
+	derived bool
+	prefix  string
 	literal string
 	isLit   bool
 }
@@ -180,6 +182,18 @@ type arg struct {
 // A numkeys count that is not a literal makes every later argument a
 // possible key.
 func (s keySpec) badKey(args []arg, tail *arg) int {
+	return s.firstFailing(args, tail, func(a arg) bool { return a.keyish })
+}
+
+// keyArgs calls f with each argument in a key position of spec (the tail
+// once when it may hold keys).
+func (s keySpec) keyArgs(args []arg, tail *arg, f func(arg)) {
+	s.firstFailing(args, tail, func(a arg) bool { f(a); return true })
+}
+
+// firstFailing returns the first key position of spec whose argument ok
+// refuses, or 0; see badKey.
+func (s keySpec) firstFailing(args []arg, tail *arg, ok func(arg) bool) int {
 	at := func(p int) (arg, bool) {
 		if p <= len(args) {
 			return args[p-1], true
@@ -196,8 +210,8 @@ func (s keySpec) badKey(args []arg, tail *arg) int {
 		limit++
 	}
 	check := func(p int) bool {
-		a, ok := at(p)
-		return !ok || a.keyish
+		a, present := at(p)
+		return !present || ok(a)
 	}
 	if s.first > 0 {
 		last := s.last
@@ -211,7 +225,7 @@ func (s keySpec) badKey(args []arg, tail *arg) int {
 		}
 		// A step-2 list running into the tail: the tail holds keys and
 		// values in turn, so all of it must come from KEYS.
-		if s.last < 0 && tail != nil && !tail.keyish && s.step > 1 {
+		if s.last < 0 && tail != nil && !ok(*tail) && s.step > 1 {
 			return len(args) + 1
 		}
 	}

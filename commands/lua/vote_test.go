@@ -175,6 +175,13 @@ return nil`, func(t *testing.T, v *Vote) {
 				t.Errorf("DerivedKeys %v, KeyPrefixes %q; want true, [{]", v.DerivedKeys, v.KeyPrefixes)
 			}
 		}},
+		{"values and channels built from KEYS are not keys", `
+redis.call('SET', KEYS[1], 'x:' .. KEYS[1])
+return redis.call('PUBLISH', 'chan:' .. KEYS[1], ARGV[1])`, func(t *testing.T, v *Vote) {
+			if v.DerivedKeys || len(v.KeyPrefixes) != 0 {
+				t.Errorf("DerivedKeys %v, KeyPrefixes %q; want false, none", v.DerivedKeys, v.KeyPrefixes)
+			}
+		}},
 		{"old replication controls", "redis.replicate_commands()\nredis.set_repl(redis.REPL_ALL)\nreturn redis.call('hdel', KEYS[1], ARGV[1])", nil},
 		{"shebang with flags", "#!lua flags=no-writes\nreturn redis.call('HGET', KEYS[1], 'owner')", nil},
 	}
