@@ -137,7 +137,11 @@ func (c *conn) protocolError(err error) {
 // It reports false when the connection must close (QUIT, a write failure,
 // shutdown).
 func (c *conn) dispatch(args [][]byte, last bool) bool {
+	// Counted before the check, so that a Shutdown that found nothing in
+	// flight never sees this command start.
+	c.s.inflight.Add()
 	if c.s.closing.Load() {
+		c.s.inflight.Done()
 		c.writeDirect(commands.Error("ERR server is shutting down"))
 		return false
 	}
@@ -149,19 +153,23 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 	}
 	if !p.Blocks && c.idle() && (p.Local || last) {
 		// Nothing in flight: run it here, as a plain connection would.
-		c.s.inflight.Add()
 		c.pushes.inline.Store(true)
 		reply := c.s.run(c.client, args)
 		c.s.inflight.Done()
 		c.afterRun()
 		return c.writeNow(reply, last) && !c.client.CloseRequested()
 	}
+	if p.Blocks {
+		// Replies the reader collected for its own commands go out before
+		// a command that may block for long, as Redis writes before it
+		// blocks a client.
+		c.flush()
+	}
 	c.waitForRoom()
 	sl := &slot{done: make(chan struct{})}
 	deps, ep := c.plan(sl, p)
 	c.push(sl, ep)
 	args = commands.CopyArgs(args) // the reader's buffer is reused by the next read
-	c.s.inflight.Add()
 	c.s.work.Go(func() {
 		defer c.s.inflight.Done()
 		for _, d := range deps {

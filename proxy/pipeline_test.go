@@ -210,3 +210,30 @@ func TestPipelineCloseGivesBack(t *testing.T) {
 		return true
 	})
 }
+
+// TestPipelineRepliesBeforeBlocking: a reply the reader produced itself
+// goes out before a pipelined command that blocks (LOCK … WAIT on a held
+// key) ends, as Redis writes before it blocks a client.
+func TestPipelineRepliesBeforeBlocking(t *testing.T) {
+	s := startServer(t, Config{}, "", false)
+	holder := dialServer(t, s)
+	held, ok := holder.Do("LOCK", "k", "30000").([]any)
+	if !ok || len(held) != 3 {
+		t.Fatalf("LOCK = %#v", held)
+	}
+	c := dialServer(t, s)
+	var buf []byte
+	buf = testkit.AppendCmd(buf, "PING")
+	buf = testkit.AppendCmd(buf, "LOCK", "k", "30000", "WAIT", "20000")
+	c.Send(buf)
+	// Without the write before blocking, +PONG would wait for the WAIT.
+	if v, err := c.TryReadReply(10 * time.Second); err != nil || v != "PONG" {
+		t.Fatalf("first reply while the LOCK waits = %#v, %v; want PONG", v, err)
+	}
+	if n := holder.Do("UNLOCK", "k", held[0].(string)); n != int64(1) {
+		t.Fatalf("UNLOCK = %#v", n)
+	}
+	if v, ok := c.ReadReply().([]any); !ok || len(v) != 3 {
+		t.Fatalf("waiter's LOCK = %#v", v)
+	}
+}
