@@ -39,9 +39,10 @@ build:
 	$(GO) build -o redlock-proxy ./cmd/redlock-proxy
 
 # The side-by-side lock benchmark of docs/benchmarks.md: proxy, proxy-setnx,
-# redsync and single-instance SET NX over five spawned backends.
+# proxy-mux, redsync and single-instance SET NX over five spawned backends,
+# with the pipelined batch and the hand-offs.
 bench:
-	$(GO) run ./cmd/redlock-bench -spawn 5 -d 10s -c 1,64
+	$(GO) run ./cmd/redlock-bench -spawn 5 -d 10s -c 1,64 -batch 64 -handoff 200
 
 # The mutual-exclusion checker under faults, for longer than make test runs
 # it: proxy (must show no overlap) and redsync (shows the gap it leaves).

@@ -20,8 +20,9 @@
 //
 // Files, one per command group: lock.go (LOCK, UNLOCK, EXTEND, MLOCK,
 // MUNLOCK), info.go (LOCKINFO, LOCKS), legacy.go (the single-Redis
-// dialect: SET, SETNX, GET, DEL, PTTL, …), scripts.go and catalog.go
-// (EVAL, EVALSHA, SCRIPT: the lock libraries' scripts), tx.go (the
+// dialect: SET, SETNX, GET, DEL, PTTL, …), scripts.go and meaning.go
+// (EVAL, EVALSHA, SCRIPT: scripts recognised by commands/lua and carried
+// out as lock operations, or run by vote), tx.go (the
 // StackExchange.Redis lock transaction, and transactions of reads),
 // pubsub.go (the subscribe family, PUBLISH, PUBSUB over redlock/relay),
 // tracking.go (CLIENT TRACKING and CACHING: which reads are tracked),

@@ -132,7 +132,7 @@ func (d *Dispatcher) popAll(ctx context.Context, key string, right bool) (string
 		answered++
 		if s, ok := nr.Value.(string); ok {
 			votes[s]++
-			if votes[s] > votes[best] || len(votes) == 1 {
+			if votes[s] > votes[best] {
 				best = s
 			}
 		}

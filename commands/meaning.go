@@ -106,7 +106,7 @@ func (d *Dispatcher) evalRead(ctx context.Context, a *lua.Analysis, keys, argv [
 			readErr = err
 			return lua.KeyView{}
 		}
-		return lua.KeyView{Exists: val.Exists, Value: val.Data, PTTL: viewPTTL(val.PTTL)}
+		return lua.KeyView{Exists: val.Exists, Value: val.Data, PTTL: val.PTTL}
 	})
 	switch {
 	case readErr != nil:
@@ -116,15 +116,6 @@ func (d *Dispatcher) evalRead(ctx context.Context, a *lua.Analysis, keys, argv [
 		return Errorf("ERR redlock-proxy could not run this read-only script: %v", err)
 	}
 	return luaReply(v)
-}
-
-// viewPTTL is a redlock remaining ttl as lua.KeyView wants it: -1 for no
-// expiry.
-func viewPTTL(d time.Duration) time.Duration {
-	if d == redlock.PTTLNoExpiry {
-		return -1
-	}
-	return d
 }
 
 // luaReply turns a script's reply into a Reply.

@@ -283,12 +283,13 @@ func (d *Dispatcher) scriptCmd(ctx context.Context, c *Client, args [][]byte) Re
 // that a null or zero reply means another owner holds it): for the
 // observer.
 func (d *Dispatcher) scriptAcquires(cmd string, args [][]byte) bool {
-	var s *script
+	sha := string(args[1])
 	if cmd == "EVAL" {
-		s = d.scripts.add(args[1])
-	} else {
-		s = d.scripts.get(string(args[1]))
+		sum := sha1.Sum(args[1])
+		sha = hex.EncodeToString(sum[:])
 	}
+	s := d.scripts.get(sha) // never add: observing must not fill the cache
+
 	if s == nil || len(args) < 3 {
 		return false
 	}

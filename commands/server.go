@@ -178,8 +178,14 @@ func commandInfo(cmd *Command) Array {
 	return Array{
 		BulkString(cmd.lower), Int(cmd.Arity), flags,
 		Int(key), Int(last), Int(min(key, 1)),
-		Array{Simple("@" + cmd.Group)}, Array{}, Array{}, Array{},
+		Array{Simple("@" + aclCategory(cmd.Group))}, Array{}, Array{}, Array{},
 	}
+}
+
+// aclCategory is the ACL category of a command group, as Redis spells it:
+// the same word, but "sorted-set" (COMMAND DOCS) is "@sortedset".
+func aclCategory(group string) string {
+	return strings.ReplaceAll(group, "-", "")
 }
 
 func containsFold(list [][]byte, s string) bool {

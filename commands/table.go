@@ -104,10 +104,11 @@ var table = []Command{
 	{Name: "ZREM", Arity: -3, Key: 1, Group: "sorted-set", Summary: "Removes members on every backend; the count a quorum agreed on", run: (*Dispatcher).zrem},
 	{Name: "ZCARD", Arity: 2, Key: 1, Group: "sorted-set", Summary: "The number of members a quorum of backends agreed on", run: (*Dispatcher).zcard},
 
-	// Lock-library scripts, recognised and carried out (scripts.go, catalog.go).
-	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "Runs a known lock library's script as a quorum operation", run: (*Dispatcher).eval, keys: scriptKeys},
-	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "Runs a known lock library's script by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
-	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Summary: "SCRIPT LOAD|EXISTS|FLUSH for the known lock scripts", run: (*Dispatcher).scriptCmd},
+	// Scripts: recognised lock operations carried out, others run by vote
+	// (scripts.go, meaning.go, commands/lua).
+	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", run: (*Dispatcher).eval, keys: scriptKeys},
+	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "EVAL of a script loaded by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
+	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).
 	{Name: "WATCH", Arity: -2, Key: 1, LastKey: -1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Watches keys for the lock transaction", run: (*Dispatcher).watch},

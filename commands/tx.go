@@ -7,7 +7,7 @@ import (
 
 // txState is a client's WATCH/MULTI state. Two kinds of commands may be
 // queued. Reads (the table's Reads commands that do not write: GET,
-// EXISTS, PTTL, TTL, LLEN) run at EXEC in order, each as outside a
+// EXISTS, PTTL, TTL, TYPE, LLEN) run at EXEC in order, each as outside a
 // transaction — so a transaction of reads is not atomic across the
 // backends, each read is a quorum read of its own — and CLIENT CACHING
 // YES before MULTI tracks the keys they read (rueidis DoCache sends
@@ -41,7 +41,7 @@ func (t *txState) noteRead(key string, value *string) {
 	}
 }
 
-const errTxOnly = "ERR redlock-proxy transactions support only reads (GET, EXISTS, PTTL, TTL, LLEN) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
+const errTxOnly = "ERR redlock-proxy transactions support only reads (GET, EXISTS, PTTL, TTL, TYPE, LLEN) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
 
 // queue is called by Do for commands inside MULTI; it validates the
 // command now, as Redis does, so EXEC can only abort or run.
@@ -115,9 +115,10 @@ func (d *Dispatcher) discard(ctx context.Context, c *Client, args [][]byte) Repl
 	return OK
 }
 
-// EXEC runs the queued compare-and-delete / compare-and-expire. It answers
-// null, like a transaction whose WATCH fired, when the key no longer holds
-// the value read after WATCH on a quorum.
+// EXEC runs the queued reads in order, or the queued compare-and-delete /
+// compare-and-expire, which answers null, like a transaction whose WATCH
+// fired, when the key no longer holds the value read after WATCH on a
+// quorum.
 func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	if !c.tx.multi {
 		return Error("ERR EXEC without MULTI")

@@ -116,7 +116,5 @@ func largestCount(t *replyTally) (int64, error) {
 	if e, ok := quorumEqual(errs, t.q); ok {
 		return 0, e.(RedisError)
 	}
-	qe := t.noQuorum()
-	qe.Answered = len(t.replies)
-	return 0, qe
+	return 0, t.noQuorum()
 }

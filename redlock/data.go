@@ -26,7 +26,8 @@ type Value struct {
 	Type string
 	// PTTL is how long a quorum of nodes will still hold Data: the
 	// quorum-th largest remaining ttl among the nodes that hold it (Read;
-	// Get leaves it unmeasured); PTTLNoExpiry or PTTLAbsent otherwise.
+	// for Get only a lower bound, over the nodes counted before it
+	// decided); PTTLNoExpiry or PTTLAbsent otherwise.
 	PTTL time.Duration
 }
 

@@ -4,7 +4,11 @@
 //
 // Every operation sends to all nodes in parallel, every call with the same
 // deadline of min(NodeTimeout, 5% of the ttl) that the caller's context
-// cannot cancel, and decides as soon as the outcome is certain. A
+// cannot cancel. Lock operations (Acquire, Extend, Release) and Get decide
+// as soon as the outcome is certain; Read, the fenced acquire, Incr, Vote
+// and DoAll wait for every node, each within its deadline, because their
+// answer depends on all the replies (a quorum's ttl, the largest counter,
+// a combined reply). A
 // RedisNode from DialNode takes the command onto its auto-pipelined
 // connection and the reply is counted on that connection's reader, so an
 // operation costs no goroutine per node call (fanout.go). A quorum is
@@ -46,8 +50,8 @@
 // AcquireKeys, ExtendKeys and ReleaseKeys do the same over several keys in
 // one script per node, all or nothing on each node; they serve lock
 // libraries whose scripts lock several resources at once or re-acquire a
-// lock they hold. Read, Write, GetSet, Delete, Exists, Expire,
-// CompareAndSet and FlushAll serve clients that treat the proxy as one
+// lock they hold. Read, Get, Write, GetSet, Delete, Exists, Expire,
+// CompareAndSet, Incr, Vote and FlushAll serve clients that treat the proxy as one
 // Redis (GET, SET, DEL, …): each runs on every node and answers with what
 // a quorum agrees on. A Read whose answers split without a quorum reports
 // the key absent; a GetSet without a quorum on the old value returns the

@@ -99,7 +99,7 @@ const inlineNodes = 5
 // call, once it is done and the flight is decided as failed, is undone in
 // the background (never before its own call is done, so an undo cannot
 // overtake it).
-func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, c call[T], dec decider[T], undo func(Node, reply[T])) *flight[T] {
+func launch[T any](r *Redlock, op string, d time.Duration, c call[T], dec decider[T], undo func(Node, reply[T])) *flight[T] {
 	n := len(r.nodes)
 	f := &flight[T]{
 		r: r, op: op, cmd: c.cmd, decode: c.decode,
@@ -153,7 +153,7 @@ func launch[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 // afterCalls, when not nil, runs once every call is done, which may be
 // after quorum returned (a release leaves the key's gate then).
 func quorum[T any](r *Redlock, ctx context.Context, op string, d time.Duration, c call[T], dec decider[T], afterCalls func()) error {
-	f := launch(r, ctx, op, d, c, dec, nil)
+	f := launch(r, op, d, c, dec, nil)
 	defer f.decide(false)
 	if afterCalls != nil {
 		f.afterCalls(afterCalls)

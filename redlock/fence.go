@@ -123,8 +123,8 @@ func (r *Redlock) raiseFence(t int64) int64 {
 	}
 }
 
-// writeBackFence raises the counter to fence on a quorum of nodes where
-// key still holds token.
+// writeBackFence raises the counter to fence on every node that answers,
+// and succeeds when key still holds token on a quorum of them.
 func (r *Redlock) writeBackFence(ctx context.Context, key, token string, fence int64, ttl time.Duration) error {
 	write := call[bool]{
 		cmd:    command{kind: callEval, script: fenceWriteBackScript, keys: []string{key, FenceKey}, args: []any{token, fence}},

@@ -145,7 +145,7 @@ func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token 
 	}
 	defer pass.leave()
 	t1 := r.now()
-	f := launch(r, ctx, "acquire", r.callTimeout(ttl), set, decider[T](t), undo)
+	f := launch(r, "acquire", r.callTimeout(ttl), set, decider[T](t), undo)
 	failed := true
 	defer func() { f.decide(failed) }()
 

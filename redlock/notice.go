@@ -24,9 +24,6 @@ const NoticePrefix = ReservedPrefix + "released:"
 // NoticeChannel is the channel of key's release notices.
 func NoticeChannel(key string) string { return NoticePrefix + key }
 
-// NoticeKey is the key whose release notices go to channel.
-func NoticeKey(channel string) (string, bool) { return strings.CutPrefix(channel, NoticePrefix) }
-
 // The notifying scripts: the plain ones, and a PUBLISH of the tag to the
 // notice prefix (ARGV[2]; ARGV[1] for deleteNoticeScript) .. the key, for
 // each key deleted.

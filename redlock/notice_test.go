@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func TestReleaseNotices(t *testing.T) {
 		t.Helper()
 		select {
 		case m := <-msgs:
-			key, ok := NoticeKey(m.Channel)
+			key, ok := strings.CutPrefix(m.Channel, NoticePrefix)
 			if !ok {
 				t.Fatalf("notice on %q", m.Channel)
 			}

@@ -180,6 +180,17 @@ func (t *valueTally) add(v Value) {
 	t.groups = append(t.groups, agreement{v: v, ttls: []time.Duration{v.PTTL}})
 }
 
+// hasWinner reports that a quorum agrees on a value (winner without
+// measuring its ttl).
+func (t *valueTally) hasWinner() bool {
+	for _, g := range t.groups {
+		if len(g.ttls) >= t.q {
+			return true
+		}
+	}
+	return false
+}
+
 // winner returns the value a quorum agrees on, its PTTL the quorum-th
 // largest remaining ttl among the nodes counted that hold it (quorumPTTL).
 func (t *valueTally) winner() (Value, bool) {
@@ -217,7 +228,7 @@ func (t *valueTally) done() bool {
 	if !t.early {
 		return false
 	}
-	if _, ok := t.winner(); ok {
+	if t.hasWinner() {
 		return true
 	}
 	top := 0

@@ -63,9 +63,7 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 	}
 	v, ok := combine(t.replies, t.q)
 	if !ok {
-		qe := t.noQuorum()
-		qe.Answered = len(t.replies)
-		return nil, qe
+		return nil, t.noQuorum()
 	}
 	return v, nil
 }

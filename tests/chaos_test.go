@@ -42,13 +42,20 @@ const (
 
 var chaosKeys = []string{"chaos:a", "chaos:b", "chaos:c", "chaos:d"}
 
-// chaosProxyHCL: a small max_ttl keeps the quarantine short, and without
-// startup_quarantine the run starts at once on freshly started backends.
-const chaosProxyHCL = `max_ttl = "2s"
+// chaosTimingHCL: a small max_ttl keeps the quarantine short, and a node
+// timeout of 100 ms makes a SIGSTOPped backend cost each attempt 100 ms
+// rather than 1 s. Small times are the subject here: a call that a loaded
+// machine makes miss its deadline only turns an attempt into NOQUORUM,
+// which the runs count and never assert against.
+const chaosTimingHCL = `max_ttl = "2s"
 default_ttl = "1s"
-startup_quarantine = false
 health_interval = "200ms"
-node_timeout = "100ms"`
+node_timeout = "100ms"
+`
+
+// chaosProxyHCL: without startup_quarantine the run starts at once on
+// freshly started backends.
+const chaosProxyHCL = chaosTimingHCL + "startup_quarantine = false"
 
 // chaosDuration is the proxy run's length: REDLOCK_CHAOS_DURATION or 12s.
 func chaosDuration(t *testing.T) time.Duration {

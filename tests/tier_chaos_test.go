@@ -18,14 +18,10 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
-// tierChaosHCL: chaosProxyHCL with the start-up quarantine on, as a
-// deployment runs: the proxy that restarts while three backends are
-// younger than max_ttl must not trust them (it never saw them restart).
-const tierChaosHCL = `max_ttl = "2s"
-default_ttl = "1s"
-startup_quarantine = true
-health_interval = "200ms"
-node_timeout = "100ms"`
+// tierChaosHCL: the start-up quarantine on, as a deployment runs: the
+// proxy that restarts while three backends are younger than max_ttl must
+// not trust them (it never saw them restart).
+const tierChaosHCL = chaosTimingHCL + "startup_quarantine = true"
 
 // TestTierChaos: nine workers, three on each of three proxies, lock four
 // resources with FENCE through a proxy killed with -9 (and started again

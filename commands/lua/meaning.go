@@ -3,7 +3,6 @@ package lua
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -181,22 +180,6 @@ func (m *Meaning) TokenOf(argv []string) string {
 		return ""
 	}
 	return argv[m.Token-1]
-}
-
-// TTLOf reads the ttl argument: a positive integer count of Unit, as Redis
-// reads PX and EX.
-func (m *Meaning) TTLOf(argv []string) (time.Duration, error) {
-	if m.TTL < 1 || m.TTL > len(argv) {
-		return 0, fmt.Errorf("no ttl argument")
-	}
-	n, err := parseInt(argv[m.TTL-1])
-	if err != nil {
-		return 0, fmt.Errorf("ttl argument ARGV[%d] is not an integer", m.TTL)
-	}
-	if n <= 0 || n > math.MaxInt64/int64(m.Unit) {
-		return 0, fmt.Errorf("ttl argument ARGV[%d] is out of range", m.TTL)
-	}
-	return time.Duration(n) * m.Unit, nil
 }
 
 // ReplyFor forms the reply for an outcome; keys is the number of KEYS the

@@ -72,7 +72,7 @@ func checkMeaning(t *testing.T, src string, want *Meaning) {
 }
 
 // The catalog's scripts as the libraries send them, read from the
-// installed libraries; each text's SHA1 must be CLIENTS.md's.
+// installed libraries; each text's SHA1 must be the one the library ships (docs/compatibility.md names the versions).
 func TestCatalogLibraryTexts(t *testing.T) {
 	redisPy := "/usr/lib/python3/dist-packages/redis/lock.py"
 	redlockJS := filepath.Join(repoRoot(t), "tests/node/node_modules/redlock/redlock.js")
@@ -111,7 +111,7 @@ func TestCatalogLibraryTexts(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			src := c.read(t)
 			if got := sha1hex(src); got != c.sha1 {
-				t.Fatalf("read a text with sha1 %s, CLIENTS.md says %s: wrong text or version", got, c.sha1)
+				t.Fatalf("read a text with sha1 %s, the library ships %s: wrong text or version", got, c.sha1)
 			}
 			checkMeaning(t, src, c.want)
 		})

@@ -15,9 +15,10 @@ import (
 // Request.Remember (the native LOCK and MLOCK), and of the callers waiting
 // for them. The backends stay the authority: the registry only decides
 // how long a waiter sleeps, what Info and Snapshot show, and which locks a
-// SESSION renews and releases. A lock released or stolen behind the
-// proxy's back (another proxy, a legacy DEL) stays in the registry until
-// its ttl ends.
+// SESSION renews and releases. A lock released through another proxy is
+// dropped when its release notice arrives (releasedElsewhere); one
+// stolen or deleted behind every proxy's back (a write made directly on
+// the backends) stays in the registry until its ttl ends.
 
 // heldLock is one lock granted through this proxy.
 type heldLock struct {

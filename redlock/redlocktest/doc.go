@@ -1,5 +1,5 @@
 // Package redlocktest has the fixtures for tests and benchmarks of the
-// packages above redlock (commands, proxy, cmd): New, a Redlock over
+// packages above redlock (lease, tier, relay, commands, proxy): New, a Redlock over
 // in-process miniredis backends, and Logger, which sends a component's log
 // to the test's log.
 //

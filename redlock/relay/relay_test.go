@@ -3,6 +3,7 @@ package relay
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -319,5 +320,29 @@ func TestTrackWithoutBackendTracking(t *testing.T) {
 	covered, err := w.Track(context.Background(), []string{"k"})
 	if err != nil || covered {
 		t.Fatalf("Track = %v, %v; want not covered", covered, err)
+	}
+}
+
+// TestPopEndsAtShutdown: a pop without a timeout gives up with ErrClosed
+// when the relay shuts down, and Shutdown does not wait for it.
+func TestPopEndsAtShutdown(t *testing.T) {
+	r, _, _ := newRelay(t, 3)
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := r.Pop(context.Background(), PopRequest{Keys: []string{"never"}})
+		errc <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with a pop in flight: %v", err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Pop after Shutdown = %v, want ErrClosed", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the pop did not end at Shutdown")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // clock is the one time of a test: the proxies' clocks and the backends'
@@ -474,13 +475,7 @@ func TestStartShutdown(t *testing.T) {
 	tr := New(rl, Options{Announce: "10.0.0.1:6380", Interval: 20 * time.Millisecond, TTL: 2 * time.Second, Logger: redlocktest.Logger(t)})
 	tr.Start()
 	tr.Start()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(tr.Members()) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the loop did not make this proxy a member")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the loop to make this proxy a member", func() bool { return len(tr.Members()) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := tr.Shutdown(ctx); err != nil {
