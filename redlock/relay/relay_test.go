@@ -241,7 +241,7 @@ func TestPop(t *testing.T) {
 	}
 	// miniredis has no CLIENT UNBLOCK: the other pops are cut off by
 	// closing their connections, so a copy may stay behind (a stale
-	// signal). With Redis every copy is consumed (tests/pop_test.go).
+	// signal), as a copy pushed after its pop was cancelled does with Redis.
 	for _, mr := range mrs {
 		mr.Del("signal")
 	}
