@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"strings"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
 
 // Proxy-level users. requirepass is the password of the user "default",
@@ -168,87 +170,5 @@ func (u *account) keyAllowed(key []byte) bool {
 	return false
 }
 
-// globMatch is Redis's glob (KEYS, ACL ~patterns): * any run of bytes,
-// ? one byte, [abc] [^a-z] classes, \ escapes the next byte. Unlike
-// path.Match, * crosses '/'. It backtracks only to the last *, so it runs
-// in O(len(pattern) × len(key)) whatever the input.
-func globMatch(pattern string, key []byte) bool {
-	p, k := 0, 0
-	starP, starK := -1, 0
-	for k < len(key) {
-		if p < len(pattern) {
-			switch pattern[p] {
-			case '*':
-				starP, starK = p, k
-				p++
-				continue
-			case '?':
-				p++
-				k++
-				continue
-			case '[':
-				if ok, next := matchClass(pattern, p, key[k]); ok {
-					p, k = next, k+1
-					continue
-				}
-			case '\\':
-				if p+1 < len(pattern) {
-					if pattern[p+1] == key[k] {
-						p, k = p+2, k+1
-						continue
-					}
-					break
-				}
-				fallthrough
-			default:
-				if pattern[p] == key[k] {
-					p++
-					k++
-					continue
-				}
-			}
-		}
-		if starP < 0 {
-			return false
-		}
-		starK++
-		p, k = starP+1, starK
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
-}
-
-// matchClass matches b against the class starting at pattern[p] == '['
-// and returns where the pattern continues. An unterminated class matches
-// like Redis's: up to the end of the pattern.
-func matchClass(pattern string, p int, b byte) (bool, int) {
-	p++
-	negate := p < len(pattern) && pattern[p] == '^'
-	if negate {
-		p++
-	}
-	match := false
-	for p < len(pattern) && pattern[p] != ']' {
-		switch {
-		case pattern[p] == '\\' && p+1 < len(pattern):
-			p++
-			match = match || pattern[p] == b
-		case p+2 < len(pattern) && pattern[p+1] == '-' && pattern[p+2] != ']':
-			lo, hi := pattern[p], pattern[p+2]
-			if lo > hi {
-				lo, hi = hi, lo
-			}
-			match = match || (lo <= b && b <= hi)
-			p += 2
-		default:
-			match = match || pattern[p] == b
-		}
-		p++
-	}
-	if p < len(pattern) {
-		p++ // the ']'
-	}
-	return match != negate, p
-}
+// globMatch is Redis's glob, as ACL ~patterns use it (relay.GlobMatch).
+func globMatch(pattern string, key []byte) bool { return relay.GlobMatch(pattern, string(key)) }
