@@ -330,8 +330,9 @@ func (n *RedisNode) firstStep(c *command) step {
 
 // encode appends c's command at step st and returns the step it used: a
 // native compare-and-delete whose capability went away since the call
-// chose stepNative goes out as a script, and finish must know that. It
-// does not encode callDo, which the pipe does not carry.
+// chose stepNative goes out as a script, and finish must know that. A
+// callDo goes out as its raw command, so that the writes of one node
+// (SET, PEXPIRE and the scripts) keep their order on one connection.
 func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 	switch c.kind {
 	case callSetNX:
@@ -364,6 +365,8 @@ func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 	case callEval:
 		b = appendScriptHead(b, c.script, st, c.keys, len(c.args))
 		return appendArgs(b, c.args), st
+	case callDo:
+		return appendCommand(b, c.args), st
 	}
 	return b, st
 }
@@ -377,7 +380,7 @@ func (n *RedisNode) finish(c *command, st step, v any, err error) (res any, rerr
 		case st == stepNative && isUnknownCommand(err):
 			n.native.Store(int32(nativeNone))
 			return nil, nil, stepSHA, true
-		case st == stepSHA && c.kind != callSetNX && isNoScript(err):
+		case st == stepSHA && c.kind != callSetNX && c.kind != callDo && isNoScript(err):
 			return nil, nil, stepSource, true
 		}
 		return nil, err, 0, false
@@ -416,9 +419,9 @@ func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, 
 // send starts c on the pipelined connection without blocking (see
 // sender); the reply is finished by onReply on the connection's reader
 // goroutine. What cannot be pipelined now (no live connection, a full
-// queue, a raw command, a node from NewRedisNode) runs in a goroutine.
+// queue, a node from NewRedisNode) runs in a goroutine.
 func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int) {
-	if n.p == nil || c.kind == callDo || !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag) {
+	if n.p == nil || !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag) {
 		goSend(n, c, deadline, to, tag)
 	}
 }
