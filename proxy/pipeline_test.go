@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -189,18 +190,39 @@ func TestPipelineBackpressure(t *testing.T) {
 	<-written
 }
 
-// TestPipelineCloseGivesBack: a client that closes with LOCKs in flight
-// is granted nothing it cannot release: every lock is given back.
+// TestPipelineCloseGivesBack: a client that closes mid-pipeline is
+// granted nothing it cannot release. Its LOCKs wait behind a LOCK … WAIT
+// on a held key (a barrier), so none can be granted before the proxy sees
+// the close; once it does, the WAIT gives up and every LOCK queued behind
+// it is refused or given back. Without that, they would be granted when
+// the WAIT ends (at most max_wait, 5 s here) and held for 30 s.
 func TestPipelineCloseGivesBack(t *testing.T) {
 	s := startServer(t, Config{}, "", false)
+	holder := dialServer(t, s)
+	if held, ok := holder.Do("LOCK", "gate", "30000").([]any); !ok || len(held) != 3 {
+		t.Fatalf("LOCK gate = %#v", held)
+	}
+	probe := dialServer(t, s)
 	c := dialServer(t, s)
-	var buf []byte
+	if v := c.Do("PING"); v != "PONG" {
+		t.Fatalf("PING = %#v", v)
+	}
+	buf := testkit.AppendCmd(nil, "LOCK", "gate", "30000", "WAIT", "20000")
 	for i := range 50 {
 		buf = testkit.AppendCmd(buf, "LOCK", fmt.Sprintf("k%d", i), "30000")
 	}
 	c.Send(buf)
 	_ = c.Close()
-	probe := dialServer(t, s)
+	// The proxy read to the close (the connection is gone from the count),
+	// every command it read has ended, then the give-backs run.
+	testkit.Eventually(t, 10*time.Second, "the closed connection handled", func() bool {
+		return s.count.Load() == 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.inflight.Wait(ctx); err != nil {
+		t.Fatalf("commands of the closed client still running: %v", err)
+	}
 	testkit.Eventually(t, 10*time.Second, "every lock of the closed client given back", func() bool {
 		for i := range 50 {
 			if probe.Do("EXISTS", fmt.Sprintf("k%d", i)) != int64(0) {
