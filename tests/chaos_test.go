@@ -450,7 +450,9 @@ func TestChaosProxy(t *testing.T) {
 	if n := rep.Outcomes["bad-reply"]; n > 0 {
 		t.Errorf("%d LOCK replies were not [token, validity, fence]", n)
 	}
-	minGrants := int(200 * d.Seconds() / 12)
+	// Enough grants for the overlap check to mean something; not a
+	// throughput figure (a quiet machine makes 330–380, a loaded one 290).
+	minGrants := int(100 * d.Seconds() / 12)
 	if got := rep.Grants + rep.Empty; got < minGrants {
 		t.Errorf("%d grants in %v, want at least %d", got, d, minGrants)
 	}

@@ -110,8 +110,9 @@ func releaseForms(t *testing.T, holderAddr string) []releaseForm {
 }
 
 // TestHandOffAcrossProxies: a waiter on proxy B gets the lock when the
-// holder on proxy A releases it, in each of the ways a lock is released,
-// and B counts a release notice that woke it. The latencies are logged;
+// holder on proxy A releases it, in each of the ways a lock is released;
+// B hears each release notice, and the notice wakes its waiter in most
+// hand-offs (its own retry wins the rest). The latencies are logged;
 // docs/benchmarks.md has the benchmark (redlock-bench -mode handoff).
 func TestHandOffAcrossProxies(t *testing.T) {
 	if testing.Short() {
@@ -124,6 +125,7 @@ func TestHandOffAcrossProxies(t *testing.T) {
 	observer := testkit.Dial(t, b.Addr())
 
 	var lat []time.Duration
+	wakes := infoInt(t, observer, "locks", "release_notice_wakeups")
 	for round := range 3 {
 		for _, f := range releaseForms(t, a.Addr()) {
 			key := "handoff:" + strings.ReplaceAll(f.name, " ", "-") + ":" + strconv.Itoa(round)
@@ -138,7 +140,7 @@ func TestHandOffAcrossProxies(t *testing.T) {
 			testkit.Eventually(t, 10*time.Second, "the waiter on B polling", func() bool {
 				return setCalls(t, backends[0]) >= sets+3
 			})
-			wakes := infoInt(t, observer, "locks", "release_notice_wakeups")
+			notices := infoInt(t, observer, "locks", "release_notices")
 			start := time.Now()
 			release()
 			arr, ok := waiter.ReadReply().([]any)
@@ -147,8 +149,11 @@ func TestHandOffAcrossProxies(t *testing.T) {
 				t.Fatalf("%s: the waiter on B got %v, want the lock", f.name, arr)
 			}
 			lat = append(lat, took)
-			testkit.Eventually(t, 10*time.Second, "B counts the notice that woke its waiter", func() bool {
-				return infoInt(t, observer, "locks", "release_notice_wakeups") > wakes
+			// B hears the release. Whether the notice or the waiter's own
+			// retry (every 100–300 ms) wins the wake is a race, counted
+			// below over all rounds.
+			testkit.Eventually(t, 10*time.Second, "B receives the release notice", func() bool {
+				return infoInt(t, observer, "locks", "release_notices") > notices
 			})
 			t.Logf("%s: released on A, granted on B after %v", f.name, took)
 			_ = waiter.Close() // a plain lock: it stays until its ttl, under a key not used again
@@ -156,6 +161,9 @@ func TestHandOffAcrossProxies(t *testing.T) {
 	}
 	slices.Sort(lat)
 	t.Logf("hand-off A → B: median %v, max %v over %d", lat[len(lat)/2], lat[len(lat)-1], len(lat))
+	if woke := infoInt(t, observer, "locks", "release_notice_wakeups") - wakes; woke < int64(len(lat))/2 {
+		t.Errorf("the notice woke B's waiter in %d of %d hand-offs, want most", woke, len(lat))
+	}
 }
 
 // Hand-off latency of the lock libraries that wait for a message

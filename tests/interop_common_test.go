@@ -43,6 +43,30 @@ func interopSetup(t *testing.T) ([]*redisProc, *proxyProc, []*redis.Client) {
 	return rs, p, bs
 }
 
+// settled waits until every backend satisfies ok for key. A write
+// through the proxy answers once a quorum has it; the others get it a
+// moment later, and a test that then changes a backend directly, or needs
+// no later invalidation, must wait for them.
+func settled(t *testing.T, bs []*redis.Client, what string, ok func(b *redis.Client) bool) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, what+" on every backend", func() bool {
+		for _, b := range bs {
+			if !ok(b) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// holds reports a backend check for key holding value.
+func holds(ctx context.Context, key, value string) func(b *redis.Client) bool {
+	return func(b *redis.Client) bool {
+		v, err := b.Get(ctx, key).Result()
+		return err == nil && v == value
+	}
+}
+
 // backendHolders counts the backends on which key holds value, reading
 // each backend directly (not through the proxy).
 func backendHolders(ctx context.Context, bs []*redis.Client, key, value string) (int, error) {

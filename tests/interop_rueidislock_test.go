@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -285,7 +286,7 @@ func TestInteropRueidislock(t *testing.T) {
 	// woken by the invalidation, against the same with client-side caching
 	// off (DisableCache: the waiter polls every TryNextAfter, 1 s here).
 	t.Run("handoff", func(t *testing.T) {
-		message := handoffRounds(ctx, t, "handoff-message",
+		message := handoffRounds(ctx, t, bs, "handoff-message",
 			newRueidisLocker(t, pa.Addr(), 5*time.Second, nil),
 			newRueidisLocker(t, pb.Addr(), 5*time.Second, nil))
 		requirePrompt(t, "rueidislock, holder on proxy A, waiter on proxy B, invalidation", message, len(message), 5*time.Second)
@@ -293,7 +294,7 @@ func TestInteropRueidislock(t *testing.T) {
 			o.ClientOption.DisableCache = true
 			o.TryNextAfter = time.Second
 		}
-		polled := handoffRounds(ctx, t, "handoff-polling",
+		polled := handoffRounds(ctx, t, bs, "handoff-polling",
 			newRueidisLocker(t, pa.Addr(), 5*time.Second, polling),
 			newRueidisLocker(t, pb.Addr(), 5*time.Second, polling))
 		requirePrompt(t, "rueidislock, same, caching off: polling every 1 s", polled, len(polled), 5*time.Second)
@@ -301,14 +302,18 @@ func TestInteropRueidislock(t *testing.T) {
 }
 
 // handoffRounds hands the lock name from holder to a waiting waiter five
-// times and returns how long after each release the waiter held it.
-func handoffRounds(ctx context.Context, t *testing.T, name string, holder, waiter rueidislock.Locker) []time.Duration {
+// times and returns how long after each release the waiter held it. Each
+// side waits at most 30 s (the lock's keys expire within 5 s of a holder
+// that stops extending them); a round that fails says where the keys stood.
+func handoffRounds(ctx context.Context, t *testing.T, bs []*redis.Client, name string, holder, waiter rueidislock.Locker) []time.Duration {
 	t.Helper()
 	var gaps []time.Duration
 	for r := range 5 {
-		_, cancelH, err := holder.WithContext(ctx, name)
+		hctx, stopH := context.WithTimeout(ctx, 30*time.Second)
+		_, cancelH, err := holder.WithContext(hctx, name)
 		if err != nil {
-			t.Fatalf("round %d: the holder's WithContext: %v", r, err)
+			stopH()
+			t.Fatalf("round %d: the holder's WithContext: %v; the lock's keys: %s", r, err, rueidisKeyState(ctx, bs, name))
 		}
 		got := make(chan time.Time, 1)
 		errc := make(chan error, 1)
@@ -326,12 +331,36 @@ func handoffRounds(ctx context.Context, t *testing.T, name string, holder, waite
 		time.Sleep(500 * time.Millisecond) // the waiter's attempt found it held
 		released := time.Now()
 		cancelH()
+		stopH()
 		select {
 		case at := <-got:
 			gaps = append(gaps, at.Sub(released))
 		case err := <-errc:
-			t.Fatalf("round %d: the waiter's WithContext: %v", r, err)
+			t.Fatalf("round %d: the waiter's WithContext: %v; the lock's keys: %s", r, err, rueidisKeyState(ctx, bs, name))
 		}
 	}
 	return gaps
+}
+
+// rueidisKeyState describes the lock's keys on each backend: value and
+// remaining ttl, for a failure message.
+func rueidisKeyState(ctx context.Context, bs []*redis.Client, name string) string {
+	var sb strings.Builder
+	for i := range 3 {
+		key := fmt.Sprintf("rueidislock:%d:%s", i, name)
+		fmt.Fprintf(&sb, "\n  %s:", key)
+		for _, b := range bs {
+			v, err := b.Get(ctx, key).Result()
+			pttl, _ := b.PTTL(ctx, key).Result()
+			switch {
+			case errors.Is(err, redis.Nil):
+				sb.WriteString(" -")
+			case err != nil:
+				fmt.Fprintf(&sb, " (%v)", err)
+			default:
+				fmt.Fprintf(&sb, " %s/%v", v, pttl)
+			}
+		}
+	}
+	return sb.String()
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestReadAnswersWhatAQuorumHolds: PTTL through the proxy answers how long
@@ -21,6 +23,9 @@ func TestReadAnswersWhatAQuorumHolds(t *testing.T) {
 	if err := c.Set(ctx, "k", "tok", 30*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
+	settled(t, bs, "k with a 30 s ttl", func(b *redis.Client) bool {
+		return b.PTTL(ctx, "k").Val() > 20*time.Second
+	})
 	if err := bs[2].PExpire(ctx, "k", 4*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,11 @@ func TestStartConnectsBackends(t *testing.T) {
 	rs := startCluster(t, 3)
 	rs[2].Kill()
 	p := startProxy(t, rs, "")
-	if !strings.Contains(p.Log(), "backends not connected yet: connected=2 count=3") {
-		t.Fatalf("the proxy did not report the backend that was down at start:\n%s", p.Log())
-	}
+	// Written before it answered PING; the copy from its stderr to p.Log
+	// may lag.
+	testkit.Eventually(t, 5*time.Second, "the proxy to report the backend that was down at start", func() bool {
+		return strings.Contains(p.Log(), "backends not connected yet: connected=2 count=3")
+	})
 	ctx := testCtx(t, 10*time.Second)
 	c := p.Client(nil)
 	r := mustLock(ctx, t, c, "first", 5000)

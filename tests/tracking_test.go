@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-redsync/redsync/v4"
 	redsyncrueidis "github.com/go-redsync/redsync/v4/redis/rueidis"
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidiscompat"
 
@@ -68,11 +69,18 @@ func TestRueidisCacheAcrossProxies(t *testing.T) {
 	rs := startCluster(t, 5)
 	pa, pb := startProxy(t, rs, ""), startProxy(t, rs, "")
 	a, b := newRueidis(t, pa.Addr()), newRueidis(t, pb.Addr())
+	bs := make([]*redis.Client, len(rs))
+	for i, r := range rs {
+		bs[i] = r.Client()
+	}
 	ctx := testCtx(t, 2*time.Minute)
 
 	if err := b.Do(ctx, b.B().Set().Key("ck").Value("v1").Build()).Error(); err != nil {
 		t.Fatalf("SET through the second proxy: %v", err)
 	}
+	// A backend that gets the SET after the read below is a change: it
+	// invalidates, and the second read would miss.
+	settled(t, bs, "ck = v1", holds(ctx, "ck", "v1"))
 	if v, hit := cachedGet(ctx, t, a, "ck", false); v != "v1" || hit {
 		t.Fatalf("first DoCache = %q (hit %v), want v1 from the proxy", v, hit)
 	}
@@ -84,6 +92,7 @@ func TestRueidisCacheAcrossProxies(t *testing.T) {
 		if err := b.Do(ctx, b.B().Set().Key("ck").Value("v2").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
+		settled(t, bs, "ck = v2", holds(ctx, "ck", "v2"))
 		if d := waitCached(ctx, t, a, "ck", "v2", false, "the cached value invalidated"); d > 2*time.Second {
 			t.Errorf("the invalidation took %v, want well under a second", d)
 		}
@@ -116,6 +125,7 @@ func TestRueidisCacheAcrossProxies(t *testing.T) {
 		if err := b.Do(ctx, b.B().Set().Key("ek").Value("short").Px(2*time.Second).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
+		settled(t, bs, "ek = short", holds(ctx, "ek", "short"))
 		if v, _ := cachedGet(ctx, t, a, "ek", true); v != "short" {
 			t.Fatalf("DoCache = %q, want short", v)
 		}
