@@ -17,6 +17,22 @@ import (
 // library's own reply convention (m.ReplyFor, m.ReleaseReply). The ttl of
 // a script must lie within [min_ttl, max_ttl], like any other.
 
+// scriptTTL is a recognised script's ttl argument n as a ttl within
+// [min_ttl, max_ttl]: n units, or with m.At the time left until the Unix
+// time n (read on this proxy's clock, as SET … PXAT is).
+func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning) (time.Duration, Reply) {
+	if !m.At {
+		return d.ttlIn(n, m.Unit)
+	}
+	if n <= 0 {
+		return 0, Errorf(errTTLRange, n, d.opts.MinTTL.Milliseconds(), d.opts.MaxTTL.Milliseconds())
+	}
+	if m.Unit == time.Second {
+		return d.checkTTL(time.Until(time.Unix(n, 0)))
+	}
+	return d.checkTTL(time.Until(time.UnixMilli(n)))
+}
+
 // carryOut runs m (already selected for argv) over keys.
 func (d *Dispatcher) carryOut(ctx context.Context, a *lua.Analysis, m *lua.Meaning, keys, argv []string) Reply {
 	covered := m.KeysOf(keys)
@@ -29,7 +45,7 @@ func (d *Dispatcher) carryOut(ctx context.Context, a *lua.Analysis, m *lua.Meani
 		if err != nil {
 			return errNotInteger
 		}
-		ttl, r := d.ttlIn(n, m.Unit)
+		ttl, r := d.scriptTTL(n, m)
 		if r != nil {
 			return r
 		}

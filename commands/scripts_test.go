@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Scripts of our own, written the way lock libraries write theirs (never
@@ -323,5 +325,42 @@ func TestScriptsSelectZero(t *testing.T) {
 	}
 	if got := do(d, c, "EVAL", testRelease, "1", "k", "tok"); got != ":0\r\n" {
 		t.Errorf("a script without SELECT with a backend in database 3 = %q", got)
+	}
+}
+
+// TestScriptsUntilDeadline: a script whose ttl argument is a Unix time
+// (SET NX PXAT, PEXPIREAT: rueidislock's shape, in our spelling) is
+// recognised and runs as a quorum operation whose ttl is the time left
+// until that deadline on the proxy's clock, within [min_ttl, max_ttl].
+func TestScriptsUntilDeadline(t *testing.T) {
+	const take = `local ok = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', ARGV[2])
+redis.call('GET', KEYS[1])
+return ok`
+	const extendAt = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('PEXPIREAT', KEYS[1], ARGV[2])`
+	d, mrs := newTestDispatcher(t, 5, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	at := func(ms int64) string { return strconv.FormatInt(time.Now().UnixMilli()+ms, 10) }
+	past := strconv.FormatInt(time.Now().UnixMilli()-1000, 10)
+	runAll(t, d, c, []run{
+		{[]string{"EVAL", take, "1", "k", "tok", at(20_000)}, "+OK\r\n"},
+		{[]string{"EVAL", take, "1", "k", "other", at(20_000)}, "$-1\r\n"},
+		{[]string{"EVAL", extendAt, "1", "k", "other", at(40_000)}, ":0\r\n"},
+		{[]string{"EVAL", extendAt, "1", "k", "tok", at(40_000)}, ":1\r\n"},
+	})
+	n := 0
+	for _, m := range mrs {
+		if ttl := m.TTL("k"); ttl > 35*time.Second && ttl <= 40*time.Second {
+			n++
+		}
+	}
+	if n < 3 {
+		t.Fatalf("the extend until the deadline reached %d backends", n)
+	}
+	if got := do(d, c, "EVAL", take, "1", "p", "tok", past); !strings.HasPrefix(got, "-ERR ttl -") {
+		t.Fatalf("a deadline in the past = %q, want the ttl range error", got)
+	}
+	if got := do(d, c, "EVAL", take, "1", "f", "tok", at(10*60_000)); !strings.HasPrefix(got, "-ERR ttl ") {
+		t.Fatalf("a deadline beyond max_ttl = %q, want the ttl range error", got)
 	}
 }

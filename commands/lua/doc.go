@@ -37,7 +37,9 @@
 //
 // The script runs in many probe worlds: 1, 2 and 3 keys in every
 // combination of absent, holding the token and holding another value;
-// every ARGV index tried as the token and as the ttl; several tokens, ttls,
+// every ARGV index tried as the token and as the ttl (as a duration, and,
+// when the script can set an absolute expiry — PXAT, EXAT, PEXPIREAT,
+// EXPIREAT — as the Unix time the lock ends at); several tokens, ttls,
 // remaining ttls and key names; "other" values that are near the token
 // (its case swapped, a prefix, an extension, empty) or equal to another
 // argument; and everything built from the script's own literals: each

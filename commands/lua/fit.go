@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	glua "github.com/yuin/gopher-lua"
@@ -34,6 +35,33 @@ type recogniser struct {
 	sb    *sandbox
 	proto *glua.FunctionProto
 	pv    *probeValues
+	// ats are the units a ttl argument may be a Unix time in: tried only
+	// when the script can set an absolute expiry (PXAT, EXAT, PEXPIREAT,
+	// EXPIREAT), so other scripts cost no more.
+	ats []time.Duration
+}
+
+// absoluteUnits lists the units of the absolute expiries a script can set.
+func absoluteUnits(f facts) []time.Duration {
+	var ms, s bool
+	for _, l := range append(slices.Clone(f.compared), f.literals...) {
+		switch strings.ToUpper(l.s) {
+		case "PXAT", "PEXPIREAT":
+			ms = ms || !l.num
+		case "EXAT", "EXPIREAT":
+			s = s || !l.num
+		}
+	}
+	ms = ms || f.commands["PEXPIREAT"]
+	s = s || f.commands["EXPIREAT"]
+	var out []time.Duration
+	if ms {
+		out = append(out, time.Millisecond)
+	}
+	if s {
+		out = append(out, time.Second)
+	}
+	return out
 }
 
 // recognise finds the script's meaning, or says why there is none. A
@@ -64,7 +92,7 @@ func recognise(proto *glua.FunctionProto, f facts, vote *Vote, deadline time.Tim
 	for _, n := range vote.SelectArgs {
 		pinned[n] = "0"
 	}
-	r := &recogniser{sb: sb, proto: proto, pv: newProbeValues(f, pinned)}
+	r := &recogniser{sb: sb, proto: proto, pv: newProbeValues(f, pinned), ats: absoluteUnits(f)}
 	var m *Meaning
 	var err error
 	if readOnly {
@@ -148,16 +176,22 @@ func (r *recogniser) write() (*Meaning, error) {
 			if d == t || !r.pv.free(t) || (d > 0 && !r.pv.free(d)) {
 				continue
 			}
-			m, err := r.hypothesis(t, d)
-			var abort *errAbort
-			if errors.As(err, &abort) {
-				return nil, err
+			ats := []time.Duration{0}
+			if d > 0 {
+				ats = append(ats, r.ats...)
 			}
-			if err != nil && why == "" {
-				why = err.Error()
-			}
-			if m != nil {
-				found = append(found, m)
+			for _, at := range ats {
+				m, err := r.hypothesis(t, d, at)
+				var abort *errAbort
+				if errors.As(err, &abort) {
+					return nil, err
+				}
+				if err != nil && why == "" {
+					why = err.Error()
+				}
+				if m != nil {
+					found = append(found, m)
+				}
 			}
 		}
 	}
@@ -180,11 +214,11 @@ func (r *recogniser) write() (*Meaning, error) {
 	return nil, errors.New("more than one lock meaning fits what it does")
 }
 
-// hypothesis fits ARGV[t] as the token and ARGV[d] as the ttl (d = 0: none),
-// then varies every other argument over the probe values: the meaning may
+// hypothesis fits ARGV[t] as the token and ARGV[d] as the ttl (d = 0: none;
+// at: as a Unix time in that unit), then varies every other argument over the probe values: the meaning may
 // depend on at most one of them, by exact value (a switch).
-func (r *recogniser) hypothesis(t, d int) (*Meaning, error) {
-	def, err := r.fit(hypo{t: t, d: d}, true)
+func (r *recogniser) hypothesis(t, d int, at time.Duration) (*Meaning, error) {
+	def, err := r.fit(hypo{t: t, d: d, at: at}, true)
 	if def == nil {
 		return nil, err
 	}
@@ -197,7 +231,7 @@ func (r *recogniser) hypothesis(t, d int) (*Meaning, error) {
 	deviating := map[int]map[string]*Meaning{}
 	for _, j := range free {
 		for _, v := range r.pv.argVals {
-			m, err := r.fit(hypo{t: t, d: d, class: map[int]string{j: v}}, false)
+			m, err := r.fit(hypo{t: t, d: d, at: at, class: map[int]string{j: v}}, false)
 			if m == nil {
 				return nil, fmt.Errorf("with ARGV[%d] = %q: %v", j, v, err)
 			}
@@ -219,7 +253,7 @@ func (r *recogniser) hypothesis(t, d int) (*Meaning, error) {
 			if !slices.Contains(r.pv.strs, v) {
 				return nil, fmt.Errorf("it compares ARGV[%d] loosely (%q acts as a literal would)", j, v)
 			}
-			full, err := r.fit(hypo{t: t, d: d, class: map[int]string{j: v}}, true)
+			full, err := r.fit(hypo{t: t, d: d, at: at, class: map[int]string{j: v}}, true)
 			if full == nil || !full.same(mc) {
 				return nil, fmt.Errorf("with ARGV[%d] = %q: %v", j, v, err)
 			}
@@ -227,7 +261,7 @@ func (r *recogniser) hypothesis(t, d int) (*Meaning, error) {
 	default:
 		return nil, errors.New("what it does depends on more than one argument")
 	}
-	if err := r.pairs(t, d, free, sw, def); err != nil {
+	if err := r.pairs(t, d, at, free, sw, def); err != nil {
 		return nil, err
 	}
 	if sw == nil {
@@ -242,7 +276,7 @@ const maxPairClasses = 400
 // pairs varies every two free arguments together: a meaning must not
 // change when two of them take values at once (ARGV[3] == 'a' and
 // ARGV[4] == 'b'), other than as the switch says.
-func (r *recogniser) pairs(t, d int, free []int, sw *Switch, def *Meaning) error {
+func (r *recogniser) pairs(t, d int, at time.Duration, free []int, sw *Switch, def *Meaning) error {
 	if len(free) < 2 {
 		return nil
 	}
@@ -266,7 +300,7 @@ func (r *recogniser) pairs(t, d int, free []int, sw *Switch, def *Meaning) error
 							want = c
 						}
 					}
-					m, err := r.fit(hypo{t: t, d: d, class: class}, false)
+					m, err := r.fit(hypo{t: t, d: d, at: at, class: class}, false)
 					if m == nil || !m.same(want) {
 						return fmt.Errorf("what it does depends on ARGV[%d] and ARGV[%d] together: %v", j, k, err)
 					}
@@ -290,22 +324,26 @@ type ruleSet struct {
 	v                           Value
 }
 
-func candidates(t, d int) []*candidate {
+func candidates(h hypo) []*candidate {
 	var out []*candidate
 	add := func(m Meaning) {
-		m.Token, m.TTL = t, d
+		m.Token, m.TTL, m.At = h.t, h.d, h.at != 0
 		out = append(out, &candidate{m: m, rules: map[Outcome]*ruleSet{}})
 	}
+	units, extends := []time.Duration{time.Millisecond, time.Second}, []ExtendMode{Replace, Add}
+	if h.at != 0 {
+		units, extends = []time.Duration{h.at}, []ExtendMode{Replace}
+	}
 	for _, scope := range []Scope{FirstKey, AllKeys} {
-		if d == 0 {
+		if h.d == 0 {
 			add(Meaning{Op: OpRelease, Keys: scope})
 			continue
 		}
-		for _, unit := range []time.Duration{time.Millisecond, time.Second} {
+		for _, unit := range units {
 			for _, mode := range []AcquireMode{IfAbsent, IfAbsentOrMine} {
 				add(Meaning{Op: OpAcquire, Keys: scope, Unit: unit, Acquire: mode})
 			}
-			for _, mode := range []ExtendMode{Replace, Add} {
+			for _, mode := range extends {
 				add(Meaning{Op: OpExtend, Keys: scope, Unit: unit, Extend: mode})
 			}
 		}
@@ -315,7 +353,7 @@ func candidates(t, d int) []*candidate {
 
 // fit runs h's worlds and returns the one meaning that fits them all.
 func (r *recogniser) fit(h hypo, full bool) (*Meaning, error) {
-	cands := candidates(h.t, h.d)
+	cands := candidates(h)
 	ws := r.pv.worlds(h, full)
 	for i := range ws {
 		w := &ws[i]
@@ -364,6 +402,11 @@ func (c *candidate) admits(w *world, final map[string]entry, v Value) bool {
 			return false
 		}
 		ttl = n * int64(c.m.Unit/time.Millisecond)
+		if c.m.At {
+			if ttl -= modelNow; ttl <= 0 {
+				return false
+			}
+		}
 	}
 	var o Outcome
 	released := 0

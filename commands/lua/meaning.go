@@ -129,10 +129,13 @@ type Meaning struct {
 	Op   Op
 	Keys Scope
 	// Token and TTL are 1-based ARGV indices (0: none). The ttl argument is
-	// an integer count of Unit (time.Millisecond or time.Second).
+	// an integer count of Unit (time.Millisecond or time.Second): a
+	// duration, or with At a Unix time the lock ends at (SET … PXAT,
+	// PEXPIREAT, EXAT, EXPIREAT).
 	Token   int
 	TTL     int
 	Unit    time.Duration
+	At      bool
 	Acquire AcquireMode // OpAcquire
 	Extend  ExtendMode  // OpExtend
 	// Replies has an entry for each Outcome of Op: Granted and Denied for
@@ -234,7 +237,7 @@ func (o Op) outcomes() []Outcome {
 // same reports whether two meanings are the same operation with the same
 // replies (Args aside).
 func (m *Meaning) same(n *Meaning) bool {
-	if m.Op != n.Op || m.Keys != n.Keys || m.Token != n.Token || m.TTL != n.TTL || m.Unit != n.Unit ||
+	if m.Op != n.Op || m.Keys != n.Keys || m.Token != n.Token || m.TTL != n.TTL || m.Unit != n.Unit || m.At != n.At ||
 		m.Acquire != n.Acquire || m.Extend != n.Extend || len(m.Replies) != len(n.Replies) {
 		return false
 	}
@@ -269,6 +272,9 @@ func (m *Meaning) String() string {
 	if m.Unit == time.Second {
 		unit = "s"
 	}
+	if m.At {
+		unit = "(Unix " + unit + ")"
+	}
 	var s string
 	switch m.Op {
 	case OpAcquire:
@@ -276,9 +282,16 @@ func (m *Meaning) String() string {
 		if m.Acquire == IfAbsentOrMine {
 			mode = "absent or holding it"
 		}
-		s = fmt.Sprintf("acquire %s with ARGV[%d] for ARGV[%d] %s if %s", keys, m.Token, m.TTL, unit, mode)
+		until := "for"
+		if m.At {
+			until = "until"
+		}
+		s = fmt.Sprintf("acquire %s with ARGV[%d] %s ARGV[%d] %s if %s", keys, m.Token, until, m.TTL, unit, mode)
 	case OpExtend:
 		verb := "set the ttl of"
+		if m.At {
+			verb = "set the end of"
+		}
 		if m.Extend == Add {
 			verb = "add to the ttl of"
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -31,9 +32,11 @@ type world struct {
 }
 
 // hypo is a hypothesis: ARGV[t] is the token, ARGV[d] the ttl (0: none),
-// and class fixes the values of some other arguments.
+// and class fixes the values of some other arguments. With at set, ARGV[d]
+// is the Unix time in at (time.Millisecond or time.Second) the ttl ends.
 type hypo struct {
 	t, d  int
+	at    time.Duration
 	class map[int]string
 }
 
@@ -238,6 +241,9 @@ func (pv *probeValues) worlds(h hypo, full bool) []world {
 			switch v, inClass := h.class[j]; {
 			case j == h.t:
 				w.argv[j-1] = token
+			case j == h.d && h.at != 0:
+				per := h.at.Milliseconds() // rounded up: never now or past
+				w.argv[j-1] = strconv.FormatInt((modelNow+ttl+per-1)/per, 10)
 			case j == h.d:
 				w.argv[j-1] = strconv.FormatInt(ttl, 10)
 			case inClass:

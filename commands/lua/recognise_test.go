@@ -209,3 +209,57 @@ return n`, release(AllKeys, 1, Reply{Kind: ReleasedCount}, zero, zero)},
 		t.Run(c.name, func(t *testing.T) { checkMeaning(t, c.src, c.want) })
 	}
 }
+
+// until marks a meaning's ttl argument as a Unix time (SET … PXAT,
+// PEXPIREAT): the lock ends then, whenever the call arrives.
+func until(m *Meaning) *Meaning {
+	m.At = true
+	return m
+}
+
+// Scripts that take and extend a lock until an absolute deadline, as
+// rueidislock's do (its attempt reads the key after the SET so that the
+// client tracks it). Spellings of our own.
+func TestAbsoluteDeadlines(t *testing.T) {
+	ms, s := time.Millisecond, time.Second
+	for _, c := range []struct {
+		name, src string
+		want      *Meaning
+	}{
+		{"SET NX PXAT, then a read", `
+local ok = redis.call('set', KEYS[1], ARGV[1], 'nx', 'pxat', ARGV[2])
+redis.call('get', KEYS[1])
+return ok`, until(acquire(FirstKey, IfAbsent, ms, 2, okStatus, null))},
+		{"SET NX EXAT", `return redis.call("SET", KEYS[1], ARGV[1], "EXAT", ARGV[2], "NX")`,
+			until(acquire(FirstKey, IfAbsent, s, 2, okStatus, null))},
+		{"PEXPIREAT if held, then a read", `
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then return 0 end
+local n = redis.call("PEXPIREAT", KEYS[1], ARGV[2])
+redis.call("GET", KEYS[1])
+return n`, until(extend(FirstKey, Replace, ms, 2, one, zero))},
+		{"EXPIREAT if held", `
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('expireat', KEYS[1], ARGV[2])
+else
+  return 0
+end`, until(extend(FirstKey, Replace, s, 2, one, zero))},
+		{"SET XX PXAT if held", `
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('set', KEYS[1], ARGV[1], 'XX', 'PXAT', ARGV[2])
+end
+return false`, until(extend(FirstKey, Replace, ms, 2, okStatus, null))},
+	} {
+		t.Run(c.name, func(t *testing.T) { checkMeaning(t, c.src, c.want) })
+	}
+	// A take-over (SET PXAT without NX) is no lock meaning: by vote.
+	if a := Analyze([]byte(`return redis.call("SET", KEYS[1], ARGV[1], "PXAT", ARGV[2])`)); a.Meaning != nil {
+		t.Errorf("SET PXAT without NX recognised as %v", a.Meaning)
+	}
+	// A deadline from a relative ttl plus TIME is not an argument's value.
+	if a := Analyze([]byte(`
+local t = redis.call('TIME')
+local at = t[1] * 1000 + math.floor(t[2] / 1000) + tonumber(ARGV[2])
+return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', at)`)); a.Meaning != nil {
+		t.Errorf("a deadline computed from TIME recognised as %v", a.Meaning)
+	}
+}
