@@ -93,6 +93,10 @@ type epoch struct {
 func newConn(s *Server, nc net.Conn, client *commands.Client) *conn {
 	c := &conn{s: s, nc: nc, client: client, rd: redcon.NewReader(nc), max: s.cfg.MaxPipeline}
 	c.g, _ = nc.(*guardConn)
+	if c.g != nil {
+		// Replies to the commands before a bad frame precede its error.
+		c.g.beforeError = c.drain
+	}
 	if c.max <= 0 {
 		c.max = defaultMaxPipeline
 	}
@@ -129,6 +133,7 @@ func (c *conn) serve() {
 // own and reports EOF, so these come only from an unguarded listener.
 func (c *conn) protocolError(err error) {
 	if strings.HasPrefix(err.Error(), "Protocol error") {
+		c.drain()
 		_, _ = c.nc.Write([]byte("-ERR " + err.Error() + "\r\n"))
 	}
 }

@@ -516,6 +516,10 @@ type guardConn struct {
 	perr         atomic.Pointer[ProtocolError]
 	replied      bool // the -ERR reply has been written
 	wmu          sync.Mutex
+	// beforeError, when set, runs before the -ERR reply is written: the
+	// connection's replies to the commands before the bad frame go first
+	// (set by the owner before the first Read).
+	beforeError func()
 }
 
 func newGuardConn(c net.Conn, auth, pre limitSet, writeTimeout time.Duration) *guardConn {
@@ -540,7 +544,7 @@ func (g *guardConn) ProtocolErr() error {
 // Read returns only bytes that form complete frames. It blocks until at
 // least one frame is complete or the socket fails. After a protocol error it
 // first returns the complete frames that preceded it; the next call writes
-// "-ERR <error>" to the client and returns io.EOF.
+// "-ERR <error>" to the client (after beforeError) and returns io.EOF.
 func (g *guardConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -550,6 +554,9 @@ func (g *guardConn) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		if e := g.perr.Load(); e != nil {
+			if g.beforeError != nil && !g.replied {
+				g.beforeError()
+			}
 			g.replyError(e)
 			return 0, io.EOF
 		}

@@ -259,3 +259,34 @@ func TestPipelineRepliesBeforeBlocking(t *testing.T) {
 		t.Fatalf("waiter's LOCK = %#v", v)
 	}
 }
+
+// TestPipelineErrorAfterReplies: a bad frame pipelined behind a command
+// still running is answered after that command's reply, as Redis answers
+// the commands before a protocol error and then the error.
+func TestPipelineErrorAfterReplies(t *testing.T) {
+	s := startServer(t, Config{}, "", false)
+	holder := dialServer(t, s)
+	held, ok := holder.Do("LOCK", "k", "30000").([]any)
+	if !ok || len(held) != 3 {
+		t.Fatalf("LOCK = %#v", held)
+	}
+	c := dialServer(t, s)
+	c.Timeout = 20 * time.Second
+	buf := testkit.AppendCmd(nil, "LOCK", "k", "30000", "WAIT", "20000")
+	c.Send(append(buf, "*1\r\n$99999999999\r\n"...))
+	probe := dialServer(t, s)
+	testkit.Eventually(t, 10*time.Second, "the WAIT to be queued", func() bool {
+		info, _ := probe.Do("INFO", "clients").(string)
+		return strings.Contains(info, "blocked_clients:1\r\n")
+	})
+	if n := holder.Do("UNLOCK", "k", held[0].(string)); n != int64(1) {
+		t.Fatalf("UNLOCK = %#v", n)
+	}
+	if v, ok := c.ReadReply().([]any); !ok || len(v) != 3 {
+		t.Fatalf("first reply = %#v, want the waiting LOCK's grant", v)
+	}
+	if v := c.ReadReply(); v != testkit.Error("ERR Protocol error: invalid bulk length") {
+		t.Fatalf("second reply = %#v, want the protocol error", v)
+	}
+	c.ExpectClosed(5 * time.Second)
+}
