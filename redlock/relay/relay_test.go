@@ -346,3 +346,37 @@ func TestPopEndsAtShutdown(t *testing.T) {
 		t.Fatal("the pop did not end at Shutdown")
 	}
 }
+
+// TestBroadcastOwnWritesBounded: a BCAST NOLOOP watcher remembers its own
+// writes only for keys under its prefixes (no invalidation comes for the
+// others), and forgets those whose invalidation never came once they are
+// older than ownWindow: a client writing many keys keeps it bounded.
+func TestBroadcastOwnWritesBounded(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	r := New(Options{Logger: redlocktest.Logger(t), Now: func() time.Time { return now }})
+	w := r.NewWatcher(func([]string) {})
+	defer w.Close()
+	r.track.mu.Lock()
+	w.bcast, w.prefixes = true, []string{"p:"}
+	r.track.mu.Unlock()
+	own := func() int {
+		r.track.mu.Lock()
+		defer r.track.mu.Unlock()
+		return len(w.own)
+	}
+	for i := range 10_000 {
+		w.Wrote([]string{fmt.Sprintf("other:%d", i)})
+	}
+	if n := own(); n != 0 {
+		t.Fatalf("%d own writes remembered for keys outside the prefixes", n)
+	}
+	for round := range 5 {
+		for i := range 1000 {
+			w.Wrote([]string{fmt.Sprintf("p:%d:%d", round, i)})
+		}
+		now = now.Add(ownWindow + time.Second)
+	}
+	if n := own(); n > 2000 {
+		t.Fatalf("%d own writes remembered after 5 windows of 1000 writes each", n)
+	}
+}

@@ -76,6 +76,7 @@ type Watcher struct {
 	bcast    bool
 	prefixes []string
 	own      map[string]time.Time // BCAST NOLOOP: keys it wrote, when
+	ownSweep int                  // len(own) at which old entries are dropped
 }
 
 // NewWatcher returns a watcher whose invalidations go to invalidate.
@@ -258,13 +259,32 @@ func (w *Watcher) Wrote(keys []string) {
 		}
 		now := t.r.now()
 		for _, k := range keys {
-			w.own[k] = now
+			if covers(w.prefixes, []string{k}) { // no invalidation comes for others
+				w.own[k] = now
+			}
 		}
+		w.sweepOwnLocked(now)
 		return
 	}
 	for _, k := range keys {
 		t.untrackLocked(w, k)
 	}
+}
+
+// sweepOwnLocked drops own writes older than ownWindow (a write whose
+// invalidation never came: it changed nothing, or failed), whenever the
+// set has doubled since the last sweep, so it stays bounded by the keys
+// written within a window, at a cost linear in the writes.
+func (w *Watcher) sweepOwnLocked(now time.Time) {
+	if len(w.own) < max(w.ownSweep, 64) {
+		return
+	}
+	for k, at := range w.own {
+		if now.Sub(at) >= ownWindow {
+			delete(w.own, k)
+		}
+	}
+	w.ownSweep = 2 * len(w.own)
 }
 
 func (t *tracker) untrackLocked(w *Watcher, k string) {
