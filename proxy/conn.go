@@ -326,6 +326,7 @@ func (c *conn) collect() bool {
 		c.outN++
 		if c.head.after != nil {
 			c.out = append(c.out, *c.head.after...)
+			c.pushes.after -= len(*c.head.after)
 		}
 		quit = quit || c.head.quit
 		c.head = c.head.next

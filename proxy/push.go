@@ -31,6 +31,7 @@ const maxPushBacklog = 32 << 20
 type pushState struct {
 	inline  atomic.Bool // the reader is running a command itself
 	held    []byte      // pushes made meanwhile, written after its reply
+	after   int         // bytes of pushes behind slots (their after), not yet in out
 	wake    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -54,10 +55,11 @@ func (c *conn) pushOutOfBand(r commands.Reply) bool {
 			c.tail.after = new([]byte)
 		}
 		*c.tail.after = append(*c.tail.after, b...)
-		waiting += len(*c.tail.after)
+		c.pushes.after += len(b)
+		waiting += c.pushes.after
 	case c.pushes.inline.Load():
 		c.pushes.held = append(c.pushes.held, b...)
-		waiting += len(c.pushes.held)
+		waiting += len(c.pushes.held) + c.pushes.after
 	default:
 		c.out = append(c.out, b...)
 		waiting += len(b)

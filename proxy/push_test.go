@@ -94,3 +94,23 @@ func TestPushBacklog(t *testing.T) {
 	}
 	t.Fatal("a client that reads nothing was never disconnected")
 }
+
+// TestPushBacklogAcrossSlots: the bound counts the pushes queued behind
+// every slot, not only the last: a client that keeps a command in flight
+// between pushes (each push lands behind a new slot) is cut off too.
+func TestPushBacklogAcrossSlots(t *testing.T) {
+	c, _ := pushConn(t)
+	big := commands.Push{commands.BulkString("message"), commands.BulkString("ch"), commands.Bulk(make([]byte, 1<<20))}
+	for i := range 2 * maxPushBacklog >> 20 {
+		sl := &slot{done: make(chan struct{})}
+		_, ep := c.plan(sl, commands.Plan{})
+		c.push(sl, ep)
+		if !c.pushOutOfBand(big) {
+			if i+1 < maxPushBacklog>>20 {
+				t.Fatalf("disconnected at %d MiB of pushes, under the %d MiB bound", i+1, maxPushBacklog>>20)
+			}
+			return
+		}
+	}
+	t.Fatalf("%d MiB of pushes behind %d slots and never disconnected", 2*maxPushBacklog>>20, 2*maxPushBacklog>>20)
+}
