@@ -219,3 +219,54 @@ func requirePrompt(t *testing.T, what string, gaps []time.Duration, min int, lim
 	}
 	return median
 }
+
+// TestHandOffReleasedElsewhere: a lock granted through proxy A, with a
+// waiter on A, released through proxy B: A's waiter subscribed to the
+// key's release notices too, so B's release wakes it at once rather than
+// at its next check of A's record (each second).
+func TestHandOffReleasedElsewhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server and the proxy binary (not with -short)")
+	}
+	t.Parallel()
+	backends := startCluster(t, 5)
+	a := startProxy(t, backends, "")
+	b := startProxy(t, backends, "")
+	holder, other, observer := testkit.Dial(t, a.Addr()), testkit.Dial(t, b.Addr()), testkit.Dial(t, a.Addr())
+	const rounds = 3
+	wakes := infoInt(t, observer, "locks", "release_notice_wakeups")
+	for round := range rounds {
+		key := "elsewhere:" + strconv.Itoa(round)
+		held, ok := holder.Do("LOCK", key, "30000").([]any)
+		if !ok || len(held) != 3 {
+			t.Fatalf("LOCK = %#v", held)
+		}
+		waiter := testkit.Dial(t, a.Addr())
+		waiter.Timeout = 30 * time.Second
+		sets := setCalls(t, backends[0])
+		waiter.SendCmd("LOCK", key, "30000", "WAIT", "25000")
+		// Once subscribed, the waiter tries once (a release before the
+		// subscription went unheard): its SET shows the watch is in place.
+		testkit.Eventually(t, 10*time.Second, "the waiter on A subscribed and tried", func() bool {
+			return setCalls(t, backends[0]) >= sets+1
+		})
+		notices := infoInt(t, observer, "locks", "release_notices")
+		start := time.Now()
+		if n := other.Do("UNLOCK", key, held[0].(string)); n != int64(1) {
+			t.Fatalf("UNLOCK through B = %#v", n)
+		}
+		if arr, ok := waiter.ReadReply().([]any); !ok || len(arr) != 3 {
+			t.Fatalf("the waiter on A got %#v, want the lock", arr)
+		}
+		t.Logf("granted on A, released on B, granted to A's waiter after %v", time.Since(start))
+		testkit.Eventually(t, 10*time.Second, "A receives the release notice", func() bool {
+			return infoInt(t, observer, "locks", "release_notices") > notices
+		})
+		_ = waiter.Close()
+	}
+	// Whether the notice or the once-a-second check wins is a race the
+	// notice wins but for about a millisecond in a second.
+	if woke := infoInt(t, observer, "locks", "release_notice_wakeups") - wakes; woke < rounds-1 {
+		t.Errorf("the notice woke A's waiter in %d of %d hand-offs, want most", woke, rounds)
+	}
+}

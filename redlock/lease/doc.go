@@ -13,9 +13,10 @@
 //     with a timer at the lock's expiry;
 //   - per-key FIFO queues of waiters (wait.go): only the head of a queue
 //     tries, a release or expiry through this proxy hands the key to the
-//     head at once, and a key held through another proxy or a legacy
-//     client is retried with jittered back-off bounded by its remaining
-//     ttl;
+//     head at once, a release through another proxy does too by its
+//     release notice (Options.WatchReleases), and a key held through
+//     another proxy or a legacy client is retried with jittered back-off
+//     bounded by its remaining ttl;
 //   - SESSION locks (session.go), renewed every third of their ttl while
 //     their Owner lives and released when it closes or the Manager shuts
 //     down; a renewal that fails loses the lock and tells the owner;

@@ -433,3 +433,44 @@ func TestWaitWatchesReleasesElsewhere(t *testing.T) {
 		t.Fatalf("watched %v, stopped %d times; want k once, stopped once", keys, stops)
 	}
 }
+
+// TestWaitWatchesReleaseOfLockHeldHere: the waiters for a lock granted
+// through this proxy also subscribe to its release notices, so a release
+// through another proxy (here: on the backends, then its notice) drops
+// the record and hands the key to the head, instead of leaving the head
+// asleep until its next check of the record.
+func TestWaitWatchesReleaseOfLockHeldHere(t *testing.T) {
+	f := &fakeWatch{}
+	m, _ := newManager(t, Options{WatchReleases: f.watch})
+	ctx := context.Background()
+	req := lockReq("k")
+	req.TTL = time.Minute
+	g, err := m.Acquire(ctx, NewOwner(1, OwnerHooks{}), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		w := lockReq("k")
+		w.Token, w.Wait = "waiter", 50*time.Second
+		_, err := m.Acquire(ctx, NewOwner(2, OwnerHooks{}), w)
+		got <- err
+	}()
+	testkit.Eventually(t, 5*time.Second, "the waiter queued and k watched", func() bool {
+		keys, _ := f.state()
+		return m.Waiters() == 1 && len(keys) == 1
+	})
+	if err := m.Locker().Release(ctx, "k", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	notice := f.notices["k"]
+	f.mu.Unlock()
+	notice(redlock.TokenTag(g.Token))
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if s := m.Stats(); s.NoticeWakes != 1 {
+		t.Fatalf("Stats = %+v, want the notice to have woken the waiter", s)
+	}
+}

@@ -14,7 +14,9 @@ import (
 // first come, first served, and only the head of the queue tries to
 // acquire. While the key is
 // held through this proxy the head sleeps until it is released (UNLOCK,
-// MUNLOCK, a SESSION ending) or its ttl ends, and is woken at once. While
+// MUNLOCK, a SESSION ending) or its ttl ends, and is woken at once; with
+// Options.WatchReleases it also subscribes to the key's release notices,
+// so a release of that lock through another proxy wakes it at once. While
 // it is held by someone this proxy does not know (another proxy, a legacy
 // client) the head retries with jittered back-off, each sleep bounded by
 // the holder's remaining ttl as a quorum read reports it; with
@@ -89,13 +91,16 @@ func (m *Manager) acquireWaiting(ctx context.Context, owner *Owner, req Request,
 		if !m.reg.isHead(key, w) {
 			continue
 		}
-		if h := m.reg.lookup(key); h != nil {
-			// Held through this proxy: sleep until its release or expiry.
+		if h := m.reg.lookup(key); h != nil && !m.watchReleases(ctx, key) {
+			// Held through this proxy: sleep until its release here, its
+			// release through another proxy (the notice), or its expiry.
 			_, expires, _ := m.reg.state(h)
 			retry.Reset(min(max(expires.Sub(m.now()), 0)+time.Millisecond, localPoll))
 			retryC = retry.C
 			continue
 		}
+		// Not held here, or held here and watched only now: a release
+		// through another proxy before that went unheard, so try.
 		l, start, err := m.acquireOnce(ctx, req)
 		if err == nil {
 			grant(l, start)
