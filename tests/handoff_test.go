@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -243,12 +244,16 @@ func TestHandOffReleasedElsewhere(t *testing.T) {
 		}
 		waiter := testkit.Dial(t, a.Addr())
 		waiter.Timeout = 30 * time.Second
-		sets := setCalls(t, backends[0])
 		waiter.SendCmd("LOCK", key, "30000", "WAIT", "25000")
-		// Once subscribed, the waiter tries once (a release before the
-		// subscription went unheard): its SET shows the watch is in place.
-		testkit.Eventually(t, 10*time.Second, "the waiter on A subscribed and tried", func() bool {
-			return setCalls(t, backends[0]) >= sets+1
+		// A subscribes to the key's release notices on the backends.
+		channel := redlock.NoticeChannel(key)
+		testkit.Eventually(t, 10*time.Second, "A subscribed to the key's release notices", func() bool {
+			for _, r := range backends {
+				if n := r.Client().PubSubNumSub(t.Context(), channel).Val()[channel]; n < 1 {
+					return false
+				}
+			}
+			return true
 		})
 		notices := infoInt(t, observer, "locks", "release_notices")
 		start := time.Now()

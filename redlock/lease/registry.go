@@ -287,6 +287,14 @@ func (r *registry) setWatch(key string, e *watchEntry, stop func()) bool {
 	return true
 }
 
+// watching reports whether e, made by startWatch, is still key's watch
+// (some waiter is still queued).
+func (r *registry) watching(key string, e *watchEntry) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.watches[key] == e
+}
+
 // isHead reports whether w is first in key's queue.
 func (r *registry) isHead(key string, w *waiter) bool {
 	r.mu.Lock()

@@ -15,8 +15,9 @@ import (
 // acquire. While the key is
 // held through this proxy the head sleeps until it is released (UNLOCK,
 // MUNLOCK, a SESSION ending) or its ttl ends, and is woken at once; with
-// Options.WatchReleases it also subscribes to the key's release notices,
-// so a release of that lock through another proxy wakes it at once. While
+// Options.WatchReleases, once it has waited heldWatchDelay, it also
+// subscribes to the key's release notices, so a release of that lock
+// through another proxy wakes it at once. While
 // it is held by someone this proxy does not know (another proxy, a legacy
 // client) the head retries with jittered back-off, each sleep bounded by
 // the holder's remaining ttl as a quorum read reports it; with
@@ -91,16 +92,16 @@ func (m *Manager) acquireWaiting(ctx context.Context, owner *Owner, req Request,
 		if !m.reg.isHead(key, w) {
 			continue
 		}
-		if h := m.reg.lookup(key); h != nil && !m.watchReleases(ctx, key) {
+		if h := m.reg.lookup(key); h != nil {
 			// Held through this proxy: sleep until its release here, its
-			// release through another proxy (the notice), or its expiry.
+			// release through another proxy (the notice, watchHeldHere),
+			// or its expiry.
+			m.watchHeldHere(key)
 			_, expires, _ := m.reg.state(h)
 			retry.Reset(min(max(expires.Sub(m.now()), 0)+time.Millisecond, localPoll))
 			retryC = retry.C
 			continue
 		}
-		// Not held here, or held here and watched only now: a release
-		// through another proxy before that went unheard, so try.
 		l, start, err := m.acquireOnce(ctx, req)
 		if err == nil {
 			grant(l, start)
@@ -131,11 +132,58 @@ func (m *Manager) watchReleases(ctx context.Context, key string) bool {
 	if e == nil {
 		return false
 	}
+	m.subscribe(ctx, key, e)
+	return true
+}
+
+// heldWatchDelay is how long the head of a key held through this proxy
+// waits before it subscribes to the key's release notices: most waits end
+// sooner, by a release here, and pay for no subscription.
+const heldWatchDelay = 10 * time.Millisecond
+
+// watchHeldHere watches key's release notices for the head of a key held
+// through this proxy, in the background: after heldWatchDelay, if the key
+// still has waiters, it subscribes, then reads the key once from the
+// backends, so that a release through another proxy before the
+// subscription was in place is found too (the record is then dropped and
+// the head woken, as a notice would).
+func (m *Manager) watchHeldHere(key string) {
+	if m.watch == nil {
+		return
+	}
+	e := m.reg.startWatch(key)
+	if e == nil {
+		return
+	}
+	m.bg.Go(func() {
+		t := time.NewTimer(heldWatchDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-m.life.Done():
+		}
+		if !m.reg.watching(key, e) {
+			return // the waiters left: never subscribed
+		}
+		m.subscribe(m.life, key, e)
+		h := m.reg.lookup(key)
+		if h == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
+		defer cancel()
+		if v, err := m.locker.Get(ctx, key); err == nil && (!v.Exists || v.Data != h.token) {
+			m.reg.releasedElsewhere(key, redlock.TokenTag(h.token))
+		}
+	})
+}
+
+// subscribe subscribes e, which startWatch returned, to key's notices.
+func (m *Manager) subscribe(ctx context.Context, key string, e *watchEntry) {
 	stop := m.watch(ctx, key, func(tag string) { m.notice(key, tag) }, func() { m.reg.wake(key) })
 	if !m.reg.setWatch(key, e, stop) {
 		stop() // the last waiter left meanwhile
 	}
-	return true
 }
 
 // backoff is a jittered sleep around b, cut short by the remaining ttl of
