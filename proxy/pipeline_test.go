@@ -198,10 +198,7 @@ func TestPipelineBackpressure(t *testing.T) {
 // the WAIT ends (at most max_wait, 5 s here) and held for 30 s.
 func TestPipelineCloseGivesBack(t *testing.T) {
 	s := startServer(t, Config{}, "", false)
-	holder := dialServer(t, s)
-	if held, ok := holder.Do("LOCK", "gate", "30000").([]any); !ok || len(held) != 3 {
-		t.Fatalf("LOCK gate = %#v", held)
-	}
+	holdLock(t, s, "gate")
 	probe := dialServer(t, s)
 	c := dialServer(t, s)
 	if v := c.Do("PING"); v != "PONG" {
@@ -238,11 +235,7 @@ func TestPipelineCloseGivesBack(t *testing.T) {
 // key) ends, as Redis writes before it blocks a client.
 func TestPipelineRepliesBeforeBlocking(t *testing.T) {
 	s := startServer(t, Config{}, "", false)
-	holder := dialServer(t, s)
-	held, ok := holder.Do("LOCK", "k", "30000").([]any)
-	if !ok || len(held) != 3 {
-		t.Fatalf("LOCK = %#v", held)
-	}
+	holder, token := holdLock(t, s, "k")
 	c := dialServer(t, s)
 	var buf []byte
 	buf = testkit.AppendCmd(buf, "PING")
@@ -252,7 +245,7 @@ func TestPipelineRepliesBeforeBlocking(t *testing.T) {
 	if v, err := c.TryReadReply(10 * time.Second); err != nil || v != "PONG" {
 		t.Fatalf("first reply while the LOCK waits = %#v, %v; want PONG", v, err)
 	}
-	if n := holder.Do("UNLOCK", "k", held[0].(string)); n != int64(1) {
+	if n := holder.Do("UNLOCK", "k", token); n != int64(1) {
 		t.Fatalf("UNLOCK = %#v", n)
 	}
 	if v, ok := c.ReadReply().([]any); !ok || len(v) != 3 {
@@ -265,21 +258,13 @@ func TestPipelineRepliesBeforeBlocking(t *testing.T) {
 // the commands before a protocol error and then the error.
 func TestPipelineErrorAfterReplies(t *testing.T) {
 	s := startServer(t, Config{}, "", false)
-	holder := dialServer(t, s)
-	held, ok := holder.Do("LOCK", "k", "30000").([]any)
-	if !ok || len(held) != 3 {
-		t.Fatalf("LOCK = %#v", held)
-	}
+	holder, token := holdLock(t, s, "k")
 	c := dialServer(t, s)
 	c.Timeout = 20 * time.Second
 	buf := testkit.AppendCmd(nil, "LOCK", "k", "30000", "WAIT", "20000")
 	c.Send(append(buf, "*1\r\n$99999999999\r\n"...))
-	probe := dialServer(t, s)
-	testkit.Eventually(t, 10*time.Second, "the WAIT to be queued", func() bool {
-		info, _ := probe.Do("INFO", "clients").(string)
-		return strings.Contains(info, "blocked_clients:1\r\n")
-	})
-	if n := holder.Do("UNLOCK", "k", held[0].(string)); n != int64(1) {
+	waitBlocked(t, s)
+	if n := holder.Do("UNLOCK", "k", token); n != int64(1) {
 		t.Fatalf("UNLOCK = %#v", n)
 	}
 	if v, ok := c.ReadReply().([]any); !ok || len(v) != 3 {

@@ -56,6 +56,28 @@ func dialServer(t *testing.T, s *Server) *testkit.Conn {
 	return testkit.Dial(t, s.Addr().String())
 }
 
+// holdLock takes key for 30 s through a new connection to s, and returns
+// that connection and the token.
+func holdLock(t *testing.T, s *Server, key string) (*testkit.Conn, string) {
+	t.Helper()
+	holder := dialServer(t, s)
+	held, ok := holder.Do("LOCK", key, "30000").([]any)
+	if !ok || len(held) != 3 {
+		t.Fatalf("LOCK %s = %#v", key, held)
+	}
+	return holder, held[0].(string)
+}
+
+// waitBlocked polls s until one client waits in a blocking command.
+func waitBlocked(t *testing.T, s *Server) {
+	t.Helper()
+	probe := dialServer(t, s)
+	testkit.Eventually(t, 10*time.Second, "the WAIT to be queued", func() bool {
+		info, _ := probe.Do("INFO", "clients").(string)
+		return strings.Contains(info, "blocked_clients:1\r\n")
+	})
+}
+
 func TestGoRedisBothProtocols(t *testing.T) {
 	s := startServer(t, Config{}, "", false)
 	ctx := context.Background()
@@ -170,11 +192,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	const wait = 2 * time.Second
 	sent := time.Now()
 	waiter.SendCmd("LOCK", "k", "10000", "WAIT", "2000")
-	probe := dialServer(t, s)
-	testkit.Eventually(t, 5*time.Second, "the WAIT to be queued", func() bool {
-		info, _ := probe.Do("INFO", "clients").(string)
-		return strings.Contains(info, "blocked_clients:1\r\n")
-	})
+	waitBlocked(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {

@@ -44,6 +44,27 @@ func docACL(t *testing.T, pass string) []any {
 	return nil
 }
 
+// aclCluster starts three backends whose user redlock-proxy has the
+// documented ACL (docs/operations.md) plus extra rules, with an empty ACL
+// LOG, and returns them and the backend URLs that log in as that user.
+func aclCluster(t *testing.T, extra ...any) ([]*redisProc, []string) {
+	t.Helper()
+	const pass = "acl-test-password"
+	backends := startCluster(t, 3)
+	urls := make([]string, len(backends))
+	for i, b := range backends {
+		ctx := testCtx(t, 5*time.Second)
+		if err := b.Client().Do(ctx, append(docACL(t, pass), extra...)...).Err(); err != nil {
+			t.Fatalf("backend %s: %v", b.Addr(), err)
+		}
+		if err := b.Client().Do(ctx, "ACL", "LOG", "RESET").Err(); err != nil {
+			t.Fatal(err)
+		}
+		urls[i] = "redis://redlock-proxy:" + pass + "@" + b.Addr()
+	}
+	return backends, urls
+}
+
 // TestDocumentedACLSuffices: two proxies over three backends whose only
 // rights are the documented ones serve native locks with fences and
 // sessions, the single-Redis dialect, a recognised release script, a
@@ -53,19 +74,7 @@ func TestDocumentedACLSuffices(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs redis-server and the proxy binary (not with -short)")
 	}
-	const pass = "acl-test-password"
-	backends := startCluster(t, 3)
-	urls := make([]string, len(backends))
-	for i, b := range backends {
-		ctx := testCtx(t, 5*time.Second)
-		if err := b.Client().Do(ctx, docACL(t, pass)...).Err(); err != nil {
-			t.Fatalf("backend %s: %v", b.Addr(), err)
-		}
-		if err := b.Client().Do(ctx, "ACL", "LOG", "RESET").Err(); err != nil {
-			t.Fatal(err)
-		}
-		urls[i] = "redis://redlock-proxy:" + pass + "@" + b.Addr()
-	}
+	backends, urls := aclCluster(t)
 	a := startProxyURLs(t, urls, "")
 	b := startProxyURLs(t, urls, "")
 	ca, cb := testkit.Dial(t, a.Addr()), testkit.Dial(t, b.Addr())
@@ -140,17 +149,7 @@ func TestACLWithoutPublishTurnsNoticesOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs redis-server and the proxy binary (not with -short)")
 	}
-	const pass = "acl-test-password"
-	backends := startCluster(t, 3)
-	urls := make([]string, len(backends))
-	for i, b := range backends {
-		acl := docACL(t, pass)
-		acl = append(acl, "-publish")
-		if err := b.Client().Do(testCtx(t, 5*time.Second), acl...).Err(); err != nil {
-			t.Fatalf("backend %s: %v", b.Addr(), err)
-		}
-		urls[i] = "redis://redlock-proxy:" + pass + "@" + b.Addr()
-	}
+	_, urls := aclCluster(t, "-publish")
 	p := startProxyURLs(t, urls, "")
 	c := testkit.Dial(t, p.Addr())
 	arr, ok := c.Do("LOCK", "acl:k", "5000").([]any)
