@@ -53,8 +53,9 @@ const maxIdlePops = 8
 // Pop waits for an element on any of req.Keys on any backend. It returns
 // ok false when the timeout passed with none, ctx's error when ctx ended
 // first or Cancel was closed (nothing is then taken from the lists:
-// what was popped meanwhile is pushed back), and ErrTooFewBackends
-// when fewer than a quorum of backends could be reached.
+// what was popped meanwhile is pushed back), ErrTooFewBackends when
+// fewer than a quorum of backends could be reached, and ErrClosed when
+// the relay shut down.
 func (r *Relay) Pop(ctx context.Context, req PopRequest) (Popped, bool, error) {
 	if r.closed.Load() {
 		return Popped{}, false, ErrClosed
@@ -99,6 +100,9 @@ wait:
 		case <-ctx.Done():
 			err = ctx.Err()
 			break wait
+		case <-r.ctx.Done(): // Shutdown: finishPop unblocks the calls
+			err = ErrClosed
+			break wait
 		case <-req.Cancel:
 			err = context.Canceled
 			break wait
@@ -107,6 +111,9 @@ wait:
 		}
 	}
 	r.bg.Go(func() { r.finishPop(req, calls, results, n-done, win) })
+	if errors.Is(err, ErrTooFewBackends) && r.closed.Load() {
+		err = ErrClosed // the backends' calls failed because Shutdown ended them
+	}
 	if err != nil {
 		return Popped{}, false, err
 	}

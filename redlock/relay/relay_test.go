@@ -326,12 +326,26 @@ func TestTrackWithoutBackendTracking(t *testing.T) {
 // TestPopEndsAtShutdown: a pop without a timeout gives up with ErrClosed
 // when the relay shuts down, and Shutdown does not wait for it.
 func TestPopEndsAtShutdown(t *testing.T) {
-	r, _, _ := newRelay(t, 3)
+	r, mrs, _ := newRelay(t, 3)
+	conns := make([]int, len(mrs))
+	for i, mr := range mrs {
+		conns[i] = mr.CurrentConnectionCount()
+	}
 	errc := make(chan error, 1)
 	go func() {
 		_, _, err := r.Pop(context.Background(), PopRequest{Keys: []string{"never"}})
 		errc <- err
 	}()
+	// The pop's connections are open: its calls are past dialling (a
+	// Shutdown before that only fails their dial).
+	testkit.Eventually(t, 10*time.Second, "the pop connected to every backend", func() bool {
+		for i, mr := range mrs {
+			if mr.CurrentConnectionCount() <= conns[i] {
+				return false
+			}
+		}
+		return true
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.Shutdown(ctx); err != nil {
