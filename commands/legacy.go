@@ -117,10 +117,20 @@ func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string) (time.Dura
 	case "PX":
 		return d.ttlIn(n, time.Millisecond)
 	case "EXAT":
-		return d.checkTTL(time.Until(time.Unix(n, 0))) // Sub saturates: no overflow
+		return d.ttlUntil(n, time.Second)
 	default: // PXAT
-		return d.checkTTL(time.Until(time.UnixMilli(n)))
+		return d.ttlUntil(n, time.Millisecond)
 	}
+}
+
+// ttlUntil is the time left until the Unix time n (in unit: time.Second or
+// time.Millisecond) on this proxy's clock, as a ttl within [min_ttl,
+// max_ttl].
+func (d *Dispatcher) ttlUntil(n int64, unit time.Duration) (time.Duration, Reply) {
+	if unit == time.Second {
+		return d.checkTTL(time.Until(time.Unix(n, 0))) // Sub saturates: no overflow
+	}
+	return d.checkTTL(time.Until(time.UnixMilli(n)))
 }
 
 // ttlIn is n units as a ttl within [min_ttl, max_ttl]. The range is checked

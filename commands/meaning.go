@@ -27,10 +27,7 @@ func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning) (time.Duration, Reply) {
 	if n <= 0 {
 		return 0, Errorf(errTTLRange, n, d.opts.MinTTL.Milliseconds(), d.opts.MaxTTL.Milliseconds())
 	}
-	if m.Unit == time.Second {
-		return d.checkTTL(time.Until(time.Unix(n, 0)))
-	}
-	return d.checkTTL(time.Until(time.UnixMilli(n)))
+	return d.ttlUntil(n, m.Unit)
 }
 
 // carryOut runs m (already selected for argv) over keys.

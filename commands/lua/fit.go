@@ -44,12 +44,14 @@ type recogniser struct {
 // absoluteUnits lists the units of the absolute expiries a script can set.
 func absoluteUnits(f facts) []time.Duration {
 	var ms, s bool
-	for _, l := range append(slices.Clone(f.compared), f.literals...) {
-		switch strings.ToUpper(l.s) {
-		case "PXAT", "PEXPIREAT":
-			ms = ms || !l.num
-		case "EXAT", "EXPIREAT":
-			s = s || !l.num
+	for _, lits := range [][]lit{f.compared, f.literals} {
+		for _, l := range lits {
+			switch strings.ToUpper(l.s) {
+			case "PXAT", "PEXPIREAT":
+				ms = ms || !l.num
+			case "EXAT", "EXPIREAT":
+				s = s || !l.num
+			}
 		}
 	}
 	ms = ms || f.commands["PEXPIREAT"]
@@ -215,8 +217,9 @@ func (r *recogniser) write() (*Meaning, error) {
 }
 
 // hypothesis fits ARGV[t] as the token and ARGV[d] as the ttl (d = 0: none;
-// at: as a Unix time in that unit), then varies every other argument over the probe values: the meaning may
-// depend on at most one of them, by exact value (a switch).
+// at: as a Unix time in that unit), then varies every other argument over
+// the probe values: the meaning may depend on at most one of them, by
+// exact value (a switch).
 func (r *recogniser) hypothesis(t, d int, at time.Duration) (*Meaning, error) {
 	def, err := r.fit(hypo{t: t, d: d, at: at}, true)
 	if def == nil {
