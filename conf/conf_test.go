@@ -569,18 +569,6 @@ func TestChanges(t *testing.T) {
 	}
 }
 
-func TestDocTableListsEveryKey(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys() {
-		if !strings.Contains(string(doc), "\n//\t"+k+" ") {
-			t.Errorf("doc.go table lacks %q", k)
-		}
-	}
-}
-
 func TestWarnings(t *testing.T) {
 	backends := func(n int) []string {
 		b := make([]string, n)

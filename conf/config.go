@@ -10,13 +10,10 @@ import (
 )
 
 // Config is the proxy's effective configuration, and the one declaration
-// of its settings: each field's tags give its HCL key (hcl), default
-// (default), bound (bound: "[lo, hi]", "(lo, hi]", ">= lo", "0 or [lo, hi]"
-// with another key allowed as an end, or "a|b" for strings; check: a named
-// check in validate.go), flag (-key-with-dashes unless flag says otherwise;
-// "-" for none), deprecated values (alias) and doc line (doc, shown by
-// -help). A setting is added by adding its field here; the daemon then
-// hands it to the constructor that uses it (cmd/redlock-proxy/daemon.go).
+// of each setting: a field whose tags give its file key (hcl), default,
+// bound (bound, or check), flag, deprecated values (alias) and help line
+// (doc). doc.go says how the tags read; adding a setting is adding a
+// field here.
 type Config struct {
 	Listen            string        `hcl:"listen,optional" default:"127.0.0.1:6380" check:"listen" doc:"host:port of the client listener; port 0: any free port, empty host: all interfaces"`
 	Backends          []string      `hcl:"backends,optional" flag:"backend" check:"backends" doc:"redis://host[:port][/db], rediss://… or host:port, at least 1 unless dev, no two on one host:port (the flag repeats and replaces the file's list)"`
