@@ -14,6 +14,7 @@ require (
 	github.com/redis/rueidis/rueidiscompat v1.0.79
 	github.com/tidwall/redcon v1.6.2
 	github.com/yuin/gopher-lua v1.1.1
+	github.com/zclconf/go-cty v1.19.0
 )
 
 require (
@@ -33,7 +34,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
-	github.com/zclconf/go-cty v1.19.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

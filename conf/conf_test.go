@@ -190,6 +190,12 @@ func TestParseErrors(t *testing.T) {
 		{"string for bool", `strict = "yes"`, []string{"strict", "bool is required"}},
 		{"string for float", `drift_factor = "x"`, []string{"drift_factor", "number is required"}},
 		{"float overflow", `drift_factor = 9e999`, []string{"drift_factor: number out of range"}},
+		// Spelt out as a string (a duration, a string key) these would take
+		// minutes and gigabytes: refused as literals.
+		{"huge number", `max_ttl = 1e99999999`, []string{"test.hcl:1:11: max_ttl: number out of range"}},
+		{"tiny number", `listen = 1e-99999999`, []string{"test.hcl:1:10: listen: number out of range"}},
+		{"huge number in a string", `listen = "${1e99999999}"`, []string{"listen: number out of range"}},
+		{"huge number in a block", "user \"u\" {\n  password = 1e99999999\n}\n", []string{"test.hcl:2:14: user.password: number out of range"}},
 		{"string for list", `backends = "a:1"`, []string{"backends", "list of string required"}},
 		{"list for string", `listen = ["a:1"]`, []string{"listen", "string required"}},
 		{"null", `log_level = null`, []string{"log_level", "null"}},

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // EnvRequirePass is the environment variable ApplyEnv reads the password from.
@@ -86,6 +87,10 @@ func Parse(src []byte, filename string, base Config) (Config, error) {
 	if diags.HasErrors() {
 		return base, diagsError(diags, nil)
 	}
+	body, _ := file.Body.(*hclsyntax.Body) // ParseHCL's body is always native syntax
+	if diags := hugeNumbers(body); diags.HasErrors() {
+		return base, diagsError(diags, body)
+	}
 	decoded := reflect.New(fileType).Elem()
 	diags = gohcl.DecodeBody(file.Body, nil, decoded.Addr().Interface())
 
@@ -116,10 +121,31 @@ func Parse(src []byte, filename string, base Config) (Config, error) {
 		}
 	}
 	if diags.HasErrors() {
-		body, _ := file.Body.(*hclsyntax.Body) // ParseHCL's body is always native syntax
 		return base, diagsError(diags, body)
 	}
 	return c, nil
+}
+
+// maxExponent bounds a number literal's binary exponent (2^1100 is about
+// 1e331, beyond float64).
+const maxExponent = 1100
+
+// hugeNumbers refuses number literals far beyond float64, such as 1e99999999:
+// HCL holds them exactly, and turning one into a string (max_ttl = 1e99999999,
+// a duration read as a string) would spell out every digit.
+func hugeNumbers(body *hclsyntax.Body) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+		lit, ok := n.(*hclsyntax.LiteralValueExpr)
+		if !ok || lit.Val.Type() != cty.Number || !lit.Val.IsKnown() || lit.Val.IsNull() {
+			return nil
+		}
+		if exp := lit.Val.AsBigFloat().MantExp(nil); exp > maxExponent || exp < -maxExponent {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "number out of range", Subject: lit.SrcRange.Ptr()})
+		}
+		return nil
+	})
+	return diags
 }
 
 // decode evaluates e (no variables, no functions) into dst with gohcl, as

@@ -71,12 +71,22 @@ var settingByKey = func() map[string]*setting {
 		}
 		m[s.key] = s
 	}
-	for _, s := range settings { // a bound may name only a key of the same type
+	// A bound may name only a key of its type, and no chain of names may
+	// come back to where it started (Validate would not end).
+	var follow func(s *setting, depth int)
+	follow = func(s *setting, depth int) {
 		for _, e := range []*endpoint{s.bound.lo, s.bound.hi} {
-			if e != nil && e.ref != "" && (m[e.ref] == nil || m[e.ref].typ != s.typ) {
-				panic("conf: " + s.key + ": bound names " + e.ref + ", not a key of its type")
+			if e == nil || e.ref == "" {
+				continue
 			}
+			if r := m[e.ref]; r == nil || r.typ != s.typ || depth > len(m) {
+				panic("conf: " + s.key + ": bound names " + e.ref + ": not a key of its type, or a cycle")
+			}
+			follow(m[e.ref], depth+1)
 		}
+	}
+	for _, s := range settings {
+		follow(s, 0)
 	}
 	return m
 }()
@@ -236,7 +246,7 @@ func (s *setting) parseBound(text string) error {
 	var err error
 	end := func(t string) *endpoint {
 		t = strings.TrimSpace(t)
-		if _, isKey := settingKeyish(t); isKey {
+		if isKeyName(t) {
 			return &endpoint{ref: t}
 		}
 		v, perr := s.parse(t)
@@ -268,10 +278,10 @@ func (s *setting) parseBound(text string) error {
 	return err
 }
 
-// settingKeyish reports text that names a key (lower case and '_')
-// rather than a value.
-func settingKeyish(t string) (string, bool) {
-	return t, t != "" && strings.Trim(t, "abcdefghijklmnopqrstuvwxyz_") == ""
+// isKeyName reports text that names a key (lower case and '_') rather
+// than a value.
+func isKeyName(t string) bool {
+	return t != "" && strings.Trim(t, "abcdefghijklmnopqrstuvwxyz_") == ""
 }
 
 // violation returns the bound that the setting's value in c breaks, or ""
