@@ -27,7 +27,7 @@ type Options struct {
 	MaxValueBytes int
 	AllowFlush    bool // FLUSHDB/FLUSHALL reach the backends
 	// CatalogOnly runs only scripts recognised as lock operations
-	// (scripts = "catalog"); otherwise eligible scripts run by vote.
+	// (scripts = "recognised"); otherwise eligible scripts run by vote.
 	CatalogOnly bool
 	// OtherDB, when not empty, says which backend uses a database other
 	// than 0 ("backend 10.0.0.7:6379 uses database 3"). Scripts that

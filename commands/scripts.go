@@ -23,8 +23,8 @@ import (
 const (
 	errNoScript = Error("NOSCRIPT No matching script. Please use EVAL.")
 	// errNotRecognised answers a script that is not a recognised lock
-	// operation when only those run (scripts = "catalog").
-	errNotRecognised = "ERR redlock-proxy runs only scripts it recognises as lock operations (scripts = \"catalog\"); this script (sha1 %s) is not one: %s. See docs/compatibility.md"
+	// operation when only those run (scripts = "recognised").
+	errNotRecognised = "ERR redlock-proxy runs only scripts it recognises as lock operations (scripts = \"recognised\"); this script (sha1 %s) is not one: %s. See docs/compatibility.md"
 	// errRefused answers a script that can run neither way.
 	errRefused = "ERR redlock-proxy cannot run this script (sha1 %s): %s. See docs/compatibility.md"
 	// errCompiling answers SCRIPT LOAD or EVAL of a text that is not Lua.

@@ -6,124 +6,37 @@ import (
 	"os"
 	"slices"
 	"strings"
-
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
+
+// The blocks of the file, decoded by gohcl from these tags (Parse). Their
+// bounds are in blocks below; doc.go lists them.
 
 // TLS is the client-facing TLS of the listener (block tls { … }).
 type TLS struct {
-	CertFile     string // PEM certificate chain
-	KeyFile      string // PEM private key
-	ClientCAFile string // when set, clients must present a certificate it signed
+	CertFile     string `hcl:"cert_file,optional"`      // PEM certificate chain
+	KeyFile      string `hcl:"key_file,optional"`       // PEM private key
+	ClientCAFile string `hcl:"client_ca_file,optional"` // when set, clients must present a certificate it signed
 }
 
 // BackendTLS is the TLS towards the backends (block backend_tls { … }); a
 // rediss:// backend URL uses it, or the system roots when it is absent.
 type BackendTLS struct {
-	CAFile             string // PEM roots to verify the backends; system roots when empty
-	CertFile           string // client certificate, for backends that require one
-	KeyFile            string
-	ServerName         string // overrides the name verified in the backend's certificate
-	InsecureSkipVerify bool   // tests only: do not verify the backend's certificate
+	CAFile             string `hcl:"ca_file,optional"`   // PEM roots to verify the backends; system roots when empty
+	CertFile           string `hcl:"cert_file,optional"` // client certificate, for backends that require one
+	KeyFile            string `hcl:"key_file,optional"`
+	ServerName         string `hcl:"server_name,optional"`          // overrides the name verified in the backend's certificate
+	InsecureSkipVerify bool   `hcl:"insecure_skip_verify,optional"` // tests only: do not verify the backend's certificate
 }
 
 // User is one proxy-level user (block user "name" { … }), separate from
 // the backends' credentials.
 type User struct {
-	Name         string
-	Password     string   // secret; or PasswordFile
-	PasswordFile string   // file whose first line is the password
-	Commands     []string // allowed commands, upper case; "*" for all
-	Keys         []string // glob patterns of the keys it may touch; "*" for all
-	Admin        bool     // may run admin commands (LOCKS, FLUSHDB, CLIENT LIST, …)
-}
-
-// blockField decodes one attribute of a block into its struct.
-type blockField[T any] func(v *T, key string, e hcl.Expression) error
-
-func blockAttr[T, F any](ptr func(*T) *F) blockField[T] {
-	return func(v *T, key string, e hcl.Expression) error {
-		x, err := decodeAs[F](key, e)
-		if err == nil {
-			*ptr(v) = x
-		}
-		return err
-	}
-}
-
-var tlsFields = map[string]blockField[TLS]{
-	"cert_file":      blockAttr(func(t *TLS) *string { return &t.CertFile }),
-	"key_file":       blockAttr(func(t *TLS) *string { return &t.KeyFile }),
-	"client_ca_file": blockAttr(func(t *TLS) *string { return &t.ClientCAFile }),
-}
-
-var backendTLSFields = map[string]blockField[BackendTLS]{
-	"ca_file":              blockAttr(func(t *BackendTLS) *string { return &t.CAFile }),
-	"cert_file":            blockAttr(func(t *BackendTLS) *string { return &t.CertFile }),
-	"key_file":             blockAttr(func(t *BackendTLS) *string { return &t.KeyFile }),
-	"server_name":          blockAttr(func(t *BackendTLS) *string { return &t.ServerName }),
-	"insecure_skip_verify": blockAttr(func(t *BackendTLS) *bool { return &t.InsecureSkipVerify }),
-}
-
-var userFields = map[string]blockField[User]{
-	"password":      blockAttr(func(u *User) *string { return &u.Password }),
-	"password_file": blockAttr(func(u *User) *string { return &u.PasswordFile }),
-	"commands":      blockAttr(func(u *User) *[]string { return &u.Commands }),
-	"keys":          blockAttr(func(u *User) *[]string { return &u.Keys }),
-	"admin":         blockAttr(func(u *User) *bool { return &u.Admin }),
-}
-
-// decodeBlock fills v from the attributes of blk; unknown attributes and
-// nested blocks are errors naming the block and the key.
-func decodeBlock[T any](blk *hclsyntax.Block, fields map[string]blockField[T], v *T) []error {
-	var errs []error
-	for _, b := range blk.Body.Blocks {
-		errs = append(errs, fmt.Errorf("conf: %s: %s: unknown block %q", pos(b.TypeRange), blk.Type, b.Type))
-	}
-	for name, a := range blk.Body.Attributes {
-		f, ok := fields[name]
-		if !ok {
-			errs = append(errs, fmt.Errorf("conf: %s: %s: unknown key %q", pos(a.NameRange), blk.Type, name))
-			continue
-		}
-		if err := f(v, blk.Type+"."+name, a.Expr); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errs
-}
-
-// decodeBlocks reads the tls, backend_tls and user blocks of a file into c.
-func decodeBlocks(c *Config, blocks hclsyntax.Blocks) []error {
-	var errs []error
-	var users []User
-	for _, blk := range blocks {
-		switch {
-		case blk.Type == "tls" && len(blk.Labels) == 0:
-			t := TLS{}
-			errs = append(errs, decodeBlock(blk, tlsFields, &t)...)
-			c.TLS = &t
-		case blk.Type == "backend_tls" && len(blk.Labels) == 0:
-			t := BackendTLS{}
-			errs = append(errs, decodeBlock(blk, backendTLSFields, &t)...)
-			c.BackendTLS = &t
-		case blk.Type == "user" && len(blk.Labels) == 1:
-			u := User{Name: blk.Labels[0]}
-			errs = append(errs, decodeBlock(blk, userFields, &u)...)
-			users = append(users, u)
-		case blk.Type == "user":
-			errs = append(errs, fmt.Errorf("conf: %s: user block needs one name: user \"alice\" { … }", pos(blk.TypeRange)))
-		case blk.Type == "tls" || blk.Type == "backend_tls":
-			errs = append(errs, fmt.Errorf("conf: %s: %s block takes no name", pos(blk.TypeRange), blk.Type))
-		default:
-			errs = append(errs, fmt.Errorf("conf: %s: unknown block %q (blocks: tls, backend_tls, user)", pos(blk.TypeRange), blk.Type))
-		}
-	}
-	if users != nil {
-		c.Users = users
-	}
-	return errs
+	Name         string   `hcl:"name,label"`
+	Password     string   `hcl:"password,optional"`      // secret; or PasswordFile
+	PasswordFile string   `hcl:"password_file,optional"` // file whose first line is the password
+	Commands     []string `hcl:"commands,optional"`      // allowed commands, upper case; "*" for all
+	Keys         []string `hcl:"keys,optional"`          // glob patterns of the keys it may touch; "*" for all
+	Admin        bool     `hcl:"admin,optional"`         // may run admin commands (LOCKS, FLUSHDB, CLIENT LIST, …)
 }
 
 // validateBlocks checks the blocks' bounds.

@@ -179,17 +179,23 @@ func TestParseErrors(t *testing.T) {
 		src  string
 		want []string // substrings of the error
 	}{
-		{"unknown key", "listen = \"a:1\"\nmax_ttll = \"1s\"\n", []string{`unknown key "max_ttll"`, "test.hcl:2:", `did you mean "max_ttl"`}},
-		{"unknown key far from any", "\n\nfrobnicate = 1\n", []string{`unknown key "frobnicate"`, "test.hcl:3:1"}},
-		{"unknown block", "nosuch {\n}\n", []string{`unknown block "nosuch"`, "test.hcl:1:1"}},
-		{"unknown key in block", "tls {\n  cert = \"x\"\n}\n", []string{`tls: unknown key "cert"`, "test.hcl:2:3"}},
-		{"user without name", "user {\n}\n", []string{"user block needs one name"}},
-		{"tls with a name", "tls \"x\" {\n}\n", []string{"tls block takes no name"}},
+		{"unknown key", "listen = \"a:1\"\nmax_ttll = \"1s\"\n", []string{`test.hcl:2:1: Unsupported argument: An argument named "max_ttll" is not expected here. Did you mean "max_ttl"?`}},
+		{"unknown key far from any", "\n\nfrobnicate = 1\n", []string{`test.hcl:3:1: Unsupported argument: An argument named "frobnicate" is not expected here.`}},
+		{"unknown block", "nosuch {\n}\n", []string{`test.hcl:1:1: Unsupported block type: Blocks of type "nosuch" are not expected here.`}},
+		{"unknown key in block", "tls {\n  cert = \"x\"\n}\n", []string{`test.hcl:2:3: tls.cert: Unsupported argument: An argument named "cert" is not expected here.`}},
+		{"user without name", "user {\n}\n", []string{"test.hcl:1:6: Missing name for user: All user blocks must have 1 labels (name)."}},
+		{"tls with a name", "tls \"x\" {\n}\n", []string{"test.hcl:1:5: Extraneous label for tls: No labels are expected for tls blocks."}},
 		{"string for int", `max_clients = "lots"`, []string{"max_clients", "number is required", "test.hcl:1:"}},
 		{"fraction for int", `max_args = 1.5`, []string{"max_args", "whole number"}},
 		{"string for bool", `strict = "yes"`, []string{"strict", "bool is required"}},
 		{"string for float", `drift_factor = "x"`, []string{"drift_factor", "number is required"}},
 		{"float overflow", `drift_factor = 9e999`, []string{"drift_factor: number out of range"}},
+		// Spelt out as a string (a duration, a string key) these would take
+		// minutes and gigabytes: refused as literals.
+		{"huge number", `max_ttl = 1e99999999`, []string{"test.hcl:1:11: max_ttl: number out of range"}},
+		{"tiny number", `listen = 1e-99999999`, []string{"test.hcl:1:10: listen: number out of range"}},
+		{"huge number in a string", `listen = "${1e99999999}"`, []string{"listen: number out of range"}},
+		{"huge number in a block", "user \"u\" {\n  password = 1e99999999\n}\n", []string{"test.hcl:2:14: user.password: number out of range"}},
 		{"string for list", `backends = "a:1"`, []string{"backends", "list of string required"}},
 		{"list for string", `listen = ["a:1"]`, []string{"listen", "string required"}},
 		{"null", `log_level = null`, []string{"log_level", "null"}},
@@ -291,7 +297,7 @@ func TestValidateBad(t *testing.T) {
 		{"auth_fail_limit zero", func(c *Config) { c.AuthFailLimit = 0 }, "auth_fail_limit", "must be >= 1"},
 		{"auth_fail_window short", func(c *Config) { c.AuthFailWindow = time.Millisecond }, "auth_fail_window", "must be >= 1s"},
 		{"auth_fail_window long", func(c *Config) { c.AuthFailWindow = 2 * time.Hour }, "auth_fail_window", "must be <= 1h"},
-		{"drift negative", func(c *Config) { c.DriftFactor = -0.01 }, "drift_factor", "[0, 0.1]"},
+		{"drift negative", func(c *Config) { c.DriftFactor = -0.01 }, "drift_factor", "drift_factor = -0.01: must be >= 0"},
 		{"drift big", func(c *Config) { c.DriftFactor = 0.2 }, "drift_factor", "drift_factor = 0.2"},
 		{"min_ttl small", func(c *Config) { c.MinTTL = time.Microsecond }, "min_ttl", "must be >= 1ms"},
 		{"min_ttl negative", func(c *Config) { c.MinTTL = -time.Second }, "min_ttl", "must be >= 1ms"},
@@ -565,18 +571,6 @@ func TestChanges(t *testing.T) {
 	for _, ch := range got {
 		if strings.Contains(ch.Old+ch.New, "secret") || strings.Contains(ch.Old+ch.New, "other") {
 			t.Fatalf("change leaks a secret: %+v", ch)
-		}
-	}
-}
-
-func TestDocTableListsEveryKey(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys() {
-		if !strings.Contains(string(doc), "\n//\t"+k+" ") {
-			t.Errorf("doc.go table lacks %q", k)
 		}
 	}
 }

@@ -9,63 +9,76 @@ import (
 	"time"
 )
 
-// Config is the proxy's effective configuration. Each key's default,
-// decoding, display and bound are declared once, in settings (keys.go);
-// doc.go has the table of keys and bounds.
+// Config is the proxy's effective configuration, and the one declaration
+// of each setting: a field whose tags give its file key (hcl), default,
+// bound (bound, or check), flag, deprecated values (alias) and help line
+// (doc). doc.go says how the tags read; adding a setting is adding a
+// field here.
 type Config struct {
-	Listen            string        // host:port of the client listener
-	Backends          []string      // redis://host:port[/db], rediss://…, or host:port
-	Dev               bool          // five embedded in-process backends
-	NodeTimeout       time.Duration // per backend call (also capped at 5% of the ttl)
-	DriftFactor       float64       // clock drift allowed per unit of ttl
-	MinTTL            time.Duration // the shortest ttl accepted
-	MaxTTL            time.Duration // the longest ttl accepted; sets the restart quarantine
-	DefaultTTL        time.Duration // the lease of lock writes that carry no expiry (0: none)
-	MaxWait           time.Duration // the longest LOCK … WAIT
-	MaxHold           time.Duration // SESSION locks stop renewing after this
-	LogLevel          string        // trace|debug|info|warn|error
-	LogFormat         string        // text|json
-	MaxClients        int           // client connections at once
-	IdleTimeout       time.Duration // idle clients are closed after this (0: never)
-	WriteTimeout      time.Duration // deadline for each write to a client
-	ShutdownTimeout   time.Duration // graceful drain on SIGTERM
-	Strict            bool          // refuse to start on backend problems
-	ProtectedMode     bool          // with no password, loopback clients only
-	AllowFlush        bool          // FLUSHDB/FLUSHALL reach the backends
-	Scripts           string        // vote|catalog: what runs besides the recognised lock scripts
-	StartupQuarantine bool          // backends younger than max_ttl do not vote at start
-	HealthInterval    time.Duration // backend probes (run_id, clock, loading, down)
-	DownAfter         int           // consecutive failures that mark a backend down
-	RequirePass       string        // secret; never shown by String or GoString
-	RequirePassFile   string        // file whose first line is the password
-	AuthFailLimit     int           // failed AUTHs per client network …
-	AuthFailWindow    time.Duration // … within this window, then AUTH is refused until it passes
-	MaxArgs           int           // arguments per command (after AUTH)
-	MaxBulkBytes      int           // bytes per argument (after AUTH)
-	MaxInlineBytes    int           // bytes per inline command line
-	MaxKeyBytes       int           // bytes per key
-	MaxValueBytes     int           // bytes per lock token / value
-	MaxPipeline       int           // commands in flight per client connection
-	Announce          string        // host:port clients reach this proxy at, for the tier ("": from listen)
-	ServiceName       string        // the master name the SENTINEL commands answer for
-	MetricsListen     string        // host:port of /metrics, /healthz, /readyz ("": off)
-	TLS               *TLS          // nil: plaintext clients (block tls { … })
-	BackendTLS        *BackendTLS   // nil: rediss:// backends verify with system roots
-	Users             []User        // proxy-level users (blocks user "name" { … })
+	Listen            string        `hcl:"listen,optional" default:"127.0.0.1:6380" check:"listen" doc:"host:port of the client listener; port 0: any free port, empty host: all interfaces"`
+	Backends          []string      `hcl:"backends,optional" flag:"backend" check:"backends" doc:"redis://host[:port][/db], rediss://… or host:port, at least 1 unless dev, no two on one host:port (the flag repeats and replaces the file's list)"`
+	Dev               bool          `hcl:"dev,optional" default:"false" doc:"five embedded in-process backends; configured backends are then ignored (not for production)"`
+	NodeTimeout       time.Duration `hcl:"node_timeout,optional" default:"50ms" bound:"(0, 10s]" doc:"deadline of each backend call (also capped at 5% of the ttl)"`
+	DriftFactor       float64       `hcl:"drift_factor,optional" default:"0.01" bound:"[0, 0.1]" doc:"clock drift allowed per unit of ttl"`
+	MinTTL            time.Duration `hcl:"min_ttl,optional" default:"10ms" bound:"[1ms, 24h]" doc:"the shortest ttl accepted"`
+	MaxTTL            time.Duration `hcl:"max_ttl,optional" default:"60s" bound:"[min_ttl, 24h]" doc:"the longest ttl accepted; a restarted backend does not vote for this long (the flag also lowers default_ttl to it)"`
+	DefaultTTL        time.Duration `hcl:"default_ttl,optional" default:"30s" bound:"0 or [min_ttl, max_ttl]" doc:"the lease of lock writes that carry no expiry (0: none, warned)"`
+	MaxWait           time.Duration `hcl:"max_wait,optional" default:"10s" bound:"[0, 5m]" doc:"the longest LOCK … WAIT"`
+	MaxHold           time.Duration `hcl:"max_hold,optional" default:"1h" bound:"[1s, 168h]" doc:"SESSION locks stop renewing after this"`
+	LogLevel          string        `hcl:"log_level,optional" default:"info" bound:"trace|debug|info|warn|error" doc:"log level"`
+	LogFormat         string        `hcl:"log_format,optional" default:"text" bound:"text|json" doc:"log format"`
+	MaxClients        int           `hcl:"max_clients,optional" default:"10000" bound:"[1, 1000000]" doc:"client connections at once"`
+	IdleTimeout       time.Duration `hcl:"idle_timeout,optional" default:"5m" bound:">= 0" doc:"idle clients are closed after this (0: never)"`
+	WriteTimeout      time.Duration `hcl:"write_timeout,optional" default:"10s" bound:"(0, 5m]" doc:"deadline of each write to a client"`
+	ShutdownTimeout   time.Duration `hcl:"shutdown_timeout,optional" default:"10s" bound:"(0, 10m]" doc:"graceful drain on SIGTERM"`
+	Strict            bool          `hcl:"strict,optional" default:"false" doc:"refuse to start on backend problems that are otherwise warnings"`
+	ProtectedMode     bool          `hcl:"protected_mode,optional" default:"true" doc:"with no password, accept loopback clients only"`
+	AllowFlush        bool          `hcl:"allow_flush,optional" default:"false" doc:"let FLUSHDB/FLUSHALL reach the backends and delete every lock"`
+	Scripts           string        `hcl:"scripts,optional" default:"vote" bound:"vote|recognised" alias:"catalog=recognised" doc:"scripts not recognised as lock operations run by vote on every backend (vote), or are refused (recognised)"`
+	StartupQuarantine bool          `hcl:"startup_quarantine,optional" default:"true" doc:"backends whose uptime is below max_ttl plus drift do not vote at start"`
+	HealthInterval    time.Duration `hcl:"health_interval,optional" default:"1s" bound:"[10ms, 1m]" doc:"backend probes: run_id, clock, loading, down"`
+	DownAfter         int           `hcl:"down_after,optional" default:"3" bound:"[1, 1000]" doc:"consecutive failures that mark a backend down"`
+	RequirePass       string        `hcl:"requirepass,optional" flag:"-" secret:"true" doc:"the default user's password; never logged, never a flag (or REDLOCK_PROXY_REQUIREPASS)"`
+	RequirePassFile   string        `hcl:"requirepass_file,optional" doc:"file whose first line is the password; not together with requirepass"`
+	AuthFailLimit     int           `hcl:"auth_fail_limit,optional" default:"10" bound:"[1, 100000]" doc:"failed AUTHs per client network (IPv4 address, IPv6 /64) …"`
+	AuthFailWindow    time.Duration `hcl:"auth_fail_window,optional" default:"10s" bound:"[1s, 1h]" doc:"… within this window; then AUTH is refused until it passes"`
+	MaxArgs           int           `hcl:"max_args,optional" default:"1024" bound:"[16, 1048576]" doc:"arguments per command (after AUTH)"`
+	MaxBulkBytes      int           `hcl:"max_bulk_bytes,optional" default:"1048576" bound:"[4096, 536870912]" doc:"bytes per argument (after AUTH)"`
+	MaxInlineBytes    int           `hcl:"max_inline_bytes,optional" default:"65536" bound:"[1024, 1048576]" doc:"bytes per inline command line"`
+	MaxKeyBytes       int           `hcl:"max_key_bytes,optional" default:"1024" bound:"[1, max_bulk_bytes]" doc:"bytes per key"`
+	MaxValueBytes     int           `hcl:"max_value_bytes,optional" default:"4096" bound:"[1, max_bulk_bytes]" doc:"bytes per lock token or value"`
+	MaxPipeline       int           `hcl:"max_pipeline,optional" default:"1024" bound:"[1, 1048576]" doc:"commands in flight per client connection; then the proxy stops reading it"`
+	Announce          string        `hcl:"announce,optional" check:"announce" doc:"host:port (not a wildcard host) clients reach this proxy at, announced to the tier; empty: listen's address, or none (warned) when listen is a wildcard"`
+	ServiceName       string        `hcl:"service_name,optional" default:"redlock" check:"service_name" doc:"the master name the SENTINEL commands answer for: 1 to 128 printable ASCII characters, no spaces"`
+	MetricsListen     string        `hcl:"metrics_listen,optional" check:"metrics_listen" doc:"host:port of /metrics, /healthz and /readyz over HTTP, not listen's address (empty: off)"`
+
+	TLS        *TLS        `hcl:"tls,block"`         // nil: plaintext clients (block tls { … })
+	BackendTLS *BackendTLS `hcl:"backend_tls,block"` // nil: rediss:// backends verify with system roots
+	Users      []User      `hcl:"user,block"`        // proxy-level users (blocks user "name" { … })
 }
 
-// Default returns the built-in defaults (settings, keys.go). Backends is
-// empty, so Default alone fails Validate on that key only: a deployment
-// names its backends (or sets dev = true); there is no implicit localhost
+// Values of the scripts setting.
+const (
+	ScriptsVote       = "vote"       // scripts not recognised run by vote on every backend
+	ScriptsRecognised = "recognised" // only recognised scripts run; the rest are refused
+)
+
+// Default returns the defaults of the settings' tags. Backends is empty,
+// so Default alone fails Validate on that key only: a deployment names
+// its backends (or sets dev = true); there is no implicit localhost
 // backend to mask a missing one.
 func Default() Config {
 	var c Config
 	for _, s := range settings {
-		if s.setDefault != nil {
-			s.setDefault(&c)
-		}
+		s.value(&c).Set(s.def)
 	}
 	return c
+}
+
+// RecognisedScriptsOnly reports scripts = "recognised" (or its deprecated
+// alias "catalog"): only scripts recognised as lock operations run.
+func (c Config) RecognisedScriptsOnly() bool {
+	return settingByKey["scripts"].canonical(&c) == ScriptsRecognised
 }
 
 // String renders the effective configuration on one line of key=value pairs
@@ -193,6 +206,11 @@ func (c Config) Warnings() []string {
 	}
 	if c.IdleTimeout == 0 {
 		w = append(w, "idle_timeout = 0: idle client connections are never closed")
+	}
+	for _, s := range settings {
+		if v := s.value(&c).String(); s.aliases[v] != "" {
+			w = append(w, fmt.Sprintf("%s = %q is deprecated: it means %s = %q; write that", s.key, v, s.key, s.aliases[v]))
+		}
 	}
 	return w
 }

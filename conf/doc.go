@@ -1,33 +1,63 @@
 // Package conf holds the proxy's configuration: the Config struct, its
-// defaults, the HCL config file, the environment, and the checks that make a
-// Config safe to serve with.
+// defaults, the HCL config file, the environment, the flags, and the checks
+// that make a Config safe to serve with.
 //
 // # Precedence
 //
 // Later sources override earlier ones:
 //
-//	defaults (Default) < file (LoadFile) < environment (ApplyEnv) < flags
+//	defaults (Default) < file (LoadFile) < environment (ApplyEnv) < flags (Flags.Apply)
 //
-// Flags are parsed and applied by cmd/redlock-proxy, the only place that
-// touches argv, the environment and os.Exit; this package never reads
-// os.Environ itself. The expected order in main is
+// cmd/redlock-proxy is the only place that touches argv, the environment
+// and os.Exit; this package never reads os.Environ itself. Main declares
+// the settings' flags with NewFlags and builds the configuration with
+// Load, which runs
 //
-//	cfg := conf.Default()
-//	cfg, err = conf.LoadFile(path, cfg)   // if -config is given
-//	cfg.ApplyEnv(os.LookupEnv)
-//	// apply flags that were set
-//	err = cfg.ResolveSecrets()
-//	err = cfg.Validate()
-//	logger.Info("config", "config", cfg.String()); for _, w := range cfg.Warnings() { logger.Warn(w) }
+//	Default → LoadFile (if -config) → ApplyEnv(os.LookupEnv) → Flags.Apply → ResolveSecrets → Validate
+//
+// and the daemon logs cfg.String() and each of cfg.Warnings() at start.
+//
+// # One declaration per setting
+//
+// Each setting is one field of Config, and its tags are all there is to
+// it; settings.go reads them once, at start. For example
+//
+//	MaxTTL time.Duration `hcl:"max_ttl,optional" default:"60s" bound:"[min_ttl, 24h]" doc:"…"`
+//
+// The tags:
+//
+//	hcl      its key in the file, which gohcl decodes
+//	default  its value when nothing sets it (none: the zero value)
+//	bound    what Validate enforces and -help shows: "[lo, hi]", "(lo, hi]", ">= lo" or
+//	         "0 or [lo, hi]" for numbers and durations, where an end may name another
+//	         key of the same type ("[1, max_bulk_bytes]"); "a|b|c" for strings
+//	check    instead of bound, a function of validate.go's checks, for what an
+//	         interval cannot say (addresses, backend URLs)
+//	flag     the flag's name when it is not the key with dashes (-max-ttl);
+//	         "-" for none (the password stays out of argv)
+//	alias    deprecated values and what they stand for ("catalog=recognised"),
+//	         accepted and warned at start
+//	secret   "true": shown as <set> or <unset>, never as it is
+//	doc      the line -help prints
+//
+// Adding a setting is adding its field to Config: its file key, flag,
+// default, bound, help line and place in String and Changes follow. Then
+// the daemon hands the field to the one constructor that uses it
+// (cmd/redlock-proxy/daemon.go), and a setting that SIGHUP may change gets
+// a case in cmd/redlock-proxy/reload.go. The table of keys, defaults and
+// bounds is Config itself; `redlock-proxy -help` prints it.
 //
 // # The file
 //
-// The file is HCL. Keys present replace the value from the layer below; keys
-// absent leave it. An unknown key or block is an error naming the key and its
-// file:line:col; a value of the wrong type is an error naming the key.
-// Durations are Go duration strings ("50ms", "30s", "1h"); "0" (or the
-// number 0) is zero. HCL converts between strings and numbers where it can,
-// so max_clients = "100" is accepted, max_clients = "many" is not.
+// The file is HCL, decoded with gohcl. Keys present replace the value from
+// the layer below; keys absent leave it. An unknown key or block is hcl's
+// error, at its file:line:col, with "Did you mean …?" when a known name is
+// close; a value of the wrong type is an error naming the key
+// ("tls.cert_file" inside a block). Problems come one per place, in file
+// order, ten at most. Durations are Go duration strings ("50ms", "30s",
+// "1h"); "0" (or the number 0) is zero. HCL converts between strings and
+// numbers where it can, so max_clients = "100" is accepted, max_clients =
+// "many" is not.
 //
 //	listen       = "127.0.0.1:6380"
 //	backends     = ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]
@@ -35,62 +65,8 @@
 //	max_ttl      = "60s"
 //	requirepass_file = "/etc/redlock-proxy/password"
 //
-// # Secrets
-//
-// The password comes, best first, from REDLOCK_PROXY_REQUIREPASS, from
-// requirepass_file (first line, trailing "\r\n" removed), or from requirepass
-// in the file. The environment variable, when set and non-empty, replaces
-// both file keys. Setting requirepass and requirepass_file together is an
-// error. String and GoString show the password only as <set>/<unset> and
-// replace credentials in backend URLs by "xxxxx"; validation errors redact
-// backend URLs the same way.
-//
-// # Keys, defaults and bounds
-//
-//	key               default          bound
-//	listen            127.0.0.1:6380   host:port, port in [0, 65535] (0 = any free port; empty host = all interfaces)
-//	backends          []               at least 1 unless dev; each redis://host[:port][/db], rediss://… or host:port;
-//	                                   port in [1, 65535] (default 6379); no query string; no two on the same host:port
-//	dev               false            five embedded in-process backends; configured backends are then ignored (warned)
-//	node_timeout      50ms             (0, 10s]
-//	drift_factor      0.01             [0, 0.1]
-//	min_ttl           10ms             [1ms, 24h]
-//	max_ttl           60s              [min_ttl, 24h]
-//	default_ttl       30s              0 (no expiry, warned) or [min_ttl, max_ttl]
-//	max_wait          10s              [0, 5m]
-//	max_hold          1h               [1s, 168h]
-//	log_level         info             trace | debug | info | warn | error
-//	log_format        text             text | json
-//	max_clients       10000            [1, 1000000]
-//	idle_timeout      5m               >= 0 (0 = never)
-//	write_timeout     10s              (0, 5m]
-//	shutdown_timeout  10s              (0, 10m]
-//	strict            false            refuse to start on backend problems that are otherwise warnings
-//	protected_mode    true             with no password, accept loopback clients only
-//	allow_flush       false            let clients flush lock state
-//	startup_quarantine true            backends with uptime < max_ttl+drift do not vote at start
-//	health_interval   1s               [10ms, 1m]          backend probes: run_id, clock, loading, down
-//	down_after        3                [1, 1000]           consecutive failures that mark a backend down
-//	requirepass       ""               any; never logged
-//	requirepass_file  ""               readable file with a non-empty first line; not together with requirepass
-//	auth_fail_limit   10               [1, 100000]         failed AUTHs per client network (IPv4 address, IPv6 /64) …
-//	auth_fail_window  10s              [1s, 1h]            … within this window; then AUTH is refused until it passes
-//	max_args          1024             [16, 1048576]       arguments per command (after AUTH)
-//	max_bulk_bytes    1048576          [4096, 536870912]   bytes per argument (after AUTH)
-//	max_inline_bytes  65536            [1024, 1048576]     bytes per inline command line
-//	max_key_bytes     1024             [1, max_bulk_bytes]
-//	max_value_bytes   4096             [1, max_bulk_bytes] lock tokens and values
-//	scripts           vote             vote or catalog: scripts not recognised as lock operations run by vote on every backend, or are refused
-//	max_pipeline      1024             [1, 1048576] commands in flight per client connection; then the proxy stops reading it
-//	announce          ""               "" or host:port (not a wildcard host), port in [1, 65535]: how clients
-//	                                   reach this proxy, announced to the tier; "" = listen's address, or
-//	                                   none (warned) when listen is a wildcard
-//	service_name      redlock          1 to 128 printable ASCII characters, no spaces: the master name the
-//	                                   SENTINEL commands answer for; proxies of one service see each other
-//	metrics_listen    ""               "" (off) or host:port, port in [0, 65535], not listen's address;
-//	                                   serves /metrics (Prometheus), /healthz and /readyz over HTTP
-//
-// Blocks:
+// Blocks, each a Go struct with hcl tags decoded by gohcl (blocks.go), with
+// its bounds in validator.blocks:
 //
 //	tls { cert_file key_file [client_ca_file] }
 //	    client-facing TLS; with client_ca_file, clients need a certificate it signed
@@ -101,8 +77,20 @@
 //	    proxy-level users, separate from backend credentials; passwords are
 //	    never shown by String, GoString or Validate
 //
-// Durations reject negatives. Validate reports every broken bound as a
-// *ValidationError ("conf: max_ttl = 48h: must be <= 24h").
+// Validate reports every broken bound as a *ValidationError naming the key,
+// its value and the bound ("conf: max_ttl = 48h: must be <= 24h"); a bound
+// set by another key names it ("must be <= max_bulk_bytes 8192"), unless
+// that key is broken itself, so that one bad value gives one error.
+//
+// # Secrets
+//
+// The password comes, best first, from REDLOCK_PROXY_REQUIREPASS, from
+// requirepass_file (first line, trailing "\r\n" removed), or from requirepass
+// in the file; never from a flag. The environment variable, when set and
+// non-empty, replaces both file keys. Setting requirepass and
+// requirepass_file together is an error. String and GoString show the
+// password only as <set>/<unset> and replace credentials in backend URLs by
+// "xxxxx"; validation errors redact backend URLs the same way.
 //
 // # Reload
 //

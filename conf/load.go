@@ -4,14 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/zclconf/go-cty/cty/convert"
-	"github.com/zclconf/go-cty/cty/gocty"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // EnvRequirePass is the environment variable ApplyEnv reads the password from.
@@ -19,6 +21,28 @@ const EnvRequirePass = "REDLOCK_PROXY_REQUIREPASS"
 
 // maxFileErrors caps how many problems one file reports.
 const maxFileErrors = 10
+
+// Load builds the effective configuration: the defaults, the file at
+// path (when not ""), the environment through lookup (main passes
+// os.LookupEnv), the flags given (flags may be nil); then it reads the
+// password files and validates the result.
+func Load(path string, lookup func(string) (string, bool), flags *Flags) (Config, error) {
+	c := Default()
+	if path != "" {
+		var err error
+		if c, err = LoadFile(path, c); err != nil {
+			return c, err
+		}
+	}
+	c.ApplyEnv(lookup)
+	if flags != nil {
+		flags.Apply(&c)
+	}
+	if err := c.ResolveSecrets(); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
 
 // LoadFile reads an HCL file over base: keys present in the file replace
 // base's values, absent keys keep them.
@@ -30,52 +54,128 @@ func LoadFile(path string, base Config) (Config, error) {
 	return Parse(src, path, base)
 }
 
+// fileType is Config as gohcl decodes a file into it: the same hcl tags,
+// each setting's field an *hcl.Attribute (nil when the file does not set
+// it, so that base's value stays), each block as Config declares it.
+// gohcl checks the file against it: unknown keys and blocks (with "Did
+// you mean"), labels, duplicates. Each present attribute's value is then
+// decoded by gohcl into its Config field, a duration through its string.
+var fileType = func() reflect.Type {
+	t := reflect.TypeFor[Config]()
+	var fields []reflect.StructField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("hcl")
+		if tag == "" {
+			continue
+		}
+		if _, kind, _ := strings.Cut(tag, ","); kind == "optional" {
+			f.Type = reflect.TypeFor[*hcl.Attribute]()
+		}
+		f.Tag = reflect.StructTag(`hcl:"` + tag + `"`)
+		f.Index, f.Offset = nil, 0
+		fields = append(fields, f)
+	}
+	return reflect.StructOf(fields)
+}()
+
 // Parse is LoadFile over bytes; filename is used in messages. On error it
 // returns base unchanged and every problem found (up to ten), each naming
 // the position and, where there is one, the key.
 func Parse(src []byte, filename string, base Config) (Config, error) {
 	file, diags := hclparse.NewParser().ParseHCL(src, filename)
 	if diags.HasErrors() {
-		return base, diagsError(diags, "")
+		return base, diagsError(diags, nil)
 	}
-	body, ok := file.Body.(*hclsyntax.Body)
-	if !ok { // ParseHCL always yields native syntax; guard anyway.
-		return base, fmt.Errorf("conf: %s: unsupported config syntax", filename)
+	body, _ := file.Body.(*hclsyntax.Body) // ParseHCL's body is always native syntax
+	if diags := hugeNumbers(body); diags.HasErrors() {
+		return base, diagsError(diags, body)
 	}
+	decoded := reflect.New(fileType).Elem()
+	diags = gohcl.DecodeBody(file.Body, nil, decoded.Addr().Interface())
 
-	var errs []error
 	c := base
 	c.Backends = slices.Clone(base.Backends) // never alias the caller's slice
-	errs = append(errs, decodeBlocks(&c, body.Blocks)...)
-	attrs := make([]*hclsyntax.Attribute, 0, len(body.Attributes))
-	for _, a := range body.Attributes {
-		attrs = append(attrs, a)
-	}
-	slices.SortFunc(attrs, func(a, b *hclsyntax.Attribute) int {
-		return a.NameRange.Start.Byte - b.NameRange.Start.Byte
-	})
-
-	for _, a := range attrs {
-		f, ok := settingByKey[a.Name]
-		if !ok {
-			msg := fmt.Sprintf("conf: %s: unknown key %q", pos(a.NameRange), a.Name)
-			if s := suggest(a.Name); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
+	for i := range fileType.NumField() {
+		f, v := fileType.Field(i), decoded.Field(i)
+		switch x := v.Interface().(type) {
+		case *hcl.Attribute:
+			if x != nil {
+				s := settingByKey[x.Name]
+				diags = append(diags, s.decode(x.Expr, s.value(&c))...)
 			}
-			errs = append(errs, errors.New(msg))
-			continue
-		}
-		if err := f.decode(&c, a.Name, a.Expr); err != nil {
-			errs = append(errs, err)
+		case *TLS:
+			if x != nil {
+				c.TLS = x
+			}
+		case *BackendTLS:
+			if x != nil {
+				c.BackendTLS = x
+			}
+		case []User:
+			if len(x) > 0 {
+				c.Users = x
+			}
+		default:
+			panic("conf: field " + f.Name + " is neither a setting nor a known block")
 		}
 	}
-	if len(errs) > 0 {
-		if len(errs) > maxFileErrors {
-			errs = append(errs[:maxFileErrors], fmt.Errorf("conf: %s: %d more errors", filename, len(errs)-maxFileErrors))
-		}
-		return base, errors.Join(errs...)
+	if diags.HasErrors() {
+		return base, diagsError(diags, body)
 	}
 	return c, nil
+}
+
+// maxExponent bounds a number literal's binary exponent (2^1100 is about
+// 1e331, beyond float64).
+const maxExponent = 1100
+
+// hugeNumbers refuses number literals far beyond float64, such as 1e99999999:
+// HCL holds them exactly, and turning one into a string (max_ttl = 1e99999999,
+// a duration read as a string) would spell out every digit.
+func hugeNumbers(body *hclsyntax.Body) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+		lit, ok := n.(*hclsyntax.LiteralValueExpr)
+		if !ok || lit.Val.Type() != cty.Number || !lit.Val.IsKnown() || lit.Val.IsNull() {
+			return nil
+		}
+		if exp := lit.Val.AsBigFloat().MantExp(nil); exp > maxExponent || exp < -maxExponent {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "number out of range", Subject: lit.SrcRange.Ptr()})
+		}
+		return nil
+	})
+	return diags
+}
+
+// decode evaluates e (no variables, no functions) into dst with gohcl, as
+// HCL converts ("5" is a number, 5 is a string); a duration is a string
+// in Go syntax, and "0" or 0 is zero. Signs are kept: Validate rejects
+// negatives with the bound.
+func (s *setting) decode(e hcl.Expression, dst reflect.Value) hcl.Diagnostics {
+	if s.typ != durationType {
+		v := reflect.New(s.typ)
+		diags := gohcl.DecodeExpression(e, nil, v.Interface())
+		for _, d := range diags {
+			if s.typ.Kind() == reflect.Float64 && strings.Contains(d.Detail, "between") {
+				d.Detail = "number out of range" // cty spells out ±MaxFloat64 in full
+			}
+		}
+		if !diags.HasErrors() {
+			dst.Set(v.Elem())
+		}
+		return diags
+	}
+	var text string
+	if diags := gohcl.DecodeExpression(e, nil, &text); diags.HasErrors() {
+		return diags
+	}
+	v, err := s.parse(text)
+	if err != nil {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: err.Error(), Subject: e.Range().Ptr()}}
+	}
+	dst.Set(v)
+	return nil
 }
 
 // keys returns the HCL keys a config file may set, sorted.
@@ -88,94 +188,69 @@ func keys() []string {
 	return keys
 }
 
-// decodeAs evaluates e (no variables, no functions) and converts it to T
-// with HCL's usual conversions ("5" is a number, 5 is a string). It does what
-// gohcl.DecodeExpression does; gohcl itself is not imported because it pulls
-// in hclwrite and its go-cmp dependency, which go.sum does not hold.
-func decodeAs[T any](key string, e hcl.Expression) (T, error) {
-	var v T
-	val, diags := e.Value(nil)
-	if diags.HasErrors() {
-		return v, diagsError(diags, key)
-	}
-	ty, err := gocty.ImpliedType(&v)
-	if err != nil {
-		panic("conf: unsuitable decode target: " + err.Error())
-	}
-	if val, err = convert.Convert(val, ty); err == nil {
-		err = gocty.FromCtyValue(val, &v)
-	}
-	if err != nil {
-		msg := err.Error()
-		if _, isFloat := any(v).(float64); isFloat && strings.Contains(msg, "between") {
-			msg = "number out of range" // cty spells out ±MaxFloat64 in full
-		}
-		return v, fmt.Errorf("conf: %s: %s: %s", pos(e.StartRange()), key, msg)
-	}
-	return v, nil
-}
-
-// diagsError turns HCL diagnostics into one error per problem, each
-// "conf: file:line:col: [key: ]text".
-func diagsError(diags hcl.Diagnostics, key string) error {
+// diagsError turns HCL diagnostics into one error per problem, in file
+// order, at most maxFileErrors, each "conf: file:line:col: [key: ]text".
+// The key is the attribute the problem lies in ("tls.cert_file"), found
+// in body, unless the text names it already.
+func diagsError(diags hcl.Diagnostics, body *hclsyntax.Body) error {
+	diags = slices.DeleteFunc(slices.Clone(diags), func(d *hcl.Diagnostic) bool { return d.Severity != hcl.DiagError })
+	slices.SortStableFunc(diags, func(a, b *hcl.Diagnostic) int { return start(a) - start(b) })
 	var errs []error
-	for _, d := range diags {
-		if d.Severity != hcl.DiagError {
-			continue
+	for i, d := range diags {
+		if i > 0 && d.Subject != nil && start(diags[i-1]) == start(d) {
+			continue // one problem per place: "Variables not allowed", not also "value must be known"
 		}
-		where := ""
+		where, text := "", d.Summary
+		switch {
+		case d.Summary == "Unsuitable value type": // the detail says which
+			text = strings.TrimPrefix(d.Detail, "Unsuitable value: ")
+		case d.Detail != "":
+			text += ": " + d.Detail
+		}
 		if d.Subject != nil {
 			where = pos(*d.Subject) + ": "
-		}
-		text := d.Summary
-		if d.Detail != "" {
-			text = d.Summary + ": " + d.Detail
-		}
-		if key != "" {
-			text = key + ": " + text
+			if key := keyAt(body, *d.Subject, ""); key != "" && !strings.Contains(text, strconv.Quote(key)) {
+				text = key + ": " + text
+			}
 		}
 		errs = append(errs, errors.New("conf: "+where+text))
 	}
+	if n := len(errs) - maxFileErrors; n > 0 {
+		errs = append(errs[:maxFileErrors], fmt.Errorf("conf: %d more errors", n))
+	}
 	return errors.Join(errs...)
+}
+
+// start is where a diagnostic's subject starts in its file (-1: nowhere).
+func start(d *hcl.Diagnostic) int {
+	if d.Subject == nil {
+		return -1
+	}
+	return d.Subject.Start.Byte
+}
+
+// keyAt names the attribute of body whose text holds r: "max_ttl", or
+// "tls.cert_file" inside a block; "" when none does.
+func keyAt(body *hclsyntax.Body, r hcl.Range, prefix string) string {
+	if body == nil {
+		return ""
+	}
+	for name, a := range body.Attributes {
+		if a.SrcRange.ContainsOffset(r.Start.Byte) {
+			return prefix + name
+		}
+	}
+	for _, b := range body.Blocks {
+		if b.Range().ContainsOffset(r.Start.Byte) {
+			return keyAt(b.Body, r, prefix+b.Type+".")
+		}
+	}
+	return ""
 }
 
 // pos renders the start of r as file:line:col.
 func pos(r hcl.Range) string {
 	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
-}
-
-// suggest returns the known key closest to name, if it is close enough to be
-// a likely typo.
-func suggest(name string) string {
-	best, bestDist := "", 3
-	for _, s := range settings {
-		k := s.key
-		if d := editDistance(name, k); d < bestDist || (d == bestDist && best != "" && k < best) {
-			best, bestDist = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // ApplyEnv overrides c from the environment through lookup (main passes

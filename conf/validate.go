@@ -4,36 +4,25 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
-	"time"
 )
 
-// Absolute bounds; doc.go has them as a table.
-const (
-	maxNodeTimeout     = 10 * time.Second
-	maxDriftFactor     = 0.1
-	minTTLFloor        = time.Millisecond
-	maxTTLCeiling      = 24 * time.Hour
-	maxMaxWait         = 5 * time.Minute
-	minMaxHold         = time.Second
-	maxMaxHold         = 7 * 24 * time.Hour
-	maxMaxClients      = 1_000_000
-	maxWriteTimeout    = 5 * time.Minute
-	maxShutdownTimeout = 10 * time.Minute
-	minMaxArgs         = 16
-	maxMaxArgs         = 1 << 20
-	minMaxBulkBytes    = 4096
-	maxMaxBulkBytes    = 512 << 20
-	minMaxInlineBytes  = 1024
-	maxMaxInlineBytes  = 1 << 20
-	maxMaxPipeline     = 1 << 20
-)
-
-var (
-	logLevels  = []string{"trace", "debug", "info", "warn", "error"}
-	logFormats = []string{"text", "json"}
-)
+// checks are the bounds an interval or a list cannot say, named by a
+// field's check tag.
+var checks = map[string]func(c *Config, v *validator){
+	"listen":       func(c *Config, v *validator) { v.listen(c.Listen) },
+	"backends":     func(c *Config, v *validator) { v.backends(c.Backends, c.Dev) },
+	"announce":     func(c *Config, v *validator) { v.announce(c.Announce) },
+	"service_name": func(c *Config, v *validator) { v.serviceName(c.ServiceName) },
+	"metrics_listen": func(c *Config, v *validator) {
+		if c.MetricsListen != "" && v.hostPort("metrics_listen", c.MetricsListen) &&
+			c.MetricsListen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
+			v.fail("metrics_listen", strconv.Quote(c.MetricsListen), "must differ from listen")
+		}
+	},
+}
 
 // ValidationError names the offending key, its value as configured (strings
 // quoted, passwords redacted) and the bound it broke.
@@ -53,8 +42,14 @@ func (e *ValidationError) Error() string {
 func (c Config) Validate() error {
 	v := &validator{}
 	for _, s := range settings {
-		if s.check != nil {
-			s.check(&c, v)
+		if s.bound.check != nil {
+			s.bound.check(&c, v)
+		} else if bound := s.violation(&c); bound != "" {
+			shown := s.show(&c, true)
+			if s.typ.Kind() == reflect.String {
+				shown = strconv.Quote(s.value(&c).String())
+			}
+			v.fail(s.key, shown, bound)
 		}
 	}
 	v.blocks(c)
@@ -71,57 +66,6 @@ type validator struct{ errs []error }
 
 func (v *validator) fail(key, value, bound string) {
 	v.errs = append(v.errs, &ValidationError{Key: key, Value: value, Bound: bound})
-}
-
-// durAbove checks d in (lo, hi].
-func (v *validator) durAbove(key string, d, lo, hi time.Duration) {
-	switch {
-	case d <= lo:
-		v.fail(key, fmtDuration(d), "must be > "+fmtDuration(lo))
-	case d > hi:
-		v.fail(key, fmtDuration(d), "must be <= "+fmtDuration(hi))
-	}
-}
-
-// durWithin checks d in [lo, hi]; loName/hiName ("min_ttl ") say when a
-// bound comes from another key. hi = MaxInt64 means unbounded above.
-func (v *validator) durWithin(key string, d, lo time.Duration, loName string, hi time.Duration, hiName string) {
-	switch {
-	case d < lo:
-		v.fail(key, fmtDuration(d), "must be >= "+loName+fmtDuration(lo))
-	case d > hi:
-		v.fail(key, fmtDuration(d), "must be <= "+hiName+fmtDuration(hi))
-	}
-}
-
-// withinBulk checks a key or value limit: at least 1, at most
-// max_bulk_bytes when that is valid itself (so one bad value gives one
-// error), else at most its own bound.
-func (v *validator) withinBulk(key string, n, bulk int) {
-	if bulk >= minMaxBulkBytes && bulk <= maxMaxBulkBytes {
-		v.intWithin(key, n, 1, bulk, "max_bulk_bytes ")
-		return
-	}
-	v.intWithin(key, n, 1, maxMaxBulkBytes, "")
-}
-
-// intWithin checks n in [lo, hi]; hiName says when hi comes from another key.
-func (v *validator) intWithin(key string, n, lo, hi int, hiName string) {
-	switch {
-	case n < lo:
-		v.fail(key, strconv.Itoa(n), "must be >= "+strconv.Itoa(lo))
-	case n > hi:
-		v.fail(key, strconv.Itoa(n), "must be <= "+hiName+strconv.Itoa(hi))
-	}
-}
-
-func (v *validator) oneOf(key, s string, allowed []string) {
-	for _, a := range allowed {
-		if s == a {
-			return
-		}
-	}
-	v.fail(key, strconv.Quote(s), "must be one of "+strings.Join(allowed, ", "))
 }
 
 func (v *validator) listen(s string) {

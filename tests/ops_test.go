@@ -381,7 +381,7 @@ metrics_listen = "127.0.0.1:9121"
 
 	for _, tc := range []struct{ name, src, want string }{
 		{"bound", "backends = [\"a:1\"]\nmax_ttl = \"48h\"\n", "max_ttl = 48h: must be <= 24h"},
-		{"unknown key", "backends = [\"a:1\"]\nmetrics_listn = \":1\"\n", `unknown key "metrics_listn"`},
+		{"unknown key", "backends = [\"a:1\"]\nmetrics_listn = \":1\"\n", `key.hcl:2:1: Unsupported argument: An argument named "metrics_listn" is not expected here. Did you mean "metrics_listen"?`},
 		{"metrics_listen", "backends = [\"a:1\"]\nmetrics_listen = \"nope\"\n", "metrics_listen"},
 		{"tls files", "backends = [\"a:1\"]\ntls {\n  cert_file = \"" + filepath.Join(dir, "no-cert.pem") + "\"\n  key_file = \"" + filepath.Join(dir, "no-key.pem") + "\"\n}\n", "no-cert.pem"},
 	} {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"strings"
 	"syscall"
 
 	"github.com/redlock-proxy/redlock-proxy/conf"
@@ -20,25 +19,13 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-// backendFlags collects repeated -backend flags.
-type backendFlags []string
-
-func (b *backendFlags) String() string     { return strings.Join(*b, ",") }
-func (b *backendFlags) Set(v string) error { *b = append(*b, v); return nil }
-
 func run(args []string) int {
 	fs := flag.NewFlagSet("redlock-proxy", flag.ContinueOnError)
 	configFile := fs.String("config", "", "HCL configuration `file`")
-	listen := fs.String("listen", "", "listen `address` (default 127.0.0.1:6380)")
-	var backends backendFlags
-	fs.Var(&backends, "backend", "backend `URL` or host:port (repeatable; replaces the file's list)")
-	dev := fs.Bool("dev", false, "serve with five embedded in-process backends (no Redis needed; not for production)")
-	logLevel := fs.String("log-level", "", "trace|debug|info|warn|error")
-	logFormat := fs.String("log-format", "", "text|json")
-	maxTTL := fs.Duration("max-ttl", 0, "longest lock ttl accepted")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	checkConfig := fs.String("check-config", "", "load `file` (with the environment and flags) and its TLS files, validate, print the effective config and exit: 0 ok, 2 invalid")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `file` until shutdown (diagnostics)")
+	settings := conf.NewFlags(fs) // one flag per setting: -listen, -backend, -max-ttl, …
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -49,38 +36,7 @@ func run(args []string) int {
 
 	// load builds the effective config: defaults < file < environment <
 	// flags. It runs at start and again on SIGHUP.
-	load := func(file string) (conf.Config, error) {
-		cfg := conf.Default()
-		if file != "" {
-			var err error
-			if cfg, err = conf.LoadFile(file, cfg); err != nil {
-				return cfg, err
-			}
-		}
-		cfg.ApplyEnv(os.LookupEnv)
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "listen":
-				cfg.Listen = *listen
-			case "backend":
-				cfg.Backends = backends
-			case "dev":
-				cfg.Dev = *dev
-			case "log-level":
-				cfg.LogLevel = *logLevel
-			case "log-format":
-				cfg.LogFormat = *logFormat
-			case "max-ttl":
-				// A smaller max_ttl brings the default ttl down with it.
-				cfg.MaxTTL = *maxTTL
-				cfg.DefaultTTL = min(cfg.DefaultTTL, cfg.MaxTTL)
-			}
-		})
-		if err := cfg.ResolveSecrets(); err != nil {
-			return cfg, err
-		}
-		return cfg, cfg.Validate()
-	}
+	load := func(file string) (conf.Config, error) { return conf.Load(file, os.LookupEnv, settings) }
 	if *checkConfig != "" {
 		cfg, err := load(*checkConfig)
 		if err == nil {
