@@ -372,8 +372,11 @@ func (c *checker) attr(e *ast.AttrGetExpr, ctx ctxKind) {
 		c.fail(e.Line(), "string.dump is not available to scripts run by vote")
 		return
 	}
-	if c.r.global(e.Object, "os") && key != nil && key.Value == "clock" && ctx != cTarget {
-		return // os.clock is the one os function Redis keeps
+	if c.r.global(e.Object, "os") && key != nil && key.Value == "clock" {
+		// Redis 7.2 keeps os.clock (7.0 has no os at all): each backend's
+		// own processor time, which no two backends share.
+		c.fail(e.Line(), "os.clock reads each backend's own processor time, so the backends would answer differently")
+		return
 	}
 	obj := cIndexed
 	if ctx == cTarget {

@@ -98,6 +98,8 @@
 //     EXISTS, TYPE, TOUCH, read-only TIME, PUBLISH and SPUBLISH) with a
 //     string literal, or with ARGV[n]; then Vote.ArgCommands lists n and
 //     Vote.CheckArgv checks the name and its key arguments for each call.
+//     The list holds no command whose answer is each backend's own given
+//     the same data (ownAnswer: random picks, unordered replies, cursors).
 //   - Every key argument (by the command's key positions: first, last and
 //     step as in Redis's key specs, numkeys counts) comes from KEYS:
 //     KEYS[i] for any i, a loop variable over ipairs/pairs(KEYS),
@@ -113,7 +115,7 @@
 //     arguments to "0" and the model's SELECT 0 does nothing.
 //   - KEYS and ARGV are only read: indexed, measured, iterated, unpacked.
 //     The redis table and redis.call are only called. No load, loadstring,
-//     dofile, require, setfenv, getfenv, _G, debug, io, os (but os.clock),
+//     dofile, require, setfenv, getfenv, _G, debug, io, os (os.clock too),
 //     string.dump, redis.setresp or other redis fields; no goto (Lua 5.2);
 //     no while or repeat loop on a constant without break, return or error.
 //   - Anything the analysis cannot follow (a command name computed or taken
