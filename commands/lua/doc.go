@@ -116,8 +116,12 @@
 //   - KEYS and ARGV are only read: indexed, measured, iterated, unpacked.
 //     The redis table and redis.call are only called. No load, loadstring,
 //     dofile, require, setfenv, getfenv, _G, debug, io, os (os.clock too),
-//     string.dump, redis.setresp or other redis fields; no goto (Lua 5.2);
-//     no while or repeat loop on a constant without break, return or error.
+//     string.dump, redis.setresp or other redis fields; no goto (Lua 5.2).
+//   - Every loop has a bound the analysis sees (loops.go): no while or
+//     repeat loop; a numeric for over literals, lengths and ARGV numbers
+//     (Vote.CheckArgv checks those on each run), with a literal step; a
+//     for … in over ipairs, pairs, next or string.gmatch of a table the
+//     body does not add to; no recursion.
 //   - Anything the analysis cannot follow (a command name computed or taken
 //     from a table, a key from a table field or a function's result) is
 //     refused, with the line and the reason.
@@ -134,6 +138,6 @@
 // instructions and two seconds in all. A script that exhausts a run's
 // budget on a probe is refused: on a backend it would block or exhaust
 // memory just the same. Only scripts the model can run (string and expiry
-// commands, or none) are tried; a slow script using hashes or lists runs
-// by vote and is bounded by the backends' own busy-script limit.
+// commands, or none) are tried. Redis never stops a script by itself; a
+// script by vote is bounded here only by the loop rules above.
 package lua

@@ -39,8 +39,9 @@ type Vote struct {
 	// SELECT; CheckArgv requires each to be "0".
 	SelectArgs []int
 
-	sites   []argSite
-	selects []selectSite
+	sites    []argSite
+	selects  []selectSite
+	loopArgs []loopArg
 }
 
 // argSite is a call whose command name is ARGV[n].
@@ -53,12 +54,16 @@ type argSite struct {
 
 // CheckArgv checks the arguments of one run: every ARGV element passed to
 // SELECT must be "0" (also for a recognised script, before the proxy
-// carries out its meaning); and for every call that takes its command name
+// carries out its meaning); every ARGV element that bounds a loop must be
+// a number of at most loopArgMax (loops.go); and for every call that takes its command name
 // from ARGV, the name must be Allowed and that command's key arguments
 // must come from KEYS. A command name ARGV does not supply is left to
 // Redis (the call fails there).
 func (v *Vote) CheckArgv(argv []string) *Problem {
 	if p := v.checkSelects(argv); p != nil {
+		return p
+	}
+	if p := v.checkLoopArgs(argv); p != nil {
 		return p
 	}
 	for _, s := range v.sites {
