@@ -106,7 +106,11 @@
 //     unpack(KEYS), a local or a parameter of a local function that only
 //     ever receives such values, or a concatenation with a KEYS element in
 //     it (KEYS[1] .. ':' .. ARGV[1]; Vote.DerivedKeys). A numkeys count
-//     that is not a literal makes every later argument a key.
+//     that is not a literal makes every later argument a key. So
+//     Vote.Reach(keys) bounds every key a run may touch: the declared
+//     keys, and the keys starting with a declared key or with one of
+//     Vote.KeyPrefixes followed by one; what orders or gates the script
+//     (a pipeline plan, a key gate) must cover that.
 //   - SELECT only with 0: the literal 0, or an ARGV element (directly,
 //     through tonumber or a local) that Vote.CheckArgv requires to be "0"
 //     on every run (Vote.SelectArgs); Vote.Selects tells the caller to
