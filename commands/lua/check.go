@@ -34,6 +34,7 @@ type checker struct {
 	facts   facts
 	line    int         // of the statement being checked
 	seen    map[lit]int // 1 seen, 2 seen compared
+	bounds  map[*binding]*boundOf
 }
 
 // ctxKind is where an expression's value goes.
@@ -497,7 +498,7 @@ func checkStatic(chunk []ast.Stmt) (*Vote, *Problem, facts, *resolver) {
 	r.stmts(chunk)
 	r.pop()
 	r.solve()
-	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}}
+	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}, bounds: map[*binding]*boundOf{}}
 	c.stmts(chunk)
 	if line := recursion(chunk, r); line != 0 {
 		c.fail(line, "a function may call itself here, directly or through others: recursion has no bound the analysis can see, and could hold every backend")

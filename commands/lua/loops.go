@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -88,8 +89,8 @@ func (c *checker) loop(s ast.Stmt) {
 			}
 			step = math.Abs(v)
 		}
-		from, ok1 := c.bound(s.Init, 0)
-		to, ok2 := c.bound(s.Limit, 0)
+		from, ok1 := c.bound(s.Init)
+		to, ok2 := c.bound(s.Limit)
 		if !ok1 || !ok2 {
 			c.fail(s.Line(), "%s", noBound("the loop's start or limit has no bound the analysis can see"))
 			return
@@ -103,7 +104,7 @@ func (c *checker) loop(s ast.Stmt) {
 			c.fail(s.Line(), "%s", noBound("the loop's iterator is not ipairs, pairs, next or string.gmatch"))
 			return
 		}
-		if t != nil && c.grows(s.Stmts, t) {
+		if t != nil && c.grows(s, t) {
 			c.fail(s.Line(), "%s", noBound("the loop adds to the table it walks"))
 		}
 	}
@@ -125,13 +126,16 @@ func literalNumber(e ast.Expr) (float64, bool) {
 	return 0, false
 }
 
+// boundOf is a local's bound, once worked out (busy while it is).
+type boundOf struct {
+	v        float64
+	ok, busy bool
+}
+
 // bound is the largest absolute value e may take as a loop bound (a length
 // counts 0: it is bounded by what exists), or false. ARGV elements it reads
 // are noted for CheckArgv.
-func (c *checker) bound(e ast.Expr, depth int) (float64, bool) {
-	if depth > 16 {
-		return 0, false
-	}
+func (c *checker) bound(e ast.Expr) (float64, bool) {
 	if v, ok := literalNumber(e); ok {
 		return math.Abs(v), true
 	}
@@ -139,13 +143,13 @@ func (c *checker) bound(e ast.Expr, depth int) (float64, bool) {
 	case *ast.UnaryLenOpExpr:
 		return 0, true
 	case *ast.UnaryMinusOpExpr:
-		return c.bound(e.Expr, depth+1)
+		return c.bound(e.Expr)
 	case *ast.ArithmeticOpExpr:
 		if e.Operator != "+" && e.Operator != "-" {
 			return 0, false
 		}
-		l, ok1 := c.bound(e.Lhs, depth+1)
-		r, ok2 := c.bound(e.Rhs, depth+1)
+		l, ok1 := c.bound(e.Lhs)
+		r, ok2 := c.bound(e.Rhs)
 		return l + r, ok1 && ok2
 	case *ast.AttrGetExpr:
 		if p := c.r.exprProv(e); p.kind == pArg {
@@ -157,42 +161,52 @@ func (c *checker) bound(e ast.Expr, depth int) (float64, bool) {
 			return 0, false
 		}
 		if c.r.global(e.Func, "tonumber") || c.libCall(e.Func, "math", "floor", "abs") {
-			return c.bound(e.Args[0], depth+1)
+			return c.bound(e.Args[0])
 		}
 		if c.libCall(e.Func, "math", "ceil") {
-			v, ok := c.bound(e.Args[0], depth+1)
+			v, ok := c.bound(e.Args[0])
 			return v + 1, ok
 		}
 	case *ast.IdentExpr:
-		b := c.r.uses[e]
-		if b == nil {
-			return 0, false
+		if b := c.r.uses[e]; b != nil {
+			return c.localBound(b)
 		}
-		var srcs []ast.Expr
-		for i, s := range b.sources {
-			if i == 0 && b.forRange != nil {
-				continue // the loop's own srcOther
-			}
-			if s.kind != srcExpr {
-				return 0, false
-			}
-			srcs = append(srcs, s.expr)
-		}
-		srcs = append(srcs, b.forRange...)
-		if len(srcs) == 0 {
-			return 0, false
-		}
-		m := 0.0
-		for _, s := range srcs {
-			v, ok := c.bound(s, depth+1)
-			if !ok {
-				return 0, false
-			}
-			m = max(m, v)
-		}
-		return m, true
 	}
 	return 0, false
+}
+
+// localBound is the bound of every value a local may hold (none when it
+// depends on itself: n = n + 1).
+func (c *checker) localBound(b *binding) (float64, bool) {
+	if m := c.bounds[b]; m != nil {
+		return m.v, m.ok && !m.busy
+	}
+	m := &boundOf{busy: true}
+	c.bounds[b] = m
+	defer func() { m.busy = false }()
+	if b.anon || (b.owner != nil && b.owner.escaped) {
+		return 0, false // a parameter of a function called from anywhere
+	}
+	srcs := slices.Clone(b.forRange)
+	for i, s := range b.sources {
+		switch {
+		case i == 0 && b.forRange != nil:
+			// the loop's own srcOther
+		case s.kind != srcExpr:
+			return 0, false
+		default:
+			srcs = append(srcs, s.expr)
+		}
+	}
+	for _, s := range srcs {
+		v, ok := c.bound(s)
+		if !ok {
+			return 0, false
+		}
+		m.v = max(m.v, v)
+	}
+	m.ok = len(srcs) > 0
+	return m.v, m.ok
 }
 
 // libCall reports whether f is lib.name (for one of names) of the global
@@ -224,8 +238,9 @@ func (c *checker) iterated(es []ast.Expr) (*binding, bool) {
 		switch {
 		case !ok:
 			return nil, false
-		case call.Func == nil:
-			return nil, call.Method == "gmatch"
+		case call.Func == nil: // s:gmatch(p), on a string (not a table's own gmatch)
+			k := c.r.exprProv(call.Receiver).kind
+			return nil, call.Method == "gmatch" && (k == pArg || k == pLit || k == pKey || k == pDerived)
 		case c.libCall(call.Func, "string", "gmatch"):
 			return nil, true
 		case (c.r.global(call.Func, "ipairs") || c.r.global(call.Func, "pairs")) && len(call.Args) == 1:
@@ -244,16 +259,23 @@ func (c *checker) iterated(es []ast.Expr) (*binding, bool) {
 	return c.local(t), true
 }
 
-// grows reports whether stmts may add to the table held by t: an
-// assignment to t[…], or t passed to table.insert or rawset. (Through
-// another name the analysis does not see it.)
-func (c *checker) grows(stmts []ast.Stmt, t *binding) bool {
+// grows reports whether the body of loop may add to the table held by t:
+// an assignment to t[…] (but to t[k] for the loop's own key k, which
+// changes a field that exists), or t passed to
+// table.insert or rawset. (Through another name the analysis does not see
+// it.)
+func (c *checker) grows(loop *ast.GenericForStmt, t *binding) bool {
+	ownKey := func(e ast.Expr) bool {
+		id, ok := e.(*ast.IdentExpr)
+		b := c.r.uses[id]
+		return ok && b != nil && b.name == loop.Names[0] && len(b.sources) == 1 && b.sources[0].kind == srcOther
+	}
 	found := false
-	walk(stmts, func(n any) {
+	walk(loop.Stmts, func(n any) {
 		switch n := n.(type) {
 		case *ast.AssignStmt:
 			for _, l := range n.Lhs {
-				if a, ok := l.(*ast.AttrGetExpr); ok && c.local(a.Object) == t {
+				if a, ok := l.(*ast.AttrGetExpr); ok && c.local(a.Object) == t && !ownKey(a.Key) {
 					found = true
 				}
 			}
