@@ -325,7 +325,12 @@ func recursion(chunk []ast.Stmt, r *resolver) int {
 		}
 		return nil
 	}
-	metatables := false
+	metatables := false // setmetatable is reached: any operation may call a function
+	walk(chunk, func(n any) {
+		if id, ok := n.(*ast.IdentExpr); ok && id.Value == "setmetatable" && r.uses[id] == nil {
+			metatables = true
+		}
+	})
 	// calls adds the edges of one function's body (main: the chunk).
 	calls := func(from *ast.FunctionExpr, body []ast.Stmt) {
 		walkTree(body, func(n any, _ int) (ast.Expr, action) {
@@ -340,7 +345,6 @@ func recursion(chunk []ast.Stmt, r *resolver) int {
 				switch f := n.Func.(type) {
 				case *ast.IdentExpr:
 					lib = r.uses[f] == nil && libraries[f.Value]
-					metatables = metatables || (r.uses[f] == nil && f.Value == "setmetatable")
 				case *ast.AttrGetExpr:
 					id, ok := f.Object.(*ast.IdentExpr)
 					lib = ok && r.uses[id] == nil && libraries[id.Value]

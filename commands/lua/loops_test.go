@@ -36,6 +36,7 @@ func TestUnboundedLoopsRefused(t *testing.T) {
 		{"mutual recursion", "local g\nlocal function f(n) return g(n) end\ng = function(n) return f(n) end\nreturn f(1)", 2, "may call itself"},
 		{"recursion through a table field", "local t = {}\nt.f = function(n) return t.f(n) end\nreturn t.f(1)", 2, "may call itself"},
 		{"recursion through pcall", "local function f(n) return pcall(f, n) end\nreturn f(1)", 1, "may call itself"},
+		{"recursion through a metatable set through a local", "local set = setmetatable\nlocal t = set({}, {__index = function(t, k) return t[k] end})\nreturn t.x", 2, "may call itself"},
 		{"recursion through a metatable", "local t = setmetatable({}, {__index = function(t, k) return t[k] end})\nreturn t.x", 1, "may call itself"},
 	}
 	for _, c := range cases {
