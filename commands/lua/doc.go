@@ -23,18 +23,19 @@
 // it touches no key outside Vote.Reach(keys); calls only commands of the
 // allow-list, none of which answers differently on two backends holding
 // the same data; selects no database but 0; loads no code and leaves KEYS,
-// ARGV and the redis table as they are; and every loop it runs has a bound
-// (loops.go), and no function calls itself. The analysis is
-// flow-insensitive: it assumes every assignment may reach every use, so it
-// refuses some scripts that would behave, never the other way round.
+// ARGV and the redis table as they are; every loop it runs has a bound
+// (loops.go; but for a loop over a table that the body grows through
+// another name than the one walked, which is not seen); and no function
+// calls itself. The analysis is flow-insensitive: it assumes every
+// assignment may reach every use, so it refuses some scripts that would
+// behave, never the other way round.
 //
 // Not covered, for a script by vote: how long the bounded loops take
 // together (nested loops multiply; string.rep, format widths and patterns
-// cost what their arguments make them cost; a table grown through another
-// name than the one a loop walks); reading the clock (TIME, TTL: each
-// backend's own, trusted to agree within Redlock's drift); orders that
-// come from addresses (tables keyed by tables or functions, tostring of
-// either), which differ between backends.
+// cost what their arguments make them cost); reading the clock (TIME,
+// TTL: each backend's own, trusted to agree within Redlock's drift);
+// orders that come from addresses (tables keyed by tables or functions,
+// tostring of either), which differ between backends.
 //
 // For a recognised script (Meaning not nil): in every probe world (below)
 // the script leaves every key as the meaning does and answers as the
