@@ -313,95 +313,13 @@ func closeLong(s string, i, n int) int {
 // syntax tree, or 0. The prescan bounds brackets and blocks; this also
 // catches long left-associative chains (a.b.c…, 1+1+…), which the analysis
 // and the compiler walk recursively.
-func tooDeep(chunk []ast.Stmt) int {
-	line := 0
-	var stmts func([]ast.Stmt, int) bool
-	var expr func(ast.Expr, int) bool
-	exprs := func(es []ast.Expr, d int) bool {
-		for _, e := range es {
-			if expr(e, d) {
-				return true
-			}
+func tooDeep(chunk []ast.Stmt) (line int) {
+	walkTree(chunk, func(n any, d int) (ast.Expr, action) {
+		if d > maxLevels+1 {
+			line = n.(ast.PositionHolder).Line()
+			return nil, walkStop
 		}
-		return false
-	}
-	expr = func(e ast.Expr, d int) bool {
-		if e == nil {
-			return false
-		}
-		if d > maxLevels {
-			line = e.Line()
-			return true
-		}
-		d++
-		switch e := e.(type) {
-		case *ast.AttrGetExpr:
-			return expr(e.Object, d) || expr(e.Key, d)
-		case *ast.TableExpr:
-			for _, f := range e.Fields {
-				if expr(f.Key, d) || expr(f.Value, d) {
-					return true
-				}
-			}
-		case *ast.FuncCallExpr:
-			return expr(e.Func, d) || expr(e.Receiver, d) || exprs(e.Args, d)
-		case *ast.LogicalOpExpr:
-			return expr(e.Lhs, d) || expr(e.Rhs, d)
-		case *ast.RelationalOpExpr:
-			return expr(e.Lhs, d) || expr(e.Rhs, d)
-		case *ast.StringConcatOpExpr:
-			return expr(e.Lhs, d) || expr(e.Rhs, d)
-		case *ast.ArithmeticOpExpr:
-			return expr(e.Lhs, d) || expr(e.Rhs, d)
-		case *ast.UnaryMinusOpExpr:
-			return expr(e.Expr, d)
-		case *ast.UnaryNotOpExpr:
-			return expr(e.Expr, d)
-		case *ast.UnaryLenOpExpr:
-			return expr(e.Expr, d)
-		case *ast.FunctionExpr:
-			return stmts(e.Stmts, d)
-		}
-		return false
-	}
-	stmts = func(ss []ast.Stmt, d int) bool {
-		if d > maxLevels && len(ss) > 0 {
-			line = ss[0].Line()
-			return true
-		}
-		d++
-		for _, s := range ss {
-			var deep bool
-			switch s := s.(type) {
-			case *ast.AssignStmt:
-				deep = exprs(s.Lhs, d) || exprs(s.Rhs, d)
-			case *ast.LocalAssignStmt:
-				deep = exprs(s.Exprs, d)
-			case *ast.FuncCallStmt:
-				deep = expr(s.Expr, d)
-			case *ast.DoBlockStmt:
-				deep = stmts(s.Stmts, d)
-			case *ast.WhileStmt:
-				deep = expr(s.Condition, d) || stmts(s.Stmts, d)
-			case *ast.RepeatStmt:
-				deep = expr(s.Condition, d) || stmts(s.Stmts, d)
-			case *ast.IfStmt:
-				deep = expr(s.Condition, d) || stmts(s.Then, d) || stmts(s.Else, d)
-			case *ast.NumberForStmt:
-				deep = expr(s.Init, d) || expr(s.Limit, d) || expr(s.Step, d) || stmts(s.Stmts, d)
-			case *ast.GenericForStmt:
-				deep = exprs(s.Exprs, d) || stmts(s.Stmts, d)
-			case *ast.FuncDefStmt:
-				deep = expr(s.Name.Func, d) || expr(s.Name.Receiver, d) || expr(s.Func, d)
-			case *ast.ReturnStmt:
-				deep = exprs(s.Exprs, d)
-			}
-			if deep {
-				return true
-			}
-		}
-		return false
-	}
-	stmts(chunk, 0)
+		return nil, walkOn
+	})
 	return line
 }

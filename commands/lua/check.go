@@ -34,6 +34,7 @@ type checker struct {
 	facts   facts
 	line    int         // of the statement being checked
 	seen    map[lit]int // 1 seen, 2 seen compared
+	bounds  map[*binding]*boundOf
 }
 
 // ctxKind is where an expression's value goes.
@@ -137,15 +138,11 @@ func (c *checker) stmt(s ast.Stmt) {
 	case *ast.DoBlockStmt:
 		c.stmts(s.Stmts)
 	case *ast.WhileStmt:
-		if constTruth(s.Condition) == 1 && !c.exits(s.Stmts, true) {
-			c.fail(s.Line(), "this loop never ends (no break, return or error in it); it would block every backend")
-		}
+		c.loop(s)
 		c.expr(s.Condition, cValue, nil)
 		c.stmts(s.Stmts)
 	case *ast.RepeatStmt:
-		if constTruth(s.Condition) == -1 && !c.exits(s.Stmts, true) {
-			c.fail(s.Line(), "this loop never ends (no break, return or error in it); it would block every backend")
-		}
+		c.loop(s)
 		c.stmts(s.Stmts)
 		c.expr(s.Condition, cValue, nil)
 	case *ast.IfStmt:
@@ -153,6 +150,7 @@ func (c *checker) stmt(s ast.Stmt) {
 		c.stmts(s.Then)
 		c.stmts(s.Else)
 	case *ast.NumberForStmt:
+		c.loop(s)
 		c.expr(s.Init, cValue, nil)
 		c.expr(s.Limit, cValue, nil)
 		if s.Step != nil {
@@ -160,6 +158,7 @@ func (c *checker) stmt(s ast.Stmt) {
 		}
 		c.stmts(s.Stmts)
 	case *ast.GenericForStmt:
+		c.loop(s)
 		for _, e := range s.Exprs {
 			c.expr(e, cValue, nil)
 		}
@@ -178,62 +177,6 @@ func (c *checker) stmt(s ast.Stmt) {
 	case *ast.LabelStmt, *ast.GotoStmt:
 		c.fail(s.Line(), "goto and labels are Lua 5.2; Redis runs Lua 5.1")
 	}
-}
-
-// constTruth is 1 for a constant true condition, -1 for a constant false
-// one, 0 otherwise.
-func constTruth(e ast.Expr) int {
-	switch e.(type) {
-	case *ast.TrueExpr, *ast.NumberExpr, *ast.StringExpr:
-		return 1
-	case *ast.FalseExpr, *ast.NilExpr:
-		return -1
-	}
-	return 0
-}
-
-// exits reports whether a loop body may leave the loop: a break at its own
-// level (top), a return, or a call of error or assert anywhere in it.
-func (c *checker) exits(stmts []ast.Stmt, top bool) bool {
-	for _, s := range stmts {
-		switch s := s.(type) {
-		case *ast.BreakStmt:
-			if top {
-				return true
-			}
-		case *ast.ReturnStmt:
-			return true
-		case *ast.DoBlockStmt:
-			if c.exits(s.Stmts, top) {
-				return true
-			}
-		case *ast.IfStmt:
-			if c.exits(s.Then, top) || c.exits(s.Else, top) {
-				return true
-			}
-		case *ast.WhileStmt:
-			if c.exits(s.Stmts, false) {
-				return true
-			}
-		case *ast.RepeatStmt:
-			if c.exits(s.Stmts, false) {
-				return true
-			}
-		case *ast.NumberForStmt:
-			if c.exits(s.Stmts, false) {
-				return true
-			}
-		case *ast.GenericForStmt:
-			if c.exits(s.Stmts, false) {
-				return true
-			}
-		case *ast.FuncCallStmt:
-			if call, ok := s.Expr.(*ast.FuncCallExpr); ok && (c.r.global(call.Func, "error") || c.r.global(call.Func, "assert")) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // bind checks e, whose value is assigned to the binding to (nil: not a
@@ -372,8 +315,11 @@ func (c *checker) attr(e *ast.AttrGetExpr, ctx ctxKind) {
 		c.fail(e.Line(), "string.dump is not available to scripts run by vote")
 		return
 	}
-	if c.r.global(e.Object, "os") && key != nil && key.Value == "clock" && ctx != cTarget {
-		return // os.clock is the one os function Redis keeps
+	if c.r.global(e.Object, "os") && key != nil && key.Value == "clock" {
+		// Redis 7.2 keeps os.clock (7.0 has no os at all): each backend's
+		// own processor time, which no two backends share.
+		c.fail(e.Line(), "os.clock reads each backend's own processor time, so the backends would answer differently")
+		return
 	}
 	obj := cIndexed
 	if ctx == cTarget {
@@ -552,8 +498,11 @@ func checkStatic(chunk []ast.Stmt) (*Vote, *Problem, facts, *resolver) {
 	r.stmts(chunk)
 	r.pop()
 	r.solve()
-	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}}
+	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}, bounds: map[*binding]*boundOf{}}
 	c.stmts(chunk)
+	if line := recursion(chunk, r); line != 0 {
+		c.fail(line, "a function may call itself here, directly or through others: recursion has no bound the analysis can see, and could hold every backend")
+	}
 	seen := map[int]bool{}
 	for _, s := range c.vote.sites {
 		if !seen[s.n] {

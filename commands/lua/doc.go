@@ -16,6 +16,41 @@
 // requires the vote rules to hold), for when the proxy runs in a mode that
 // does not use meanings.
 //
+// # What the analysis is sound for, and what it is not
+//
+// For a script by vote (Vote not nil), on every run, whatever KEYS, ARGV
+// and the data, provided the script also passes CheckArgv for that ARGV:
+// it touches no key outside Vote.Reach(keys); calls only commands of the
+// allow-list, none of which answers differently on two backends holding
+// the same data; selects no database but 0; loads no code and leaves KEYS,
+// ARGV and the redis table as they are; every loop it runs has a bound
+// (loops.go; but for a loop over a table that the body grows through
+// another name than the one walked, which is not seen); and no function
+// calls itself. The analysis is flow-insensitive: it assumes every
+// assignment may reach every use, so it refuses some scripts that would
+// behave, never the other way round.
+//
+// Not covered, for a script by vote: how long the bounded loops take
+// together (nested loops multiply; string.rep, format widths and patterns
+// cost what their arguments make them cost); reading the clock (TIME,
+// TTL: each backend's own, trusted to agree within Redlock's drift);
+// orders that come from addresses (tables keyed by tables or functions,
+// tostring of either), which differ between backends.
+//
+// For a recognised script (Meaning not nil): in every probe world (below)
+// the script leaves every key as the meaning does and answers as the
+// meaning does. Not proven: behaviour on inputs no probe reaches (a branch
+// on a value the script computes rather than names as a literal, such as
+// ARGV[3] > "m", a hash of the token, a length other than a literal one;
+// key counts above 17; interactions of three or more arguments), and on
+// keys without expiry (probe keys that exist always have a ttl, as the
+// proxy's own locks do). A script written to act as a lock on ordinary
+// inputs and otherwise on rare ones is recognised as the lock.
+//
+// For both: the analysis parses and runs scripts with gopher-lua, not
+// Redis's Lua 5.1; the two differ in corners (float formatting,
+// `local f = function` seeing itself), which a script could exploit.
+//
 // # Recognition: by behaviour, not by text
 //
 // The catalog matched exact bytes, so a space after a comma lost a script.
@@ -62,7 +97,7 @@
 // are recognised as reads: the proxy answers them with EvalRead, which
 // runs the script itself against a model filled with a quorum's view.
 //
-// # Where recognition is safe, and where it is not
+// # How recognition stays safe
 //
 // The proxy executes the meaning, never the script, so a mistake means the
 // client gets the meaning's effect where its script would have done
@@ -71,22 +106,11 @@
 // implements, on any path, reached or not (a TYPE check guarding an HDEL
 // is never recognised); touch only declared keys, never keys built by
 // concatenation; read ARGV only by literal index (at most 6); and raise no
-// error and exhaust no budget in any probe. Within that, what holds is:
-// on every probe world the script behaves exactly as the meaning. What is
-// not proven is behaviour on inputs no probe reaches: a branch on a value
-// the script computes rather than names as a literal (an ordering
-// comparison such as ARGV[3] > "m", a hash of the token, lengths other
-// than literal ones), key counts above 17, and interactions between three
-// or more arguments. Such a script has to be written to act as a lock on
-// ordinary inputs and otherwise on rare ones. The sandbox is gopher-lua,
-// not Redis's Lua 5.1: the two differ in corners (float formatting,
-// `local f = function` seeing itself), which a script could exploit in the
-// same way. Probe keys that exist always have a ttl, as keys written by
-// the proxy's lock operations do: a script that treats a key without
-// expiry specially (redis-py's extend answers 0 for one) is recognised by
-// what it does with keys that have a ttl. Multi-key meanings are
-// all-or-nothing per backend, as redlock's are: a script that sets keys
-// one by one and stops at the first taken one is not recognised.
+// error and exhaust no budget in any probe. A script that treats a key
+// without expiry specially (redis-py's extend answers 0 for one) is
+// recognised by what it does with keys that have a ttl. Multi-key meanings
+// are all-or-nothing per backend, as redlock's are: a script that sets
+// keys one by one and stops at the first taken one is not recognised.
 //
 // # Eligibility to run by vote
 //
@@ -98,13 +122,19 @@
 //     EXISTS, TYPE, TOUCH, read-only TIME, PUBLISH and SPUBLISH) with a
 //     string literal, or with ARGV[n]; then Vote.ArgCommands lists n and
 //     Vote.CheckArgv checks the name and its key arguments for each call.
+//     The list holds no command whose answer is each backend's own given
+//     the same data (ownAnswer: random picks, unordered replies, cursors).
 //   - Every key argument (by the command's key positions: first, last and
 //     step as in Redis's key specs, numkeys counts) comes from KEYS:
 //     KEYS[i] for any i, a loop variable over ipairs/pairs(KEYS),
 //     unpack(KEYS), a local or a parameter of a local function that only
 //     ever receives such values, or a concatenation with a KEYS element in
 //     it (KEYS[1] .. ':' .. ARGV[1]; Vote.DerivedKeys). A numkeys count
-//     that is not a literal makes every later argument a key.
+//     that is not a literal makes every later argument a key. So
+//     Vote.Reach(keys) bounds every key a run may touch: the declared
+//     keys, and the keys starting with a declared key or with one of
+//     Vote.KeyPrefixes followed by one; what orders or gates the script
+//     (a pipeline plan, a key gate) must cover that.
 //   - SELECT only with 0: the literal 0, or an ARGV element (directly,
 //     through tonumber or a local) that Vote.CheckArgv requires to be "0"
 //     on every run (Vote.SelectArgs); Vote.Selects tells the caller to
@@ -113,9 +143,13 @@
 //     arguments to "0" and the model's SELECT 0 does nothing.
 //   - KEYS and ARGV are only read: indexed, measured, iterated, unpacked.
 //     The redis table and redis.call are only called. No load, loadstring,
-//     dofile, require, setfenv, getfenv, _G, debug, io, os (but os.clock),
-//     string.dump, redis.setresp or other redis fields; no goto (Lua 5.2);
-//     no while or repeat loop on a constant without break, return or error.
+//     dofile, require, setfenv, getfenv, _G, debug, io, os (os.clock too),
+//     string.dump, redis.setresp or other redis fields; no goto (Lua 5.2).
+//   - Every loop has a bound the analysis sees (loops.go): no while or
+//     repeat loop; a numeric for over literals, lengths and ARGV numbers
+//     (Vote.CheckArgv checks those on each run), with a literal step; a
+//     for … in over ipairs, pairs, next or string.gmatch of a table the
+//     body does not add to; no recursion.
 //   - Anything the analysis cannot follow (a command name computed or taken
 //     from a table, a key from a table field or a function's result) is
 //     refused, with the line and the reason.
@@ -132,6 +166,6 @@
 // instructions and two seconds in all. A script that exhausts a run's
 // budget on a probe is refused: on a backend it would block or exhaust
 // memory just the same. Only scripts the model can run (string and expiry
-// commands, or none) are tried; a slow script using hashes or lists runs
-// by vote and is bounded by the backends' own busy-script limit.
+// commands, or none) are tried. Redis never stops a script by itself; a
+// script by vote is bounded here only by the loop rules above.
 package lua

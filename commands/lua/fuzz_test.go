@@ -34,6 +34,9 @@ func FuzzAnalyze(f *testing.F) {
 		`while 1 do end`,
 		`local function f() return f() end return f()`,
 		`goto x ::x::`,
+		`local n = tonumber(ARGV[1]) for i = #KEYS, n - 1, -2 do redis.call('hset', KEYS[1], i, ARGV[2]) end`,
+		`local t = {} for k, v in pairs(t) do t[k] = v end for w in ARGV[1]:gmatch('%a') do t[#t + 1] = w end`,
+		`local g local function f(n) return g(n) end g = function(n) return setmetatable({}, {__index = f}) end`,
 		"return [==[\n]==] .. --[[ ]] 'a'",
 		"((((((((((",
 	} {

@@ -20,12 +20,12 @@ func TestHostileInputsAreBounded(t *testing.T) {
 		refused   bool   // else: may run by vote, but is not recognised
 		reason    string // part of the refusal
 	}{
-		{"endless while", "while true do end", true, "this loop never ends"},
-		{"loop on a counter", "local i = 0\nwhile i >= 0 do i = i + 1 end\nreturn i", true, "Lua instructions"},
-		{"loop over GET", "local i = 0\nwhile i >= 0 do\n  redis.call('get', KEYS[1])\n  i = i + 1\nend", true, "Lua instructions"},
-		{"pcall swallowing the budget", "local i = 0\nwhile i >= 0 do\n  pcall(function() local j = 0 while j >= 0 do j = j + 1 end end)\n  i = i + 1\nend", true, "Lua instructions"},
-		{"tail recursion", "local function f(n) return f(n + 1) end\nreturn f(1)", true, "Lua instructions"},
-		{"deep recursion", "local function f(n) return 1 + f(n + 1) end\nreturn f(1)", false, ""},
+		{"endless while", "while true do end", true, "a while loop has no bound"},
+		{"loop on a counter", "local i = 0\nwhile i >= 0 do i = i + 1 end\nreturn i", true, "a while loop has no bound"},
+		{"loop over GET", "local i = 0\nwhile i >= 0 do\n  redis.call('get', KEYS[1])\n  i = i + 1\nend", true, "a while loop has no bound"},
+		{"pcall swallowing the budget", "local i = 0\nwhile i >= 0 do\n  pcall(function() local j = 0 while j >= 0 do j = j + 1 end end)\n  i = i + 1\nend", true, "a while loop has no bound"},
+		{"tail recursion", "local function f(n) return f(n + 1) end\nreturn f(1)", true, "may call itself"},
+		{"deep recursion", "local function f(n) return 1 + f(n + 1) end\nreturn f(1)", true, "may call itself"},
 		{"string.rep bomb", "return string.rep('x', 1e9)", true, "MiB of strings"},
 		{"string.rep on a method", "return ('xy'):rep(2^40)", true, "MiB of strings"},
 		{"concatenation doubling, unrolled", doubling, true, "MiB of strings"},
@@ -35,7 +35,7 @@ func TestHostileInputsAreBounded(t *testing.T) {
 		{"quadratic gsub", "local s = string.rep('a', 200000)\nreturn (string.gsub(s, 'a', 'b'))", true, "Lua instructions"},
 		{"backtracking pattern", "local s = string.rep('a', 4000)\nreturn string.find(s, '.-.-.-.-b')", true, "Lua instructions"},
 		{"slow format", "local s = ''\nfor i = 1, 100 do s = string.format('%099999d', i) end\nreturn s", true, "Lua instructions"},
-		{"table growth", "local t = {}\nfor i = 1, 1e9 do t[i] = {i} end\nreturn #t", true, "Lua instructions"},
+		{"table growth", "local t = {}\nfor i = 1, 1e9 do t[i] = {i} end\nreturn #t", true, "more than 10000000 times"},
 		{"unpack of a billion", "return unpack({}, 1, 1e9)", true, "Lua instructions"},
 		{"nested parentheses", deep("(", ")", 100000), true, "200 levels"},
 		{"nested tables", deep("{", "}", 100000), true, "200 levels"},

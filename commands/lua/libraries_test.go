@@ -82,3 +82,49 @@ func TestBsmRedislockScripts(t *testing.T) {
 		t.Fatalf("luaObtain: verdict %v, vote %+v, problem %v; want by vote", a.Verdict(), a.Vote, a.Problem)
 	}
 }
+
+// TestInstalledLibraryScriptsNotRefused: every script text of the lock and
+// semaphore libraries the interop tests drive (read from where they are
+// installed) is recognised or runs by vote: the determinism and loop rules
+// refuse none of them (redis-semaphore's MultiSemaphore loops up to a
+// permit count from ARGV).
+func TestInstalledLibraryScriptsNotRefused(t *testing.T) {
+	mod, root := goModCache(t), repoRoot(t)
+	sources := []struct{ dir, ext string }{
+		{filepath.Join(root, "tests/node/node_modules/redis-semaphore/lib"), ".js"},
+		{filepath.Join(root, "tests/node/node_modules/simple-redis-mutex/dist"), ".js"},
+		{filepath.Join(root, "tests/node/node_modules/redlock"), ".js"},
+		{filepath.Join(mod, "github.com/go-redsync/redsync/v4@v4.18.1"), ".go"},
+		{filepath.Join(mod, "github.com/redis/rueidis@v1.0.79/rueidislock"), ".go"},
+		{filepath.Join(mod, "github.com/bsm/redislock@v0.9.4"), ".go"},
+		{"/usr/lib/python3/dist-packages/redis", ".py"},
+	}
+	quoted := regexp.MustCompile("(?s)`([^`]*redis\\.p?call[^`]*)`|\"\"\"(.*?)\"\"\"")
+	n := 0
+	for _, src := range sources {
+		filepath.WalkDir(src.dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, src.ext) || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil
+			}
+			for _, m := range quoted.FindAllStringSubmatch(string(b), -1) {
+				text := m[1] + m[2]
+				if !strings.Contains(text, "redis.call") && !strings.Contains(text, "redis.pcall") || strings.Contains(text, "${") {
+					continue
+				}
+				n++
+				if a := Analyze([]byte(text)); a.Verdict() == Refused {
+					t.Errorf("%s: refused: %v\n%s", path, a.Problem, text)
+				}
+			}
+			return nil
+		})
+	}
+	if n == 0 {
+		t.Skip("no library installed")
+	}
+	t.Logf("%d library scripts", n)
+}

@@ -79,6 +79,9 @@ type binding struct {
 	fn      *ast.FunctionExpr
 	params  []*binding
 	escaped bool // the function is used other than by calling it by name
+	// forRange: a numeric for loop's variable, between these two values
+	// (and whatever the body assigns to it).
+	forRange []ast.Expr
 }
 
 // resolver is the first pass: scopes, bindings, uses, direct calls.
@@ -212,7 +215,7 @@ func (r *resolver) stmt(s ast.Stmt) {
 			r.expr(s.Step, false)
 		}
 		r.push()
-		r.declare(s.Name, source{kind: srcOther})
+		r.declare(s.Name, source{kind: srcOther}).forRange = []ast.Expr{s.Init, s.Limit}
 		r.stmts(s.Stmts)
 		r.pop()
 	case *ast.GenericForStmt:

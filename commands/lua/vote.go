@@ -1,6 +1,9 @@
 package lua
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Problem is why a script cannot run by vote, at a line of its source.
 type Problem struct {
@@ -39,8 +42,55 @@ type Vote struct {
 	// SELECT; CheckArgv requires each to be "0".
 	SelectArgs []int
 
-	sites   []argSite
-	selects []selectSite
+	sites    []argSite
+	selects  []selectSite
+	loopArgs []loopArg
+}
+
+// Reach is every key one run of a script by vote may touch: each of Keys
+// (the declared keys), and every key that starts with one of Prefixes (the
+// keys it builds from them by concatenation; an empty prefix, from an
+// empty declared key, stands for any key). A script by vote touches no
+// other key: the vote rules refuse every other way of naming one.
+type Reach struct {
+	Keys     []string
+	Prefixes []string
+}
+
+// Reach is what a run with the declared keys may touch. A pipeline orders
+// the script after earlier commands on those keys and before later ones;
+// with Prefixes, ordering needs prefix matching (or the script is a
+// barrier), and a gate must cover every key with those prefixes.
+func (v *Vote) Reach(keys []string) Reach {
+	r := Reach{Keys: keys}
+	if !v.DerivedKeys {
+		return r
+	}
+	seen := map[string]bool{}
+	for _, p := range append([]string{""}, v.KeyPrefixes...) {
+		for _, k := range keys {
+			if start := p + k; !seen[start] {
+				seen[start] = true
+				r.Prefixes = append(r.Prefixes, start)
+			}
+		}
+	}
+	return r
+}
+
+// Covers reports whether key is within r.
+func (r Reach) Covers(key string) bool {
+	for _, k := range r.Keys {
+		if k == key {
+			return true
+		}
+	}
+	for _, p := range r.Prefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // argSite is a call whose command name is ARGV[n].
@@ -53,12 +103,16 @@ type argSite struct {
 
 // CheckArgv checks the arguments of one run: every ARGV element passed to
 // SELECT must be "0" (also for a recognised script, before the proxy
-// carries out its meaning); and for every call that takes its command name
+// carries out its meaning); every ARGV element that bounds a loop must be
+// a number of at most loopArgMax (loops.go); and for every call that takes its command name
 // from ARGV, the name must be Allowed and that command's key arguments
 // must come from KEYS. A command name ARGV does not supply is left to
 // Redis (the call fails there).
 func (v *Vote) CheckArgv(argv []string) *Problem {
 	if p := v.checkSelects(argv); p != nil {
+		return p
+	}
+	if p := v.checkLoopArgs(argv); p != nil {
 		return p
 	}
 	for _, s := range v.sites {
