@@ -47,10 +47,33 @@ type script struct {
 	refusedLog sync.Once
 }
 
-// analysis analyses the script once.
+// analysis analyses the script once, and readies run for a vote: how its
+// replies compare, and the keys it builds.
 func (s *script) analysis() *lua.Analysis {
-	s.once.Do(func() { s.a = lua.Analyze([]byte(s.src)) })
+	s.once.Do(func() {
+		s.a = lua.Analyze([]byte(s.src))
+		if v := s.a.Vote; v != nil {
+			var builds []string
+			if v.DerivedKeys {
+				builds = append([]string{""}, v.KeyPrefixes...)
+			}
+			s.run = s.run.ForVote(replyShape(v.Reply), builds)
+		}
+	})
 	return s.a
+}
+
+var replyOrders = map[lua.ReplyOrder]redlock.Order{
+	lua.InOrder: redlock.InOrder, lua.AnyOrder: redlock.AnyOrder, lua.PairsAnyOrder: redlock.PairsAnyOrder,
+}
+
+// replyShape is the analysis's reply shape as redlock takes it.
+func replyShape(s lua.ReplyShape) redlock.Shape {
+	out := redlock.Shape{Order: replyOrders[s.Order]}
+	for _, e := range s.Elems {
+		out.Elems = append(out.Elems, replyShape(e))
+	}
+	return out
 }
 
 // scriptCache holds the scripts seen, by SHA1, forgetting the oldest past
