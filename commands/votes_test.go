@@ -37,3 +37,25 @@ func TestVoteWholeReplies(t *testing.T) {
 		t.Fatalf("two of five answering = %q", got)
 	}
 }
+
+// TestPlanBuiltKeys: a script that builds keys from its declared keys is
+// a barrier in a pipeline; once analysed, one that only concatenates
+// values is not.
+func TestPlanBuiltKeys(t *testing.T) {
+	d := &Dispatcher{index: commandIndex}
+	built := "redis.call('SET', KEYS[1] .. ':x', ARGV[1]) return 1"
+	value := "return redis.call('SET', KEYS[1], ARGV[1] .. ':x')"
+	for _, src := range []string{built, value} {
+		if got := d.Plan(args("EVAL", src, "1", "dk", "v"), false); !got.Barrier {
+			t.Errorf("Plan(EVAL %q) before analysis = %+v, want a barrier", src, got)
+		}
+		s := d.scripts.add([]byte(src))
+		s.analysis()
+		if got := d.Plan(args("EVALSHA", s.sha, "1", "dk", "v"), false); got.Barrier != (src == built) {
+			t.Errorf("Plan(EVALSHA of %q) = %+v", src, got)
+		}
+	}
+	if got := d.Plan(args("EVALSHA", "0000000000000000000000000000000000000000", "1", "dk"), false); got.Barrier {
+		t.Errorf("Plan(EVALSHA of an unknown script) = %+v, want its keys", got)
+	}
+}

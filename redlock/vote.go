@@ -36,7 +36,8 @@ import (
 //     fewer than a quorum answered at all (ErrNoQuorum).
 
 // Vote runs script (its source, and its SHA1 for EVALSHA) with keys and
-// args on every node, under the keys' gate, waits for every node within
+// args on every node, under the keys' gate (and, for a script that builds
+// keys, a prefix hold on every key it may build: gateprefix.go), waits for every node within
 // the node timeout, and returns the reply a quorum agreed on: nil, int64,
 // Status, string, []any, or a RedisError (the script's error reply, as a
 // value). It fails with a *QuorumError of kind ErrNoQuorum when fewer
@@ -56,7 +57,14 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 		decode: func(v any) (any, error) { return v, nil },
 	}
 	var leave func()
-	if len(keys) > 0 {
+	switch {
+	case len(keys) > 0 && script.builds != nil:
+		end, err := r.gate.enterBuilt(ctx, keys, script.builds)
+		if err != nil {
+			return nil, fmt.Errorf("vote: %w", err)
+		}
+		leave = end
+	case len(keys) > 0:
 		pass, err := r.gate.enter(ctx, keys)
 		if err != nil {
 			return nil, fmt.Errorf("vote: %w", err)
