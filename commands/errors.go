@@ -80,9 +80,10 @@ func truncate(b []byte, n int) string {
 func (d *Dispatcher) lockError(err error) Reply {
 	var qe *redlock.QuorumError
 	switch {
-	case errors.Is(err, redlock.ErrDisagree) && errors.As(err, &qe):
-		return Errorf(errDisagree, qe.Granted, qe.Nodes, qe.Quorum)
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
+		if errors.Is(err, redlock.ErrDisagree) {
+			return Errorf(errDisagree, qe.Granted, qe.Nodes, qe.Quorum)
+		}
 		notVoting := 0
 		for _, e := range qe.Errs {
 			if errors.Is(e, redlock.ErrNotVoting) {

@@ -32,17 +32,20 @@ import (
 //     answer is always one reply that q backends gave in full, never
 //     elements of different backends' replies put together, and a
 //     positive class never answers zero or a negative number.
-//  3. No class with a quorum: the backends disagree (ErrDisagree), unless
-//     fewer than a quorum answered at all (ErrNoQuorum).
+//  3. No class with a quorum: the backends disagree (ErrDisagree, a kind
+//     of ErrNoQuorum), unless fewer than a quorum answered at all
+//     (ErrNoQuorum).
+//
+// A script that builds keys from its declared keys (Script.ForVote) runs
+// under a prefix hold on every key it may build (gateprefix.go) instead
+// of its keys' gate.
 
 // Vote runs script (its source, and its SHA1 for EVALSHA) with keys and
-// args on every node, under the keys' gate (and, for a script that builds
-// keys, a prefix hold on every key it may build: gateprefix.go), waits for every node within
+// args on every node, under the keys' gate, waits for every node within
 // the node timeout, and returns the reply a quorum agreed on: nil, int64,
 // Status, string, []any, or a RedisError (the script's error reply, as a
-// value). It fails with a *QuorumError of kind ErrNoQuorum when fewer
-// than a quorum answered, of kind ErrDisagree when no quorum of them gave
-// the same reply.
+// value). It fails with a *QuorumError of kind ErrNoQuorum when the
+// replies do not combine.
 func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("vote: %w", err)
