@@ -37,6 +37,9 @@ const (
 	errNoPermCmd     = "NOPERM User %s has no permissions to run the '%s' command"
 	errNoPermKey     = Error("NOPERM No permissions to access a key")
 	errWrongType     = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
+	// errDisagree: a quorum of backends answered a vote, but no quorum of
+	// them gave the same reply (distinct from too few answering).
+	errDisagree = "NOQUORUM backends disagree: %d of %d agree, need %d"
 )
 
 // Errorf builds an error reply from a format.
@@ -78,6 +81,9 @@ func (d *Dispatcher) lockError(err error) Reply {
 	var qe *redlock.QuorumError
 	switch {
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
+		if errors.Is(err, redlock.ErrDisagree) {
+			return Errorf(errDisagree, qe.Granted, qe.Nodes, qe.Quorum)
+		}
 		notVoting := 0
 		for _, e := range qe.Errs {
 			if errors.Is(e, redlock.ErrNotVoting) {

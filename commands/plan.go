@@ -10,7 +10,8 @@ package commands
 //     (WATCH … EXEC, and every command inside MULTI), the subscribe family,
 //     commands on every key (FLUSHDB, SCRIPT) and blocking commands
 //     (LOCK … WAIT, BLPOP, BRPOP, BLMOVE) are barriers, as Redis orders
-//     them;
+//     them; so is a script that may build keys from its declared keys
+//     (KEYS[1] .. ':x': buildsKeys), whose keys no plan can name;
 //   - any other command waits for the commands before it that share one of
 //     its Keys, so the commands on one key run in arrival order;
 //   - a Local command is answered without a backend round trip, so the
@@ -52,6 +53,9 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 	}
 	if cmd.Name == "LOCK" && lockWaits(args) || cmd.Flags&Blocking != 0 {
 		return Plan{Barrier: true, Blocks: true}
+	}
+	if (cmd.Name == "EVAL" || cmd.Name == "EVALSHA") && d.buildsKeys(cmd.Name, args) {
+		return Plan{Barrier: true} // the keys it builds have no names yet
 	}
 	if cmd.keys != nil {
 		p.Keys = cmd.keys(args)

@@ -22,6 +22,8 @@ func TestPlan(t *testing.T) {
 		{"MLOCK 5000 a b", false, Plan{Keys: args("a", "b")}},
 		{"DEL a b c", false, Plan{Keys: args("a", "b", "c")}},
 		{"EVALSHA x 2 a b arg", false, Plan{Keys: args("a", "b")}},
+		{"EVAL return 1 a", false, Plan{Keys: args("a")}},
+		{"EVAL return..KEYS[1] 1 a", false, Plan{Barrier: true}}, // not analysed yet: by its text
 		{"SET k v NX PX 100", false, Plan{Keys: args("k")}},
 		{"SET k v NX PX 100", true, Plan{Barrier: true}},
 		{"HELLO 3", false, Plan{Barrier: true, Local: true}},

@@ -1,12 +1,14 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -42,15 +44,41 @@ type script struct {
 	once sync.Once
 	a    *lua.Analysis
 	run  *redlock.Script // for a vote: EVALSHA, EVAL on NOSCRIPT
+	// analysed is set once a is (for Plan, which must not wait for it).
+	analysed atomic.Bool
 
 	voteLogged sync.Once
 	refusedLog sync.Once
 }
 
-// analysis analyses the script once.
+// analysis analyses the script once, and readies run for a vote: how its
+// replies compare, and the keys it builds.
 func (s *script) analysis() *lua.Analysis {
-	s.once.Do(func() { s.a = lua.Analyze([]byte(s.src)) })
+	s.once.Do(func() {
+		s.a = lua.Analyze([]byte(s.src))
+		if v := s.a.Vote; v != nil {
+			var builds []string
+			if v.DerivedKeys {
+				builds = append([]string{""}, v.KeyPrefixes...)
+			}
+			s.run = s.run.ForVote(replyShape(v.Reply), builds)
+		}
+		s.analysed.Store(true)
+	})
 	return s.a
+}
+
+var replyOrders = map[lua.ReplyOrder]redlock.Order{
+	lua.InOrder: redlock.InOrder, lua.AnyOrder: redlock.AnyOrder, lua.PairsAnyOrder: redlock.PairsAnyOrder,
+}
+
+// replyShape is the analysis's reply shape as redlock takes it.
+func replyShape(s lua.ReplyShape) redlock.Shape {
+	out := redlock.Shape{Order: replyOrders[s.Order]}
+	for _, e := range s.Elems {
+		out.Elems = append(out.Elems, replyShape(e))
+	}
+	return out
 }
 
 // scriptCache holds the scripts seen, by SHA1, forgetting the oldest past
@@ -114,6 +142,30 @@ func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args [][]byte) Repl
 		return errNoScript
 	}
 	return d.runScript(ctx, c, s, args[2:])
+}
+
+// buildsKeys reports whether the script an EVAL or EVALSHA runs may touch
+// keys it builds from its declared keys (KEYS[1] .. ':x'), which no plan
+// can name: Plan makes such a command a barrier. A script analysed
+// already answers exactly; one not yet analysed (Plan must not wait for
+// an analysis) is judged by its text, since keys are built only with
+// Lua's '..' operator. An unknown SHA1 builds nothing: it is NOSCRIPT.
+func (d *Dispatcher) buildsKeys(name string, args [][]byte) bool {
+	var s *script
+	if name == "EVAL" {
+		sum := sha1.Sum(args[1])
+		s = d.scripts.get(hex.EncodeToString(sum[:]))
+		if s == nil {
+			return bytes.Contains(args[1], []byte(".."))
+		}
+	} else if s = d.scripts.get(string(args[1])); s == nil {
+		return false
+	}
+	if !s.analysed.Load() {
+		return strings.Contains(s.src, "..")
+	}
+	v := s.a.Vote
+	return v != nil && v.DerivedKeys
 }
 
 // scriptKeys is the key list of EVAL and EVALSHA (script numkeys key …),

@@ -51,8 +51,10 @@ return 1`)
 // holds no integer: "ERR value is not an integer or out of range", or
 // another type: WRONGTYPE) comes back as that RedisError, the counter
 // unchanged where it holds no integer. It fails with a *QuorumError of
-// kind ErrNoQuorum when fewer than a quorum answered an integer, or the
-// write-back reached fewer than a quorum.
+// kind ErrNoQuorum when fewer than a quorum answered, of kind ErrDisagree
+// when they answered but fewer than a quorum with an integer or with the
+// same error, and of kind ErrNoQuorum when the write-back reached fewer
+// than a quorum.
 func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error) {
 	if err := checkKeys(ctx, "incr", []string{key}); err != nil {
 		return 0, err
@@ -116,5 +118,20 @@ func largestCount(t *replyTally) (int64, error) {
 	if e, ok := quorumEqual(errs, t.q); ok {
 		return 0, e.(RedisError)
 	}
-	return 0, t.noQuorum()
+	agreed := len(ints)
+	for _, e := range errs {
+		agreed = max(agreed, countEqual(errs, e))
+	}
+	return 0, t.disagreed(agreed)
+}
+
+// countEqual counts the elements of vs equal to v.
+func countEqual(vs []any, v any) int {
+	n := 0
+	for _, w := range vs {
+		if w == v {
+			n++
+		}
+	}
+	return n
 }

@@ -131,6 +131,21 @@ func TestIncrErrors(t *testing.T) {
 	if got, err := c.r.Incr(ctx, "split", 1); !errors.As(err, &re) {
 		t.Fatalf("Incr over 3 words and 2 absent = %d, %v; want the error reply", got, err)
 	}
+	// Two integers, two words, one hash: no quorum of anything, though
+	// every backend answered.
+	for i, m := range c.mrs {
+		switch i {
+		case 0, 1:
+			if err := m.Set("three", "w"); err != nil {
+				t.Fatal(err)
+			}
+		case 2:
+			m.HSet("three", "f", "1")
+		}
+	}
+	if got, err := c.r.Incr(ctx, "three", 1); !errors.Is(err, ErrDisagree) || err.Error() != "backends disagree: 2 of 5 agree, need 3" {
+		t.Fatalf("Incr over 2 words, a hash and 2 absent = %d, %v; want the disagreement", got, err)
+	}
 	for _, bad := range []struct {
 		key string
 		by  int64

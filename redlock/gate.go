@@ -16,8 +16,9 @@ import (
 // split votes between them; Redlock's answer to that, a retry, is the
 // client's WAIT.
 type keyGate struct {
-	mu sync.Mutex
-	m  map[string]*gateEntry
+	mu    sync.Mutex
+	m     map[string]*gateEntry
+	holds []*prefixHold // votes that may touch keys they build (gateprefix.go)
 }
 
 type gateEntry struct {
@@ -44,6 +45,11 @@ type gatePass struct {
 // keys until it leaves, which may be after the caller returned (Release
 // leaves once every delete returned): callers must not change them.
 func (g *keyGate) enter(ctx context.Context, keys []string) (*gatePass, error) {
+	return g.enterAs(ctx, keys, nil)
+}
+
+// enterAs is enter for a prefix hold's own keys (self), or for nil.
+func (g *keyGate) enterAs(ctx context.Context, keys []string, self *prefixHold) (*gatePass, error) {
 	if len(keys) > 1 { // a sorted copy; one key needs no ordering
 		keys = slices.Clone(keys)
 		slices.Sort(keys)
@@ -55,6 +61,9 @@ func (g *keyGate) enter(ctx context.Context, keys []string) (*gatePass, error) {
 		p.entries = make([]*gateEntry, len(keys))
 	}
 	g.mu.Lock()
+	if err := g.waitHolds(ctx, keys, self); err != nil {
+		return nil, err
+	}
 	if g.m == nil {
 		g.m = make(map[string]*gateEntry)
 	}

@@ -20,6 +20,10 @@ var (
 	// ErrNoQuorum: too few nodes gave a definite answer to decide, or a
 	// quorum granted the lock but its validity was used up on the way.
 	ErrNoQuorum = errors.New("too few backends answered")
+	// ErrDisagree: a quorum of nodes answered a vote, but no quorum of
+	// them gave the same reply. It is a kind of ErrNoQuorum (errors.Is
+	// reports both).
+	ErrDisagree error = disagreeError{}
 	// ErrNotHeld: release or extend found the lock not held by this token
 	// (expired, or owned by someone else) on enough nodes.
 	ErrNotHeld = errors.New("lock not held")
@@ -56,6 +60,8 @@ func (e *QuorumError) Error() string {
 	case e.Granted >= e.Quorum:
 		return fmt.Sprintf("%v: validity used up (%d of %d backends agreed, need %d)",
 			e.Kind, e.Granted, e.Nodes, e.Quorum)
+	case errors.Is(e.Kind, ErrDisagree):
+		return fmt.Sprintf("%v: %d of %d agree, need %d", e.Kind, e.Granted, e.Nodes, e.Quorum)
 	case errors.Is(e.Kind, ErrNoQuorum):
 		return fmt.Sprintf("%v: only %d of %d backends answered, need %d",
 			e.Kind, e.Answered, e.Nodes, e.Quorum)
@@ -66,6 +72,13 @@ func (e *QuorumError) Error() string {
 }
 
 func (e *QuorumError) Unwrap() error { return e.Kind }
+
+type disagreeError struct{}
+
+func (disagreeError) Error() string { return "backends disagree" }
+
+// Is makes ErrDisagree a kind of ErrNoQuorum.
+func (disagreeError) Is(target error) bool { return target == ErrNoQuorum }
 
 // NodeErrors returns the *NodeError values behind the failure.
 func (e *QuorumError) NodeErrors() []error { return e.Errs }

@@ -9,12 +9,24 @@ import (
 // Script is one of this package's Lua scripts with its SHA1, for EVALSHA.
 type Script struct {
 	src, hash string
+	reply     Shape    // how Vote compares its replies
+	builds    []string // Vote: the starts of the keys it builds (ForVote)
 }
 
 // NewScript returns a Script for src.
 func NewScript(src string) *Script {
 	h := sha1.Sum([]byte(src))
 	return &Script{src: src, hash: hex.EncodeToString(h[:])}
+}
+
+// ForVote returns a copy of s for Vote that compares its replies as reply
+// says and, when builds is not nil, may touch keys it builds from its
+// declared keys: each starts with one of builds (a literal, or "")
+// followed by a declared key. Vote holds the gate of every such key.
+func (s *Script) ForVote(reply Shape, builds []string) *Script {
+	c := *s
+	c.reply, c.builds = reply, builds
+	return &c
 }
 
 // Source returns the Lua text, for EVAL.

@@ -40,6 +40,17 @@ func (c *counts) noQuorum() *QuorumError {
 	return &QuorumError{Kind: ErrNoQuorum, Answered: c.answered, Nodes: c.n, Quorum: c.q, Errs: c.errs}
 }
 
+// disagreed is the failure of a vote whose replies had no quorum: too few
+// answered (ErrNoQuorum), or they answered but at most agreed of them
+// gave the same reply (ErrDisagree; Granted is agreed).
+func (c *counts) disagreed(agreed int) *QuorumError {
+	qe := c.noQuorum()
+	if c.answered >= c.q {
+		qe.Kind, qe.Granted = ErrDisagree, agreed
+	}
+	return qe
+}
+
 // tally counts yes/no answers and decides at a quorum of yes, or when a
 // quorum of yes is impossible and the failure can be named.
 type tally struct {

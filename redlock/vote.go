@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,20 +14,31 @@ import (
 // fewer than a quorum) stays until its own ttl.
 //
 // The combination rules, applied to the replies of every backend that
-// answered within its deadline:
+// answered within its deadline (agree.go):
 //
-//  1. The reply's type decides first: nil, integer, status, bulk string,
-//     array, error. A type a quorum of backends answered wins; none: no
-//     quorum.
-//  2. Then its value. Nil is nil. Status, bulk and error replies must be
-//     equal on a quorum. Integers vote on their sign (negative, zero,
-//     positive): a positive class answers the quorum-th largest value (a
-//     remaining ttl that differs by milliseconds between masters: how long
-//     a quorum holds at least that), a zero class 0, a negative class the
-//     value a quorum gave exactly (negative integers are codes: -1, -2).
-//     So a positive class never answers a negative number.
-//  3. Arrays vote on their length, then element by element with these same
-//     rules; an element without a quorum means no quorum.
+//  1. A reply is compared whole, at every depth: its type (nil, integer,
+//     status, bulk string, array, error), then its value. Status, bulk
+//     and error replies are equal or not; zero and negative integers
+//     (codes: -1, -2) are compared exactly; every positive integer agrees
+//     with every other positive integer at the same place (a remaining
+//     ttl differs by milliseconds between masters). Arrays agree when
+//     their lengths and all their elements agree; an unordered part (the
+//     script's Shape: SMEMBERS, HKEYS, HVALS, SINTER, SUNION, SDIFF;
+//     HGETALL as field/value pairs) is compared as a multiset, exactly.
+//  2. The replies a quorum of backends gave alike win; there can be only
+//     one such class. Its positive integers answer as lower bounds that
+//     a quorum of those same backends meets: for one integer (a pttl),
+//     the quorum-th largest, how long a quorum holds at least that. So an
+//     answer is always one reply that q backends gave in full, never
+//     elements of different backends' replies put together, and a
+//     positive class never answers zero or a negative number.
+//  3. No class with a quorum: the backends disagree (ErrDisagree, a kind
+//     of ErrNoQuorum), unless fewer than a quorum answered at all
+//     (ErrNoQuorum).
+//
+// A script that builds keys from its declared keys (Script.ForVote) runs
+// under a prefix hold on every key it may build (gateprefix.go) instead
+// of its keys' gate.
 
 // Vote runs script (its source, and its SHA1 for EVALSHA) with keys and
 // args on every node, under the keys' gate, waits for every node within
@@ -50,7 +60,14 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 		decode: func(v any) (any, error) { return v, nil },
 	}
 	var leave func()
-	if len(keys) > 0 {
+	switch {
+	case len(keys) > 0 && script.builds != nil:
+		end, err := r.gate.enterBuilt(ctx, keys, script.builds)
+		if err != nil {
+			return nil, fmt.Errorf("vote: %w", err)
+		}
+		leave = end
+	case len(keys) > 0:
 		pass, err := r.gate.enter(ctx, keys)
 		if err != nil {
 			return nil, fmt.Errorf("vote: %w", err)
@@ -61,9 +78,9 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 	if err := quorum(r, ctx, "vote", r.nodeTimeout, run, decider[any](t), leave); err != nil {
 		return nil, err
 	}
-	v, ok := combine(t.replies, t.q)
-	if !ok {
-		return nil, t.noQuorum()
+	v, agreed := combine(t.replies, t.q, script.reply)
+	if agreed < t.q {
+		return nil, t.disagreed(agreed)
 	}
 	return v, nil
 }
@@ -91,136 +108,3 @@ func (t *replyTally) fail(err error) {
 
 // NewScriptHash is a Script for src whose SHA1 the caller already knows.
 func NewScriptHash(src, sha1 string) *Script { return &Script{src: src, hash: sha1} }
-
-// combine is the reply a quorum q of replies agrees on (see above).
-func combine(replies []any, q int) (any, bool) {
-	if len(replies) < q {
-		return nil, false
-	}
-	byKind := map[replyKind][]any{}
-	for _, v := range replies {
-		k := kindOf(v)
-		byKind[k] = append(byKind[k], v)
-	}
-	for k, vs := range byKind {
-		if len(vs) < q {
-			continue
-		}
-		switch k {
-		case kindNil:
-			return nil, true
-		case kindInt:
-			return combineInts(vs, q)
-		case kindArray:
-			return combineArrays(vs, q)
-		default:
-			return quorumEqual(vs, q)
-		}
-	}
-	return nil, false
-}
-
-type replyKind uint8
-
-const (
-	kindNil replyKind = iota
-	kindInt
-	kindStatus
-	kindBulk
-	kindArray
-	kindError
-	kindOther
-)
-
-func kindOf(v any) replyKind {
-	switch v.(type) {
-	case nil:
-		return kindNil
-	case int64:
-		return kindInt
-	case Status:
-		return kindStatus
-	case string:
-		return kindBulk
-	case []any:
-		return kindArray
-	case RedisError:
-		return kindError
-	}
-	return kindOther
-}
-
-// quorumEqual is the value q of vs are equal to (comparable values).
-func quorumEqual(vs []any, q int) (any, bool) {
-	for i, v := range vs {
-		n := 0
-		for _, w := range vs[i:] {
-			if w == v {
-				n++
-			}
-		}
-		if n >= q {
-			return v, true
-		}
-	}
-	return nil, false
-}
-
-// combineInts votes on the sign, then: positive → the q-th largest, zero
-// → 0, negative → a value q answered exactly.
-func combineInts(vs []any, q int) (any, bool) {
-	var neg, pos []int64
-	zero := 0
-	for _, v := range vs {
-		switch n := v.(int64); {
-		case n < 0:
-			neg = append(neg, n)
-		case n == 0:
-			zero++
-		default:
-			pos = append(pos, n)
-		}
-	}
-	switch {
-	case len(pos) >= q:
-		slices.SortFunc(pos, func(a, b int64) int { return cmp.Compare(b, a) })
-		return pos[q-1], true
-	case zero >= q:
-		return int64(0), true
-	case len(neg) >= q:
-		anys := make([]any, len(neg))
-		for i, n := range neg {
-			anys[i] = n
-		}
-		return quorumEqual(anys, q)
-	}
-	return nil, false
-}
-
-// combineArrays votes on the length, then element by element.
-func combineArrays(vs []any, q int) (any, bool) {
-	byLen := map[int][][]any{}
-	for _, v := range vs {
-		a := v.([]any)
-		byLen[len(a)] = append(byLen[len(a)], a)
-	}
-	for n, as := range byLen {
-		if len(as) < q {
-			continue
-		}
-		out := make([]any, n)
-		col := make([]any, len(as))
-		for i := range n {
-			for j, a := range as {
-				col[j] = a[i]
-			}
-			v, ok := combine(col, q)
-			if !ok {
-				return nil, false
-			}
-			out[i] = v
-		}
-		return out, true
-	}
-	return nil, false
-}

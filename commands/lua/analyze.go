@@ -110,7 +110,10 @@ func Analyze(src []byte) (a *Analysis) {
 	if line := tooDeep(chunk); line != 0 {
 		return refuse(line, "the script nests more than 200 levels deep")
 	}
-	vote, problem, f, _ := checkStatic(chunk)
+	vote, problem, f, res := checkStatic(chunk)
+	if vote != nil {
+		vote.Reply = replyShape(chunk, res)
+	}
 	a = &Analysis{Vote: vote, Problem: problem}
 	if problem != nil {
 		a.NotRecognised = "refused"

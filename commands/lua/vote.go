@@ -26,6 +26,9 @@ type Vote struct {
 	// starts with the literal followed by a declared key: check that
 	// against the users' key patterns and the reserved keys (KeysBuilt).
 	KeyPrefixes []string
+	// Reply: how a vote compares the script's reply across backends
+	// (reply.go).
+	Reply ReplyShape
 	// Writes: the script may change data (a literal write command, or a
 	// command named by ARGV).
 	Writes bool

@@ -1,0 +1,39 @@
+package lua
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestReplyShape(t *testing.T) {
+	set, pairs := ReplyShape{Order: AnyOrder}, ReplyShape{Order: PairsAnyOrder}
+	for _, tc := range []struct {
+		src  string
+		want ReplyShape
+	}{
+		{"return redis.call('SMEMBERS', KEYS[1])", set},
+		{"return redis.pcall('hgetall', KEYS[1])", pairs},
+		{"local m = redis.call('HKEYS', KEYS[1]) table.sort(m) return m", set},
+		{"if redis.call('EXISTS', KEYS[1]) == 0 then return {} end return redis.call('SUNION', KEYS[1], KEYS[2])", set},
+		{"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end return redis.call('HVALS', KEYS[1])", set},
+		{"return {redis.call('GET', KEYS[1]), redis.call('SINTER', KEYS[2])}", ReplyShape{Elems: []ReplyShape{{}, set}}},
+		{"return {redis.call('HGETALL', KEYS[1]), {redis.call('SDIFF', KEYS[1])}}", ReplyShape{Elems: []ReplyShape{pairs, {Elems: []ReplyShape{set}}}}},
+		// Ordered, or not followed: compared in order.
+		{"return redis.call('LRANGE', KEYS[1], 0, -1)", ReplyShape{}},
+		{"return redis.call('ZRANGE', KEYS[1], 0, -1)", ReplyShape{}},
+		{"if ARGV[1] == 'a' then return redis.call('SMEMBERS', KEYS[1]) end return redis.call('LRANGE', KEYS[1], 0, -1)", ReplyShape{}},
+		{"local m = redis.call('SMEMBERS', KEYS[1]) m = redis.call('LRANGE', KEYS[1], 0, -1) return m", ReplyShape{}},
+		{"local function f() return redis.call('SMEMBERS', KEYS[1]) end return f()", ReplyShape{}},
+		{"local out = {} if ARGV[1] == 'a' then return redis.call('SMEMBERS', KEYS[1]) end for _, m in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do out[#out+1] = m end return out", ReplyShape{}},
+		{"local out = {} for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do out[#out+1] = m end return out", ReplyShape{}},
+	} {
+		a := Analyze([]byte(tc.src))
+		if a.Vote == nil {
+			t.Errorf("%s: refused: %v", tc.src, a.Problem)
+			continue
+		}
+		if !reflect.DeepEqual(a.Vote.Reply, tc.want) {
+			t.Errorf("%s: shape %+v, want %+v", tc.src, a.Vote.Reply, tc.want)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package redlock
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// How a vote decides (Vote; the rules are written out in vote.go): the
+// replies are grouped by agreement class, a reply's whole content with
+// every positive integer outside an unordered part written as "some
+// positive number". The class a quorum of backends gave is the answer,
+// its positive integers the lower bounds that q of those same backends
+// meet. A reply is never put together from different backends' elements.
+
+// Shape says how a vote compares one reply across backends. The zero
+// Shape compares an array element by element, in order, at every depth.
+type Shape struct {
+	Order Order
+	// Elems are the shapes of an InOrder array's elements by position (a
+	// script's table constructor); elements past them have the zero Shape.
+	Elems []Shape
+}
+
+// Order is how the elements of an array reply are compared.
+type Order uint8
+
+const (
+	// InOrder: element by element (LRANGE, ZRANGE, HMGET, a script's table).
+	InOrder Order = iota
+	// AnyOrder: as a multiset, in any order (SMEMBERS, SINTER, SUNION,
+	// SDIFF, HKEYS, HVALS: a backend's hash table order is its own).
+	AnyOrder
+	// PairsAnyOrder: as field/value pairs in any order (HGETALL).
+	PairsAnyOrder
+)
+
+// elem is the shape of element i of an array of shape s.
+func (s Shape) elem(i int) Shape {
+	if s.Order == InOrder && i < len(s.Elems) {
+		return s.Elems[i]
+	}
+	return Shape{}
+}
+
+// combine is the reply that a quorum q of replies agrees on, shaped by sh,
+// and how many replies gave it; when none has a quorum, v is nil and
+// agreed is the size of the largest class (< q).
+func combine(replies []any, q int, sh Shape) (v any, agreed int) {
+	var classes []string
+	groups := map[string][]any{}
+	for _, r := range replies {
+		k := string(class(nil, r, sh, false))
+		if _, ok := groups[k]; !ok {
+			classes = append(classes, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	for _, k := range classes {
+		g := groups[k]
+		agreed = max(agreed, len(g))
+		if len(g) >= q {
+			return lowerBounds(g, q, sh), len(g)
+		}
+	}
+	return nil, agreed
+}
+
+// class appends v's agreement class to b. Within an unordered part, or
+// with exact set, integers are classed by their value; elsewhere every
+// positive integer is one class (a remaining ttl differs by milliseconds
+// between backends), zero and negative integers (codes: -1, -2) by value.
+func class(b []byte, v any, sh Shape, exact bool) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(b, 'n')
+	case int64:
+		if v > 0 && !exact {
+			return append(b, '+')
+		}
+		b = strconv.AppendInt(append(b, 'i'), v, 10)
+		return append(b, ';')
+	case Status:
+		return text(append(b, 's'), string(v))
+	case string:
+		return text(append(b, 'b'), v)
+	case RedisError:
+		return text(append(b, 'e'), string(v))
+	case []any:
+		b = strconv.AppendInt(append(b, 'a'), int64(len(v)), 10)
+		b = append(b, ':')
+		switch {
+		case sh.Order == AnyOrder:
+			return appendSorted(b, v, 1)
+		case sh.Order == PairsAnyOrder && len(v)%2 == 0:
+			return appendSorted(b, v, 2)
+		}
+		for i, e := range v {
+			b = class(b, e, sh.elem(i), exact)
+		}
+		return b
+	}
+	return text(append(b, '?'), fmt.Sprintf("%T %v", v, v))
+}
+
+// appendSorted appends the exact classes of vs taken n elements at a time,
+// sorted: the same multiset (of pairs, with n = 2) in any order.
+func appendSorted(b []byte, vs []any, n int) []byte {
+	parts := make([][]byte, 0, len(vs)/n)
+	for i := 0; i+n <= len(vs); i += n {
+		var p []byte
+		for _, e := range vs[i : i+n] {
+			p = class(p, e, Shape{}, true)
+		}
+		parts = append(parts, p)
+	}
+	slices.SortFunc(parts, bytes.Compare)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// text appends a length-prefixed string, so that no two classes run into
+// each other.
+func text(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	return append(append(b, ':'), s...)
+}
+
+// lowerBounds answers a class g of at least q agreeing replies. Without
+// positive integers they are all the same reply (an unordered part in the
+// first one's order). Otherwise the replies are ranked by their positive
+// integers (in reply order, largest first, lexicographically), and the
+// answer is the first one's with each positive integer the smallest among
+// the q first: every one of those q backends gave that reply with at
+// least those numbers. With one positive integer (a pttl), that is the
+// quorum-th largest: how long a quorum holds at least that.
+func lowerBounds(g []any, q int, sh Shape) any {
+	ints := make([][]int64, len(g))
+	for i, r := range g {
+		ints[i] = positives(nil, r, sh)
+	}
+	if len(ints[0]) == 0 {
+		return g[0]
+	}
+	order := make([]int, len(g))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return slices.CompareFunc(ints[b], ints[a], cmp.Compare[int64]) })
+	least := slices.Clone(ints[order[0]])
+	for _, i := range order[1:q] {
+		for j, n := range ints[i] {
+			least[j] = min(least[j], n)
+		}
+	}
+	v, _ := replaced(g[order[0]], sh, least)
+	return v
+}
+
+// positives appends the positive integers of v that class leaves inexact,
+// in reply order.
+func positives(out []int64, v any, sh Shape) []int64 {
+	switch v := v.(type) {
+	case int64:
+		if v > 0 {
+			out = append(out, v)
+		}
+	case []any:
+		if sh.Order != InOrder {
+			return out
+		}
+		for i, e := range v {
+			out = positives(out, e, sh.elem(i))
+		}
+	}
+	return out
+}
+
+// replaced is v with the positive integers that positives reads replaced
+// by ints, in order, and the ints left over; v itself is not changed.
+func replaced(v any, sh Shape, ints []int64) (any, []int64) {
+	switch v := v.(type) {
+	case int64:
+		if v > 0 {
+			return ints[0], ints[1:]
+		}
+	case []any:
+		if sh.Order != InOrder {
+			return v, ints
+		}
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i], ints = replaced(e, sh.elem(i), ints)
+		}
+		return out, ints
+	}
+	return v, ints
+}
+
+// quorumEqual is the value q of vs are equal to (comparable values).
+func quorumEqual(vs []any, q int) (any, bool) {
+	for i, v := range vs {
+		n := 0
+		for _, w := range vs[i:] {
+			if w == v {
+				n++
+			}
+		}
+		if n >= q {
+			return v, true
+		}
+	}
+	return nil, false
+}
