@@ -35,6 +35,9 @@ type checker struct {
 	line    int         // of the statement being checked
 	seen    map[lit]int // 1 seen, 2 seen compared
 	bounds  map[*binding]*boundOf
+	// returned are the calls whose reply is the script's own reply, as
+	// it stands or as an element of a returned table (returnedCalls).
+	returned map[*ast.FuncCallExpr]bool
 }
 
 // ctxKind is where an expression's value goes.
@@ -440,7 +443,7 @@ func (c *checker) site(e *ast.FuncCallExpr, kind provKind, args []ast.Expr) {
 	case len(args) == 1 && multi(args[0]):
 		c.fail(line, "%s(…) takes its command name from a function's results; name it with a string literal or an ARGV element", fn)
 	case np.kind == pLit:
-		c.literalSite(line, fn, np.s, as, tail)
+		c.literalSite(e, fn, np.s, as, tail)
 	case np.kind == pArg:
 		c.expr(args[0], cValue, nil)
 		c.vote.sites = append(c.vote.sites, argSite{line: line, n: np.n, args: as, tail: tail})
@@ -468,8 +471,15 @@ func (c *checker) builtKey(a arg) {
 	}
 }
 
-func (c *checker) literalSite(line int, fn, name string, as []arg, tail *arg) {
+func (c *checker) literalSite(e *ast.FuncCallExpr, fn, name string, as []arg, tail *arg) {
+	line := e.Line()
 	cmd, ok := lookup(name)
+	if !ok && c.returned[e] {
+		// An unordered reply that only becomes the script's reply: the
+		// vote compares it as a set (reply.go), whatever order each
+		// backend gives.
+		cmd, ok = lookupUnordered(name)
+	}
 	if !ok {
 		c.fail(line, "%s(%s, …): %s and cannot run by vote", fn, strconv.Quote(name), whyNot(name))
 		return
@@ -498,7 +508,7 @@ func checkStatic(chunk []ast.Stmt) (*Vote, *Problem, facts, *resolver) {
 	r.stmts(chunk)
 	r.pop()
 	r.solve()
-	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}, bounds: map[*binding]*boundOf{}}
+	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}, bounds: map[*binding]*boundOf{}, returned: returnedCalls(chunk)}
 	c.stmts(chunk)
 	if line := recursion(chunk, r); line != 0 {
 		c.fail(line, "a function may call itself here, directly or through others: recursion has no bound the analysis can see, and could hold every backend")

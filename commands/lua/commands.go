@@ -139,13 +139,32 @@ var ownAnswer = map[string]string{
 	"SPOP": "removes a random member", "SRANDMEMBER": "picks random members",
 	"HRANDFIELD": "picks random fields", "ZRANDMEMBER": "picks random members",
 	"RANDOMKEY": "picks a random key of the whole keyspace",
-	"SMEMBERS":  "answers in an order of its own", "SINTER": "answers in an order of its own",
-	"SUNION": "answers in an order of its own", "SDIFF": "answers in an order of its own",
-	"HKEYS": "answers in an order of its own", "HVALS": "answers in an order of its own",
-	"HGETALL": "answers in an order of its own",
+	"SMEMBERS":  orderOfItsOwn, "SINTER": orderOfItsOwn, "SUNION": orderOfItsOwn,
+	"SDIFF": orderOfItsOwn, "HKEYS": orderOfItsOwn, "HVALS": orderOfItsOwn,
+	"HGETALL": orderOfItsOwn,
 	"SSCAN":   "walks the set in an order and with cursors of its own",
 	"HSCAN":   "walks the hash in an order and with cursors of its own",
 	"ZSCAN":   "walks the sorted set with cursors of its own",
+}
+
+// orderOfItsOwn is why an unordered reply is refused anywhere but as the
+// script's own reply.
+const orderOfItsOwn = "answers in an order of its own"
+
+// unordered are the read-only commands whose array reply has no order two
+// backends share: a script may return their reply (reply.go compares it as
+// a set or map), never use it otherwise (ownAnswer).
+var unordered = map[string]command{
+	"SMEMBERS": {"SMEMBERS", kOne, 0}, "SINTER": {"SINTER", kAll, 0},
+	"SUNION": {"SUNION", kAll, 0}, "SDIFF": {"SDIFF", kAll, 0},
+	"HKEYS": {"HKEYS", kOne, 0}, "HVALS": {"HVALS", kOne, 0},
+	"HGETALL": {"HGETALL", kOne, 0},
+}
+
+// lookupUnordered finds an unordered-reply command by name, any case.
+func lookupUnordered(name string) (command, bool) {
+	c, ok := unordered[strings.ToUpper(name)]
+	return c, ok
 }
 
 // whyNot says, in words a user understands, why a command that is not on
@@ -153,6 +172,9 @@ var ownAnswer = map[string]string{
 func whyNot(name string) string {
 	up := strings.ToUpper(name)
 	if why, ok := ownAnswer[up]; ok {
+		if _, ok := unordered[up]; ok {
+			return up + " " + why + " on each backend (its reply may only be returned as the script's reply, which the vote compares as a set), so the backends would answer or change differently"
+		}
 		return up + " " + why + " on each backend, so the backends would answer or change differently"
 	}
 	switch up {

@@ -126,6 +126,32 @@ func exprShape(e ast.Expr, r *resolver, depth int) *ReplyShape {
 	return &ReplyShape{}
 }
 
+// returnedCalls are the calls of stmts whose reply is returned by the
+// chunk as it stands, or as an element (at any depth) of a returned table
+// constructor: the only places an unordered reply may be used.
+func returnedCalls(stmts []ast.Stmt) map[*ast.FuncCallExpr]bool {
+	out := map[*ast.FuncCallExpr]bool{}
+	var mark func(e ast.Expr)
+	mark = func(e ast.Expr) {
+		switch e := e.(type) {
+		case *ast.FuncCallExpr:
+			out[e] = true
+		case *ast.TableExpr:
+			for _, f := range e.Fields {
+				if f.Key == nil {
+					mark(f.Value)
+				}
+			}
+		}
+	}
+	returns(stmts, func(es []ast.Expr) {
+		for _, e := range es {
+			mark(e)
+		}
+	})
+	return out
+}
+
 // joinShapes is a shape for a value that may be a or b: the same shape,
 // or InOrder.
 func joinShapes(a, b *ReplyShape) *ReplyShape {
