@@ -16,6 +16,7 @@ type Config struct {
 	Listen            string        // host:port of the client listener
 	Backends          []string      // redis://host:port[/db], rediss://…, or host:port
 	Dev               bool          // five embedded in-process backends
+	MigrateFrom       string        // the old single Redis, a required participant in every lock operation while clients move ("": none)
 	NodeTimeout       time.Duration // per backend call (also capped at 5% of the ttl)
 	DriftFactor       float64       // clock drift allowed per unit of ttl
 	MinTTL            time.Duration // the shortest ttl accepted

@@ -52,6 +52,8 @@
 //	backends          []               at least 1 unless dev; each redis://host[:port][/db], rediss://… or host:port;
 //	                                   port in [1, 65535] (default 6379); no query string; no two on the same host:port
 //	dev               false            five embedded in-process backends; configured backends are then ignored (warned)
+//	migrate_from      ""               "" or one URL in the form of backends (same TLS: backend_tls), not a backend: the old single
+//	                                   Redis, which every lock operation also takes while clients move (docs/operations.md)
 //	node_timeout      50ms             (0, 10s]
 //	drift_factor      0.01             [0, 0.1]
 //	min_ttl           10ms             [1ms, 24h]

@@ -34,6 +34,32 @@ var settings = []setting{
 		check:  func(c *Config, v *validator) { v.backends(c.Backends, c.Dev) },
 	},
 	row("dev", func(c *Config) *bool { return &c.Dev }, false, strconv.FormatBool, nil),
+	{
+		key:    "migrate_from",
+		decode: plain(func(c *Config) *string { return &c.MigrateFrom }),
+		show: func(c *Config, redact bool) string {
+			if redact {
+				return quoteIfNeeded(RedactBackend(c.MigrateFrom))
+			}
+			return quoteIfNeeded(c.MigrateFrom)
+		},
+		check: func(c *Config, v *validator) {
+			if c.MigrateFrom == "" {
+				return
+			}
+			shown := strconv.Quote(RedactBackend(c.MigrateFrom))
+			addr, err := backendAddr(c.MigrateFrom)
+			if err != nil {
+				v.fail("migrate_from", shown, err.Error())
+				return
+			}
+			for _, b := range c.Backends {
+				if a, err := backendAddr(b); err == nil && a == addr && !c.Dev {
+					v.fail("migrate_from", shown, "is also a backend: the old instance must be a Redis server of its own")
+				}
+			}
+		},
+	},
 	durRow("node_timeout", func(c *Config) *time.Duration { return &c.NodeTimeout }, 50*time.Millisecond,
 		func(c *Config, v *validator) { v.durAbove("node_timeout", c.NodeTimeout, 0, maxNodeTimeout) }),
 	row("drift_factor", func(c *Config) *float64 { return &c.DriftFactor }, 0.01,

@@ -32,6 +32,7 @@ func run(args []string) int {
 	listen := fs.String("listen", "", "listen `address` (default 127.0.0.1:6380)")
 	var backends backendFlags
 	fs.Var(&backends, "backend", "backend `URL` or host:port (repeatable; replaces the file's list)")
+	migrateFrom := fs.String("migrate-from", "", "the old single Redis `URL` (or host:port) that every lock operation also takes while clients move to the proxy")
 	dev := fs.Bool("dev", false, "serve with five embedded in-process backends (no Redis needed; not for production)")
 	logLevel := fs.String("log-level", "", "trace|debug|info|warn|error")
 	logFormat := fs.String("log-format", "", "text|json")
@@ -64,6 +65,8 @@ func run(args []string) int {
 				cfg.Listen = *listen
 			case "backend":
 				cfg.Backends = backends
+			case "migrate-from":
+				cfg.MigrateFrom = *migrateFrom
 			case "dev":
 				cfg.Dev = *dev
 			case "log-level":
