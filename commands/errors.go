@@ -80,6 +80,8 @@ func (d *Dispatcher) lockError(err error) Reply {
 	switch {
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &me):
 		return Errorf("NOQUORUM migrate_from %s unreachable (a client that has not moved may hold the key there)", me.Addr)
+	case errors.Is(err, redlock.ErrMigrateDiffers) && errors.As(err, &me):
+		return Errorf("ERR migrate_from %s answered the script otherwise than the backends (a client that has not moved may hold its keys there)", me.Addr)
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
 		notVoting := 0
 		for _, e := range qe.Errs {

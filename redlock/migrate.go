@@ -27,6 +27,10 @@ import (
 // is measured from a clock reading taken before either started, so the
 // validity holds for both.
 
+// ErrMigrateDiffers: a script by vote that may write answered otherwise
+// on the old instance than on a quorum of backends (VoteWrites).
+var ErrMigrateDiffers = errors.New("migrate_from answered otherwise")
+
 // MigrateError is the old instance's part of a failed lock operation.
 // Kind is ErrHeld (an acquisition found a key held there for another
 // value), ErrNotHeld (an extend found it no longer holds the token) or
@@ -45,6 +49,8 @@ func (e *MigrateError) Error() string {
 		return "lock held on migrate_from " + e.Addr
 	case errors.Is(e.Kind, ErrNotHeld):
 		return "lock not held on migrate_from " + e.Addr
+	case errors.Is(e.Kind, ErrMigrateDiffers):
+		return "migrate_from " + e.Addr + " answered the script otherwise than the backends"
 	}
 	return "migrate_from " + e.Addr + " unreachable"
 }
@@ -325,6 +331,39 @@ func (r *Redlock) existsOnOld(ctx context.Context, keys []string) ([]string, int
 		}
 	}
 	return rest, len(keys) - len(rest)
+}
+
+// VoteWrites is Vote for a script that may write (a library's lock script
+// that is not recognised): with migrate_from it runs on the old instance
+// too, at once, and its reply there must combine with the backends' (the
+// same rules as Vote's, over the two), else the call fails with a
+// MigrateError of kind ErrMigrateDiffers: a script that took a lock on
+// the backends and found it held on the old instance, or the other way
+// round, is not answered as a success. Nothing is undone on either side
+// (as for any script by vote, a partial effect stays until its own ttl).
+// An old instance that does not answer fails it with kind ErrNoQuorum.
+func (r *Redlock) VoteWrites(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
+	if r.migrate == nil {
+		return r.Vote(ctx, script, keys, args)
+	}
+	var got any
+	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
+		var err error
+		got, err = old.Vote(ctx, script, keys, args)
+		return err
+	})
+	v, err := r.Vote(ctx, script, keys, args)
+	oldErr := wait()
+	switch {
+	case err != nil:
+		return nil, err
+	case oldErr != nil:
+		return nil, r.migrate.fail(oldErr, ErrNoQuorum)
+	}
+	if _, ok := combine([]any{v, got}, 2); !ok {
+		return nil, &MigrateError{Addr: r.migrate.old.nodes[0].Addr(), Kind: ErrMigrateDiffers}
+	}
+	return v, nil
 }
 
 // anys is keys as command arguments.

@@ -188,3 +188,27 @@ func TestMigrateWrites(t *testing.T) {
 		t.Fatal("DEL not mirrored")
 	}
 }
+
+// A script by vote that takes a lock the old instance holds is not
+// answered as a success.
+func TestMigrateVoteWrites(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	take := NewScript(`if redis.call("exists", KEYS[1]) == 0 then
+	redis.call("set", KEYS[1], ARGV[1], "px", 10000)
+	return 1
+end
+return 0`)
+	if v, err := m.r.VoteWrites(ctx, take, []string{"free"}, []string{"tok"}); err != nil || v != int64(1) {
+		t.Fatalf("VoteWrites on a free key = %v, %v; want 1", v, err)
+	}
+	if m.oldValue("free") != "tok" {
+		t.Fatal("the script did not run on the old instance")
+	}
+	m.old.Set("k", "legacy")
+	_, err := m.r.VoteWrites(ctx, take, []string{"k"}, []string{"tok"})
+	mustMigrateKind(t, err, ErrMigrateDiffers)
+	m.oldFN.set(modeFail)
+	_, err = m.r.VoteWrites(ctx, take, []string{"j"}, []string{"tok"})
+	mustMigrateKind(t, err, ErrNoQuorum)
+}
