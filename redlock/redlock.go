@@ -234,12 +234,10 @@ func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
 // nodes, and does not stop the Redlock: operations started later add new
 // background work, which a later Close waits for.
 func (r *Redlock) Close(ctx context.Context) error {
-	if r.migrate != nil {
-		if err := r.migrate.old.Close(ctx); err != nil {
-			return err
-		}
+	if err := r.bg.Wait(ctx); err != nil || r.migrate == nil {
+		return err
 	}
-	return r.bg.Wait(ctx)
+	return r.migrate.old.Close(ctx) // after r.bg: its work may start the old instance's
 }
 
 // CloseNodes closes every node and joins their errors.
