@@ -384,3 +384,32 @@ func TestMigrateRedisPy(t *testing.T) {
 		t.Fatalf("grants %v: want both sides granted", granted)
 	}
 }
+
+// TestMigrateWaitForLegacy: LOCK … WAIT on a key a client holds on the
+// old instance waits until that client releases it, then is granted.
+func TestMigrateWaitForLegacy(t *testing.T) {
+	t.Parallel()
+	_, old, p := migrateSetup(t)
+	ctx := testCtx(t, time.Minute)
+	legacy := setNXLocker{c: old.Client(), ttl: 2 * time.Second}
+	g, kind := legacy.acquire(ctx, "w")
+	if kind != "granted" {
+		t.Fatalf("legacy SET NX on the old instance: %s", kind)
+	}
+	var released atomic.Int64
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		released.Store(time.Now().UnixNano())
+		legacy.release(ctx, g)
+	}()
+	v, err := p.Client(nil).Do(ctx, "LOCK", "w", 2000, "WAIT", 5000).Slice()
+	if err != nil || len(v) != 3 {
+		t.Fatalf("LOCK w 2000 WAIT 5000 = %v, %v; want a grant once the legacy client released", v, err)
+	}
+	if at := released.Load(); at == 0 || time.Now().UnixNano() < at {
+		t.Fatal("granted before the legacy client released")
+	}
+	if got, _ := old.Client().Get(ctx, "w").Result(); got != v[0] {
+		t.Fatalf("old instance holds %q, want the proxy's token %v", got, v[0])
+	}
+}
