@@ -79,7 +79,12 @@ func truncate(b []byte, n int) string {
 // errors are never sent: they are logged by redlock where they happen.
 func (d *Dispatcher) lockError(err error) Reply {
 	var qe *redlock.QuorumError
+	var me *redlock.MigrateError
 	switch {
+	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &me):
+		return Errorf("NOQUORUM migrate_from %s unreachable (a client that has not moved may hold the key there)", me.Addr)
+	case errors.Is(err, redlock.ErrMigrateDiffers) && errors.As(err, &me):
+		return Errorf("ERR migrate_from %s answered the script otherwise than the backends (a client that has not moved may hold its keys there)", me.Addr)
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
 		if errors.Is(err, redlock.ErrDisagree) {
 			return Errorf(errDisagree, qe.Granted, qe.Nodes, qe.Quorum)

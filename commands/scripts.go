@@ -268,7 +268,11 @@ func (d *Dispatcher) vote(ctx context.Context, s *script, keys, argv []string) R
 	s.voteLogged.Do(func() {
 		d.log.Info("script runs by vote on every backend", "sha1", s.sha, "why", s.a.NotRecognised)
 	})
-	v, err := d.locker.Vote(ctx, s.run, keys, argv)
+	vote := d.locker.Vote
+	if s.a.Vote.Writes {
+		vote = d.locker.VoteWrites // on the old instance too, during a migration
+	}
+	v, err := vote(ctx, s.run, keys, argv)
 	if err != nil {
 		return d.lockError(err)
 	}

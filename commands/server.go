@@ -67,6 +67,11 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		num("quorum", int64(d.locker.Quorum()))
 		num("voting", int64(voting))
 		line("ready", boolDigit(voting >= d.locker.Quorum()))
+		ms := d.locker.MigrateStats()
+		line("migrate_from", ms.Addr)
+		line("migrate_from_active", boolDigit(ms.Addr != ""))
+		num("migrate_held_acquires", int64(ms.HeldAcquires))
+		num("migrate_legacy_holds", int64(ms.LegacyHolds))
 		now := d.now()
 		for i, st := range status {
 			v := "addr=" + st.Addr + ",state=" + st.State

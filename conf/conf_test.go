@@ -70,6 +70,7 @@ func TestParseFull(t *testing.T) {
 listen           = "0.0.0.0:7000"
 backends         = ["redis://a:6379", "rediss://user:pw@b:6380/2", "c:6379"]
 dev              = true
+migrate_from     = "rediss://old:6379"
 node_timeout     = "20ms"
 drift_factor     = 0.02
 min_ttl          = "5ms"
@@ -108,6 +109,7 @@ metrics_listen   = "127.0.0.1:9121"
 		Listen:            "0.0.0.0:7000",
 		Backends:          []string{"redis://a:6379", "rediss://user:pw@b:6380/2", "c:6379"},
 		Dev:               true,
+		MigrateFrom:       "rediss://old:6379",
 		NodeTimeout:       20 * time.Millisecond,
 		DriftFactor:       0.02,
 		MinTTL:            5 * time.Millisecond,
@@ -286,6 +288,8 @@ func TestValidateBad(t *testing.T) {
 		{"backend no host", func(c *Config) { c.Backends[0] = ":6379" }, "backends", "must be redis://"},
 		{"backend url no host", func(c *Config) { c.Backends[0] = "redis:///0" }, "backends", "must be redis://"},
 		{"backend db", func(c *Config) { c.Backends[0] = "redis://a:1/x" }, "backends", "database"},
+		{"migrate_from form", func(c *Config) { c.MigrateFrom = "http://old:1" }, "migrate_from", `scheme "http"`},
+		{"migrate_from a backend", func(c *Config) { c.MigrateFrom = c.Backends[0] + "/0" }, "migrate_from", "is also a backend"},
 		{"backend query", func(c *Config) { c.Backends[0] = "redis://a:1/0?max_retries=3" }, "backends", "query"},
 		{"backend empty", func(c *Config) { c.Backends[0] = "" }, "backends", `backends = ""`},
 		{"backend duplicate", func(c *Config) { c.Backends[2] = "10.0.0.1:6379" }, "backends", "duplicates"},

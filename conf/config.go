@@ -18,6 +18,7 @@ type Config struct {
 	Listen            string        `hcl:"listen,optional" default:"127.0.0.1:6380" check:"listen" doc:"host:port of the client listener; port 0: any free port, empty host: all interfaces"`
 	Backends          []string      `hcl:"backends,optional" flag:"backend" check:"backends" doc:"redis://host[:port][/db], rediss://… or host:port, at least 1 unless dev, no two on one host:port (the flag repeats and replaces the file's list)"`
 	Dev               bool          `hcl:"dev,optional" default:"false" doc:"five embedded in-process backends; configured backends are then ignored (not for production)"`
+	MigrateFrom       string        `hcl:"migrate_from,optional" check:"migrate_from" url:"true" doc:"the old single Redis (a URL in the form of backends, TLS as backend_tls, not a backend) that every lock operation also takes while clients move to the proxy (docs/operations.md); empty: none"`
 	NodeTimeout       time.Duration `hcl:"node_timeout,optional" default:"50ms" bound:"(0, 10s]" doc:"deadline of each backend call (also capped at 5% of the ttl)"`
 	DriftFactor       float64       `hcl:"drift_factor,optional" default:"0.01" bound:"[0, 0.1]" doc:"clock drift allowed per unit of ttl"`
 	MinTTL            time.Duration `hcl:"min_ttl,optional" default:"10ms" bound:"[1ms, 24h]" doc:"the shortest ttl accepted"`

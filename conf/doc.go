@@ -38,6 +38,7 @@
 //	alias    deprecated values and what they stand for ("catalog=recognised"),
 //	         accepted and warned at start
 //	secret   "true": shown as <set> or <unset>, never as it is
+//	url      "true": a backend URL, shown with its credentials hidden
 //	doc      the line -help prints
 //
 // Adding a setting is adding its field to Config: its file key, flag,

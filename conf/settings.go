@@ -23,6 +23,7 @@ type setting struct {
 	bound   bound             // what Validate checks
 	aliases map[string]string // deprecated value → the value it stands for
 	secret  bool              // shown as <set>/<unset>, never as it is
+	url     bool              // a backend URL: shown with its credentials hidden
 }
 
 // bound is a parsed bound tag. Numbers (int, float64, time.Duration) take
@@ -105,6 +106,7 @@ func newSetting(key string, i int, f reflect.StructField) *setting {
 		s.flag = fl
 	}
 	s.secret = f.Tag.Get("secret") == "true"
+	s.url = f.Tag.Get("url") == "true"
 	if d, ok := f.Tag.Lookup("default"); ok {
 		v, err := s.parse(d)
 		if err != nil {
@@ -187,6 +189,8 @@ func (s *setting) format(v reflect.Value, redact bool) string {
 		return strconv.Quote(v.String()) // for comparison only, never printed
 	case s.typ == durationType:
 		return fmtDuration(time.Duration(v.Int()))
+	case s.typ.Kind() == reflect.String && s.url && redact:
+		return quoteIfNeeded(RedactBackend(v.String()))
 	case s.typ.Kind() == reflect.String:
 		return quoteIfNeeded(v.String())
 	case s.typ.Kind() == reflect.Float64:

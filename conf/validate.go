@@ -15,6 +15,7 @@ var checks = map[string]func(c *Config, v *validator){
 	"listen":       func(c *Config, v *validator) { v.listen(c.Listen) },
 	"backends":     func(c *Config, v *validator) { v.backends(c.Backends, c.Dev) },
 	"announce":     func(c *Config, v *validator) { v.announce(c.Announce) },
+	"migrate_from": func(c *Config, v *validator) { v.migrateFrom(c) },
 	"service_name": func(c *Config, v *validator) { v.serviceName(c.ServiceName) },
 	"metrics_listen": func(c *Config, v *validator) {
 		if c.MetricsListen != "" && v.hostPort("metrics_listen", c.MetricsListen) &&
@@ -176,4 +177,24 @@ func parsePort(p string, zeroOK bool) (int, error) {
 		return 0, errors.New("must be a number within [" + strconv.Itoa(lo) + ", 65535]")
 	}
 	return n, nil
+}
+
+// migrateFrom checks the old single Redis of an upgrade in place: a URL in
+// the form of backends, and not one of them.
+func (v *validator) migrateFrom(c *Config) {
+	if c.MigrateFrom == "" {
+		return
+	}
+	shown := strconv.Quote(RedactBackend(c.MigrateFrom))
+	addr, err := backendAddr(c.MigrateFrom)
+	if err != nil {
+		v.fail("migrate_from", shown, err.Error())
+		return
+	}
+	for _, b := range c.Backends {
+		if a, err := backendAddr(b); err == nil && a == addr && !c.Dev {
+			v.fail("migrate_from", shown, "is also a backend: the old instance must be a Redis server of its own")
+			return
+		}
+	}
 }

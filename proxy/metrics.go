@@ -35,6 +35,9 @@ type MetricsSources struct {
 	Clients      func() int // connected clients; nil reads 0
 	SessionLocks func() int // SESSION locks this proxy holds and renews; nil reads 0
 	Waiters      func() int // LOCK … WAIT callers queued on this proxy; nil reads 0
+	// Migrate reads what the old instance of migrate_from showed; nil
+	// registers no migrate_* metrics.
+	Migrate func() redlock.MigrateStats
 }
 
 // Metrics are the proxy's Prometheus metrics, in a registry of their own
@@ -122,6 +125,27 @@ func (m *Metrics) Watch(src MetricsSources) {
 		gauge("lock_waiters", "LOCK … WAIT callers queued on this proxy for a held key.", src.Waiters),
 		backendCollector{b: src.Backends},
 	)
+	if f := src.Migrate; f != nil {
+		counter := func(name, help string, v func(redlock.MigrateStats) uint64) prometheus.Collector {
+			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metricPrefix + name, Help: help},
+				func() float64 { return float64(v(f())) })
+		}
+		m.reg.MustRegister(
+			gauge("migrate_from_active", "1 while migrate_from is set: every lock operation also takes the old single Redis.",
+				func() int { return boolInt(f().Addr != "") }),
+			counter("migrate_held_acquires_total", "Acquisitions refused because the old instance of migrate_from held the key for another value.",
+				func(s redlock.MigrateStats) uint64 { return s.HeldAcquires }),
+			counter("migrate_legacy_holds_total", "Keys seen held on the old instance of migrate_from and not on a quorum of backends: locks of clients that have not moved.",
+				func(s redlock.MigrateStats) uint64 { return s.LegacyHolds }),
+		)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Observe counts one command; it has commands.Options.Observe's

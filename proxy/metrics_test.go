@@ -138,6 +138,32 @@ func TestMetricsExposition(t *testing.T) {
 	}
 }
 
+// The migrate_from counters are read at scrape time, only when given.
+func TestMetricsMigrate(t *testing.T) {
+	m := NewMetrics("1.2.3")
+	m.Watch(MetricsSources{
+		Backends: fiveBackends(3),
+		Migrate: func() redlock.MigrateStats {
+			return redlock.MigrateStats{Addr: "10.0.0.9:6379", HeldAcquires: 5, LegacyHolds: 2}
+		},
+	})
+	_, body := get(t, m.Handler(), "/metrics")
+	for _, want := range []string{
+		"redlock_proxy_migrate_from_active 1",
+		"redlock_proxy_migrate_held_acquires_total 5",
+		"redlock_proxy_migrate_legacy_holds_total 2",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	m = NewMetrics("1.2.3")
+	m.Watch(MetricsSources{Backends: fiveBackends(3)})
+	if _, body := get(t, m.Handler(), "/metrics"); strings.Contains(body, "migrate") {
+		t.Error("migrate_* metrics without a Migrate source")
+	}
+}
+
 func TestMetricsObserveAllocs(t *testing.T) {
 	m := NewMetrics("test")
 	m.Watch(MetricsSources{Backends: fiveBackends(5)})

@@ -43,7 +43,7 @@ type Value struct {
 // It fails with a *QuorumError of kind ErrNoQuorum when fewer than a
 // quorum of nodes answered.
 func (r *Redlock) Read(ctx context.Context, key string) (Value, error) {
-	return r.read(ctx, key, false)
+	return r.mirrorRead(ctx, key)(r.read(ctx, key, false))
 }
 
 // Get is Read for the value alone: it decides as soon as one value has a
@@ -52,7 +52,7 @@ func (r *Redlock) Read(ctx context.Context, key string) (Value, error) {
 // quorum agrees on is the latest written to a quorum: two quorums share a
 // node.
 func (r *Redlock) Get(ctx context.Context, key string) (Value, error) {
-	return r.read(ctx, key, true)
+	return r.mirrorRead(ctx, key)(r.read(ctx, key, true))
 }
 
 func (r *Redlock) read(ctx context.Context, key string, early bool) (Value, error) {
@@ -78,7 +78,15 @@ func (r *Redlock) read(ctx context.Context, key string, early bool) (Value, erro
 // its deadline, and fails with ErrNoQuorum when fewer than a quorum
 // answered.
 func (r *Redlock) Exists(ctx context.Context, keys []string) (int, error) {
-	return r.countKeys(ctx, "exists", existsScript, keys)
+	if err := checkKeys(ctx, "exists", keys); err != nil {
+		return 0, err
+	}
+	keys, onOld := r.existsOnOld(ctx, keys)
+	if len(keys) == 0 {
+		return onOld, nil
+	}
+	n, err := r.countKeys(ctx, "exists", existsScript, keys)
+	return n + onOld, err
 }
 
 // Delete deletes keys unconditionally on every node and counts the keys
@@ -89,6 +97,7 @@ func (r *Redlock) Delete(ctx context.Context, keys []string) (int, error) {
 	if err := checkKeys(ctx, "delete", keys); err != nil {
 		return 0, err
 	}
+	defer r.mirrorWrite(ctx, "delete", append([]any{"DEL"}, anys(keys)...)...)()
 	return r.countKeysWith(ctx, "delete", r.deleteCall(slices.Clone(keys)))
 }
 
@@ -143,6 +152,7 @@ func (r *Redlock) Write(ctx context.Context, key, value string, ttl time.Duratio
 	if ttl > 0 {
 		args = append(args, "PX", millis(ttl))
 	}
+	defer r.mirrorWrite(ctx, "write", args...)()
 	return r.ack(ctx, "write", r.dataTimeout(ttl), args)
 }
 
@@ -217,6 +227,7 @@ func (r *Redlock) Expire(ctx context.Context, key string, ttl time.Duration) (bo
 		return false, err
 	}
 	ms := millis(ttl)
+	defer r.mirrorWrite(ctx, "expire", "PEXPIRE", key, ms)()
 	expire := call[bool]{cmd: command{kind: callDo, args: []any{"PEXPIRE", key, ms}}, decode: intIs1}
 	t := r.tally()
 	if err := quorum(r, ctx, "expire", r.callTimeout(ttl), expire, decider[bool](t), nil); err != nil {
@@ -243,6 +254,11 @@ func (r *Redlock) CompareAndSet(ctx context.Context, key, old, new string, ttl t
 	if err := ctx.Err(); err != nil {
 		return Lock{}, fmt.Errorf("compare-and-set: %w", err)
 	}
+	return r.mirrorCompareAndSet(ctx, key, old, new, ttl)(r.compareAndSet(ctx, key, old, new, ttl))
+}
+
+// compareAndSet is CompareAndSet's quorum on the backends.
+func (r *Redlock) compareAndSet(ctx context.Context, key, old, new string, ttl time.Duration) (Lock, error) {
 	set := call[bool]{
 		cmd:    command{kind: callEval, script: casScript, keys: []string{key}, args: []any{old, new, millis(ttl)}},
 		decode: intIs1,

@@ -104,7 +104,7 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 		}
 	}
 	granted := func(ok bool) bool { return ok }
-	l, err := acquireFlight(r, ctx, send, token, ttl, set, granted, r.tally(), nil)
+	l, err := acquireFlight(r, ctx, send, token, ttl, mode, set, granted, r.tally(), nil)
 	if err != nil {
 		return Lock{}, err
 	}
@@ -126,12 +126,14 @@ type voteTally[T any] interface {
 func (t *tally) granted() int { return t.yes }
 
 // acquireFlight is one acquisition: it enters the keys' gate, sends set to
-// every node, decides with t, runs after (when not nil: FENCE's write-back)
-// once a quorum granted, and measures the validity after that. On any
+// every node (and takes the keys on the old instance with mode, when
+// migrating: migrate.go), decides with t, runs after (when not nil:
+// FENCE's write-back) once a quorum granted, waits for the old instance's
+// yes, and measures the validity after that. On any
 // failure it decides the flight as failed, so every node that may have set
 // the keys (all but a definite "no", per granted) is rolled back after its
 // own call returned.
-func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token string, ttl time.Duration,
+func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token string, ttl time.Duration, mode AcquireMode,
 	set call[T], granted func(T) bool, t voteTally[T], after func() error) (Lock, error) {
 	undo := func(n Node, rep reply[T]) {
 		if rep.err == nil && !granted(rep.val) {
@@ -145,9 +147,10 @@ func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token 
 	}
 	defer pass.leave()
 	t1 := r.now()
+	old := r.mirrorAcquire(ctx, keys, token, ttl, mode)
 	f := launch(r, "acquire", r.callTimeout(ttl), set, decider[T](t), undo)
 	failed := true
-	defer func() { f.decide(failed) }()
+	defer func() { f.decide(failed); old.settle(failed) }()
 
 	if err := f.wait(ctx); err != nil {
 		return Lock{}, err
@@ -159,6 +162,9 @@ func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token 
 		if err := after(); err != nil {
 			return Lock{}, err
 		}
+	}
+	if err := old.wait(); err != nil {
+		return Lock{}, err
 	}
 	validity := r.validity(ttl, t1, r.now())
 	if validity <= 0 {
@@ -191,6 +197,8 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
+	waitOld := r.mirrorRelease(ctx, del.cmd.keys, token)
+	defer waitOld()
 	t := r.tally()
 	if err := quorum(r, ctx, "release", r.nodeTimeout, del, decider[bool](t), pass.leave); err != nil {
 		return err
@@ -219,6 +227,8 @@ func (r *Redlock) ReleaseKeys(ctx context.Context, keys []string, token string) 
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
+	waitOld := r.mirrorRelease(ctx, send, token)
+	defer waitOld()
 	t := r.keyTally(len(send), true)
 	if err := quorum(r, ctx, "release", r.nodeTimeout, del, decider[[]int64](t), pass.leave); err != nil {
 		return nil, err
@@ -282,6 +292,12 @@ func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, t
 			decode: asInt,
 		}
 	}
+	withOld := r.mirrorExtend(ctx, send, token, ttl, mode)
+	return withOld(r.extend(ctx, ttl, expire))
+}
+
+// extend is ExtendKeys's quorum on the backends.
+func (r *Redlock) extend(ctx context.Context, ttl time.Duration, expire call[int64]) (time.Duration, error) {
 	t1 := r.now()
 	t := &ttlTally{tally: tally{counts: r.counts()}}
 	if err := quorum(r, ctx, "extend", r.callTimeout(ttl), expire, decider[int64](t), nil); err != nil {

@@ -136,6 +136,10 @@ type Options struct {
 	// each backend, on the key's NoticeChannel (notice.go), for the
 	// waiters of other proxies.
 	ReleaseNotices bool
+	// MigrateFrom, when set, is the single Redis the clients locked on
+	// before they moved to these nodes: a required participant in every
+	// lock operation until the move is over (migrate.go).
+	MigrateFrom Node
 	// ObserveCall, when set, is told the outcome and duration of every
 	// backend call (metrics); it must be cheap and must not block.
 	ObserveCall func(addr string, elapsed time.Duration, err error)
@@ -172,6 +176,7 @@ type Redlock struct {
 	observeCall     func(addr string, elapsed time.Duration, err error)
 	notices         atomic.Bool  // Options.ReleaseNotices, until checkNotices turns them off
 	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fenceshare.go)
+	migrate         *migration   // Options.MigrateFrom; nil without
 
 	// Backend health (health.go): one per node, in node order.
 	health         []*nodeHealth
@@ -224,6 +229,9 @@ func New(nodes []Node, opts Options) *Redlock {
 	}
 	r.initHealth()
 	r.notices.Store(opts.ReleaseNotices)
+	if opts.MigrateFrom != nil {
+		r.migrate = newMigration(opts.MigrateFrom, opts, r.log)
+	}
 	return r
 }
 
@@ -238,11 +246,19 @@ func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
 // returns ctx.Err() if ctx ends first. It is idempotent, does not close the
 // nodes, and does not stop the Redlock: operations started later add new
 // background work, which a later Close waits for.
-func (r *Redlock) Close(ctx context.Context) error { return r.bg.Wait(ctx) }
+func (r *Redlock) Close(ctx context.Context) error {
+	if err := r.bg.Wait(ctx); err != nil || r.migrate == nil {
+		return err
+	}
+	return r.migrate.old.Close(ctx) // after r.bg: its work may start the old instance's
+}
 
 // CloseNodes closes every node and joins their errors.
 func (r *Redlock) CloseNodes() error {
 	var errs []error
+	if r.migrate != nil {
+		errs = append(errs, r.migrate.old.CloseNodes())
+	}
 	for _, n := range r.nodes {
 		if err := n.Close(); err != nil {
 			errs = append(errs, &NodeError{Addr: n.Addr(), Err: err})

@@ -101,6 +101,15 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		observeCall = metrics.ObserveBackend
 	}
 	redlock.RouteDriverLogs(logger.Named("backend"))
+	var migrateFrom redlock.Node // dialled like a backend
+	if cfg.MigrateFrom != "" {
+		n, err := redlock.DialNodeTLS(cfg.MigrateFrom, nodeTLS)
+		if err != nil {
+			return d, fmt.Errorf("migrate_from %s: %w", conf.RedactBackend(cfg.MigrateFrom), err)
+		}
+		migrateFrom = n
+		logger.Info("migrating: every lock operation also takes the old instance", "migrate-from", n.Addr())
+	}
 	nodes := make([]redlock.Node, 0, len(backends))
 	relayed := make([]relay.Backend, 0, len(backends))
 	otherDB := "" // a backend whose URL selects a database other than 0
@@ -125,6 +134,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		Logger:             logger.Named("redlock"),
 		ObserveCall:        observeCall,
 		ReleaseNotices:     true,
+		MigrateFrom:        migrateFrom,
 	})
 	if err := d.checkBackends(cfg.Strict); err != nil {
 		return d, err
@@ -189,6 +199,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 			Clients:      d.disp.ClientCount,
 			SessionLocks: d.leases.Sessions,
 			Waiters:      d.leases.Waiters,
+			Migrate:      d.locker.MigrateStats,
 		})
 		d.ops = proxy.NewOpsServer(cfg.MetricsListen, metrics, d.locker, logger.Named("metrics"))
 		if err := d.ops.Listen(); err != nil {

@@ -1,0 +1,214 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// migrating is a cluster of three backends with an old single instance
+// (Options.MigrateFrom) behind a faultyNode.
+type migrating struct {
+	*cluster
+	old   *miniredis.Miniredis
+	oldFN *faultyNode
+}
+
+func newMigrating(t *testing.T) *migrating {
+	t.Helper()
+	old := miniredis.RunT(t)
+	rn, err := DialNode(old.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rn.Close() })
+	fn := &faultyNode{Node: rn}
+	c := newCluster(t, 3, Options{MigrateFrom: fn, NodeTimeout: time.Second})
+	return &migrating{cluster: c, old: old, oldFN: fn}
+}
+
+func (m *migrating) oldValue(key string) string {
+	v, err := m.old.Get(key)
+	if err != nil {
+		return ""
+	}
+	return v
+}
+
+func mustMigrateKind(t *testing.T, err, kind error) {
+	t.Helper()
+	var me *MigrateError
+	if !errors.As(err, &me) || !errors.Is(err, kind) {
+		t.Fatalf("err = %T %v, want a *MigrateError of kind %v", err, err, kind)
+	}
+}
+
+// A key a legacy client holds on the old instance is held: the backends'
+// yes is undone, and the acquisition is counted.
+func TestMigrateHeldOnOld(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	if err := m.old.Set("k", "legacy"); err != nil {
+		t.Fatal(err)
+	}
+	m.old.SetTTL("k", 10*time.Second)
+	for _, acquire := range []func() error{
+		func() error { _, err := m.r.Acquire(ctx, "k", "tok", 10*time.Second); return err },
+		func() error { _, err := m.r.AcquireFenced(ctx, "k", "tok", 10*time.Second); return err },
+		func() error {
+			_, err := m.r.AcquireKeys(ctx, []string{"j", "k"}, "tok", 10*time.Second, IfAbsentOrMine)
+			return err
+		},
+	} {
+		mustMigrateKind(t, acquire(), ErrHeld)
+		m.wait(t) // the rollback of one, before the next
+	}
+	m.wait(t)
+	if n := m.holders("k", "tok") + m.holders("j", "tok"); n != 0 {
+		t.Fatalf("%d backend copies left after the rollback", n)
+	}
+	if v := m.oldValue("k"); v != "legacy" {
+		t.Fatalf("old instance holds %q, want the legacy value", v)
+	}
+	if v := m.oldValue("j"); v != "" {
+		t.Fatalf("old instance kept j=%q of a failed acquisition", v)
+	}
+	if s := m.r.MigrateStats(); s.HeldAcquires != 3 || s.LegacyHolds != 3 || s.Addr != m.old.Addr() {
+		t.Fatalf("stats = %+v, want 3 held acquires, 3 legacy holds", s)
+	}
+
+	// Reads count the legacy hold.
+	v, err := m.r.Get(ctx, "k")
+	if err != nil || !v.Exists || v.Data != "legacy" || v.PTTL <= 0 {
+		t.Fatalf("Get = %+v, %v; want the old instance's value with its ttl", v, err)
+	}
+	if n, err := m.r.Exists(ctx, []string{"k", "j", "k"}); err != nil || n != 2 {
+		t.Fatalf("Exists = %d, %v; want 2", n, err)
+	}
+
+	// Once the legacy client releases, the lock is granted on both sides
+	// and its release reaches both.
+	m.old.Del("k")
+	l, err := m.r.Acquire(ctx, "k", "tok", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.oldValue("k") != "tok" {
+		t.Fatal("granted without the key on the old instance")
+	}
+	if _, err := m.r.Extend(ctx, "k", "tok", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := m.old.TTL("k"); ttl <= 10*time.Second {
+		t.Fatalf("old instance ttl %v after the extend, want it extended", ttl)
+	}
+	if err := m.r.Release(ctx, l.Key, l.Token); err != nil {
+		t.Fatal(err)
+	}
+	m.wait(t)
+	if m.oldValue("k") != "" || m.holders("k", "tok") != 0 {
+		t.Fatal("release left the key somewhere")
+	}
+}
+
+// A lock the backends refuse leaves nothing on the old instance.
+func TestMigrateRollbackOnOld(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	for i := range 2 {
+		m.mrs[i].Set("k", "other")
+	}
+	_, err := m.r.Acquire(ctx, "k", "tok", 10*time.Second)
+	mustKind(t, err, ErrHeld)
+	m.wait(t)
+	if v := m.oldValue("k"); v != "" {
+		t.Fatalf("old instance kept %q of a refused acquisition", v)
+	}
+}
+
+// An old instance that does not answer fails acquisitions and extends
+// (a legacy client may hold the key there) with a MigrateError of kind
+// ErrNoQuorum, and leaves nothing on the backends; releases still
+// proceed on the backends.
+func TestMigrateOldDown(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	l, err := m.r.Acquire(ctx, "held", "tok", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.oldFN.set(modeFail)
+	_, err = m.r.Acquire(ctx, "k", "tok", 10*time.Second)
+	mustMigrateKind(t, err, ErrNoQuorum)
+	if want := "migrate_from " + m.old.Addr() + " unreachable"; err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
+	}
+	_, err = m.r.Extend(ctx, "held", "tok", 10*time.Second)
+	mustMigrateKind(t, err, ErrNoQuorum)
+	if err := m.r.Release(ctx, l.Key, l.Token); err != nil {
+		t.Fatalf("release with the old instance down: %v", err)
+	}
+	m.wait(t)
+	if n := m.holders("k", "tok") + m.holders("held", "tok"); n != 0 {
+		t.Fatalf("%d backend copies left", n)
+	}
+	// Reads go on without it.
+	if v, err := m.r.Get(ctx, "k"); err != nil || v.Exists {
+		t.Fatalf("Get = %+v, %v", v, err)
+	}
+}
+
+// The plain writes reach the old instance too.
+func TestMigrateWrites(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	if err := m.r.Write(ctx, "k", "v1", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if m.oldValue("k") != "v1" {
+		t.Fatal("SET not mirrored")
+	}
+	if _, err := m.r.CompareAndSet(ctx, "k", "v1", "v2", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if m.oldValue("k") != "v2" || m.old.TTL("k") <= 10*time.Second {
+		t.Fatal("SET IFEQ not mirrored")
+	}
+	m.old.Set("k", "legacy")
+	if _, err := m.r.CompareAndSet(ctx, "k", "v2", "v3", 20*time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("SET IFEQ with the old instance holding another value: %v", err)
+	}
+	if _, err := m.r.Delete(ctx, []string{"k"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.oldValue("k") != "" {
+		t.Fatal("DEL not mirrored")
+	}
+}
+
+// A script by vote that takes a lock the old instance holds is not
+// answered as a success.
+func TestMigrateVoteWrites(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	take := NewScript(`if redis.call("exists", KEYS[1]) == 0 then
+	redis.call("set", KEYS[1], ARGV[1], "px", 10000)
+	return 1
+end
+return 0`)
+	if v, err := m.r.VoteWrites(ctx, take, []string{"free"}, []string{"tok"}); err != nil || v != int64(1) {
+		t.Fatalf("VoteWrites on a free key = %v, %v; want 1", v, err)
+	}
+	if m.oldValue("free") != "tok" {
+		t.Fatal("the script did not run on the old instance")
+	}
+	m.old.Set("k", "legacy")
+	_, err := m.r.VoteWrites(ctx, take, []string{"k"}, []string{"tok"})
+	mustMigrateKind(t, err, ErrMigrateDiffers)
+	m.oldFN.set(modeFail)
+	_, err = m.r.VoteWrites(ctx, take, []string{"j"}, []string{"tok"})
+	mustMigrateKind(t, err, ErrNoQuorum)
+}

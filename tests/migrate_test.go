@@ -1,0 +1,415 @@
+package tests
+
+// The move from one Redis to the quorum (migrate_from): applications that
+// still lock on the old single Redis and applications that already lock
+// through the proxy share resources, and no two of them may hold one at
+// once, whatever dialect the moved ones speak and while a backend stalls.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
+)
+
+// compareAndDelete is the release script of the applications: delete the
+// key only if it still holds our token.
+var compareAndDelete = redis.NewScript(`
+if redis.call("get", KEYS[1]) == ARGV[1] then
+    return redis.call("del", KEYS[1])
+else
+    return 0
+end`)
+
+// setNXLocker locks as an application written for one Redis does: SET NX
+// PX with a random token, released with compareAndDelete. Pointed at the
+// old instance it is a client that has not moved; pointed at the proxy,
+// one that has.
+type setNXLocker struct {
+	c   *redis.Client
+	ttl time.Duration
+}
+
+func (l setNXLocker) acquire(ctx context.Context, key string) (grant, string) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	tok := hex.EncodeToString(b[:])
+	t0 := time.Now()
+	ok, err := l.c.SetNX(ctx, key, tok, l.ttl).Result()
+	t1 := time.Now()
+	switch {
+	case err != nil:
+		return grant{}, replyKind(err)
+	case !ok:
+		return grant{}, "held"
+	}
+	// As long as one Redis keeps it, less the proxy's own drift allowance.
+	valid := l.ttl - l.ttl/100 - 2*time.Millisecond
+	return grant{Resource: key, Token: tok, Sent: t0, Start: t1, End: t0.Add(valid)}, "granted"
+}
+
+func (l setNXLocker) release(ctx context.Context, g grant) string {
+	n, err := compareAndDelete.Run(ctx, l.c, []string{g.Resource}, g.Token).Int64()
+	if err != nil {
+		return "unlock:" + replyKind(err)
+	}
+	return fmt.Sprintf("unlock:%d", n)
+}
+
+// countedLocker counts the grants of one kind of client.
+type countedLocker struct {
+	chaosLocker
+	n *atomic.Int64
+}
+
+func (l countedLocker) acquire(ctx context.Context, key string) (grant, string) {
+	g, kind := l.chaosLocker.acquire(ctx, key)
+	if kind == "granted" {
+		l.n.Add(1)
+	}
+	return g, kind
+}
+
+// migrateSetup is three backends, the old single Redis, and a proxy with
+// migrate_from pointing at it, on the chaos runs' timings.
+func migrateSetup(t *testing.T) ([]*redisProc, *redisProc, *proxyProc) {
+	t.Helper()
+	rs := startCluster(t, 3)
+	old := startRedis(t)
+	p := startProxy(t, rs, chaosProxyHCL+fmt.Sprintf("\nmigrate_from = %q\n", old.URL()))
+	return rs, old, p
+}
+
+// infoField reads one field of INFO section.
+func infoField(t *testing.T, c *redis.Client, section, field string) string {
+	t.Helper()
+	info, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatalf("INFO %s: %v", section, err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	t.Fatalf("INFO %s has no %s:\n%s", section, field, info)
+	return ""
+}
+
+// TestMigrateNoOverlap: clients locking directly on the old Redis with
+// SET NX PX, and clients locking through the proxy (native LOCK, SET NX
+// with the same release script, redsync) on the same four resources,
+// while one of three backends is SIGSTOPped for a while: no two hold one
+// resource at once, and both sides get locks.
+func TestMigrateNoOverlap(t *testing.T) {
+	t.Parallel()
+	d := chaosDuration(t)
+	rs, old, p := migrateSetup(t)
+	ctx := testCtx(t, d+2*time.Minute)
+	if got := infoField(t, p.Client(nil), "backends", "migrate_from_active"); got != "1" {
+		t.Fatalf("INFO migrate_from_active = %q, want 1", got)
+	}
+
+	var legacy, native, setnx, rsync atomic.Int64
+	run := newChaosRun(t, ctx, "migrate")
+	run.startWorkers(3, func(int) chaosLocker {
+		c := redis.NewClient(&redis.Options{Addr: old.Addr(), PoolSize: 1, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		return countedLocker{setNXLocker{c: c, ttl: chaosTTL}, &legacy}
+	})
+	run.startWorkers(2, func(int) chaosLocker {
+		return countedLocker{proxyLocker{c: p.Client(&redis.Options{PoolSize: 1}), ttl: chaosTTL}, &native}
+	})
+	run.startWorkers(2, func(int) chaosLocker {
+		return countedLocker{setNXLocker{c: p.Client(&redis.Options{PoolSize: 1}), ttl: chaosTTL}, &setnx}
+	})
+	run.startWorkers(2, func(int) chaosLocker {
+		rs := redsync.New(goredis.NewPool(p.Client(&redis.Options{PoolSize: 1})))
+		return countedLocker{redsyncOnce{rs: rs, ttl: chaosTTL}, &rsync}
+	})
+
+	time.Sleep(d / 3)
+	run.fault("SIGSTOP 1 of 3 backends", min(d/3, 3*time.Second), rs[0].Stop, rs[0].Cont)
+	time.Sleep(time.Until(run.h.origin.Add(d)))
+	rep, _ := run.finish(false)
+
+	t.Logf("grants: %d legacy (old Redis), %d LOCK, %d SET NX, %d redsync through the proxy",
+		legacy.Load(), native.Load(), setnx.Load(), rsync.Load())
+	if n := rep.failures(); n > 0 {
+		for _, line := range rep.details(run.h.origin, 20) {
+			t.Error(line)
+		}
+		t.Fatalf("%d violations of mutual exclusion", n)
+	}
+	for name, n := range map[string]int64{"legacy": legacy.Load(), "LOCK": native.Load(), "SET NX": setnx.Load(), "redsync": rsync.Load()} {
+		if n == 0 {
+			t.Errorf("no %s client was granted a lock: the sides did not share the resources", name)
+		}
+	}
+	held, _ := strconv.Atoi(infoField(t, p.Client(nil), "backends", "migrate_held_acquires"))
+	if held == 0 {
+		t.Error("INFO migrate_held_acquires = 0: the proxy never found a resource held on the old instance")
+	}
+	t.Logf("INFO migrate_held_acquires = %d, migrate_legacy_holds = %s", held,
+		infoField(t, p.Client(nil), "backends", "migrate_legacy_holds"))
+}
+
+// redsyncOnce is redsync through the proxy, one try per acquire (the run
+// retries), so that the workers of every kind contend evenly.
+type redsyncOnce struct {
+	rs  *redsync.Redsync
+	ttl time.Duration
+}
+
+func (l redsyncOnce) acquire(ctx context.Context, key string) (grant, string) {
+	m := l.rs.NewMutex(key, redsync.WithExpiry(l.ttl), redsync.WithTries(1))
+	t0 := time.Now()
+	err := m.LockContext(ctx)
+	t1 := time.Now()
+	if err != nil {
+		return grant{}, "held"
+	}
+	return grant{Resource: key, Token: m.Value(), Sent: t0, Start: t1, End: m.Until()}, "granted"
+}
+
+func (l redsyncOnce) release(ctx context.Context, g grant) string {
+	return redsyncLocker{rs: l.rs, ttl: l.ttl}.release(ctx, g)
+}
+
+// TestMigrateOldDown: an old instance that does not answer fails every
+// acquisition with the documented error (a client that has not moved may
+// hold the key there) and leaves no key on the backends; a lock taken
+// before can still be released.
+func TestMigrateOldDown(t *testing.T) {
+	t.Parallel()
+	rs, old, p := migrateSetup(t)
+	ctx := testCtx(t, time.Minute)
+	c := p.Client(nil)
+	tok, err := c.Do(ctx, "LOCK", "before", 2000).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Stop()
+	defer old.Cont()
+	want := "NOQUORUM migrate_from " + old.Addr() + " unreachable"
+	if _, err := c.Do(ctx, "LOCK", "k", 2000).Result(); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("LOCK with the old instance stopped: %v, want %q…", err, want)
+	}
+	// Another key: the LOCK's backend copies are undone in the background.
+	if _, err := c.SetNX(ctx, "k2", "v", 2*time.Second).Result(); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("SET NX with the old instance stopped: %v, want %q…", err, want)
+	}
+	if n, err := c.Do(ctx, "UNLOCK", "before", tok[0]).Int64(); err != nil || n != 1 {
+		t.Fatalf("UNLOCK with the old instance stopped = %d, %v; want 1 (releases proceed on the backends)", n, err)
+	}
+	for _, r := range rs {
+		testkit.Eventually(t, 5*time.Second, "no copy of k, k2 or before left on "+r.Addr(), func() bool {
+			n, err := r.Client().Exists(ctx, "k", "k2", "before").Result()
+			return err == nil && n == 0
+		})
+	}
+	// The stopped instance runs the SETs queued to it when it resumes;
+	// their undo may have been given up, so a key stays until its ttl.
+	old.Cont()
+	testkit.Eventually(t, 10*time.Second, "LOCK granted once the old instance answers again", func() bool {
+		_, err := c.Do(ctx, "LOCK", "k", 2000).Slice()
+		return err == nil
+	})
+}
+
+// TestMigrateRollbackOnOld: an acquisition the backends refuse, whose key
+// the old instance granted, is undone there; and a key a client holds on
+// the old instance is held through the proxy, for reads too.
+func TestMigrateRollbackOnOld(t *testing.T) {
+	t.Parallel()
+	rs, old, p := migrateSetup(t)
+	ctx := testCtx(t, time.Minute)
+	c := p.Client(nil)
+	for _, r := range rs[:2] {
+		if err := r.Client().Set(ctx, "k", "other", 10*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setsBefore := commandCalls(t, old, "set")
+	if v, err := c.Do(ctx, "LOCK", "k", 2000).Result(); err != redis.Nil {
+		t.Fatalf("LOCK of a key held on a quorum = %v, %v; want null", v, err)
+	}
+	if commandCalls(t, old, "set") == setsBefore {
+		t.Fatal("the acquisition never reached the old instance")
+	}
+	testkit.Eventually(t, 5*time.Second, "the old instance's copy of k rolled back", func() bool {
+		n, err := old.Client().Exists(ctx, "k").Result()
+		return err == nil && n == 0
+	})
+
+	// A legacy hold: held through the proxy, visible to reads.
+	if err := old.Client().Set(ctx, "legacy", "app-1", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Do(ctx, "LOCK", "legacy", 2000).Result(); err != redis.Nil {
+		t.Fatalf("LOCK of a key held on the old instance = %v, %v; want null", v, err)
+	}
+	if v, err := c.Get(ctx, "legacy").Result(); err != nil || v != "app-1" {
+		t.Fatalf("GET legacy = %q, %v; want the old instance's value", v, err)
+	}
+	if n, err := c.Exists(ctx, "legacy").Result(); err != nil || n != 1 {
+		t.Fatalf("EXISTS legacy = %d, %v; want 1", n, err)
+	}
+	if ms, err := c.PTTL(ctx, "legacy").Result(); err != nil || ms <= 0 {
+		t.Fatalf("PTTL legacy = %v, %v; want the old instance's ttl", ms, err)
+	}
+	if info, err := c.Do(ctx, "LOCKINFO", "legacy").Result(); err != nil || info == nil {
+		t.Fatalf("LOCKINFO legacy = %v, %v; want the legacy hold", info, err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the refused LOCK's backend copies rolled back", func() bool {
+		for _, r := range rs {
+			if n, err := r.Client().Exists(ctx, "legacy").Result(); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if n, _ := strconv.Atoi(infoField(t, c, "backends", "migrate_legacy_holds")); n == 0 {
+		t.Error("INFO migrate_legacy_holds = 0 after a legacy hold was seen")
+	}
+}
+
+// commandCalls reads calls= of cmdstat_name from r's INFO commandstats.
+func commandCalls(t *testing.T, r *redisProc, name string) int {
+	t.Helper()
+	info, err := r.Client().Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
+			n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+			return n
+		}
+	}
+	return 0
+}
+
+// TestMigrateRedisPy: the same run as TestMigrateNoOverlap with redis-py
+// on both sides: legacy processes locking on the old Redis with SET NX PX
+// and a compare-and-delete script, and processes using redis-py's Lock
+// through the proxy, one backend SIGSTOPped midway.
+func TestMigrateRedisPy(t *testing.T) {
+	t.Parallel()
+	requirePythonRedis(t)
+	d := min(chaosDuration(t), 15*time.Second)
+	rs, old, p := migrateSetup(t)
+	worker := pythonScript(t, "migrate_worker.py")
+	keys := strings.Join(chaosKeys, ",")
+	type result struct {
+		Windows [][3]json.RawMessage `json:"windows"`
+		Outcome map[string]int       `json:"outcomes"`
+	}
+	kinds := []string{"legacy", "legacy", "proxy", "proxy"}
+	outs := make([]chan string, len(kinds))
+	for i, kind := range kinds {
+		addr := old.Addr()
+		if kind == "proxy" {
+			addr = p.Addr()
+		}
+		outs[i] = make(chan string, 1)
+		go func() {
+			out, err := runLimited(d+time.Minute, debianPython, worker, kind, addr, keys,
+				strconv.FormatInt(d.Milliseconds(), 10), strconv.FormatInt(chaosTTL.Milliseconds(), 10))
+			if err != nil {
+				out = fmt.Sprintf(`{"error": %q}`, err.Error()+" "+out)
+			}
+			outs[i] <- out
+		}()
+	}
+	time.Sleep(d / 3)
+	rs[0].Stop()
+	time.Sleep(min(d/3, 3*time.Second))
+	rs[0].Cont()
+
+	var gs []grant
+	base := time.Now()
+	granted := map[string]int{}
+	outcomes := map[string]int{}
+	for i, kind := range kinds {
+		out := <-outs[i]
+		var res result
+		if err := json.Unmarshal([]byte(lastLine(out)), &res); err != nil || res.Windows == nil && res.Outcome == nil {
+			t.Fatalf("%s worker %d printed %q: %v", kind, i, out, err)
+		}
+		for k, n := range res.Outcome {
+			outcomes[kind+":"+k] += n
+		}
+		for _, w := range res.Windows {
+			var key string
+			var start, end int64
+			if json.Unmarshal(w[0], &key) != nil || json.Unmarshal(w[1], &start) != nil || json.Unmarshal(w[2], &end) != nil {
+				t.Fatalf("%s worker %d: bad window %s", kind, i, w)
+			}
+			// CLOCK_MONOTONIC nanoseconds, one clock for every process.
+			gs = append(gs, grant{Resource: key, Worker: i, Start: base.Add(time.Duration(start)), End: base.Add(time.Duration(end))})
+			granted[kind]++
+		}
+	}
+	from, to := base, base
+	for i, g := range gs {
+		if i == 0 || g.Start.Before(from) {
+			from = g.Start
+		}
+		if g.End.After(to) {
+			to = g.End
+		}
+	}
+	rep := check(gs, outcomes, from, to, false)
+	t.Logf("redis-py run of %v: %s", d, rep.summary(from))
+	if n := rep.failures(); n > 0 {
+		for _, line := range rep.details(from, 20) {
+			t.Error(line)
+		}
+		t.Fatalf("%d violations of mutual exclusion", n)
+	}
+	if granted["legacy"] == 0 || granted["proxy"] == 0 {
+		t.Fatalf("grants %v: want both sides granted", granted)
+	}
+}
+
+// TestMigrateWaitForLegacy: LOCK … WAIT on a key a client holds on the
+// old instance waits until that client releases it, then is granted.
+func TestMigrateWaitForLegacy(t *testing.T) {
+	t.Parallel()
+	_, old, p := migrateSetup(t)
+	ctx := testCtx(t, time.Minute)
+	legacy := setNXLocker{c: old.Client(), ttl: 2 * time.Second}
+	g, kind := legacy.acquire(ctx, "w")
+	if kind != "granted" {
+		t.Fatalf("legacy SET NX on the old instance: %s", kind)
+	}
+	var released atomic.Int64
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		released.Store(time.Now().UnixNano())
+		legacy.release(ctx, g)
+	}()
+	v, err := p.Client(nil).Do(ctx, "LOCK", "w", 2000, "WAIT", 5000).Slice()
+	if err != nil || len(v) != 3 {
+		t.Fatalf("LOCK w 2000 WAIT 5000 = %v, %v; want a grant once the legacy client released", v, err)
+	}
+	if at := released.Load(); at == 0 || time.Now().UnixNano() < at {
+		t.Fatal("granted before the legacy client released")
+	}
+	if got, _ := old.Client().Get(ctx, "w").Result(); got != v[0] {
+		t.Fatalf("old instance holds %q, want the proxy's token %v", got, v[0])
+	}
+}
