@@ -508,7 +508,7 @@ func checkStatic(chunk []ast.Stmt) (*Vote, *Problem, facts, *resolver) {
 	r.stmts(chunk)
 	r.pop()
 	r.solve()
-	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}, bounds: map[*binding]*boundOf{}, returned: returnedCalls(chunk)}
+	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}, bounds: map[*binding]*boundOf{}, returned: returnedCalls(chunk, r)}
 	c.stmts(chunk)
 	if line := recursion(chunk, r); line != 0 {
 		c.fail(line, "a function may call itself here, directly or through others: recursion has no bound the analysis can see, and could hold every backend")

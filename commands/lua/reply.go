@@ -127,15 +127,19 @@ func exprShape(e ast.Expr, r *resolver, depth int) *ReplyShape {
 }
 
 // returnedCalls are the calls of stmts whose reply is returned by the
-// chunk as it stands, or as an element (at any depth) of a returned table
-// constructor: the only places an unordered reply may be used.
-func returnedCalls(stmts []ast.Stmt) map[*ast.FuncCallExpr]bool {
+// chunk as it stands, as an element (at any depth) of a returned table
+// constructor, or through a local bound once to it and used nowhere but
+// there: the only places an unordered reply may be used.
+func returnedCalls(stmts []ast.Stmt, r *resolver) map[*ast.FuncCallExpr]bool {
 	out := map[*ast.FuncCallExpr]bool{}
+	idents := map[*ast.IdentExpr]bool{}
 	var mark func(e ast.Expr)
 	mark = func(e ast.Expr) {
 		switch e := e.(type) {
 		case *ast.FuncCallExpr:
 			out[e] = true
+		case *ast.IdentExpr:
+			idents[e] = true
 		case *ast.TableExpr:
 			for _, f := range e.Fields {
 				if f.Key == nil {
@@ -149,6 +153,21 @@ func returnedCalls(stmts []ast.Stmt) map[*ast.FuncCallExpr]bool {
 			mark(e)
 		}
 	})
+	// A local whose every use is returned passes its call on.
+	onlyReturned := map[*binding]bool{}
+	for id, b := range r.uses {
+		if seen, ok := onlyReturned[b]; !ok || seen {
+			onlyReturned[b] = idents[id]
+		}
+	}
+	for b, ok := range onlyReturned {
+		if !ok || len(b.sources) != 1 || b.sources[0].kind != srcExpr || b.fn != nil {
+			continue
+		}
+		if c, isCall := b.sources[0].expr.(*ast.FuncCallExpr); isCall {
+			out[c] = true
+		}
+	}
 	return out
 }
 

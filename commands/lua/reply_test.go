@@ -17,6 +17,8 @@ func TestUnorderedOnlyAsReply(t *testing.T) {
 		"local out = {} for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do out[#out+1] = m end return out",
 		"return #redis.call('SMEMBERS', KEYS[1])",
 		"return redis.call('HGETALL', KEYS[1])[1]",
+		"local h = redis.call('HGETALL', KEYS[1]) redis.call('SET', KEYS[2], h[1]) return h",
+		"local h = redis.call('HKEYS', KEYS[1]) return h, h[1]",
 	} {
 		if a := Analyze([]byte(src)); a.Vote != nil || a.Problem == nil || !strings.Contains(a.Problem.Reason, "order of its own") {
 			t.Errorf("%s: not refused for its order: %v", src, a.Problem)
@@ -31,6 +33,7 @@ func TestReplyShape(t *testing.T) {
 		want ReplyShape
 	}{
 		{"return redis.call('SMEMBERS', KEYS[1])", set},
+		{"local h = redis.call('HGETALL', KEYS[1]) return h", pairs},
 		{"return redis.pcall('hgetall', KEYS[1])", pairs},
 		{"if redis.call('EXISTS', KEYS[1]) == 0 then return {} end return redis.call('SUNION', KEYS[1], KEYS[2])", set},
 		{"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end return redis.call('HVALS', KEYS[1])", set},
