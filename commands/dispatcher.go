@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
@@ -17,8 +16,8 @@ const RedisVersion = "7.2.4"
 
 // Options configures a Dispatcher.
 type Options struct {
-	// Leases carries out the lock operations (required); its Locker the
-	// operations without a lifecycle (reads, unconditional writes).
+	// Leases carries out every operation on the backends (required): the
+	// one door to the keyspace (lease/doc.go).
 	Leases        *lease.Manager
 	MinTTL        time.Duration
 	MaxTTL        time.Duration
@@ -57,7 +56,6 @@ type Options struct {
 type Dispatcher struct {
 	opts    Options
 	leases  *lease.Manager
-	locker  *redlock.Redlock
 	log     hclog.Logger
 	now     func() time.Time
 	started time.Time
@@ -96,9 +94,6 @@ func New(opts Options) *Dispatcher {
 	}
 	if d.relay == nil {
 		d.relay = relay.New(relay.Options{Logger: opts.Logger})
-	}
-	if d.leases != nil {
-		d.locker = d.leases.Locker()
 	}
 	d.started = d.now()
 	var unknown []string

@@ -216,12 +216,9 @@ func (d *Dispatcher) vote(ctx context.Context, s *script, keys, argv []string) R
 	s.voteLogged.Do(func() {
 		d.log.Info("script runs by vote on every backend", "sha1", s.sha, "why", s.a.NotRecognised)
 	})
-	v, err := d.locker.Vote(ctx, s.run, keys, argv)
+	v, err := d.leases.Vote(ctx, s.run, keys, argv, s.a.Vote.Writes) // a release by script wakes the keys' waiters
 	if err != nil {
 		return d.lockError(err)
-	}
-	if s.a.Vote.Writes {
-		d.leases.Changed(keys) // a release by script wakes the keys' waiters
 	}
 	return backendReply(v)
 }

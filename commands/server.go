@@ -61,12 +61,11 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		line("connected_slaves", "0")
 	case "keyspace":
 	case "backends":
-		status := d.locker.Status()
-		voting := d.locker.Voting()
+		status, voting, quorum := d.leases.Backends()
 		num("backends", int64(len(status)))
-		num("quorum", int64(d.locker.Quorum()))
+		num("quorum", int64(quorum))
 		num("voting", int64(voting))
-		line("ready", boolDigit(voting >= d.locker.Quorum()))
+		line("ready", boolDigit(voting >= quorum))
 		now := d.now()
 		for i, st := range status {
 			v := "addr=" + st.Addr + ",state=" + st.State
