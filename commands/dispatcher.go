@@ -145,18 +145,22 @@ func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 // Do runs one command: look up, check arity, check auth, check the user's
 // permissions, run. args[0] is the command name in any case.
 func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
-	if d.opts.Observe != nil && len(args) > 0 {
-		return d.doObserved(ctx, c, args)
-	}
-	return d.do(ctx, c, args)
-}
-
-// do is Do without the observer.
-func (d *Dispatcher) do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if len(args) == 0 {
 		return nil
 	}
-	cmd := d.lookup(args[0])
+	return d.run(ctx, c, d.lookup(args[0]), args)
+}
+
+// run is Do of the command's row (nil: not in the table).
+func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
+	if d.opts.Observe != nil {
+		return unwrap(d.doObserved(ctx, c, cmd, args))
+	}
+	return unwrap(d.do(ctx, c, cmd, args))
+}
+
+// do is Do without the observer; its reply may carry an outcome mark.
+func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
 	if cmd == nil {
 		if !c.Authenticated() {
 			return errNoAuth

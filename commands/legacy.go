@@ -32,35 +32,26 @@ func (d *Dispatcher) set(ctx context.Context, c *Client, args [][]byte) Reply {
 	}
 	switch {
 	case req.nx:
-		return d.acquireLegacy(ctx, req.key, req.value, req.ttl, OK, Null{})
+		return refusedAs(d.acquireLegacy(ctx, req.key, req.value, req.ttl, OK, Null{}), ResultHeld)
 	case req.ifeq != nil:
 		err := d.leases.CompareAndSet(ctx, req.key, *req.ifeq, req.value, req.ttl)
 		return d.dataReply(err, OK, Null{})
 	case req.get:
-		return d.getSet(ctx, req.key, req.value, req.ttl)
+		// A null reply: the key was free, and now holds value.
+		return refusedAs(d.getSet(ctx, req.key, req.value, req.ttl), ResultOK)
 	}
 	err := d.leases.Write(ctx, req.key, req.value, req.ttl)
 	return d.dataReply(err, OK, nil)
 }
 
+// parseSet reads SET's arguments, the expiry last.
 func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
-	req, unit, expiry, r := d.parseSetWords(args)
-	if r != nil || unit == "" {
+	req := setRequest{key: string(args[1]), value: string(args[2])}
+	if r := d.checkKeyValue(args[1], args[2]); r != nil {
 		return req, r
 	}
-	req.ttl, r = d.parseExpiry(unit, expiry, "set")
-	return req, r
-}
-
-// parseSetWords reads SET's options without judging the expiry, which it
-// returns as unit ("" for none) and argument: the observer reads a
-// command's conditions with it after the command ran, when an absolute
-// expiry may have passed.
-func (d *Dispatcher) parseSetWords(args [][]byte) (req setRequest, unit string, expiry []byte, r Reply) {
-	req = setRequest{key: string(args[1]), value: string(args[2])}
-	if r := d.checkKeyValue(args[1], args[2]); r != nil {
-		return req, "", nil, r
-	}
+	var unit string
+	var expiry []byte
 	expiries := 0
 	for i := 3; i < len(args); i++ {
 		opt := option(args[i])
@@ -71,7 +62,7 @@ func (d *Dispatcher) parseSetWords(args [][]byte) (req setRequest, unit string, 
 			req.get = true
 		case "EX", "PX", "EXAT", "PXAT", "IFEQ":
 			if i+1 >= len(args) {
-				return req, "", nil, errSyntax
+				return req, errSyntax
 			}
 			i++
 			if opt == "IFEQ" {
@@ -82,9 +73,9 @@ func (d *Dispatcher) parseSetWords(args [][]byte) (req setRequest, unit string, 
 			expiries++
 			unit, expiry = opt, args[i]
 		case "XX", "KEEPTTL":
-			return req, "", nil, Errorf(errNotSupported, "SET "+opt)
+			return req, Errorf(errNotSupported, "SET "+opt)
 		default:
-			return req, "", nil, errSyntax
+			return req, errSyntax
 		}
 	}
 	conditions := 0
@@ -94,9 +85,14 @@ func (d *Dispatcher) parseSetWords(args [][]byte) (req setRequest, unit string, 
 		}
 	}
 	if expiries > 1 || conditions > 1 {
-		return req, "", nil, errSyntax
+		return req, errSyntax
 	}
-	return req, unit, expiry, nil
+	if unit != "" {
+		var r Reply
+		req.ttl, r = d.parseExpiry(unit, expiry, "set")
+		return req, r
+	}
+	return req, nil
 }
 
 // parseExpiry turns an EX/PX/EXAT/PXAT argument into a ttl within
