@@ -26,7 +26,8 @@ const (
 	AnyUser
 	// Acquires commands only take locks: a null or zero reply means the
 	// lock is held by another (observe.go). SET and the scripts acquire or
-	// not depending on their arguments.
+	// not depending on their arguments: their handlers say so of their
+	// reply (refusedAs).
 	Acquires
 	// Barrier commands change the connection's state or every key (AUTH,
 	// HELLO, MULTI, SUBSCRIBE, FLUSHDB, …): among a connection's pipelined
