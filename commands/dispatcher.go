@@ -143,7 +143,8 @@ func (d *Dispatcher) CloseClient(c *Client) {
 func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 
 // Do runs one command: look up, check arity, check auth, check the user's
-// permissions, run. args[0] is the command name in any case.
+// permissions, run. args[0] is the command name in any case. A command
+// PlanFor planned runs with DoPlanned instead, without a second look-up.
 func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if len(args) == 0 {
 		return nil
