@@ -98,13 +98,6 @@ func (l *authLimiter) sweep(now time.Time) {
 	l.swept = now
 }
 
-// size is the number of networks tracked (tests).
-func (l *authLimiter) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.fails)
-}
-
 // authSource is the network a client address is limited by: the IPv4
 // address, the IPv6 /64, or the address as given when it is not an IP.
 func authSource(addr string) string {

@@ -27,6 +27,10 @@ type Client struct {
 	proto      atomic.Int32
 	closeAfter bool // QUIT: close once the reply is written
 	tx         txState
+	// readTx: a MULTI is open as far as the connection has read (PlanFor,
+	// on the connection's reader only); tx.multi is the same once the
+	// commands read so far have run.
+	readTx bool
 
 	// What the relay sends it (pubsub.go, tracking.go): modes says at
 	// once whether either is in use; pmu guards ps and gone.

@@ -44,7 +44,7 @@ func (d *Dispatcher) count(ctx context.Context, key []byte, by int64) Reply {
 	if r := d.checkKey(key); r != nil {
 		return r
 	}
-	v, err := d.locker.Incr(ctx, string(key), by)
+	v, err := d.leases.Incr(ctx, string(key), by)
 	var re redlock.RedisError
 	switch {
 	case errors.As(err, &re):

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
@@ -17,8 +16,8 @@ const RedisVersion = "7.2.4"
 
 // Options configures a Dispatcher.
 type Options struct {
-	// Leases carries out the lock operations (required); its Locker the
-	// operations without a lifecycle (reads, unconditional writes).
+	// Leases carries out every operation on the backends (required): the
+	// one door to the keyspace (lease/doc.go).
 	Leases        *lease.Manager
 	MinTTL        time.Duration
 	MaxTTL        time.Duration
@@ -57,7 +56,6 @@ type Options struct {
 type Dispatcher struct {
 	opts    Options
 	leases  *lease.Manager
-	locker  *redlock.Redlock
 	log     hclog.Logger
 	now     func() time.Time
 	started time.Time
@@ -96,9 +94,6 @@ func New(opts Options) *Dispatcher {
 	}
 	if d.relay == nil {
 		d.relay = relay.New(relay.Options{Logger: opts.Logger})
-	}
-	if d.leases != nil {
-		d.locker = d.leases.Locker()
 	}
 	d.started = d.now()
 	var unknown []string
@@ -148,20 +143,25 @@ func (d *Dispatcher) CloseClient(c *Client) {
 func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 
 // Do runs one command: look up, check arity, check auth, check the user's
-// permissions, run. args[0] is the command name in any case.
+// permissions, run. args[0] is the command name in any case. A command
+// PlanFor planned runs with DoPlanned instead, without a second look-up.
 func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
-	if d.opts.Observe != nil && len(args) > 0 {
-		return d.doObserved(ctx, c, args)
-	}
-	return d.do(ctx, c, args)
-}
-
-// do is Do without the observer.
-func (d *Dispatcher) do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if len(args) == 0 {
 		return nil
 	}
-	cmd := d.lookup(args[0])
+	return d.run(ctx, c, d.lookup(args[0]), args)
+}
+
+// run is Do of the command's row (nil: not in the table).
+func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
+	if d.opts.Observe != nil {
+		return unwrap(d.doObserved(ctx, c, cmd, args))
+	}
+	return unwrap(d.do(ctx, c, cmd, args))
+}
+
+// do is Do without the observer; its reply may carry an outcome mark.
+func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
 	if cmd == nil {
 		if !c.Authenticated() {
 			return errNoAuth

@@ -1,13 +1,22 @@
-// Package commands turns RESP commands into lock operations: it is to
-// package lease (the lock lifecycle) and package redlock (the quorum
-// operations) what etcd's v3lock is to its concurrency package, a thin
-// protocol adapter. Each handler parses, calls, maps the error, replies.
+// Package commands turns RESP commands into calls of package lease, the
+// one door to the keyspace (lease/doc.go): it holds no Redlock, and no
+// handler updates the Manager's memory (the keys kept without expiry, the
+// waiters to wake) by hand. It imports package redlock for its types and
+// error sentinels only. A handler parses, calls the Manager, maps the
+// error and replies. It is more than a thin adapter where clients need a
+// connection's own state or the proxy's answer to a question Redis
+// answers alone: the analysis of scripts (commands/lua) and carrying a
+// recognised one out as the lock operation it means (meaning.go), the
+// transactions (tx.go), key tracking (tracking.go) and subscriptions
+// (pubsub.go, over redlock/relay), users and permissions (users.go), and
+// the Sentinel protocol over the tier (sentinel.go).
 //
 // The command table (table.go) has one row per command: name, arity,
-// flags, key positions, documentation and handler. Dispatcher.Do
-// upper-cases the name, checks arity, then authentication, then the user's
-// permissions (users.go: the row's command, Admin flag and keys), then runs
-// the handler. A handler parses all of its arguments before any I/O, then
+// flags, key positions, dialect, documentation and handler. The row is
+// looked up once per command: Dispatcher.PlanFor finds it and
+// Dispatcher.DoPlanned runs it (Do when there was no plan), which checks
+// arity, then authentication, then the user's permissions (users.go: the
+// row's command, Admin flag and keys), then runs the handler. A handler parses all of its arguments before any I/O, then
 // operates, then returns a Reply value (reply.go); package proxy encodes
 // it for the client's RESP version (AppendReply), so RESP2 and RESP3
 // differ only in the encoder.
@@ -31,7 +40,9 @@
 // them: dispatcher.go (Options, Do), client.go (a connection's state),
 // hooks.go (what reaches a connection outside its replies: pushes, the
 // close watch, lock-lost notices), users.go and authlimit.go (users,
-// permissions, failed AUTH by network), observe.go (the metrics hook).
+// permissions, failed AUTH by network), observe.go (the metrics hook:
+// each command's outcome, read from the reply its handler returned, never
+// by parsing the command again).
 //
 // Safety: the commands add nothing to redlock's guarantees and take
 // nothing away, with one caveat a client must know: a LOCK reply's

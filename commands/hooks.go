@@ -17,10 +17,6 @@ type Hooks struct {
 // SetHooks installs the connection's hooks (proxy, at accept).
 func (c *Client) SetHooks(h Hooks) { c.hooks.Store(&h) }
 
-// Close tells the commands that the connection is gone: a blocked WAIT
-// gives up. It is O(1) and safe to call more than once.
-func (c *Client) Close() { c.owner.Close() }
-
 // Done is closed once the connection is gone.
 func (c *Client) Done() <-chan struct{} { return c.owner.Done() }
 

@@ -32,37 +32,26 @@ func (d *Dispatcher) set(ctx context.Context, c *Client, args [][]byte) Reply {
 	}
 	switch {
 	case req.nx:
-		return d.acquireLegacy(ctx, req.key, req.value, req.ttl, OK, Null{})
+		return refusedAs(d.acquireLegacy(ctx, req.key, req.value, req.ttl, OK, Null{}), ResultHeld)
 	case req.ifeq != nil:
-		_, err := d.locker.CompareAndSet(ctx, req.key, *req.ifeq, req.value, d.leaseTTL(req.ttl))
-		d.written(err, req.key, req.value, req.ttl)
+		err := d.leases.CompareAndSet(ctx, req.key, *req.ifeq, req.value, req.ttl)
 		return d.dataReply(err, OK, Null{})
 	case req.get:
-		return d.getSet(ctx, req.key, req.value, req.ttl)
+		// A null reply: the key was free, and now holds value.
+		return refusedAs(d.getSet(ctx, req.key, req.value, req.ttl), ResultOK)
 	}
-	err := d.locker.Write(ctx, req.key, req.value, d.leaseTTL(req.ttl))
-	d.written(err, req.key, req.value, req.ttl)
+	err := d.leases.Write(ctx, req.key, req.value, req.ttl)
 	return d.dataReply(err, OK, nil)
 }
 
+// parseSet reads SET's arguments, the expiry last.
 func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
-	req, unit, expiry, r := d.parseSetWords(args)
-	if r != nil || unit == "" {
+	req := setRequest{key: string(args[1]), value: string(args[2])}
+	if r := d.checkKeyValue(args[1], args[2]); r != nil {
 		return req, r
 	}
-	req.ttl, r = d.parseExpiry(unit, expiry, "set")
-	return req, r
-}
-
-// parseSetWords reads SET's options without judging the expiry, which it
-// returns as unit ("" for none) and argument: the observer reads a
-// command's conditions with it after the command ran, when an absolute
-// expiry may have passed.
-func (d *Dispatcher) parseSetWords(args [][]byte) (req setRequest, unit string, expiry []byte, r Reply) {
-	req = setRequest{key: string(args[1]), value: string(args[2])}
-	if r := d.checkKeyValue(args[1], args[2]); r != nil {
-		return req, "", nil, r
-	}
+	var unit string
+	var expiry []byte
 	expiries := 0
 	for i := 3; i < len(args); i++ {
 		opt := option(args[i])
@@ -73,7 +62,7 @@ func (d *Dispatcher) parseSetWords(args [][]byte) (req setRequest, unit string, 
 			req.get = true
 		case "EX", "PX", "EXAT", "PXAT", "IFEQ":
 			if i+1 >= len(args) {
-				return req, "", nil, errSyntax
+				return req, errSyntax
 			}
 			i++
 			if opt == "IFEQ" {
@@ -84,9 +73,9 @@ func (d *Dispatcher) parseSetWords(args [][]byte) (req setRequest, unit string, 
 			expiries++
 			unit, expiry = opt, args[i]
 		case "XX", "KEEPTTL":
-			return req, "", nil, Errorf(errNotSupported, "SET "+opt)
+			return req, Errorf(errNotSupported, "SET "+opt)
 		default:
-			return req, "", nil, errSyntax
+			return req, errSyntax
 		}
 	}
 	conditions := 0
@@ -96,9 +85,14 @@ func (d *Dispatcher) parseSetWords(args [][]byte) (req setRequest, unit string, 
 		}
 	}
 	if expiries > 1 || conditions > 1 {
-		return req, "", nil, errSyntax
+		return req, errSyntax
 	}
-	return req, unit, expiry, nil
+	if unit != "" {
+		var r Reply
+		req.ttl, r = d.parseExpiry(unit, expiry, "set")
+		return req, r
+	}
+	return req, nil
 }
 
 // parseExpiry turns an EX/PX/EXAT/PXAT argument into a ttl within
@@ -162,29 +156,6 @@ func (d *Dispatcher) checkTTL(ttl time.Duration) (time.Duration, Reply) {
 	return ttl, nil
 }
 
-// leaseTTL is the ttl a write is made with: its own, or for a write
-// without expiry the lease that the proxy renews (lease.Manager.Keep;
-// 0 when default_ttl = 0: no expiry at all).
-func (d *Dispatcher) leaseTTL(ttl time.Duration) time.Duration {
-	if ttl == 0 {
-		return d.leases.KeepTTL()
-	}
-	return ttl
-}
-
-// written follows a successful write of value to key: without expiry the
-// proxy keeps it (renews its lease while it holds value); with one, it
-// stops keeping whatever key held.
-func (d *Dispatcher) written(err error, key, value string, ttl time.Duration) {
-	switch {
-	case err != nil:
-	case ttl == 0:
-		d.leases.Keep(key, value)
-	default:
-		d.leases.Unkeep(key)
-	}
-}
-
 // acquireLegacy is SET NX / SETNX: an acquisition with the client's value
 // as token, answered yes or no in the command's own convention. Without
 // expiry the lock is kept, as on one Redis, until it is released.
@@ -227,7 +198,7 @@ func (d *Dispatcher) get(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	v, err := d.locker.Get(ctx, string(args[1]))
+	v, err := d.leases.Get(ctx, string(args[1]))
 	if err != nil {
 		return d.lockError(err)
 	}
@@ -260,8 +231,7 @@ func (d *Dispatcher) getset(ctx context.Context, c *Client, args [][]byte) Reply
 }
 
 func (d *Dispatcher) getSet(ctx context.Context, key, value string, ttl time.Duration) Reply {
-	old, err := d.locker.GetSet(ctx, key, value, d.leaseTTL(ttl))
-	d.written(err, key, value, ttl)
+	old, err := d.leases.GetSet(ctx, key, value, ttl)
 	if err != nil {
 		return d.lockError(err)
 	}
@@ -270,19 +240,11 @@ func (d *Dispatcher) getSet(ctx context.Context, key, value string, ttl time.Dur
 
 // DEL key [key ...] / EXISTS key [key ...]: keys that hold on a quorum.
 func (d *Dispatcher) del(ctx context.Context, c *Client, args [][]byte) Reply {
-	return d.countKeys(ctx, args[1:], d.delete)
-}
-
-// delete deletes keys on every backend and stops keeping them.
-func (d *Dispatcher) delete(ctx context.Context, keys []string) (int, error) {
-	for _, k := range keys {
-		d.leases.Unkeep(k)
-	}
-	return d.locker.Delete(ctx, keys)
+	return d.countKeys(ctx, args[1:], d.leases.Delete)
 }
 
 func (d *Dispatcher) exists(ctx context.Context, c *Client, args [][]byte) Reply {
-	return d.countKeys(ctx, args[1:], d.locker.Exists)
+	return d.countKeys(ctx, args[1:], d.leases.Exists)
 }
 
 func (d *Dispatcher) countKeys(ctx context.Context, keyArgs [][]byte, op func(context.Context, []string) (int, error)) Reply {
@@ -315,7 +277,7 @@ func (d *Dispatcher) pttl(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	v, err := d.read(ctx, string(args[1]))
+	v, err := d.leases.Read(ctx, string(args[1]))
 	if err != nil {
 		return d.lockError(err)
 	}
@@ -336,7 +298,7 @@ func (d *Dispatcher) typeOf(ctx context.Context, c *Client, args [][]byte) Reply
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	v, err := d.locker.Get(ctx, string(args[1]))
+	v, err := d.leases.Get(ctx, string(args[1]))
 	switch {
 	case err != nil:
 		return d.lockError(err)
@@ -348,16 +310,6 @@ func (d *Dispatcher) typeOf(ctx context.Context, c *Client, args [][]byte) Reply
 	return Simple("string")
 }
 
-// read is a quorum read (redlock.Read) of key; a key this proxy keeps
-// without expiry reads as having none.
-func (d *Dispatcher) read(ctx context.Context, key string) (redlock.Value, error) {
-	v, err := d.locker.Read(ctx, key)
-	if err == nil && v.Exists && d.leases.Kept(key, v.Data) {
-		v.PTTL = redlock.PTTLNoExpiry
-	}
-	return v, err
-}
-
 // PERSIST key: the key loses its expiry, as far as clients can tell: the
 // proxy keeps it (renews its lease while it holds its value). 1 when the
 // key had an expiry, 0 when it is absent or had none.
@@ -365,29 +317,17 @@ func (d *Dispatcher) persist(ctx context.Context, c *Client, args [][]byte) Repl
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	key := string(args[1])
-	v, err := d.read(ctx, key)
+	done, err := d.leases.Persist(ctx, string(args[1]))
+	var te *lease.TypeError
 	switch {
+	case errors.As(err, &te):
+		return Error("ERR redlock-proxy keeps only string keys without expiry: PERSIST of a " + te.Type + " is refused")
+	case errors.Is(err, lease.ErrNoKeepTTL):
+		return Error("ERR PERSIST needs default_ttl > 0 on redlock-proxy: keys without expiry are leases it renews")
 	case err != nil:
 		return d.lockError(err)
-	case !v.Exists || v.PTTL < 0:
-		return Int(0)
-	case v.Type != "":
-		return Error("ERR redlock-proxy keeps only string keys without expiry: PERSIST of a " + v.Type + " is refused")
 	}
-	ttl := d.leases.KeepTTL()
-	if ttl == 0 {
-		return Error("ERR PERSIST needs default_ttl > 0 on redlock-proxy: keys without expiry are leases it renews")
-	}
-	_, err = d.locker.ExtendKeys(ctx, []string{key}, v.Data, ttl, redlock.Replace)
-	switch {
-	case err == nil:
-		d.leases.Keep(key, v.Data)
-		return Int(1)
-	case errors.Is(err, redlock.ErrNotHeld):
-		return Int(0) // changed since it was read
-	}
-	return d.lockError(err)
+	return boolInt(done)
 }
 
 // PEXPIRE key ms / EXPIRE key s: an unconditional expire on a quorum.
@@ -401,18 +341,15 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	}
 	key := string(args[1])
 	if n <= 0 { // Redis deletes a key given a ttl in the past
-		return d.countKeys(ctx, args[1:2], d.delete)
+		return d.countKeys(ctx, args[1:2], d.leases.Delete)
 	}
 	ttl, r := d.ttlIn(n, unit)
 	if r != nil {
 		return r
 	}
-	ok, err := d.locker.Expire(ctx, key, ttl)
+	ok, err := d.leases.Expire(ctx, key, ttl)
 	if err != nil {
 		return d.lockError(err)
-	}
-	if ok {
-		d.leases.Unkeep(key)
 	}
 	return boolInt(ok)
 }
@@ -438,7 +375,7 @@ func expireArgs(args [][]byte) (int64, time.Duration, Reply) {
 func (d *Dispatcher) delex(ctx context.Context, c *Client, args [][]byte) Reply {
 	switch {
 	case len(args) == 2:
-		return d.countKeys(ctx, args[1:2], d.delete)
+		return d.countKeys(ctx, args[1:2], d.leases.Delete)
 	case len(args) == 4 && strings.EqualFold(string(args[2]), "IFEQ"):
 		return d.releaseLegacy(ctx, args[1], args[3])
 	}
@@ -466,10 +403,7 @@ func (d *Dispatcher) flush(ctx context.Context, c *Client, args [][]byte) Reply 
 	if len(args) > 2 {
 		return errSyntax
 	}
-	err := d.locker.FlushAll(ctx)
-	if err == nil {
-		d.leases.UnkeepAll()
-	}
+	err := d.leases.FlushAll(ctx)
 	return d.dataReply(err, OK, nil)
 }
 

@@ -4,23 +4,22 @@ import (
 	"context"
 	"errors"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
 
 // Lists as wake-up signals (python-redis-lock waits with BLPOP on a list
-// its release pushes onto). A push goes to every voting backend, so each
-// holds a copy of the signal; a blocking pop takes the first element any
-// backend pops and consumes the copies the others popped with it
-// (relay/pop.go says how, and why a copy left behind costs a waiter one
-// extra lock attempt, never safety). Lists are not quorum data: the
-// replies are the most useful reading of the backends' answers, written
-// next to each command.
+// its release pushes onto). Pushes and pops go to every voting backend
+// through the lease Manager (lease/lists.go says how the answers are
+// read); a blocking pop takes the first element any backend pops and
+// consumes the copies the others popped with it (relay/pop.go says how,
+// and why a copy left behind costs a waiter one extra lock attempt, never
+// safety).
 
 // LPUSH key element [element ...] / RPUSH: on every voting backend; OK
 // once a quorum acknowledged, and the reply is the longest list's length.
@@ -28,18 +27,18 @@ func (d *Dispatcher) push(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	cmd := []any{strings.ToUpper(string(args[0])), string(args[1])}
-	for _, a := range args[2:] {
+	elems := make([]string, len(args)-2)
+	for i, a := range args[2:] {
 		if r := d.checkValue(a); r != nil {
 			return r
 		}
-		cmd = append(cmd, string(a))
+		elems[i] = string(a)
 	}
-	ns, r := d.listInts(ctx, "push", cmd)
-	if r != nil {
-		return r
+	n, err := d.leases.Push(ctx, string(args[1]), strings.EqualFold(string(args[0]), "RPUSH"), elems)
+	if err != nil {
+		return d.listError(err)
 	}
-	return Int(slices.Max(ns))
+	return Int(n)
 }
 
 // LLEN key: the length that a quorum of backends holds at least.
@@ -47,48 +46,25 @@ func (d *Dispatcher) llen(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	ns, r := d.listInts(ctx, "llen", []any{"LLEN", string(args[1])})
-	if r != nil {
-		return r
-	}
-	slices.Sort(ns)
-	return Int(ns[len(ns)-d.locker.Quorum()])
-}
-
-// listInts sends cmd to every voting backend and returns the integer
-// replies, or the reply to give when fewer than a quorum answered (a
-// backend's own error, WRONGTYPE for one, when it is what they said).
-func (d *Dispatcher) listInts(ctx context.Context, op string, cmd []any) ([]int64, Reply) {
-	replies, err := d.locker.DoAll(ctx, op, cmd...)
+	n, err := d.leases.Len(ctx, string(args[1]))
 	if err != nil {
-		return nil, d.lockError(err)
+		return d.listError(err)
 	}
-	var ns []int64
-	var said Reply
-	for _, nr := range replies {
-		if n, ok := nr.Value.(int64); ok && nr.Err == nil {
-			ns = append(ns, n)
-		} else if said == nil {
-			said = backendError(nr.Err)
-		}
-	}
-	if q := d.locker.Quorum(); len(ns) < q {
-		if said != nil {
-			return nil, said
-		}
-		return nil, Errorf("NOQUORUM only %d of %d backends answered, need %d", len(ns), len(replies), q)
-	}
-	return ns, nil
+	return Int(n)
 }
 
-// backendError is a backend's error reply that a client may see
-// (WRONGTYPE), or nil for anything else (those are logged, not sent).
-func backendError(err error) Reply {
-	var re interface{ RedisError() }
-	if err != nil && errors.As(err, &re) && strings.HasPrefix(err.Error(), "WRONGTYPE") {
-		return Error(err.Error())
+// listError maps a list operation's error: a backend's error reply
+// (WRONGTYPE) as it said it, no backend answering as NOQUORUM, anything
+// else through lockError.
+func (d *Dispatcher) listError(err error) Reply {
+	var re redlock.RedisError
+	switch {
+	case errors.As(err, &re):
+		return Error(re)
+	case errors.Is(err, lease.ErrNoBackend):
+		return Error("NOQUORUM no backend answered")
 	}
-	return nil
+	return d.lockError(err)
 }
 
 // LPOP key / RPOP key: on every voting backend; the element that most
@@ -98,60 +74,14 @@ func (d *Dispatcher) pop(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	v, ok, r := d.popAll(ctx, string(args[1]), strings.EqualFold(string(args[0]), "RPOP"))
-	if r != nil {
-		return r
-	}
-	if !ok {
+	v, ok, err := d.leases.Pop(ctx, string(args[1]), strings.EqualFold(string(args[0]), "RPOP"))
+	switch {
+	case err != nil:
+		return d.listError(err)
+	case !ok:
 		return Null{}
 	}
 	return BulkString(v)
-}
-
-// popAll pops one element of key on every voting backend (from the tail
-// when right), as LPOP/RPOP answer.
-func (d *Dispatcher) popAll(ctx context.Context, key string, right bool) (string, bool, Reply) {
-	cmd, back := "LPOP", "LPUSH"
-	if right {
-		cmd, back = "RPOP", "RPUSH"
-	}
-	replies, err := d.locker.DoAll(ctx, "pop", cmd, key)
-	if err != nil {
-		return "", false, d.lockError(err)
-	}
-	votes := map[string]int{}
-	best, answered := "", 0
-	var said Reply
-	for _, nr := range replies {
-		if nr.Err != nil {
-			if said == nil {
-				said = backendError(nr.Err)
-			}
-			continue
-		}
-		answered++
-		if s, ok := nr.Value.(string); ok {
-			votes[s]++
-			if votes[s] > votes[best] {
-				best = s
-			}
-		}
-	}
-	if answered == 0 {
-		if said != nil {
-			return "", false, said
-		}
-		return "", false, Error("NOQUORUM no backend answered")
-	}
-	nodes := d.locker.Nodes()
-	for i, nr := range replies {
-		if s, ok := nr.Value.(string); ok && nr.Err == nil && s != best {
-			if _, err := nodes[i].Do(context.WithoutCancel(ctx), back, key, s); err != nil {
-				d.log.Warn("could not push back a popped element", "node", nr.Addr, "key", key, "error", err)
-			}
-		}
-	}
-	return best, len(votes) > 0, nil
 }
 
 // LMOVE source destination LEFT|RIGHT LEFT|RIGHT: LPOP/RPOP of source as
@@ -161,9 +91,12 @@ func (d *Dispatcher) lmove(ctx context.Context, c *Client, args [][]byte) Reply 
 	if r != nil {
 		return r
 	}
-	v, ok, r := d.popAll(ctx, string(args[1]), from)
-	if r != nil || !ok {
-		return orNull(r)
+	v, ok, err := d.leases.Pop(ctx, string(args[1]), from)
+	switch {
+	case err != nil:
+		return d.listError(err)
+	case !ok:
+		return Null{}
 	}
 	return d.moved(ctx, string(args[2]), v, to)
 }
@@ -192,21 +125,10 @@ func (d *Dispatcher) moveArgs(args [][]byte) (from, to bool, r Reply) {
 
 // moved pushes a moved element onto destination and answers it.
 func (d *Dispatcher) moved(ctx context.Context, dst, v string, right bool) Reply {
-	cmd := "LPUSH"
-	if right {
-		cmd = "RPUSH"
-	}
-	if _, r := d.listInts(ctx, "push", []any{cmd, dst, v}); r != nil {
-		return r
+	if _, err := d.leases.Push(ctx, dst, right, []string{v}); err != nil {
+		return d.listError(err)
 	}
 	return BulkString(v)
-}
-
-func orNull(r Reply) Reply {
-	if r == nil {
-		return Null{}
-	}
-	return r
 }
 
 // BLPOP key [key ...] timeout / BRPOP: blocks on every backend; the first

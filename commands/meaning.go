@@ -114,7 +114,7 @@ func releaseOutcome(s redlock.KeyState) lua.Outcome {
 func (d *Dispatcher) evalRead(ctx context.Context, a *lua.Analysis, keys, argv []string) Reply {
 	var readErr error
 	v, err := a.EvalRead(keys, argv, func(key string) lua.KeyView {
-		val, err := d.read(ctx, key)
+		val, err := d.leases.Read(ctx, key)
 		if err != nil {
 			readErr = err
 			return lua.KeyView{}

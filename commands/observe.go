@@ -11,20 +11,21 @@ import (
 // table row's lower-case name ("unknown" for names not in the table), so
 // the set of values is bounded whatever clients send.
 //
-// The dialect is how the command reaches a lock, taken from the row's
-// group: native (LOCK, UNLOCK, EXTEND, and later native commands), legacy
-// (the single-Redis string and key commands), script (EVAL, EVALSHA,
-// SCRIPT), tx (WATCH … EXEC, and any command queued inside MULTI). It is
-// "" for the rest (connection, server and pub/sub commands), which touch
-// no lock.
+// The dialect is the row's Dialect column: native (LOCK, UNLOCK, EXTEND,
+// and later native commands), legacy (the single-Redis string and key
+// commands), script (EVAL, EVALSHA, SCRIPT), tx (WATCH … EXEC, and any
+// command queued inside MULTI). It is "" for the rest (connection, server
+// and pub/sub commands), which touch no lock.
 //
-// The result comes from the reply: noquorum for a -NOQUORUM error, error
-// for any other error reply. A lock dialect's null, zero or negative
-// integer reply (PTTL's -1 aside) is held when the command tried to
-// acquire (LOCK, MLOCK, SETNX, SET NX, an acquiring library script), else
-// not_held (UNLOCK, EXTEND, compare-and-set or -delete, EXEC whose
-// condition failed, GET or EXISTS of a free key).
-// Everything else is ok.
+// The result is the command's outcome, read from the reply the handler
+// returned, never from its arguments again: noquorum for a -NOQUORUM
+// error, error for any other error reply. A lock dialect's null, zero or
+// negative integer reply (PTTL's -1 aside) is a refusal: counted as the
+// handler said with refusedAs (SET NX and a script whose meaning is an
+// acquire: held; SET … GET of a free key: ok), else held for a row that
+// Acquires (LOCK, MLOCK, SETNX) and not_held for the rest (UNLOCK,
+// EXTEND, compare-and-set or -delete, EXEC whose condition failed, GET or
+// EXISTS of a free key). Everything else is ok.
 
 // Dialects, as passed to Options.Observe.
 const (
@@ -46,44 +47,52 @@ const (
 // unknownName is the command name observed for names not in the table.
 const unknownName = "unknown"
 
-// dialectOf maps a table row's group to its dialect.
-func dialectOf(group string) string {
-	switch group {
-	case "lock":
-		return DialectNative
-	case "string", "generic", "sorted-set":
-		return DialectLegacy
-	case "scripting":
-		return DialectScript
-	case "transactions":
-		return DialectTx
-	}
-	return ""
+// outcome is a handler's reply with the result a refusal of it counts
+// as (refusedAs). Do returns the reply alone.
+type outcome struct {
+	Reply
+	refusal string
 }
 
-// doObserved is Do timed and reported to Options.Observe.
-func (d *Dispatcher) doObserved(ctx context.Context, c *Client, args [][]byte) Reply {
-	cmd := d.lookup(args[0])
+// refusedAs marks r so that, when it is a refusal (null, zero), Observe
+// counts it as result: for commands whose row alone does not say what a
+// refusal means.
+func refusedAs(r Reply, result string) Reply { return outcome{r, result} }
+
+// unwrap is r without its outcome mark.
+func unwrap(r Reply) Reply {
+	if o, ok := r.(outcome); ok {
+		return o.Reply
+	}
+	return r
+}
+
+// doObserved is do timed and reported to Options.Observe.
+func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
 	// A command queued inside MULTI is part of the transaction dialect,
 	// whatever it is on its own; decide before do changes the state.
 	queued := c.tx.multi && cmd != nil && cmd.Flags&TxControl == 0
 	start := time.Now()
-	r := d.do(ctx, c, args)
+	r := d.do(ctx, c, cmd, args)
 	elapsed := time.Since(start)
 
 	name, dialect := unknownName, ""
 	if cmd != nil {
-		name, dialect = cmd.lower, dialectOf(cmd.Group)
+		name, dialect = cmd.lower, cmd.Dialect
 		if queued {
 			dialect = DialectTx
 		}
 	}
-	d.opts.Observe(name, dialect, d.resultOf(cmd, dialect, args, r), elapsed)
+	d.opts.Observe(name, dialect, resultOf(cmd, dialect, r), elapsed)
 	return r
 }
 
 // resultOf names the outcome of a command from its reply.
-func (d *Dispatcher) resultOf(cmd *Command, dialect string, args [][]byte, r Reply) string {
+func resultOf(cmd *Command, dialect string, r Reply) string {
+	refusal := ""
+	if o, ok := r.(outcome); ok {
+		r, refusal = o.Reply, o.refusal
+	}
 	switch r := r.(type) {
 	case Error:
 		if strings.HasPrefix(string(r), "NOQUORUM") {
@@ -92,44 +101,27 @@ func (d *Dispatcher) resultOf(cmd *Command, dialect string, args [][]byte, r Rep
 		return ResultError
 	case nil, Null, NullArray:
 		if dialect != "" {
-			return d.refusal(cmd, args)
+			return refused(cmd, refusal)
 		}
 	case Int:
 		// 0 is "not done" (UNLOCK, SETNX, DEL…), -1 and -2 the library
 		// scripts' and PTTL's "not held", except PTTL's -1: held forever.
 		noExpiry := r == -1 && (cmd.Name == "PTTL" || cmd.Name == "TTL")
 		if r <= 0 && dialect != "" && !noExpiry {
-			return d.refusal(cmd, args)
+			return refused(cmd, refusal)
 		}
 	}
 	return ResultOK
 }
 
-// refusal names a lock dialect's null or zero reply: held when cmd tried
-// to acquire, not_held otherwise. It runs only on that path, so the
-// script lookup costs nothing on success.
-func (d *Dispatcher) refusal(cmd *Command, args [][]byte) string {
-	if cmd.Flags&Acquires != 0 {
+// refused names a lock dialect's refusal: as its handler said, else held
+// when the row acquires, not_held otherwise.
+func refused(cmd *Command, said string) string {
+	switch {
+	case said != "":
+		return said
+	case cmd.Flags&Acquires != 0:
 		return ResultHeld
-	}
-	switch cmd.Name {
-	case "SET":
-		// Read by SET's own parser (less the expiry, which may have
-		// passed since): SET k v … IFEQ old is a renewal, SET k v NX an
-		// acquire, and a plain SET k v GET answers null for a key that
-		// was free.
-		req, _, _, r := d.parseSetWords(args)
-		switch {
-		case r != nil || req.ifeq != nil:
-			return ResultNotHeld
-		case req.nx:
-			return ResultHeld
-		}
-		return ResultOK
-	case "EVAL", "EVALSHA":
-		if d.scriptAcquires(cmd.Name, args) {
-			return ResultHeld
-		}
 	}
 	return ResultNotHeld
 }

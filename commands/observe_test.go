@@ -103,17 +103,3 @@ func TestObserveAllocs(t *testing.T) {
 		t.Fatalf("PING allocates %v times with an observer, %v without (observed %d)", with, base, n)
 	}
 }
-
-// TestObserveSetPastExpiry: the observer reads a refused SET's conditions
-// after the command ran, when an absolute expiry may have passed: a SET NX
-// is still an acquire (it was counted as not_held).
-func TestObserveSetPastExpiry(t *testing.T) {
-	d, _ := newTestDispatcher(t, 1, "")
-	set := d.lookup([]byte("SET"))
-	if got := d.refusal(set, args("SET", "k", "v", "NX", "PXAT", "1")); got != ResultHeld {
-		t.Fatalf("refused SET NX PXAT in the past = %s, want %s", got, ResultHeld)
-	}
-	if got := d.refusal(set, args("SET", "k", "v", "PXAT", "1", "IFEQ", "old")); got != ResultNotHeld {
-		t.Fatalf("refused SET IFEQ = %s, want %s", got, ResultNotHeld)
-	}
-}

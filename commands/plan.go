@@ -1,5 +1,7 @@
 package commands
 
+import "context"
+
 // Plan says how a connection may run a command among the ones it already
 // has in flight (package proxy runs a connection's commands concurrently
 // and answers them in arrival order):
@@ -23,9 +25,11 @@ type Plan struct {
 	// reading meanwhile, to notice a client that leaves.
 	Blocks bool
 	Keys   [][]byte // sub-slices of the command's arguments
-	// OpensTx (MULTI) and ClosesTx (EXEC, DISCARD, RESET, QUIT) are for
-	// the caller's tx argument of Plan.
+	// OpensTx (MULTI) and ClosesTx (EXEC, DISCARD, RESET, QUIT): the
+	// commands after it are inside a transaction, or no longer (PlanFor
+	// keeps track).
 	OpensTx, ClosesTx bool
+	cmd               *Command // the row, for DoPlanned; nil: not in the table
 }
 
 // Plan classifies a command by its table row and arguments. It changes
@@ -39,9 +43,9 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 	}
 	cmd := d.lookup(args[0])
 	if cmd == nil || !cmd.arityOK(len(args)) {
-		return Plan{Local: true} // answered with an error at once
+		return Plan{Local: true, cmd: cmd} // answered with an error at once
 	}
-	p := Plan{Barrier: tx || cmd.Flags&Barrier != 0, Local: cmd.Flags&Local != 0}
+	p := Plan{Barrier: tx || cmd.Flags&Barrier != 0, Local: cmd.Flags&Local != 0, cmd: cmd}
 	switch cmd.Name {
 	case "MULTI":
 		p.OpensTx = true
@@ -52,7 +56,7 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 		return p
 	}
 	if cmd.Name == "LOCK" && lockWaits(args) || cmd.Flags&Blocking != 0 {
-		return Plan{Barrier: true, Blocks: true}
+		return Plan{Barrier: true, Blocks: true, cmd: cmd}
 	}
 	if (cmd.Name == "EVAL" || cmd.Name == "EVALSHA") && d.buildsKeys(cmd.Name, args) {
 		return Plan{Barrier: true} // the keys it builds have no names yet
@@ -65,15 +69,33 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 	return p
 }
 
-// PlanFor is Plan for client c: the command right after CLIENT CACHING
-// YES|NO is a barrier, since the flag applies to it alone (tracking.go),
-// and blocking list pops are Blocks barriers.
-func (d *Dispatcher) PlanFor(c *Client, args [][]byte, tx bool) Plan {
-	p := d.Plan(args, tx)
+// PlanFor is Plan for the next command read on client c's connection:
+// it knows whether an earlier MULTI is still open as far as the
+// connection has read (and updates that), and the command right after
+// CLIENT CACHING YES|NO is a barrier, since the flag applies to it alone
+// (tracking.go). Only the connection's reader calls it, in the order it
+// reads commands.
+func (d *Dispatcher) PlanFor(c *Client, args [][]byte) Plan {
+	p := d.Plan(args, c.readTx)
+	switch {
+	case p.OpensTx:
+		c.readTx = true
+	case p.ClosesTx:
+		c.readTx = false
+	}
 	if !p.Barrier && c.caching.Load() != cachingUnset {
 		p.Barrier, p.Keys = true, nil
 	}
 	return p
+}
+
+// DoPlanned is Do of a command PlanFor planned, without a second look-up
+// of its row.
+func (d *Dispatcher) DoPlanned(ctx context.Context, c *Client, p Plan, args [][]byte) Reply {
+	if len(args) == 0 {
+		return nil
+	}
+	return d.run(ctx, c, p.cmd, args)
 }
 
 // lockWaits reports a LOCK … WAIT ms with ms > 0: it blocks.

@@ -37,7 +37,9 @@ func TestPlan(t *testing.T) {
 		{"FLUSHDB", false, Plan{Barrier: true}},
 		{"INFO", false, Plan{Local: true}},
 	} {
-		if got := d.Plan(args(strings.Fields(tc.cmd)...), tc.tx); !reflect.DeepEqual(got, tc.want) {
+		got := d.Plan(args(strings.Fields(tc.cmd)...), tc.tx)
+		got.cmd = nil // the row, checked by TestPlanCarriesRow
+		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Plan(%q, tx %v) = %+v, want %+v", tc.cmd, tc.tx, got, tc.want)
 		}
 	}
@@ -48,11 +50,40 @@ func TestPlan(t *testing.T) {
 func TestPlanForCaching(t *testing.T) {
 	d := &Dispatcher{index: commandIndex}
 	c := &Client{}
-	if got := d.PlanFor(c, args("GET", "k"), false); got.Barrier {
+	if got := d.PlanFor(c, args("GET", "k")); got.Barrier {
 		t.Fatalf("PlanFor(GET k) without CLIENT CACHING = %+v, want no barrier", got)
 	}
 	c.caching.Store(cachingYes)
-	if got := d.PlanFor(c, args("GET", "k"), false); !got.Barrier || got.Keys != nil {
+	if got := d.PlanFor(c, args("GET", "k")); !got.Barrier || got.Keys != nil {
 		t.Fatalf("PlanFor(GET k) after CLIENT CACHING YES = %+v, want a barrier", got)
+	}
+}
+
+// TestPlanCarriesRow: a planned command is run by the row Plan found, and
+// PlanFor follows MULTI … EXEC as the connection reads it.
+func TestPlanCarriesRow(t *testing.T) {
+	d := &Dispatcher{index: commandIndex}
+	c := &Client{}
+	for _, tc := range []struct {
+		cmd     string
+		row     string
+		barrier bool
+	}{
+		{"get k", "GET", false},
+		{"MULTI", "MULTI", true},
+		{"GET k", "GET", true}, // inside MULTI: runs in arrival order
+		{"EXEC", "EXEC", true},
+		{"GET k", "GET", false},
+		{"NOSUCH k", "", false},
+		{"GET", "GET", false}, // wrong arity: answered at once, by its row
+	} {
+		p := d.PlanFor(c, args(strings.Fields(tc.cmd)...))
+		row := ""
+		if p.cmd != nil {
+			row = p.cmd.Name
+		}
+		if row != tc.row || p.Barrier != tc.barrier {
+			t.Errorf("PlanFor(%q) = row %q barrier %v, want %q %v", tc.cmd, row, p.Barrier, tc.row, tc.barrier)
+		}
 	}
 }

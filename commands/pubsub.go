@@ -201,28 +201,11 @@ func (d *Dispatcher) publish(ctx context.Context, c *Client, args [][]byte) Repl
 	if redlock.Reserved(string(args[1])) {
 		return errReservedChan
 	}
-	name := strings.ToUpper(string(args[0]))
-	replies, err := d.locker.DoAll(ctx, strings.ToLower(name), name, string(args[1]), string(args[2]))
+	n, err := d.leases.Publish(ctx, strings.EqualFold(string(args[0]), "SPUBLISH"), string(args[1]), string(args[2]))
 	if err != nil {
-		return d.lockError(err)
+		return d.listError(err)
 	}
-	most, answered := int64(0), 0
-	var refused error
-	for _, nr := range replies {
-		n, ok := nr.Value.(int64)
-		switch {
-		case nr.Err == nil && ok:
-			answered++
-			most = max(most, n)
-		case nr.Err != nil && refused == nil && !errors.Is(nr.Err, redlock.ErrNotVoting):
-			refused = nr.Err
-		}
-	}
-	if answered == 0 {
-		d.log.Warn("publish reached no backend", "command", name, "error", refused)
-		return Error("NOQUORUM no backend answered")
-	}
-	return Int(most)
+	return Int(n)
 }
 
 // PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT |

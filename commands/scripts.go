@@ -184,7 +184,7 @@ func scriptKeys(args [][]byte) [][]byte {
 
 // runScript splits numkeys, keys and argv and runs the script as its
 // analysis says.
-func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest [][]byte) Reply {
+func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest [][]byte) (r Reply) {
 	numKeys, err := strconv.Atoi(string(rest[0]))
 	switch {
 	case err != nil:
@@ -220,8 +220,15 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest [
 		}
 	}
 	if m := a.Meaning; m != nil {
-		if m = m.Select(argv); m != nil && len(argv) >= m.Args && len(keys) > 0 {
-			return d.carryOut(ctx, a, m, keys, argv)
+		if m = m.Select(argv); m != nil {
+			if m.Op == lua.OpAcquire {
+				// Carried out or run by vote, a refusal means another
+				// owner holds the lock.
+				defer func() { r = refusedAs(r, ResultHeld) }()
+			}
+			if len(argv) >= m.Args && len(keys) > 0 {
+				return d.carryOut(ctx, a, m, keys, argv)
+			}
 		}
 	}
 	switch {
@@ -268,16 +275,9 @@ func (d *Dispatcher) vote(ctx context.Context, s *script, keys, argv []string) R
 	s.voteLogged.Do(func() {
 		d.log.Info("script runs by vote on every backend", "sha1", s.sha, "why", s.a.NotRecognised)
 	})
-	vote := d.locker.Vote
-	if s.a.Vote.Writes {
-		vote = d.locker.VoteWrites // on the old instance too, during a migration
-	}
-	v, err := vote(ctx, s.run, keys, argv)
+	v, err := d.leases.Vote(ctx, s.run, keys, argv, s.a.Vote.Writes) // a release by script wakes the keys' waiters
 	if err != nil {
 		return d.lockError(err)
-	}
-	if s.a.Vote.Writes {
-		d.leases.Changed(keys) // a release by script wakes the keys' waiters
 	}
 	return backendReply(v)
 }
@@ -333,34 +333,4 @@ func (d *Dispatcher) scriptCmd(ctx context.Context, c *Client, args [][]byte) Re
 		return Errorf(errWrongArity, "script|"+strings.ToLower(sub))
 	}
 	return Errorf(errUnknownSubcmd, args[1], "SCRIPT")
-}
-
-// scriptAcquires reports whether a script, run with argv, takes a lock (so
-// that a null or zero reply means another owner holds it): for the
-// observer.
-func (d *Dispatcher) scriptAcquires(cmd string, args [][]byte) bool {
-	sha := string(args[1])
-	if cmd == "EVAL" {
-		sum := sha1.Sum(args[1])
-		sha = hex.EncodeToString(sum[:])
-	}
-	s := d.scripts.get(sha) // never add: observing must not fill the cache
-
-	if s == nil || len(args) < 3 {
-		return false
-	}
-	m := s.analysis().Meaning
-	if m == nil {
-		return false
-	}
-	n, err := strconv.Atoi(string(args[2]))
-	if err != nil || n < 0 || 3+n > len(args) {
-		return false
-	}
-	argv := make([]string, 0, len(args)-3-n)
-	for _, a := range args[3+n:] {
-		argv = append(argv, string(a))
-	}
-	m = m.Select(argv)
-	return m != nil && m.Op == lua.OpAcquire
 }

@@ -61,13 +61,12 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		line("connected_slaves", "0")
 	case "keyspace":
 	case "backends":
-		status := d.locker.Status()
-		voting := d.locker.Voting()
+		status, voting, quorum := d.leases.Backends()
 		num("backends", int64(len(status)))
-		num("quorum", int64(d.locker.Quorum()))
+		num("quorum", int64(quorum))
 		num("voting", int64(voting))
-		line("ready", boolDigit(voting >= d.locker.Quorum()))
-		ms := d.locker.MigrateStats()
+		line("ready", boolDigit(voting >= quorum))
+		ms := d.leases.MigrateStats()
 		line("migrate_from", ms.Addr)
 		line("migrate_from_active", boolDigit(ms.Addr != ""))
 		num("migrate_held_acquires", int64(ms.HeldAcquires))

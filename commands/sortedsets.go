@@ -49,12 +49,9 @@ func (d *Dispatcher) zvote(ctx context.Context, name string, args [][]byte, writ
 		argv[i] = string(a)
 	}
 	keys := []string{string(args[1])}
-	v, err := d.locker.Vote(ctx, zScripts[name], keys, argv)
+	v, err := d.leases.Vote(ctx, zScripts[name], keys, argv, writes) // a release wakes the key's waiters
 	if err != nil {
 		return d.lockError(err)
-	}
-	if writes {
-		d.leases.Changed(keys) // a release wakes the key's waiters
 	}
 	return backendReply(v)
 }

@@ -26,7 +26,8 @@ const (
 	AnyUser
 	// Acquires commands only take locks: a null or zero reply means the
 	// lock is held by another (observe.go). SET and the scripts acquire or
-	// not depending on their arguments.
+	// not depending on their arguments: their handlers say so of their
+	// reply (refusedAs).
 	Acquires
 	// Barrier commands change the connection's state or every key (AUTH,
 	// HELLO, MULTI, SUBSCRIBE, FLUSHDB, …): among a connection's pipelined
@@ -59,6 +60,9 @@ type Command struct {
 	Key     int // position of the first key, 0 if none (COMMAND INFO)
 	LastKey int // position of the last key: 0 the same as Key, -1 the last argument
 	Group   string
+	// Dialect is how the command reaches a lock, as Observe names it
+	// (observe.go); "" for commands that touch no lock.
+	Dialect string
 	Summary string
 	run     handler
 	keys    func(args [][]byte) [][]byte // keys found by parsing (EVAL numkeys); overrides Key/LastKey for user checks
@@ -68,54 +72,54 @@ type Command struct {
 // table is the one list of commands. A duplicate name panics at start.
 var table = []Command{
 	// Native lock commands (lock.go, wait.go, session.go, info.go).
-	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Flags: Acquires | Writes, Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
-	{Name: "UNLOCK", Arity: 3, Key: 1, Flags: Writes, Group: "lock", Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
-	{Name: "EXTEND", Arity: 4, Key: 1, Flags: Writes, Group: "lock", Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
-	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Flags: Acquires | Writes, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
-	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Flags: Writes, Group: "lock", Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
-	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
-	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
+	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Dialect: DialectNative, Flags: Acquires | Writes, Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
+	{Name: "UNLOCK", Arity: 3, Key: 1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
+	{Name: "EXTEND", Arity: 4, Key: 1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
+	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Dialect: DialectNative, Flags: Acquires | Writes, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
+	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
+	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Dialect: DialectNative, Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
+	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Dialect: DialectNative, Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
-	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},
-	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Flags: Acquires | Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
-	{Name: "GET", Arity: 2, Key: 1, Flags: Reads, Group: "string", Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
-	{Name: "GETSET", Arity: 3, Key: 1, Flags: Reads | Writes, Group: "string", Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
-	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti | Writes, Group: "generic", Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
-	{Name: "EXISTS", Arity: -2, Key: 1, LastKey: -1, Flags: Reads, Group: "generic", Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
-	{Name: "PERSIST", Arity: 2, Key: 1, Flags: Writes, Group: "generic", Summary: "Keeps the key without expiry: the proxy renews its lease while it holds its value", run: (*Dispatcher).persist},
-	{Name: "PTTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Summary: "How long (ms) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
-	{Name: "TYPE", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Summary: "The type of the key a quorum of backends holds", run: (*Dispatcher).typeOf},
-	{Name: "TTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Summary: "How long (s) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
-	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},
-	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Summary: "Sets the ttl (s) on a quorum", run: (*Dispatcher).expire},
-	{Name: "DELEX", Arity: -2, Key: 1, Flags: Writes, Group: "string", Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
-	{Name: "DELIFEQ", Arity: 3, Key: 1, Flags: Writes, Group: "string", Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
+	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},
+	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Dialect: DialectLegacy, Flags: Acquires | Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
+	{Name: "GET", Arity: 2, Key: 1, Flags: Reads, Group: "string", Dialect: DialectLegacy, Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
+	{Name: "GETSET", Arity: 3, Key: 1, Flags: Reads | Writes, Group: "string", Dialect: DialectLegacy, Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
+	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
+	{Name: "EXISTS", Arity: -2, Key: 1, LastKey: -1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
+	{Name: "PERSIST", Arity: 2, Key: 1, Flags: Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Keeps the key without expiry: the proxy renews its lease while it holds its value", run: (*Dispatcher).persist},
+	{Name: "PTTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "How long (ms) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
+	{Name: "TYPE", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "The type of the key a quorum of backends holds", run: (*Dispatcher).typeOf},
+	{Name: "TTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "How long (s) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
+	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},
+	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (s) on a quorum", run: (*Dispatcher).expire},
+	{Name: "DELEX", Arity: -2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
+	{Name: "DELIFEQ", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
 	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 
 	// Counters (counters.go): INCR grows across the backends.
-	{Name: "INCR", Arity: 2, Key: 1, Flags: Writes, Group: "string", Summary: "Increments on every backend; the largest count, written back to a quorum", run: (*Dispatcher).incr},
-	{Name: "INCRBY", Arity: 3, Key: 1, Flags: Writes, Group: "string", Summary: "INCR by a positive increment", run: (*Dispatcher).incrby},
-	{Name: "DECR", Arity: 2, Key: 1, Flags: Writes, Group: "string", Summary: "Refused: counters only grow", run: (*Dispatcher).decr},
-	{Name: "DECRBY", Arity: 3, Key: 1, Flags: Writes, Group: "string", Summary: "Refused: counters only grow", run: (*Dispatcher).decr},
+	{Name: "INCR", Arity: 2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Increments on every backend; the largest count, written back to a quorum", run: (*Dispatcher).incr},
+	{Name: "INCRBY", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "INCR by a positive increment", run: (*Dispatcher).incrby},
+	{Name: "DECR", Arity: 2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Refused: counters only grow", run: (*Dispatcher).decr},
+	{Name: "DECRBY", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Refused: counters only grow", run: (*Dispatcher).decr},
 
 	// Sorted sets outside scripts, by vote (sortedsets.go): semaphore releases.
-	{Name: "ZREM", Arity: -3, Key: 1, Group: "sorted-set", Summary: "Removes members on every backend; the count a quorum agreed on", run: (*Dispatcher).zrem},
-	{Name: "ZCARD", Arity: 2, Key: 1, Group: "sorted-set", Summary: "The number of members a quorum of backends agreed on", run: (*Dispatcher).zcard},
+	{Name: "ZREM", Arity: -3, Key: 1, Group: "sorted-set", Dialect: DialectLegacy, Summary: "Removes members on every backend; the count a quorum agreed on", run: (*Dispatcher).zrem},
+	{Name: "ZCARD", Arity: 2, Key: 1, Group: "sorted-set", Dialect: DialectLegacy, Summary: "The number of members a quorum of backends agreed on", run: (*Dispatcher).zcard},
 
 	// Scripts: recognised lock operations carried out, others run by vote
 	// (scripts.go, meaning.go, commands/lua).
-	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", run: (*Dispatcher).eval, keys: scriptKeys},
-	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Summary: "EVAL of a script loaded by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
-	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", run: (*Dispatcher).scriptCmd},
+	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", run: (*Dispatcher).eval, keys: scriptKeys},
+	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
+	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Dialect: DialectScript, Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).
-	{Name: "WATCH", Arity: -2, Key: 1, LastKey: -1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Watches keys for the lock transaction", run: (*Dispatcher).watch},
-	{Name: "UNWATCH", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Forgets watched keys", run: (*Dispatcher).unwatch},
-	{Name: "MULTI", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Starts the lock transaction", run: (*Dispatcher).multi},
-	{Name: "EXEC", Arity: 1, Flags: TxControl | Barrier, Group: "transactions", Summary: "Runs it as compare-and-delete or compare-and-expire", run: (*Dispatcher).exec},
-	{Name: "DISCARD", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Summary: "Abandons the transaction", run: (*Dispatcher).discard},
+	{Name: "WATCH", Arity: -2, Key: 1, LastKey: -1, Flags: TxControl | Barrier | Local, Group: "transactions", Dialect: DialectTx, Summary: "Watches keys for the lock transaction", run: (*Dispatcher).watch},
+	{Name: "UNWATCH", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Dialect: DialectTx, Summary: "Forgets watched keys", run: (*Dispatcher).unwatch},
+	{Name: "MULTI", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Dialect: DialectTx, Summary: "Starts the lock transaction", run: (*Dispatcher).multi},
+	{Name: "EXEC", Arity: 1, Flags: TxControl | Barrier, Group: "transactions", Dialect: DialectTx, Summary: "Runs it as compare-and-delete or compare-and-expire", run: (*Dispatcher).exec},
+	{Name: "DISCARD", Arity: 1, Flags: TxControl | Barrier | Local, Group: "transactions", Dialect: DialectTx, Summary: "Abandons the transaction", run: (*Dispatcher).discard},
 
 	// Pub/sub relayed through the backends, each message delivered once (pubsub.go, redlock/relay).
 	{Name: "SUBSCRIBE", Arity: -2, Flags: PubSub | Barrier, Group: "pubsub", Summary: "Subscribes on every backend; each message delivered once", run: (*Dispatcher).subscribe},

@@ -438,3 +438,10 @@ func TestKeySpecs(t *testing.T) {
 		}
 	}
 }
+
+// size is the number of networks l tracks.
+func (l *authLimiter) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.fails)
+}

@@ -52,8 +52,6 @@ type conn struct {
 	rd     *redcon.Reader
 	max    int
 
-	tx bool // an open MULTI, as far as the reader has read
-
 	// Dispatch state, the reader's only.
 	cur     *epoch
 	keyTail map[string]*slot // last slot on each key in the current epoch
@@ -150,16 +148,11 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 		c.writeDirect(commands.Error("ERR server is shutting down"))
 		return false
 	}
-	p := c.s.disp.PlanFor(c.client, args, c.tx)
-	if p.OpensTx {
-		c.tx = true
-	} else if p.ClosesTx {
-		c.tx = false
-	}
+	p := c.s.disp.PlanFor(c.client, args)
 	if !p.Blocks && c.idle() && (p.Local || last) {
 		// Nothing in flight: run it here, as a plain connection would.
 		c.pushes.inline.Store(true)
-		reply := c.s.run(c.client, args)
+		reply := c.s.run(c.client, p, args)
 		c.s.inflight.Done()
 		c.afterRun()
 		return c.writeNow(reply, last) && !c.client.CloseRequested()
@@ -180,7 +173,7 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 		for _, d := range deps {
 			<-d
 		}
-		reply := c.s.run(c.client, args)
+		reply := c.s.run(c.client, p, args)
 		c.afterRun()
 		c.complete(sl, ep, reply, c.client.CloseRequested())
 	})

@@ -222,7 +222,7 @@ func (s *Server) untrack(nc net.Conn) {
 
 // run executes one command; a panic is logged with its stack and answered
 // with an error, and the connection lives on.
-func (s *Server) run(client *commands.Client, args [][]byte) (reply commands.Reply) {
+func (s *Server) run(client *commands.Client, p commands.Plan, args [][]byte) (reply commands.Reply) {
 	defer func() {
 		if r := recover(); r != nil {
 			name := ""
@@ -234,7 +234,7 @@ func (s *Server) run(client *commands.Client, args [][]byte) (reply commands.Rep
 			reply = commands.Error("ERR internal error")
 		}
 	}()
-	return s.disp.Do(s.ctx, client, args)
+	return s.disp.DoPlanned(s.ctx, client, p, args)
 }
 
 func isLoopback(addr string) bool {

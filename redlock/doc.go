@@ -1,6 +1,10 @@
 // Package redlock implements the Redlock algorithm over N independent Redis
-// masters behind a small Node interface. It knows nothing of RESP or of the
-// proxy's clients.
+// masters behind a small Node interface, and RedisNode, its own client for
+// them: RESP2 on one auto-pipelined connection per backend (node.go,
+// pipe.go). It knows nothing of the proxy's clients or of the protocol
+// they speak: a key a client changes reaches it through package lease
+// (a blocking pop through package relay); packages tier and relay use it
+// for their own keys and connections.
 //
 // Every operation sends to all nodes in parallel, every call with the same
 // deadline of min(NodeTimeout, 5% of the ttl) that the caller's context
@@ -52,7 +56,7 @@
 // libraries whose scripts lock several resources at once or re-acquire a
 // lock they hold. Read, Get, Write, GetSet, Delete, Exists, Expire,
 // CompareAndSet, Incr, Vote and FlushAll serve clients that treat the proxy as one
-// Redis (GET, SET, DEL, …): each runs on every node and answers with what
+// Redis (GET, SET, DEL, …), through package lease: each runs on every node and answers with what
 // a quorum agrees on. A Read whose answers split without a quorum reports
 // the key absent; a GetSet without a quorum on the old value returns the
 // value it wrote, so that legacy "old timestamp expired?" checks fail safe.

@@ -2,11 +2,20 @@
 // package redlock's quorum operations: it is to redlock what etcd's
 // concurrency package is to its client. It knows nothing of RESP.
 //
-// A Manager takes every state-changing lock operation of the proxy:
-// Acquire (with WAIT, FENCE and SESSION options, for the native commands,
-// the single-Redis dialect and the library scripts alike), Release,
-// ReleaseKeys and Extend. Around each quorum operation it keeps the
-// proxy's memory of what it granted:
+// A Manager is the one door to the keyspace: package commands reaches the
+// backends through it and holds no Redlock of its own. It takes the lock
+// operations — Acquire (with WAIT, FENCE and SESSION options, for the
+// native commands, the single-Redis dialect and the library scripts
+// alike), Release, ReleaseKeys and Extend — and the data operations of
+// the single-Redis dialect (data.go: Write, CompareAndSet, GetSet, Get,
+// Read, Exists, Delete, Expire, Persist, FlushAll, Incr, and Vote for
+// scripts and sorted-set commands run by vote), the list signals and
+// PUBLISH (lists.go), and reports the backends' health (Backends). Each
+// method carries out package redlock's quorum operation and its side
+// effects on what the Manager remembers, and returns what happened as a
+// value or a typed error (redlock's sentinels, ErrNoKeepTTL,
+// ErrNoBackend, *TypeError); no caller updates that memory by hand. It
+// keeps:
 //
 //   - the registry (registry.go) of locks granted through the native
 //     commands — keys, token, fence, ttl, owner, validity deadline — armed
@@ -20,6 +29,10 @@
 //   - SESSION locks (session.go), renewed every third of their ttl while
 //     their Owner lives and released when it closes or the Manager shuts
 //     down; a renewal that fails loses the lock and tells the owner;
+//   - the keys written without expiry (keep.go), written with a lease of
+//     KeepTTL and renewed while they hold the value written: a write
+//     without expiry keeps its key, any other write, a delete, an expire,
+//     a release or a flush ends it;
 //   - the outcome counters INFO shows (Stats).
 //
 // An Owner is one client connection: commands creates it with NewOwner

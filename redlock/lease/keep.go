@@ -18,7 +18,7 @@ import (
 // stops, the key expires KeepTTL later (the safe side: a lock that nobody
 // renews does not outlive its proxy).
 //
-// One goroutine, started on the first Keep and ended when nothing is kept,
+// One goroutine, started on the first keep and ended when nothing is kept,
 // renews what is due every KeepTTL/6, so a key is renewed between a third
 // and a half of its lease in.
 
@@ -36,11 +36,11 @@ type keeper struct {
 	running bool // the loop runs
 }
 
-// Keep renews key while it holds value (see above); it replaces what was
+// keep renews key while it holds value (see above); it replaces what was
 // kept for key. Call it after a write without expiry of value to key
 // succeeded. Without a KeepTTL it does nothing: such writes then carry no
 // expiry at all.
-func (m *Manager) Keep(key, value string) {
+func (m *Manager) keep(key, value string) {
 	if m.keepTTL <= 0 {
 		return
 	}
@@ -57,9 +57,9 @@ func (m *Manager) Keep(key, value string) {
 	}
 }
 
-// Unkeep stops renewing key: it was overwritten, deleted or given an
+// unkeep stops renewing key: it was overwritten, deleted or given an
 // expiry through this proxy.
-func (m *Manager) Unkeep(key string) {
+func (m *Manager) unkeep(key string) {
 	m.keeper.mu.Lock()
 	delete(m.keeper.keys, key)
 	m.keeper.mu.Unlock()
@@ -75,8 +75,8 @@ func (m *Manager) unkeepValue(key, value string) {
 	m.keeper.mu.Unlock()
 }
 
-// UnkeepAll stops renewing every key (FLUSHDB).
-func (m *Manager) UnkeepAll() {
+// unkeepAll stops renewing every key (FLUSHDB).
+func (m *Manager) unkeepAll() {
 	m.keeper.mu.Lock()
 	clear(m.keeper.keys)
 	m.keeper.mu.Unlock()

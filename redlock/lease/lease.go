@@ -150,10 +150,6 @@ func New(opts Options) *Manager {
 	return m
 }
 
-// Locker is the Redlock the Manager runs over, for the operations that
-// have no lifecycle (reads, unconditional writes).
-func (m *Manager) Locker() *redlock.Redlock { return m.locker }
-
 // Acquire takes req.Keys for owner (nil is allowed unless req.Remember).
 // It fails with redlock.ErrHeld (wrapped: ErrWaitOver, ErrQueued, or a
 // *redlock.QuorumError), redlock.ErrNoQuorum, ErrOwnerGone, ErrStopped,
@@ -178,7 +174,7 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	}
 	m.count(err)
 	if err == nil && req.Keep {
-		m.Keep(g.Keys[0], g.Token)
+		m.keep(g.Keys[0], g.Token)
 	}
 	return g, err
 }
@@ -320,10 +316,10 @@ func (m *Manager) notice(key, tag string) {
 	}
 }
 
-// Changed tells the Manager that keys may have changed behind its lock
+// changed tells the Manager that keys may have changed behind its lock
 // operations (a library's script run by vote wrote them): their first
 // waiters try again at once.
-func (m *Manager) Changed(keys []string) {
+func (m *Manager) changed(keys []string) {
 	for _, k := range keys {
 		m.reg.wake(k)
 	}

@@ -313,7 +313,7 @@ func TestKeepRenewsUntilOverwritten(t *testing.T) {
 		t.Fatal("a lock without expiry is not kept")
 	}
 	// The acquisition answered at the quorum; the last backends follow.
-	if err := m.Locker().Close(context.Background()); err != nil {
+	if err := m.locker.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, mr := range mrs {
@@ -390,7 +390,7 @@ func TestWaitWatchesReleasesElsewhere(t *testing.T) {
 	f := &fakeWatch{}
 	m, _ := newManager(t, Options{WatchReleases: f.watch})
 	ctx := context.Background()
-	if _, err := m.Locker().Acquire(ctx, "k", "foreign", ttl); err != nil {
+	if _, err := m.locker.Acquire(ctx, "k", "foreign", ttl); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 2)
@@ -406,7 +406,7 @@ func TestWaitWatchesReleasesElsewhere(t *testing.T) {
 		keys, _ := f.state()
 		return m.Waiters() == 2 && len(keys) == 1
 	})
-	if err := m.Locker().Release(ctx, "k", "foreign"); err != nil {
+	if err := m.locker.Release(ctx, "k", "foreign"); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
@@ -460,7 +460,7 @@ func TestWaitWatchesReleaseOfLockHeldHere(t *testing.T) {
 		keys, _ := f.state()
 		return m.Waiters() == 1 && len(keys) == 1
 	})
-	if err := m.Locker().Release(ctx, "k", g.Token); err != nil {
+	if err := m.locker.Release(ctx, "k", g.Token); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()

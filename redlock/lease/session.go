@@ -43,9 +43,6 @@ func NewOwner(id int64, hooks OwnerHooks) *Owner {
 	return &Owner{id: id, hooks: hooks, done: make(chan struct{})}
 }
 
-// ID is the id the owner was made with.
-func (o *Owner) ID() int64 { return o.id }
-
 // Close marks the owner gone: a WAIT of its gives up. It is O(1) and safe
 // to call more than once; Manager.CloseOwner also releases its SESSION
 // locks.

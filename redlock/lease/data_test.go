@@ -1,0 +1,77 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// TestDataKeepsWritesWithoutExpiry: the data operations own the keep
+// state: a write without expiry is kept, one with an expiry, a delete, an
+// expire or a flush ends it; Persist keeps what it persisted.
+func TestDataKeepsWritesWithoutExpiry(t *testing.T) {
+	m, _ := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	steps := []struct {
+		name string
+		op   func() error
+		kept bool // "k" kept holding the value written last
+		val  string
+	}{
+		{"Write without expiry", func() error { return m.Write(ctx, "k", "a", 0) }, true, "a"},
+		{"Write with expiry", func() error { return m.Write(ctx, "k", "b", ttl) }, false, "b"},
+		{"Persist", func() error {
+			ok, err := m.Persist(ctx, "k")
+			if err == nil && !ok {
+				err = errors.New("not persisted")
+			}
+			return err
+		}, true, "b"},
+		{"CompareAndSet without expiry", func() error { return m.CompareAndSet(ctx, "k", "b", "c", 0) }, true, "c"},
+		{"Expire", func() error { _, err := m.Expire(ctx, "k", ttl); return err }, false, "c"},
+		{"GetSet without expiry", func() error { _, err := m.GetSet(ctx, "k", "d", 0); return err }, true, "d"},
+		{"Delete", func() error { _, err := m.Delete(ctx, []string{"k"}); return err }, false, "d"},
+		{"Write again", func() error { return m.Write(ctx, "k", "e", 0) }, true, "e"},
+		{"FlushAll", func() error { return m.FlushAll(ctx) }, false, "e"},
+	}
+	for _, s := range steps {
+		if err := s.op(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := m.Kept("k", s.val); got != s.kept {
+			t.Fatalf("after %s: kept %v, want %v", s.name, got, s.kept)
+		}
+	}
+	v, err := m.Read(ctx, "k")
+	if err != nil || v.Exists {
+		t.Fatalf("after FlushAll: %+v, %v", v, err)
+	}
+}
+
+// TestPopPushesBack: a pop answers the element most backends popped and
+// pushes every other element back where it was.
+func TestPopPushesBack(t *testing.T) {
+	m, mrs := newManager(t, Options{})
+	ctx := context.Background()
+	for i, v := range []string{"x", "x", "y"} {
+		if _, err := mrs[i].Push("l", v, "rest"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, ok, err := m.Pop(ctx, "l", false)
+	if err != nil || !ok || v != "x" {
+		t.Fatalf("Pop = %q, %v, %v; want x", v, ok, err)
+	}
+	if got, _ := mrs[2].List("l"); len(got) != 2 || got[0] != "y" {
+		t.Fatalf("the outvoted backend holds %q, want y pushed back", got)
+	}
+	if n, err := m.Len(ctx, "l"); err != nil || n != 1 {
+		t.Fatalf("Len = %d, %v; want 1", n, err)
+	}
+	for _, mr := range mrs {
+		mr.Close()
+	}
+	if _, _, err := m.Pop(ctx, "l", false); !errors.Is(err, ErrNoBackend) {
+		t.Fatalf("Pop with no backend: %v, want ErrNoBackend", err)
+	}
+}

@@ -1,0 +1,166 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// Lists as wake-up signals (python-redis-lock waits with BLPOP on a list
+// its release pushes onto), and PUBLISH. A push goes to every voting node,
+// so each holds a copy of the signal; a pop takes the element most nodes
+// popped and pushes any other back. Lists are not quorum data: each
+// method's result is the most useful reading of the nodes' answers,
+// written next to it. A node's WRONGTYPE comes back as a
+// redlock.RedisError, when it is what the nodes said.
+
+// Push pushes elems onto key on every voting node (at the tail when
+// right); once a quorum acknowledged, the longest list's length.
+func (m *Manager) Push(ctx context.Context, key string, right bool, elems []string) (int64, error) {
+	cmd := make([]any, 0, 2+len(elems))
+	cmd = append(cmd, pushCommand(right), key)
+	for _, e := range elems {
+		cmd = append(cmd, e)
+	}
+	ns, err := m.listInts(ctx, "push", cmd)
+	if err != nil {
+		return 0, err
+	}
+	return slices.Max(ns), nil
+}
+
+func pushCommand(right bool) string {
+	if right {
+		return "RPUSH"
+	}
+	return "LPUSH"
+}
+
+// Len is the length that a quorum of nodes holds at least.
+func (m *Manager) Len(ctx context.Context, key string) (int64, error) {
+	ns, err := m.listInts(ctx, "llen", []any{"LLEN", key})
+	if err != nil {
+		return 0, err
+	}
+	slices.Sort(ns)
+	return ns[len(ns)-m.locker.Quorum()], nil
+}
+
+// listInts sends cmd to every voting node and returns the integer
+// replies; fewer than a quorum: a node's WRONGTYPE, or a
+// *redlock.QuorumError.
+func (m *Manager) listInts(ctx context.Context, op string, cmd []any) ([]int64, error) {
+	replies, err := m.locker.DoAll(ctx, op, cmd...)
+	if err != nil {
+		return nil, err
+	}
+	var ns []int64
+	var said error
+	for _, nr := range replies {
+		if n, ok := nr.Value.(int64); ok && nr.Err == nil {
+			ns = append(ns, n)
+		} else if said == nil {
+			said = wrongType(nr.Err)
+		}
+	}
+	if q := m.locker.Quorum(); len(ns) < q {
+		if said != nil {
+			return nil, said
+		}
+		return nil, &redlock.QuorumError{Kind: redlock.ErrNoQuorum, Answered: len(ns), Nodes: len(replies), Quorum: q}
+	}
+	return ns, nil
+}
+
+// wrongType is a node's WRONGTYPE error reply as a redlock.RedisError, or
+// nil for any other error (those are logged, not shown to clients).
+func wrongType(err error) error {
+	var re interface{ RedisError() }
+	if err != nil && errors.As(err, &re) && strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		return redlock.RedisError(err.Error())
+	}
+	return nil
+}
+
+// Pop pops one element of key (from the tail when right) on every voting
+// node: the element that most nodes popped (ties: the first node's), and
+// false when none popped. Any other element a node popped is pushed back
+// where it was. No node answered: a node's WRONGTYPE, or ErrNoBackend.
+func (m *Manager) Pop(ctx context.Context, key string, right bool) (string, bool, error) {
+	cmd := "LPOP"
+	if right {
+		cmd = "RPOP"
+	}
+	replies, err := m.locker.DoAll(ctx, "pop", cmd, key)
+	if err != nil {
+		return "", false, err
+	}
+	votes := map[string]int{}
+	best, answered := "", 0
+	var said error
+	for _, nr := range replies {
+		if nr.Err != nil {
+			if said == nil {
+				said = wrongType(nr.Err)
+			}
+			continue
+		}
+		answered++
+		if s, ok := nr.Value.(string); ok {
+			votes[s]++
+			if votes[s] > votes[best] {
+				best = s
+			}
+		}
+	}
+	if answered == 0 {
+		if said != nil {
+			return "", false, said
+		}
+		return "", false, ErrNoBackend
+	}
+	nodes := m.locker.Nodes()
+	for i, nr := range replies {
+		if s, ok := nr.Value.(string); ok && nr.Err == nil && s != best {
+			if _, err := nodes[i].Do(context.WithoutCancel(ctx), pushCommand(right), key, s); err != nil {
+				m.log.Warn("could not push back a popped element", "node", nr.Addr, "key", key, "error", err)
+			}
+		}
+	}
+	return best, len(votes) > 0, nil
+}
+
+// Publish publishes message on channel (a shard channel when shard) on
+// every voting node: the largest receiver count a node reported (each
+// counts the subscriber connections of every proxy and its own direct
+// subscribers); ErrNoBackend when no node answered.
+func (m *Manager) Publish(ctx context.Context, shard bool, channel, message string) (int64, error) {
+	name := "PUBLISH"
+	if shard {
+		name = "SPUBLISH"
+	}
+	replies, err := m.locker.DoAll(ctx, strings.ToLower(name), name, channel, message)
+	if err != nil {
+		return 0, err
+	}
+	most, answered := int64(0), 0
+	var refused error
+	for _, nr := range replies {
+		n, ok := nr.Value.(int64)
+		switch {
+		case nr.Err == nil && ok:
+			answered++
+			most = max(most, n)
+		case nr.Err != nil && refused == nil && !errors.Is(nr.Err, redlock.ErrNotVoting):
+			refused = nr.Err
+		}
+	}
+	if answered == 0 {
+		m.log.Warn("publish reached no backend", "command", name, "error", refused)
+		return 0, ErrNoBackend
+	}
+	return most, nil
+}
