@@ -76,7 +76,10 @@ func truncate(b []byte, n int) string {
 // errors are never sent: they are logged by redlock where they happen.
 func (d *Dispatcher) lockError(err error) Reply {
 	var qe *redlock.QuorumError
+	var st *redlock.ScriptTimeoutError
 	switch {
+	case errors.As(err, &st):
+		return Error("ERR " + st.Error())
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
 		notVoting := 0
 		for _, e := range qe.Errs {

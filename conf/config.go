@@ -17,6 +17,7 @@ type Config struct {
 	Backends          []string      // redis://host:port[/db], rediss://…, or host:port
 	Dev               bool          // five embedded in-process backends
 	NodeTimeout       time.Duration // per backend call (also capped at 5% of the ttl)
+	ScriptTimeout     time.Duration // the longest a script by vote runs on a backend before SCRIPT KILL
 	DriftFactor       float64       // clock drift allowed per unit of ttl
 	MinTTL            time.Duration // the shortest ttl accepted
 	MaxTTL            time.Duration // the longest ttl accepted; sets the restart quarantine

@@ -53,6 +53,7 @@
 //	                                   port in [1, 65535] (default 6379); no query string; no two on the same host:port
 //	dev               false            five embedded in-process backends; configured backends are then ignored (warned)
 //	node_timeout      50ms             (0, 10s]
+//	script_timeout    500ms            [10ms, 1m]          a script by vote runs this long on a backend, then SCRIPT KILL
 //	drift_factor      0.01             [0, 0.1]
 //	min_ttl           10ms             [1ms, 24h]
 //	max_ttl           60s              [min_ttl, 24h]

@@ -36,6 +36,10 @@ var settings = []setting{
 	row("dev", func(c *Config) *bool { return &c.Dev }, false, strconv.FormatBool, nil),
 	durRow("node_timeout", func(c *Config) *time.Duration { return &c.NodeTimeout }, 50*time.Millisecond,
 		func(c *Config, v *validator) { v.durAbove("node_timeout", c.NodeTimeout, 0, maxNodeTimeout) }),
+	durRow("script_timeout", func(c *Config) *time.Duration { return &c.ScriptTimeout }, 500*time.Millisecond,
+		func(c *Config, v *validator) {
+			v.durWithin("script_timeout", c.ScriptTimeout, 10*time.Millisecond, "", time.Minute, "")
+		}),
 	row("drift_factor", func(c *Config) *float64 { return &c.DriftFactor }, 0.01,
 		func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) },
 		func(c *Config, v *validator) {

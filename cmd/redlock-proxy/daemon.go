@@ -117,6 +117,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	}
 	d.locker = redlock.New(nodes, redlock.Options{
 		NodeTimeout:        cfg.NodeTimeout,
+		ScriptTimeout:      cfg.ScriptTimeout,
 		DriftFactor:        cfg.DriftFactor,
 		MaxTTL:             cfg.MaxTTL,
 		TrustFreshBackends: !cfg.StartupQuarantine,

@@ -1,0 +1,98 @@
+package tests
+
+// No one client can stall the tier: a runaway script by vote is stopped at
+// script_timeout, and per-client resources on the shared backend
+// connections are bounded (docs/operations.md, "Bounds per client").
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
+)
+
+// runawayScript loops while a hash's length is not negative, which is
+// forever: the analysis does not run scripts that call hash commands, so
+// it is accepted today, and a backend running it serves nobody else until
+// it is stopped.
+const runawayScript = `local i=0 while redis.call('hlen',KEYS[1])>=0 do i=i+1 end return i`
+
+// TestRunawayScriptStopped: a script by vote that never ends is stopped
+// on every backend at script_timeout (SCRIPT KILL), its client gets a
+// clear error, and a LOCK through another proxy, sent while it runs, is
+// granted; the backends serve again and later LOCKs through both proxies
+// are granted.
+func TestRunawayScriptStopped(t *testing.T) {
+	backends := startCluster(t, 3)
+	const hcl = `script_timeout = "300ms"`
+	other := startProxy(t, backends, hcl)
+	runner := startProxy(t, backends, hcl+"\nnode_timeout = \"100ms\"")
+	ctx := testCtx(t, 60*time.Second)
+	rc := runner.Client(&redis.Options{ReadTimeout: 20 * time.Second})
+	oc := other.Client(&redis.Options{ReadTimeout: 20 * time.Second})
+	mustLock(ctx, t, oc, "warm", 10000)
+
+	type result struct {
+		err     error
+		elapsed time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		err := rc.Eval(ctx, runawayScript, []string{"runaway"}).Err()
+		done <- result{err, time.Since(start)}
+	}()
+	// The script runs once a backend stops answering at once.
+	testkit.Eventually(t, 10*time.Second, "a backend busy with the script", func() bool {
+		select {
+		case r := <-done:
+			t.Fatalf("EVAL answered %v before any backend was seen busy", r.err)
+		default:
+		}
+		return pingRaw(backends[0].Addr(), 20*time.Millisecond) != nil
+	})
+	// A client of the other proxy retrying LOCK: no backend serves anyone
+	// while the script runs (Redis runs one thing at a time), so its
+	// attempts fail until the script is stopped, then one is granted.
+	granted := make(chan time.Duration, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := lock(ctx, t, oc, "meanwhile", 10000); err == nil {
+				granted <- time.Since(start)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
+	r := <-done
+	t.Logf("runaway script answered after %v: %v", r.elapsed, r.err)
+	if r.err == nil || !strings.Contains(r.err.Error(), "script timed out") {
+		t.Fatalf("EVAL of a runaway script = %v, want the script timeout error", r.err)
+	}
+	// Redis reads no other connection, SCRIPT KILL included, until a
+	// script has run for its busy threshold (5 s unless the proxy set it):
+	// an answer well before that shows the proxy's bound stopped it.
+	if r.elapsed > 4*time.Second {
+		t.Fatalf("runaway script stopped after %v: the backends' busy threshold, not script_timeout, stopped it", r.elapsed)
+	}
+	for _, b := range backends {
+		if err := b.Client().Ping(ctx).Err(); err != nil {
+			t.Fatalf("backend %s after the script was stopped: %v", b.Addr(), err)
+		}
+	}
+	select {
+	case at := <-granted:
+		t.Logf("LOCK through the other proxy granted %v after the script started", at)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no LOCK through the other proxy was granted within 10s of the script being stopped")
+	}
+	mustLock(ctx, t, oc, "after-other", 10000)
+	testkit.Eventually(t, 5*time.Second, "a LOCK through the script's proxy", func() bool {
+		_, err := lock(ctx, t, rc, "after-runner", 10000)
+		return err == nil
+	})
+}
