@@ -35,6 +35,9 @@ type MetricsSources struct {
 	Clients      func() int // connected clients; nil reads 0
 	SessionLocks func() int // SESSION locks this proxy holds and renews; nil reads 0
 	Waiters      func() int // LOCK … WAIT callers queued on this proxy; nil reads 0
+	// Refusals counts the commands refused by a per-client bound, by the
+	// bound's name (docs/operations.md); nil reads none.
+	Refusals func() map[string]uint64
 }
 
 // Metrics are the proxy's Prometheus metrics, in a registry of their own
@@ -121,7 +124,27 @@ func (m *Metrics) Watch(src MetricsSources) {
 		gauge("session_locks", "SESSION locks this proxy holds and renews for its clients.", src.SessionLocks),
 		gauge("lock_waiters", "LOCK … WAIT callers queued on this proxy for a held key.", src.Waiters),
 		backendCollector{b: src.Backends},
+		refusalCollector{f: src.Refusals},
 	)
+}
+
+// refusalsDesc is the counter of commands refused by a per-client bound.
+var refusalsDesc = prometheus.NewDesc(metricPrefix+"limit_refusals_total",
+	"Commands refused because they would take one client, or all of them, past a bound on what the proxy holds on the shared backend connections (limit: the bound's name).",
+	[]string{"limit"}, nil)
+
+// refusalCollector reads the refusal counts at scrape time.
+type refusalCollector struct{ f func() map[string]uint64 }
+
+func (c refusalCollector) Describe(ch chan<- *prometheus.Desc) { ch <- refusalsDesc }
+
+func (c refusalCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.f == nil {
+		return
+	}
+	for limit, n := range c.f() {
+		ch <- prometheus.MustNewConstMetric(refusalsDesc, prometheus.CounterValue, float64(n), limit)
+	}
 }
 
 // Observe counts one command; it has commands.Options.Observe's

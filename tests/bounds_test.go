@@ -5,6 +5,8 @@ package tests
 // connections are bounded (docs/operations.md, "Bounds per client").
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +97,90 @@ func TestRunawayScriptStopped(t *testing.T) {
 		_, err := lock(ctx, t, rc, "after-runner", 10000)
 		return err == nil
 	})
+}
+
+// TestTrackingPrefixFlood: one BCAST watcher stays connected while short-
+// lived clients each try to add 500 prefixes (refused: over the bound
+// per connection), then add as many as one connection may, one more
+// (refused), and leave. Their prefixes are released when they leave, so
+// every client's allowed share is absorbed although together they hold
+// more than the bound for all clients; lock cycles through another proxy
+// keep succeeding, the refusals are counted, and the watcher is still
+// told of changes under its prefix.
+func TestTrackingPrefixFlood(t *testing.T) {
+	backends := startCluster(t, 3)
+	flooded, metrics := startProxyWithMetrics(t, backends, "")
+	locker := startProxy(t, backends, "")
+	ctx := testCtx(t, 120*time.Second)
+
+	watcher := testkit.Dial(t, flooded.Addr())
+	watcher.Do("HELLO", "3")
+	doWant(t, watcher, "OK", "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "watch:")
+
+	// Lock cycles through the other proxy for as long as the flood lasts.
+	stop := make(chan struct{})
+	type tally struct{ ok, all int }
+	cycles := make(chan tally, 1)
+	go func() {
+		c := locker.Client(nil)
+		var n tally
+		defer func() { cycles <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n.all++
+			key := "cycle:" + strconv.Itoa(i)
+			if r, err := lock(ctx, t, c, key, 10000); err == nil {
+				if c.Do(ctx, "UNLOCK", key, r.Token).Err() == nil {
+					n.ok++
+				}
+			}
+		}
+	}()
+
+	const clients = 12 // 12 × 32 prefixes: more than the 256 for all clients
+	for i := range clients {
+		c := testkit.Dial(t, flooded.Addr())
+		c.Do("HELLO", "3")
+		flood := []string{"CLIENT", "TRACKING", "ON", "BCAST"}
+		for j := range 500 { // 1004 arguments: within max_args
+			flood = append(flood, "PREFIX", fmt.Sprintf("flood:%d:%d:", i, j))
+		}
+		if err, _ := c.Do(flood...).(testkit.Error); !strings.Contains(string(err), "too many tracking prefixes") {
+			t.Fatalf("client %d: 500 prefixes at once answered %v, want the per-connection limit", i, err)
+		}
+		for j := 0; j < 32; j += 8 {
+			add := []string{"CLIENT", "TRACKING", "ON", "BCAST"}
+			for k := j; k < j+8; k++ {
+				add = append(add, "PREFIX", fmt.Sprintf("flood:%d:%d:", i, k))
+			}
+			// Absorbed once the earlier clients' prefixes are released.
+			testkit.Eventually(t, 10*time.Second, fmt.Sprintf("client %d's prefixes %d–%d absorbed", i, j, j+7), func() bool {
+				return c.Do(add...) == "OK"
+			})
+		}
+		if err, _ := c.Do("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", fmt.Sprintf("flood:%d:x:", i)).(testkit.Error); !strings.Contains(string(err), "too many tracking prefixes") {
+			t.Fatalf("client %d: a 33rd prefix answered %v, want the per-connection limit", i, err)
+		}
+		c.Close()
+	}
+	close(stop)
+	n := <-cycles
+	t.Logf("lock cycles through the other proxy during the flood: %d of %d succeeded", n.ok, n.all)
+	if n.all < 20 || n.ok*100 < n.all*99 {
+		t.Fatalf("lock cycles during the flood: %d of %d succeeded, want at least 20 and 99%%", n.ok, n.all)
+	}
+
+	_, body := httpGet(metrics + "/metrics")
+	if v, _ := metricValue(body, "redlock_proxy_limit_refusals_total", `limit="tracking_prefixes_per_client"`); v < 2*clients {
+		t.Fatalf("refusals per client counted %v, want at least %d", v, 2*clients)
+	}
+	w := locker.Client(nil)
+	if err := w.Set(ctx, "watch:1", "x", 0).Err(); err != nil {
+		t.Fatalf("SET watch:1: %v", err)
+	}
+	expect(t, watcher, invalidate("watch:1"), "the watcher's prefix after the flood")
 }

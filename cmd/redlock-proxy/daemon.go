@@ -190,6 +190,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 			Clients:      d.disp.ClientCount,
 			SessionLocks: d.leases.Sessions,
 			Waiters:      d.leases.Waiters,
+			Refusals:     d.relay.Refusals,
 		})
 		d.ops = proxy.NewOpsServer(cfg.MetricsListen, metrics, d.locker, logger.Named("metrics"))
 		if err := d.ops.Listen(); err != nil {
