@@ -210,10 +210,13 @@ func (d *Dispatcher) tracking(ctx context.Context, c *Client, args [][]byte) Rep
 	return OK
 }
 
-// limitWhat says what a relay limit counts, for its error reply.
+// limitWhat says what a relay limit counts, for its error reply
+// (tracking prefixes here, subscriptions in pubsub.go).
 var limitWhat = map[string]string{
-	relay.LimitWatcherPrefixes: "per connection",
-	relay.LimitPrefixes:        "for all clients of this proxy",
+	relay.LimitWatcherPrefixes:  "per connection",
+	relay.LimitPrefixes:         "for all clients of this proxy",
+	relay.LimitSubscriberTopics: "per connection",
+	relay.LimitTopics:           "for all clients of this proxy",
 }
 
 // checkPrefixes refuses prefixes of which one starts another, as Redis

@@ -8,7 +8,8 @@ import (
 
 // Bounds on what one client may hold on the relay's shared backend
 // connections. Each costs the backends work for every client of the
-// proxy: Redis checks every new BCAST prefix against all the prefixes of
+// proxy (and each subscription is sent again to a backend that
+// reconnects): Redis checks every new BCAST prefix against all the prefixes of
 // that connection, so a long prefix list makes each CLIENT TRACKING call
 // slower, and the backend serves nobody else meanwhile. Past a bound the
 // call that would cross it is refused with a *LimitError and counted
@@ -20,12 +21,20 @@ const (
 	// backend may hold for all watchers together (after dropping those
 	// another covers).
 	MaxPrefixes = 256
+	// MaxSubscriberTopics is how many channels, patterns and shard
+	// channels one subscriber may hold.
+	MaxSubscriberTopics = 1024
+	// MaxTopics is how many distinct ones the subscriber connection of
+	// each backend may hold for all subscribers together.
+	MaxTopics = 65536
 )
 
 // Limit names, as in LimitError.Limit and Refusals.
 const (
-	LimitWatcherPrefixes = "tracking_prefixes_per_client"
-	LimitPrefixes        = "tracking_prefixes_total"
+	LimitWatcherPrefixes  = "tracking_prefixes_per_client"
+	LimitPrefixes         = "tracking_prefixes_total"
+	LimitSubscriberTopics = "subscriptions_per_client"
+	LimitTopics           = "subscriptions_total"
 )
 
 // ErrLimit is what a *LimitError unwraps to.
@@ -48,6 +57,8 @@ func (e *LimitError) Unwrap() error { return ErrLimit }
 type refusals struct {
 	watcherPrefixes atomic.Uint64
 	prefixes        atomic.Uint64
+	subTopics       atomic.Uint64
+	topics          atomic.Uint64
 }
 
 func (r *refusals) count(limit string) {
@@ -56,6 +67,10 @@ func (r *refusals) count(limit string) {
 		r.watcherPrefixes.Add(1)
 	case LimitPrefixes:
 		r.prefixes.Add(1)
+	case LimitSubscriberTopics:
+		r.subTopics.Add(1)
+	case LimitTopics:
+		r.topics.Add(1)
 	}
 }
 
@@ -63,8 +78,10 @@ func (r *refusals) count(limit string) {
 // name; every limit is present.
 func (r *Relay) Refusals() map[string]uint64 {
 	return map[string]uint64{
-		LimitWatcherPrefixes: r.refused.watcherPrefixes.Load(),
-		LimitPrefixes:        r.refused.prefixes.Load(),
+		LimitWatcherPrefixes:  r.refused.watcherPrefixes.Load(),
+		LimitPrefixes:         r.refused.prefixes.Load(),
+		LimitSubscriberTopics: r.refused.subTopics.Load(),
+		LimitTopics:           r.refused.topics.Load(),
 	}
 }
 
