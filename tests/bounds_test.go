@@ -175,7 +175,7 @@ func TestTrackingPrefixFlood(t *testing.T) {
 	}
 
 	_, body := httpGet(metrics + "/metrics")
-	if v, _ := metricValue(body, "redlock_proxy_limit_refusals_total", `limit="tracking_prefixes_per_client"`); v < 2*clients {
+	if v, _ := metricValue(body, "redlock_proxy_limit_refusals_total", "limit", "tracking_prefixes_per_client"); v < 2*clients {
 		t.Fatalf("refusals per client counted %v, want at least %d", v, 2*clients)
 	}
 	w := locker.Client(nil)

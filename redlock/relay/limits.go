@@ -27,6 +27,11 @@ const (
 	// MaxTopics is how many distinct ones the subscriber connection of
 	// each backend may hold for all subscribers together.
 	MaxTopics = 65536
+	// MaxWatcherKeys is how many keys one watcher (default tracking) may
+	// have tracked; a read past it first drops them all, with an
+	// invalidation of everything, as a flush would (absorbed, not
+	// refused: a read must not fail because the client caches).
+	MaxWatcherKeys = 65536
 )
 
 // Limit names, as in LimitError.Limit and Refusals.
@@ -35,6 +40,7 @@ const (
 	LimitPrefixes         = "tracking_prefixes_total"
 	LimitSubscriberTopics = "subscriptions_per_client"
 	LimitTopics           = "subscriptions_total"
+	LimitWatcherKeys      = "tracked_keys_per_client"
 )
 
 // ErrLimit is what a *LimitError unwraps to.
@@ -59,6 +65,7 @@ type refusals struct {
 	prefixes        atomic.Uint64
 	subTopics       atomic.Uint64
 	topics          atomic.Uint64
+	watcherKeys     atomic.Uint64
 }
 
 func (r *refusals) count(limit string) {
@@ -71,17 +78,21 @@ func (r *refusals) count(limit string) {
 		r.subTopics.Add(1)
 	case LimitTopics:
 		r.topics.Add(1)
+	case LimitWatcherKeys:
+		r.watcherKeys.Add(1)
 	}
 }
 
-// Refusals returns how many calls each limit refused since New, by limit
-// name; every limit is present.
+// Refusals returns how many calls each limit refused (or, for
+// LimitWatcherKeys, absorbed with a flush) since New, by limit name; every
+// limit is present.
 func (r *Relay) Refusals() map[string]uint64 {
 	return map[string]uint64{
 		LimitWatcherPrefixes:  r.refused.watcherPrefixes.Load(),
 		LimitPrefixes:         r.refused.prefixes.Load(),
 		LimitSubscriberTopics: r.refused.subTopics.Load(),
 		LimitTopics:           r.refused.topics.Load(),
+		LimitWatcherKeys:      r.refused.watcherKeys.Load(),
 	}
 }
 
