@@ -184,3 +184,53 @@ func TestTrackingPrefixFlood(t *testing.T) {
 	}
 	expect(t, watcher, invalidate("watch:1"), "the watcher's prefix after the flood")
 }
+
+// TestLocksBesideClientWork: client work that occupies backend
+// connections without occupying the backends (a blocking pop waiting on
+// every backend, BCAST tracking, subscriptions) has connections of its
+// own, so lock cycles through the same proxy are not queued behind it.
+func TestLocksBesideClientWork(t *testing.T) {
+	backends := startCluster(t, 3)
+	p := startProxy(t, backends, "")
+	ctx := testCtx(t, 60*time.Second)
+
+	popper := testkit.Dial(t, p.Addr())
+	popper.SendCmd("BLPOP", "never-pushed", "0")
+	testkit.Eventually(t, 10*time.Second, "the pop blocked on every backend", func() bool {
+		for _, b := range backends {
+			info, err := b.Client().Info(ctx, "clients").Result()
+			if err != nil || !strings.Contains(info, "blocked_clients:1") {
+				return false
+			}
+		}
+		return true
+	})
+	watcher := testkit.Dial(t, p.Addr())
+	watcher.Do("HELLO", "3")
+	bcast := []string{"CLIENT", "TRACKING", "ON", "BCAST"}
+	for i := range 32 {
+		bcast = append(bcast, "PREFIX", fmt.Sprintf("w:%d:", i))
+	}
+	doWant(t, watcher, "OK", bcast...)
+	subscriber := testkit.Dial(t, p.Addr())
+	sub := []string{"SUBSCRIBE"}
+	for i := range 1000 {
+		sub = append(sub, fmt.Sprintf("ch:%d", i))
+	}
+	subscriber.SendCmd(sub...)
+	for range 1000 {
+		subscriber.ReadReply()
+	}
+
+	c := p.Client(nil)
+	for i := range 50 {
+		key := "beside:" + strconv.Itoa(i)
+		r := mustLock(ctx, t, c, key, 10000)
+		if n := unlock(ctx, t, c, key, r.Token); n != 1 {
+			t.Fatalf("UNLOCK %s = %d, want 1", key, n)
+		}
+	}
+	if _, err := popper.TryReadReply(50 * time.Millisecond); err == nil {
+		t.Fatal("the blocking pop answered, want it still blocked")
+	}
+}
