@@ -161,7 +161,9 @@ func (n *RedisNode) KillScript(ctx context.Context) error {
 // vote fails with a *ScriptTimeoutError.
 func (r *Redlock) bounded(ctx context.Context, run func(context.Context, time.Duration) error, c *counts) error {
 	err := run(context.WithoutCancel(ctx), max(r.nodeTimeout, r.scriptTimeout))
-	running, killed, unkillable := r.stopScripts(c.errs)
+	// A quorum that answered decides the reply: the kills then run in
+	// the background (a stopped backend must not cost every vote twice).
+	running, killed, unkillable := r.stopScripts(c.errs, c.answered < c.q)
 	if err != nil {
 		return err
 	}
@@ -177,11 +179,11 @@ func timedOut(err error) bool {
 }
 
 // stopScripts sends SCRIPT KILL to every node whose call of a vote ran
-// into the deadline (errs are the vote's node errors) and waits for the
-// answers at most ScriptTimeout; answers that come later are still
-// applied. It returns how many nodes were running the script, how many
-// stopped, and how many could not be stopped.
-func (r *Redlock) stopScripts(errs []error) (running, killed, unkillable int) {
+// into the deadline (errs are the vote's node errors) and, with wait,
+// waits for the answers at most ScriptTimeout; answers that come later
+// are still applied. It returns how many nodes were running the script,
+// how many stopped, and how many could not be stopped (by then).
+func (r *Redlock) stopScripts(errs []error, wait bool) (running, killed, unkillable int) {
 	var idx []int
 	for _, err := range errs {
 		var ne *NodeError
@@ -207,6 +209,9 @@ func (r *Redlock) stopScripts(errs []error) (running, killed, unkillable int) {
 			k, u := r.killScript(i)
 			out <- result{k, u}
 		})
+	}
+	if !wait {
+		return len(idx), 0, 0
 	}
 	timer := time.NewTimer(r.scriptTimeout)
 	defer timer.Stop()

@@ -110,3 +110,26 @@ func TestVoteNotBusyVotesAgain(t *testing.T) {
 		t.Fatalf("%d nodes voting, want 3", v)
 	}
 }
+
+// TestVoteSlowMinorityKilledInBackground: a quorum answered, so the vote
+// answers without waiting for the kill of the one backend still running
+// the script; the kill is still sent.
+func TestVoteSlowMinorityKilledInBackground(t *testing.T) {
+	ks, r := newKillers(t, "")
+	for _, k := range ks[1:] {
+		close(k.stop) // these two answer at once (the script's error reply)
+	}
+	_, err := r.Vote(context.Background(), NewScript("return 1"), []string{"k"}, nil)
+	var st *ScriptTimeoutError
+	if errors.As(err, &st) {
+		t.Fatalf("Vote with a quorum answering = %v, want the quorum's reply", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ks[0].killed.Load() != 1 || ks[1].killed.Load() != 0 {
+		t.Fatalf("SCRIPT KILLs %d, %d; want 1 to the slow node, none to the others", ks[0].killed.Load(), ks[1].killed.Load())
+	}
+}
