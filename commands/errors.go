@@ -80,7 +80,10 @@ func truncate(b []byte, n int) string {
 func (d *Dispatcher) lockError(err error) Reply {
 	var qe *redlock.QuorumError
 	var me *redlock.MigrateError
+	var st *redlock.ScriptTimeoutError
 	switch {
+	case errors.As(err, &st):
+		return Error("ERR " + st.Error())
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &me):
 		return Errorf("NOQUORUM migrate_from %s unreachable (a client that has not moved may hold the key there)", me.Addr)
 	case errors.Is(err, redlock.ErrMigrateDiffers) && errors.As(err, &me):

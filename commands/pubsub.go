@@ -102,6 +102,11 @@ func (d *Dispatcher) subscribe(ctx context.Context, c *Client, args [][]byte) Re
 	c.pmu.Unlock()
 	// Never into the relay with pmu held: it calls back with its own locks.
 	if err := ps.sub.Subscribe(ctx, kind, names...); err != nil {
+		var le *relay.LimitError
+		if errors.As(err, &le) {
+			return Errorf("ERR too many subscriptions: %d would exceed redlock-proxy's limit of %d %s (see docs/operations.md)",
+				le.Want, le.Max, limitWhat[le.Limit])
+		}
 		if errors.Is(err, relay.ErrClosed) {
 			return errShuttingDown
 		}

@@ -2,7 +2,9 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -188,5 +190,35 @@ func TestPubSubReset(t *testing.T) {
 	d.CloseClient(c)
 	if n := d.relay.Count(relay.Channel, "a"); n != 0 {
 		t.Fatalf("%d subscriptions left after the client left", n)
+	}
+}
+
+// TestSubscriptionsBounded: a connection may hold relay.MaxSubscriberTopics
+// subscriptions; a SUBSCRIBE past it is refused as a whole with a clear
+// error and counted, and an UNSUBSCRIBE makes room again.
+func TestSubscriptionsBounded(t *testing.T) {
+	d, _ := newRelayDispatcher(t, 3)
+	sub, _ := hooked(d)
+	args := []string{"SUBSCRIBE"}
+	for i := range relay.MaxSubscriberTopics - 1 {
+		args = append(args, fmt.Sprintf("ch:%d", i))
+	}
+	if out := do(d, sub, args...); strings.HasPrefix(out, "-") {
+		t.Fatalf("SUBSCRIBE of %d channels: %q", len(args)-1, out)
+	}
+	want := fmt.Sprintf("-ERR too many subscriptions: %d would exceed redlock-proxy's limit of %d per connection (see docs/operations.md)\r\n",
+		relay.MaxSubscriberTopics+1, relay.MaxSubscriberTopics)
+	if out := do(d, sub, "SUBSCRIBE", "x", "y"); out != want {
+		t.Fatalf("SUBSCRIBE past the bound = %q, want %q", out, want)
+	}
+	if n := d.relay.Refusals()[relay.LimitSubscriberTopics]; n != 1 {
+		t.Fatalf("refusals counted %d, want 1", n)
+	}
+	if out := do(d, sub, "PSUBSCRIBE", "x*"); !strings.Contains(out, "psubscribe") {
+		t.Fatalf("PSUBSCRIBE up to the bound = %q", out)
+	}
+	do(d, sub, "UNSUBSCRIBE", "ch:0")
+	if out := do(d, sub, "SUBSCRIBE", "x"); !strings.Contains(out, "subscribe") || strings.HasPrefix(out, "-") {
+		t.Fatalf("SUBSCRIBE after an UNSUBSCRIBE = %q", out)
 	}
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -189,7 +190,14 @@ func (d *Dispatcher) tracking(ctx context.Context, c *Client, args [][]byte) Rep
 		if cur != nil {
 			added = next.prefixes[len(cur.prefixes):]
 		}
-		_ = next.w.Broadcast(ctx, added) // closed: the client is leaving
+		var le *relay.LimitError
+		if err := next.w.Broadcast(ctx, added); errors.As(err, &le) {
+			if cur == nil {
+				next.w.Close()
+			}
+			return Errorf("ERR too many tracking prefixes: %d would exceed redlock-proxy's limit of %d %s (see docs/operations.md)",
+				le.Want, le.Max, limitWhat[le.Limit])
+		} // any other error: closed, the client is leaving
 	}
 	c.pmu.Lock()
 	defer c.pmu.Unlock()
@@ -200,6 +208,15 @@ func (d *Dispatcher) tracking(ctx context.Context, c *Client, args [][]byte) Rep
 	c.trk.Store(&next)
 	c.modes.Or(modeTracking)
 	return OK
+}
+
+// limitWhat says what a relay limit counts, for its error reply
+// (tracking prefixes here, subscriptions in pubsub.go).
+var limitWhat = map[string]string{
+	relay.LimitWatcherPrefixes:  "per connection",
+	relay.LimitPrefixes:         "for all clients of this proxy",
+	relay.LimitSubscriberTopics: "per connection",
+	relay.LimitTopics:           "for all clients of this proxy",
 }
 
 // checkPrefixes refuses prefixes of which one starts another, as Redis

@@ -72,6 +72,7 @@ backends         = ["redis://a:6379", "rediss://user:pw@b:6380/2", "c:6379"]
 dev              = true
 migrate_from     = "rediss://old:6379"
 node_timeout     = "20ms"
+script_timeout   = "250ms"
 drift_factor     = 0.02
 min_ttl          = "5ms"
 max_ttl          = "2m"
@@ -111,6 +112,7 @@ metrics_listen   = "127.0.0.1:9121"
 		Dev:               true,
 		MigrateFrom:       "rediss://old:6379",
 		NodeTimeout:       20 * time.Millisecond,
+		ScriptTimeout:     250 * time.Millisecond,
 		DriftFactor:       0.02,
 		MinTTL:            5 * time.Millisecond,
 		MaxTTL:            2 * time.Minute,
@@ -297,6 +299,7 @@ func TestValidateBad(t *testing.T) {
 		{"backend duplicate other db", func(c *Config) { c.Backends[2] = "redis://10.0.0.2:6379/3" }, "backends", "distinct"},
 		{"node_timeout zero", func(c *Config) { c.NodeTimeout = 0 }, "node_timeout", "conf: node_timeout = 0s: must be > 0"},
 		{"node_timeout negative", func(c *Config) { c.NodeTimeout = -time.Millisecond }, "node_timeout", "must be > 0"},
+		{"script_timeout small", func(c *Config) { c.ScriptTimeout = time.Millisecond }, "script_timeout", "must be >= 10ms"},
 		{"node_timeout big", func(c *Config) { c.NodeTimeout = 11 * time.Second }, "node_timeout", "must be <= 10s"},
 		{"auth_fail_limit zero", func(c *Config) { c.AuthFailLimit = 0 }, "auth_fail_limit", "must be >= 1"},
 		{"auth_fail_window short", func(c *Config) { c.AuthFailWindow = time.Millisecond }, "auth_fail_window", "must be >= 1s"},

@@ -20,6 +20,7 @@ type Config struct {
 	Dev               bool          `hcl:"dev,optional" default:"false" doc:"five embedded in-process backends; configured backends are then ignored (not for production)"`
 	MigrateFrom       string        `hcl:"migrate_from,optional" check:"migrate_from" url:"true" doc:"the old single Redis (a URL in the form of backends, TLS as backend_tls, not a backend) that every lock operation also takes while clients move to the proxy (docs/operations.md); empty: none"`
 	NodeTimeout       time.Duration `hcl:"node_timeout,optional" default:"50ms" bound:"(0, 10s]" doc:"deadline of each backend call (also capped at 5% of the ttl)"`
+	ScriptTimeout     time.Duration `hcl:"script_timeout,optional" default:"500ms" bound:"[10ms, 1m]" doc:"the longest a script by vote runs on a backend before the proxy stops it with SCRIPT KILL (also set as the backends' lua-time-limit)"`
 	DriftFactor       float64       `hcl:"drift_factor,optional" default:"0.01" bound:"[0, 0.1]" doc:"clock drift allowed per unit of ttl"`
 	MinTTL            time.Duration `hcl:"min_ttl,optional" default:"10ms" bound:"[1ms, 24h]" doc:"the shortest ttl accepted"`
 	MaxTTL            time.Duration `hcl:"max_ttl,optional" default:"60s" bound:"[min_ttl, 24h]" doc:"the longest ttl accepted; a restarted backend does not vote for this long (the flag also lowers default_ttl to it)"`

@@ -38,6 +38,9 @@ type MetricsSources struct {
 	// Migrate reads what the old instance of migrate_from showed; nil
 	// registers no migrate_* metrics.
 	Migrate func() redlock.MigrateStats
+	// Refusals counts the commands refused by a per-client bound, by the
+	// bound's name (docs/operations.md); nil reads none.
+	Refusals func() map[string]uint64
 }
 
 // Metrics are the proxy's Prometheus metrics, in a registry of their own
@@ -124,6 +127,7 @@ func (m *Metrics) Watch(src MetricsSources) {
 		gauge("session_locks", "SESSION locks this proxy holds and renews for its clients.", src.SessionLocks),
 		gauge("lock_waiters", "LOCK … WAIT callers queued on this proxy for a held key.", src.Waiters),
 		backendCollector{b: src.Backends},
+		refusalCollector{f: src.Refusals},
 	)
 	if f := src.Migrate; f != nil {
 		counter := func(name, help string, v func(redlock.MigrateStats) uint64) prometheus.Collector {
@@ -146,6 +150,25 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// refusalsDesc is the counter of commands refused by a per-client bound.
+var refusalsDesc = prometheus.NewDesc(metricPrefix+"limit_refusals_total",
+	"Commands refused because they would take one client, or all of them, past a bound on what the proxy holds on the shared backend connections (limit: the bound's name).",
+	[]string{"limit"}, nil)
+
+// refusalCollector reads the refusal counts at scrape time.
+type refusalCollector struct{ f func() map[string]uint64 }
+
+func (c refusalCollector) Describe(ch chan<- *prometheus.Desc) { ch <- refusalsDesc }
+
+func (c refusalCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.f == nil {
+		return
+	}
+	for limit, n := range c.f() {
+		ch <- prometheus.MustNewConstMetric(refusalsDesc, prometheus.CounterValue, float64(n), limit)
+	}
 }
 
 // Observe counts one command; it has commands.Options.Observe's

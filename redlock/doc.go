@@ -12,7 +12,9 @@
 // as soon as the outcome is certain; Read, the fenced acquire, Incr, Vote
 // and DoAll wait for every node, each within its deadline, because their
 // answer depends on all the replies (a quorum's ttl, the largest counter,
-// a combined reply). A
+// a combined reply); Vote's deadline is the larger of NodeTimeout and
+// ScriptTimeout, and a client's script still running at it is stopped
+// with SCRIPT KILL (scriptkill.go). A
 // RedisNode from DialNode takes the command onto its auto-pipelined
 // connection and the reply is counted on that connection's reader, so an
 // operation costs no goroutine per node call (fanout.go). A quorum is

@@ -49,6 +49,9 @@ type RedisNode struct {
 	// native is the backend's compare-and-delete command (a nativeCAD),
 	// set from each new pipelined connection's INFO.
 	native atomic.Int32
+	// scriptLimit is the lua-time-limit in ms each new pipelined
+	// connection sets (scriptkill.go); 0: none.
+	scriptLimit atomic.Int64
 
 	// Connection reports (see probe.go): the observer and the last report.
 	obsMu    sync.Mutex
@@ -191,6 +194,10 @@ func (n *RedisNode) setupPipe(ctx context.Context, nc net.Conn, opts *redis.Opti
 	if opts.DB != 0 {
 		cmds = append(cmds, []any{"SELECT", opts.DB})
 	}
+	limit := len(cmds) // the index of the script limit's reply, if any
+	if c := n.scriptLimitCmd(); c != nil {
+		cmds = append(cmds, c)
+	}
 	cmds = append(cmds, []any{"INFO"})
 	var buf []byte
 	for _, c := range cmds {
@@ -201,11 +208,13 @@ func (n *RedisNode) setupPipe(ctx context.Context, nc net.Conn, opts *redis.Opti
 	}
 	br := bufio.NewReader(nc)
 	var info any
-	for range cmds {
+	for i := range cmds {
 		v, err := readReply(br)
-		if err != nil {
+		if err != nil && (i != limit || !isRedisError(err)) {
 			return fmt.Errorf("connect: %w", err)
 		}
+		// A backend that refuses the script limit (CONFIG renamed or not
+		// allowed) still serves: CheckBackends reports it.
 		info = v
 	}
 	s, _ := info.(string)

@@ -260,7 +260,9 @@ func (r *Redlock) probeEach(ctx context.Context, f func(int, Probe, error)) {
 // returns the problems it sees in their settings, one sentence each: a
 // maxmemory-policy other than noeviction (may evict locks), a node that is
 // a replica, a node with replicas (a failover may promote a replica that
-// missed recent locks), a node whose ACL refuses the release notices
+// missed recent locks), a node that refuses to set its busy-script
+// threshold to the script timeout (scriptkill.go; set here, since the
+// first connections may predate New), a node whose ACL refuses the release notices
 // (which are then turned off: notice.go). An unreachable node is logged as a warning, not
 // returned: it may come back. Settings a backend does not report (miniredis)
 // are not checked. main logs the problems, or refuses to start on them.
@@ -284,6 +286,12 @@ func (r *Redlock) CheckBackends(ctx context.Context) []string {
 		if p.Replicas > 0 {
 			ps = append(ps, fmt.Sprintf("backend %s: has %d replicas; a failover may promote one that missed recent locks",
 				addr, p.Replicas))
+		}
+		if k, ok := r.nodes[i].(scriptKiller); ok {
+			if err := k.applyScriptLimit(ctx); err != nil {
+				ps = append(ps, fmt.Sprintf("backend %s: cannot set lua-time-limit (%v): a runaway script by vote holds it until its busy-reply-threshold, not script_timeout",
+					addr, err))
+			}
 		}
 		problems[i] = ps // each probe writes its own slot
 	})

@@ -140,6 +140,12 @@ type Options struct {
 	// before they moved to these nodes: a required participant in every
 	// lock operation until the move is over (migrate.go).
 	MigrateFrom Node
+	// ScriptTimeout bounds how long a script by vote may run on a
+	// backend before it is stopped with SCRIPT KILL (scriptkill.go); it
+	// is also each vote's per-node deadline when above NodeTimeout, and
+	// the busy-script threshold the proxy sets on the backends. Default
+	// DefaultScriptTimeout.
+	ScriptTimeout time.Duration
 	// ObserveCall, when set, is told the outcome and duration of every
 	// backend call (metrics); it must be cheap and must not block.
 	ObserveCall func(addr string, elapsed time.Duration, err error)
@@ -185,6 +191,7 @@ type Redlock struct {
 	trustFresh     bool
 	downAfter      int
 	healthInterval time.Duration
+	scriptTimeout  time.Duration
 }
 
 // New returns a Redlock over nodes. It does not contact them. Fewer than
@@ -204,6 +211,10 @@ func New(nodes []Node, opts Options) *Redlock {
 		downAfter:       opts.DownAfter,
 		healthInterval:  opts.HealthInterval,
 		observeCall:     opts.ObserveCall,
+		scriptTimeout:   opts.ScriptTimeout,
+	}
+	if r.scriptTimeout <= 0 {
+		r.scriptTimeout = DefaultScriptTimeout
 	}
 	if r.nodeTimeout <= 0 {
 		r.nodeTimeout = 50 * time.Millisecond
@@ -223,6 +234,9 @@ func New(nodes []Node, opts Options) *Redlock {
 	r.senders = make([]sender, len(r.nodes))
 	for i, n := range r.nodes {
 		r.senders[i] = senderOf(n)
+		if k, ok := n.(scriptKiller); ok {
+			k.setScriptLimit(r.scriptTimeout)
+		}
 	}
 	if n := len(nodes); n < 3 || n%2 == 0 {
 		r.log.Warn("weak node count: use an odd number of at least 3", "nodes", n, "quorum", r.quorum)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Scripts by vote: a client's script that is safe to run on each master
@@ -42,10 +43,11 @@ import (
 
 // Vote runs script (its source, and its SHA1 for EVALSHA) with keys and
 // args on every node, under the keys' gate, waits for every node within
-// the node timeout, and returns the reply a quorum agreed on: nil, int64,
-// Status, string, []any, or a RedisError (the script's error reply, as a
-// value). It fails with a *QuorumError of kind ErrNoQuorum when the
-// replies do not combine.
+// the script timeout (bounded: scriptkill.go), and returns the reply a
+// quorum agreed on: nil, int64, Status, string, []any, or a RedisError
+// (the script's error reply, as a value). It fails with a *QuorumError of kind ErrNoQuorum when the
+// replies do not combine, and with a *ScriptTimeoutError when the script
+// ran past the script timeout on enough nodes that no quorum answered.
 func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("vote: %w", err)
@@ -75,7 +77,10 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 		leave = pass.leave
 	}
 	t := &replyTally{counts: r.counts()}
-	if err := quorum(r, ctx, "vote", r.nodeTimeout, run, decider[any](t), leave); err != nil {
+	err := r.bounded(ctx, func(ctx context.Context, d time.Duration) error {
+		return quorum(r, ctx, "vote", d, run, decider[any](t), leave)
+	}, &t.counts)
+	if err != nil {
 		return nil, err
 	}
 	v, agreed := combine(t.replies, t.q, script.reply)

@@ -126,6 +126,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	}
 	d.locker = redlock.New(nodes, redlock.Options{
 		NodeTimeout:        cfg.NodeTimeout,
+		ScriptTimeout:      cfg.ScriptTimeout,
 		DriftFactor:        cfg.DriftFactor,
 		MaxTTL:             cfg.MaxTTL,
 		TrustFreshBackends: !cfg.StartupQuarantine,
@@ -200,6 +201,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 			SessionLocks: d.leases.Sessions,
 			Waiters:      d.leases.Waiters,
 			Migrate:      d.locker.MigrateStats,
+			Refusals:     d.relay.Refusals,
 		})
 		d.ops = proxy.NewOpsServer(cfg.MetricsListen, metrics, d.locker, logger.Named("metrics"))
 		if err := d.ops.Listen(); err != nil {

@@ -14,9 +14,10 @@ import (
 // connection). A new prefix that overlaps none already registered is
 // added in place; any other change re-registers the whole set inside
 // MULTI … EXEC, so no write slips between turning tracking off and on.
-// Prefixes are never dropped while BCAST watchers remain (a superset
-// costs only invalidations the relay filters out); tracking is turned off
-// when the last one leaves. Every backend pushes an invalidation for each
+// When a watcher leaves, the cover shrinks to what the others want and
+// the backends re-register it (a smaller list, in one MULTI … EXEC);
+// tracking is turned off when the last one leaves. Prefixes per watcher
+// and in all are bounded (limits.go). Every backend pushes an invalidation for each
 // change of a matching key, so the copies are matched like messages
 // (match.go) and each change reaches each watcher whose prefixes match
 // once. When fewer than N−Quorum+1 broadcast connections are up, every
@@ -55,6 +56,11 @@ func (w *Watcher) Broadcast(ctx context.Context, prefixes []string) error {
 	if len(prefixes) == 0 {
 		prefixes = []string{""}
 	}
+	if err := b.checkLocked(w, prefixes); err != nil {
+		t.mu.Unlock()
+		t.r.refused.count(err.Limit)
+		return err
+	}
 	w.bcast = true
 	w.prefixes = append(w.prefixes, prefixes...)
 	b.watchers[w] = struct{}{}
@@ -87,18 +93,41 @@ func (w *Watcher) Broadcast(ctx context.Context, prefixes []string) error {
 	}
 }
 
+// checkLocked refuses prefixes that would take w, or the cover, past its
+// bound (limits.go).
+func (b *bcast) checkLocked(w *Watcher, prefixes []string) *LimitError {
+	if n := len(w.prefixes) + len(prefixes); n > MaxWatcherPrefixes {
+		return &LimitError{Limit: LimitWatcherPrefixes, Max: MaxWatcherPrefixes, Want: n}
+	}
+	if n := len(reduce(b.cover, prefixes)); n > MaxPrefixes {
+		return &LimitError{Limit: LimitPrefixes, Max: MaxPrefixes, Want: n}
+	}
+	return nil
+}
+
 // addLocked adds prefixes to the cover; true when it changed.
 func (b *bcast) addLocked(prefixes []string) bool {
-	changed := false
+	next := reduce(b.cover, prefixes)
+	if slices.Equal(next, b.cover) {
+		return false
+	}
+	b.cover = next
+	return true
+}
+
+// reduce is cover with prefixes added, none a prefix of another: a new
+// prefix that one already there starts is left out, and one that starts
+// others replaces them. cover is not changed.
+func reduce(cover, prefixes []string) []string {
+	out := slices.Clone(cover)
 	for _, p := range prefixes {
-		if covers(b.cover, []string{p}) {
+		if covers(out, []string{p}) {
 			continue
 		}
-		b.cover = slices.DeleteFunc(b.cover, func(q string) bool { return strings.HasPrefix(q, p) })
-		b.cover = append(b.cover, p)
-		changed = true
+		out = slices.DeleteFunc(out, func(q string) bool { return strings.HasPrefix(q, p) })
+		out = append(out, p)
 	}
-	return changed
+	return out
 }
 
 // covers: every one of ps starts with one of cover.
@@ -111,11 +140,17 @@ func covers(cover, ps []string) bool {
 	return true
 }
 
-// leaveLocked forgets a BCAST watcher; the last one turns tracking off.
+// leaveLocked forgets a BCAST watcher: the cover shrinks to what the
+// others want, and the backends' prefix lists with it (reconcile); the
+// last one turns tracking off.
 func (b *bcast) leaveLocked(w *Watcher) {
 	delete(b.watchers, w)
-	if len(b.watchers) == 0 && b.cover != nil {
-		b.cover = nil
+	var cover []string
+	for o := range b.watchers {
+		cover = reduce(cover, o.prefixes)
+	}
+	if len(cover) != len(b.cover) || !allIn(cover, b.cover) {
+		b.cover = cover
 		b.pokeLocked()
 	}
 }

@@ -55,6 +55,16 @@
 // connections up), the watcher is told at once, so nothing stale is
 // cached.
 //
+// # Bounds
+//
+// What one client holds on the shared connections is bounded (limits.go):
+// BCAST prefixes per watcher and in all, subscriptions per subscriber and
+// in all (a call past either is refused with a *LimitError and changes
+// nothing), and keys tracked per watcher (past it the watcher is flushed).
+// Refusals counts them. Everything a client holds is released when it
+// closes its Watcher or Subscriber: a BCAST watcher's prefixes leave the
+// backends' prefix list.
+//
 // # Blocking pops
 //
 // The semantics are in pop.go: the first element any backend pops is the

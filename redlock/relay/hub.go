@@ -102,13 +102,19 @@ func (s *Subscriber) SetResume(f func()) {
 // made) confirmed it, at most the relay's ConfirmWait, so that a message
 // published after Subscribe returned is delivered. A backend that is
 // down is not waited for: it subscribes when it comes back. It returns
-// ctx's error, or ErrClosed.
+// ctx's error, ErrClosed, or a *LimitError (and subscribes to none of
+// names) when they would cross a bound (limits.go).
 func (s *Subscriber) Subscribe(ctx context.Context, kind Kind, names ...string) error {
 	h := &s.r.hub
 	h.mu.Lock()
 	if s.closed || s.r.closed.Load() {
 		h.mu.Unlock()
 		return ErrClosed
+	}
+	if err := h.checkLocked(s, kind, names); err != nil {
+		h.mu.Unlock()
+		s.r.refused.count(err.Limit)
+		return err
 	}
 	added := false
 	wait := make([]topic, 0, len(names))
@@ -140,6 +146,33 @@ func (s *Subscriber) Subscribe(ctx context.Context, kind Kind, names ...string) 
 		return nil
 	}
 	return h.await(ctx, wait)
+}
+
+// checkLocked refuses names that would take s, or the hub, past its
+// bound (limits.go).
+func (h *hub) checkLocked(s *Subscriber, kind Kind, names []string) *LimitError {
+	mine, all := 0, 0
+	seen := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		t := topic{kind, n}
+		if _, dup := seen[n]; dup {
+			continue
+		}
+		seen[n] = struct{}{}
+		if _, ok := s.topics[t]; !ok {
+			mine++
+		}
+		if _, ok := h.topics[t]; !ok {
+			all++
+		}
+	}
+	if n := len(s.topics) + mine; mine > 0 && n > MaxSubscriberTopics {
+		return &LimitError{Limit: LimitSubscriberTopics, Max: MaxSubscriberTopics, Want: n}
+	}
+	if n := len(h.topics) + all; all > 0 && n > MaxTopics {
+		return &LimitError{Limit: LimitTopics, Max: MaxTopics, Want: n}
+	}
+	return nil
 }
 
 // Unsubscribe removes names of kind from s's subscriptions; the last

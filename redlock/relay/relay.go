@@ -46,9 +46,10 @@ type Relay struct {
 	closed atomic.Bool
 	smu    sync.Mutex // spawn against Shutdown
 
-	hub   hub
-	track tracker
-	pops  []*popPool
+	hub     hub
+	track   tracker
+	pops    []*popPool
+	refused refusals // limits.go
 }
 
 // New returns a Relay over backends; it connects to nothing yet.

@@ -101,6 +101,15 @@ func (w *Watcher) Track(ctx context.Context, keys []string) (bool, error) {
 		return false, ErrClosed
 	}
 	t.startLocked()
+	if len(w.keys)+len(keys) > MaxWatcherKeys {
+		// limits.go: drop everything w tracks, and tell it so.
+		for k := range w.keys {
+			t.untrackLocked(w, k)
+		}
+		clear(w.keys)
+		w.invalidate(nil)
+		t.r.refused.count(LimitWatcherKeys)
+	}
 	var need []string
 	var entries []*tracked
 	for _, k := range keys {

@@ -1,0 +1,106 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// Bounds on what one client may hold on the relay's shared backend
+// connections. Each costs the backends work for every client of the
+// proxy (and each subscription is sent again to a backend that
+// reconnects): Redis checks every new BCAST prefix against all the prefixes of
+// that connection, so a long prefix list makes each CLIENT TRACKING call
+// slower, and the backend serves nobody else meanwhile. Past a bound the
+// call that would cross it is refused with a *LimitError and counted
+// (Refusals).
+const (
+	// MaxWatcherPrefixes is how many BCAST prefixes one watcher may hold.
+	MaxWatcherPrefixes = 32
+	// MaxPrefixes is how many prefixes the broadcast connection of each
+	// backend may hold for all watchers together (after dropping those
+	// another covers).
+	MaxPrefixes = 256
+	// MaxSubscriberTopics is how many channels, patterns and shard
+	// channels one subscriber may hold.
+	MaxSubscriberTopics = 1024
+	// MaxTopics is how many distinct ones the subscriber connection of
+	// each backend may hold for all subscribers together.
+	MaxTopics = 65536
+	// MaxWatcherKeys is how many keys one watcher (default tracking) may
+	// have tracked; a read past it first drops them all, with an
+	// invalidation of everything, as a flush would (absorbed, not
+	// refused: a read must not fail because the client caches).
+	MaxWatcherKeys = 65536
+)
+
+// Limit names, as in LimitError.Limit and Refusals.
+const (
+	LimitWatcherPrefixes  = "tracking_prefixes_per_client"
+	LimitPrefixes         = "tracking_prefixes_total"
+	LimitSubscriberTopics = "subscriptions_per_client"
+	LimitTopics           = "subscriptions_total"
+	LimitWatcherKeys      = "tracked_keys_per_client"
+)
+
+// ErrLimit is what a *LimitError unwraps to.
+var ErrLimit = errors.New("relay limit reached")
+
+// LimitError is a call refused because it would cross a bound.
+type LimitError struct {
+	Limit string // LimitWatcherPrefixes, …
+	Max   int
+	Want  int // what the call would have made it
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s: %d would exceed the limit of %d", e.Limit, e.Want, e.Max)
+}
+
+func (e *LimitError) Unwrap() error { return ErrLimit }
+
+// refusals counts LimitErrors by limit.
+type refusals struct {
+	watcherPrefixes atomic.Uint64
+	prefixes        atomic.Uint64
+	subTopics       atomic.Uint64
+	topics          atomic.Uint64
+	watcherKeys     atomic.Uint64
+}
+
+func (r *refusals) count(limit string) {
+	switch limit {
+	case LimitWatcherPrefixes:
+		r.watcherPrefixes.Add(1)
+	case LimitPrefixes:
+		r.prefixes.Add(1)
+	case LimitSubscriberTopics:
+		r.subTopics.Add(1)
+	case LimitTopics:
+		r.topics.Add(1)
+	case LimitWatcherKeys:
+		r.watcherKeys.Add(1)
+	}
+}
+
+// Refusals returns how many calls each limit refused (or, for
+// LimitWatcherKeys, absorbed with a flush) since New, by limit name; every
+// limit is present.
+func (r *Relay) Refusals() map[string]uint64 {
+	return map[string]uint64{
+		LimitWatcherPrefixes:  r.refused.watcherPrefixes.Load(),
+		LimitPrefixes:         r.refused.prefixes.Load(),
+		LimitSubscriberTopics: r.refused.subTopics.Load(),
+		LimitTopics:           r.refused.topics.Load(),
+		LimitWatcherKeys:      r.refused.watcherKeys.Load(),
+	}
+}
+
+// Prefixes is how many prefixes the broadcast connections register now
+// (the reduced union of every BCAST watcher's).
+func (r *Relay) Prefixes() int {
+	t := &r.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.bc.cover)
+}
