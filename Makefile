@@ -48,4 +48,4 @@ bench:
 # it: proxy (must show no overlap) and redsync (shows the gap it leaves).
 CHAOS_DURATION ?= 2m
 chaos:
-	REDLOCK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestCheckerSynthetic|TestChaosProxy|TestChaosRedsync)$$' ./tests
+	REDLOCK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestCheckerSynthetic|TestChaosProxy|TestChaosRedsync|TestLinearizable)$$' ./tests

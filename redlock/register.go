@@ -20,9 +20,9 @@ import (
 // A write reads the versions of a quorum of nodes, then writes value and
 // version counter+1 with a script that applies it only where the stored
 // version is lower, so every node keeps the newest version it saw and the
-// order in which writes arrive does not matter. A read takes the value a
-// quorum of nodes holds when there is one; else the value of the highest
-// version any node reports, written back to a quorum before it answers.
+// order in which writes arrive does not matter. A read takes the newest
+// version any node reports; when fewer than a quorum hold it, it writes it
+// back to a quorum before it answers.
 //
 // Lock paths (SET NX, compare-and-set, compare-and-delete, scripts) change
 // the key alone. A node where the key no longer holds what its companion
@@ -161,12 +161,15 @@ func asNodeState(v any) (nodeState, error) {
 }
 
 // stateTally collects node states, grouped by value as valueTally does.
-// It waits for every node, or decides once one value has a quorum (early),
-// or once a quorum answered (atQuorum, a write's read phase).
+// It waits for every node, or with early set decides once a quorum of
+// nodes report the same versioned state (same value, same version above
+// zero, unchanged): no newer write can have been acknowledged then, since
+// its quorum shares a node with this one and no node goes back to an older
+// version. Version zero (never written plainly) waits for every node, as
+// does a write's read phase: a backend restarted empty reports it.
 type stateTally struct {
 	valueTally
-	states   []nodeState
-	atQuorum bool
+	states []nodeState
 }
 
 func (t *stateTally) add(s nodeState) {
@@ -175,10 +178,29 @@ func (t *stateTally) add(s nodeState) {
 }
 
 func (t *stateTally) done() bool {
-	if t.atQuorum && t.answered >= t.q {
+	if t.pending() == 0 {
 		return true
 	}
-	return t.valueTally.done()
+	if !t.early {
+		return false
+	}
+	for _, s := range t.states {
+		if s.ver.n > 0 && !s.changed && len(t.same(s)) >= t.q {
+			return true
+		}
+	}
+	return false
+}
+
+// same returns the remaining ttls of the nodes in the state s is in.
+func (t *stateTally) same(s nodeState) []time.Duration {
+	var ttls []time.Duration
+	for _, o := range t.states {
+		if o.ver == s.ver && !o.changed && !s.changed && o.val.Exists == s.val.Exists && o.val.Data == s.val.Data && o.val.Type == s.val.Type {
+			ttls = append(ttls, o.val.PTTL)
+		}
+	}
+	return ttls
 }
 
 // newest is the state with the highest version, and whether a changed
@@ -211,15 +233,22 @@ func (r *Redlock) readRegister(ctx context.Context, key string, early bool) (Val
 	if err := r.readStates(ctx, "read", key, t); err != nil {
 		return Value{}, err
 	}
-	if v, ok := t.winner(); ok {
-		return v, nil
-	}
-	if t.short() {
+	if t.answered < t.q {
 		return Value{}, t.noQuorum()
 	}
 	top, ok := t.newest()
-	if !ok {
+	if !ok { // a lock command changed the newest: the lock's own quorum rule
+		if v, ok := t.winner(); ok {
+			return v, nil
+		}
 		return Value{}, fmt.Errorf("%w: the backends hold different values, none on a quorum, and the newest was changed by a lock command", ErrNoQuorum)
+	}
+	if ttls := t.same(top); len(ttls) >= t.q {
+		v := top.val
+		if v.Exists {
+			v.PTTL = quorumPTTL(ttls, t.q)
+		}
+		return v, nil
 	}
 	// Write the newest back, with the least ttl any node holding it has
 	// left, so that a quorum holds it before it is answered.
@@ -243,8 +272,8 @@ func (r *Redlock) readRegister(ctx context.Context, key string, early bool) (Val
 }
 
 // writeRegister is Write (exists) and one key of Delete: under the key's
-// gate, it reads the versions of a quorum (a delete: of every node) and
-// writes a higher one. It reports whether the key existed: the newest
+// gate, it reads the versions of every node (each within its deadline;
+// a quorum must answer) and writes a higher one. It reports whether the key existed: the newest
 // version held it, or a quorum of the nodes read did.
 func (r *Redlock) writeRegister(ctx context.Context, op, key string, exists bool, value string, ttl time.Duration) (bool, error) {
 	pass, err := r.gate.enter(ctx, []string{key})
@@ -252,7 +281,7 @@ func (r *Redlock) writeRegister(ctx context.Context, op, key string, exists bool
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	defer pass.leave()
-	t := &stateTally{valueTally: *r.valueTally(false), atQuorum: exists}
+	t := &stateTally{valueTally: *r.valueTally(false)}
 	if err := r.readStates(ctx, op, key, t); err != nil {
 		return false, err
 	}
