@@ -41,10 +41,6 @@ const VersionPrefix = ReservedPrefix + "ver:"
 // versionGrace is how long a companion outlives its key.
 const versionGrace = time.Minute
 
-// writeAttempts bounds how often a write outbids versions it did not see
-// in its read phase before it counts their refusals as acknowledgements.
-const writeAttempts = 3
-
 // writerID names this process among writers; with writeSeq it makes every
 // version unique, so two writes never share one.
 var (
@@ -296,15 +292,9 @@ func (r *Redlock) writeRegister(ctx context.Context, op, key string, exists bool
 		}
 	}
 	existed := clean && top.val.Exists || holders >= t.q
-	ver := top.ver
-	for attempt := 1; ; attempt++ {
-		ver = version{n: ver.n + 1, id: writerID + "." + strconv.FormatUint(writeSeq.Add(1), 10)}
-		newer, err := r.writeVersion(ctx, op, key, exists, value, ttl, ver)
-		if err != nil || newer == nil || attempt == writeAttempts {
-			return existed, err
-		}
-		ver = *newer
-	}
+	ver := version{n: top.ver.n + 1, id: writerID + "." + strconv.FormatUint(writeSeq.Add(1), 10)}
+	_, err = r.writeVersion(ctx, op, key, exists, value, ttl, ver)
+	return existed, err
 }
 
 // versionTally counts a versioned write's replies: applied, or refused
@@ -346,10 +336,12 @@ func asWriteReply(v any) (*version, error) {
 }
 
 // writeVersion writes value (or a delete) at ver on every node. It
-// succeeds once a quorum applied it; when fewer did but a quorum answered,
-// it returns the newest version that refused it (the caller may outbid
-// it, or take the refusals as acknowledgements: that newer write is
-// concurrent with this one, whose read phase did not see it).
+// succeeds once a quorum applied it or refused it for a newer version,
+// and then returns the newest such version (nil: none). A refusal is an
+// acknowledgement: the newer write is concurrent with this one, whose read
+// phase did not see it, and this write takes effect just before it. (It
+// must not be sent again with a higher version: a read may already have
+// answered its value, and a later write seen after it.)
 func (r *Redlock) writeVersion(ctx context.Context, op, key string, exists bool, value string, ttl time.Duration, ver version) (*version, error) {
 	var ms int64
 	if exists && ttl > 0 {

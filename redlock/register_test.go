@@ -27,7 +27,7 @@ func TestVersionedWriteKeepsNewest(t *testing.T) {
 			t.Fatalf("node %d holds %q, want new", i, v)
 		}
 	}
-	// Write outbids a version its read phase missed.
+	// A write reads the newest version and goes above it.
 	if err := c.r.Write(ctx, "k", "last", time.Minute); err != nil {
 		t.Fatal(err)
 	}

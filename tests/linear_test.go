@@ -66,10 +66,13 @@ type linOutput struct {
 	unknown bool   // no answer: the effect may or may not have happened
 }
 
-// registerModel is one key's register. A refused conditional write (SET
-// NX, SET IFEQ, DELIFEQ answering nil or 0) has no effect and is not
-// checked further: Redlock refuses when a quorum is not reached, whether
-// or not the condition held.
+// registerModel is one key's register. A conditional write (SET NX, SET
+// IFEQ, DELIFEQ) that succeeds must have found its condition; one that is
+// refused (nil, 0) found it false, or found it true and may or may not
+// have taken effect: Redlock refuses whenever fewer than a quorum applied
+// it, and a compare-and-set or compare-and-delete that reached some
+// backends is not undone (two releases of one token at once can both be
+// refused while together deleting the key).
 var registerModel = porcupine.NondeterministicModel{
 	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 		by := map[string][]porcupine.Operation{}
@@ -90,47 +93,34 @@ var registerModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{absent} },
 	Step: func(state, input, output any) []any {
 		s, in, out := state.(string), input.(linInput), output.(linOutput)
-		var next string
-		switch in.op {
-		case opGet:
+		if in.op == opGet {
 			if out.val != s {
 				return nil
 			}
 			return []any{s}
-		case opSet:
-			next = in.val
+		}
+		next, cond := in.val, true
+		switch in.op {
 		case opDel:
 			next = absent
 		case opSetNX:
-			if s != absent {
-				if out.ok {
-					return nil
-				}
-				return []any{s}
-			}
-			next = in.val
-		case opCAS, opCAD:
-			if s != in.old {
-				if out.ok {
-					return nil
-				}
-				return []any{s}
-			}
-			next = in.val
-			if in.op == opCAD {
-				next = absent
-			}
+			cond = s == absent
+		case opCAS:
+			cond = s == in.old
+		case opCAD:
+			next, cond = absent, s == in.old
 		}
+		unconditional := in.op == opSet || in.op == opDel
 		switch {
-		case out.unknown, in.op == opSet || in.op == opDel:
-			if out.unknown {
-				return []any{s, next}
+		case !cond:
+			if out.ok && !out.unknown {
+				return nil
 			}
-			return []any{next}
-		case out.ok:
-			return []any{next}
+			return []any{s}
+		case out.unknown, !unconditional && !out.ok:
+			return []any{s, next}
 		}
-		return []any{s}
+		return []any{next}
 	},
 	Equal: func(a, b any) bool { return a.(string) == b.(string) },
 	DescribeOperation: func(input, output any) string {
