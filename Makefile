@@ -45,7 +45,8 @@ bench:
 	$(GO) run ./cmd/redlock-bench -spawn 5 -d 10s -c 1,64 -batch 64 -handoff 200
 
 # The mutual-exclusion checker under faults, for longer than make test runs
-# it: proxy (must show no overlap) and redsync (shows the gap it leaves).
+# it: proxy (must show no overlap) and redsync (shows the gap it leaves);
+# and the linearizability checker of plain writes and reads.
 CHAOS_DURATION ?= 2m
 chaos:
-	REDLOCK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestCheckerSynthetic|TestChaosProxy|TestChaosRedsync|TestMigrateNoOverlap)$$' ./tests
+	REDLOCK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestCheckerSynthetic|TestChaosProxy|TestChaosRedsync|TestMigrateNoOverlap|TestLinearizable)$$' ./tests

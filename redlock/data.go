@@ -31,46 +31,30 @@ type Value struct {
 	PTTL time.Duration
 }
 
-// Read gets the value and ttl of key on every node (one script per node)
-// and returns the value a quorum agrees on; a quorum of "absent" is a
-// value too. Its PTTL is the quorum-th largest remaining ttl among the
-// nodes holding that value, over every node that answered within its
-// deadline: exactly when the key stops being held by a quorum, so it
-// reflects every write (an extend, an expire) that reached a quorum, and
-// one node that missed it never shows the older ttl. Read therefore waits
-// for every node, each within its deadline. When the answers disagree so
-// that no value can reach a quorum, the key counts as absent (not held).
-// It fails with a *QuorumError of kind ErrNoQuorum when fewer than a
-// quorum of nodes answered.
+// Read gets the value and ttl of key on every node (one script per node,
+// register.go) and returns the value a quorum agrees on; a quorum of
+// "absent" is a value too. Its PTTL is the quorum-th largest remaining ttl
+// among the nodes holding that value, over every node that answered
+// within its deadline: exactly when the key stops being held by a quorum,
+// so it reflects every write (an extend, an expire) that reached a quorum,
+// and one node that missed it never shows the older ttl. Read therefore
+// waits for every node, each within its deadline. When no value has a
+// quorum, Read answers the newest plain write any node reports, after
+// writing it back to a quorum (its PTTL then the least any node holding
+// it has left); when a lock command changed the newest, there is no
+// answer: ErrNoQuorum. It fails with a *QuorumError of kind ErrNoQuorum
+// when fewer than a quorum of nodes answered.
 func (r *Redlock) Read(ctx context.Context, key string) (Value, error) {
-	return r.mirrorRead(ctx, key)(r.read(ctx, key, false))
+	return r.mirrorRead(ctx, key)(r.readRegister(ctx, key, false))
 }
 
 // Get is Read for the value alone: it decides as soon as one value has a
 // quorum, so a slow node does not slow it, and its PTTL is only a bound
 // (the quorum-th largest among the nodes counted so far). Any value a
 // quorum agrees on is the latest written to a quorum: two quorums share a
-// node.
+// node, and no node goes back to an older version (register.go).
 func (r *Redlock) Get(ctx context.Context, key string) (Value, error) {
-	return r.mirrorRead(ctx, key)(r.read(ctx, key, true))
-}
-
-func (r *Redlock) read(ctx context.Context, key string, early bool) (Value, error) {
-	if err := checkKeys(ctx, "read", []string{key}); err != nil {
-		return Value{}, err
-	}
-	get := call[Value]{cmd: command{kind: callEval, script: readScript, keys: []string{key}}, decode: asValue}
-	t := r.valueTally(early)
-	if err := quorum(r, ctx, "read", r.nodeTimeout, get, decider[Value](t), nil); err != nil {
-		return Value{}, err
-	}
-	if v, ok := t.winner(); ok {
-		return v, nil
-	}
-	if t.short() {
-		return Value{}, t.noQuorum()
-	}
-	return Value{PTTL: PTTLAbsent}, nil
+	return r.mirrorRead(ctx, key)(r.readRegister(ctx, key, true))
 }
 
 // Exists counts the keys that exist on a quorum of nodes (a repeated key
@@ -89,16 +73,31 @@ func (r *Redlock) Exists(ctx context.Context, keys []string) (int, error) {
 	return n + onOld, err
 }
 
-// Delete deletes keys unconditionally on every node and counts the keys
-// that existed on a quorum (a repeated key counts once, as with DEL). It
-// waits for every node, each within its deadline, and fails with
-// ErrNoQuorum when fewer than a quorum answered.
+// Delete deletes keys unconditionally on every node, one versioned write
+// per key in turn (register.go), and counts the keys that existed: the
+// newest version held it or a quorum did (a repeated key counts once, as
+// with DEL). It waits for every node, each within its deadline, and fails
+// with ErrNoQuorum when fewer than a quorum answered; keys before the
+// failing one are deleted.
 func (r *Redlock) Delete(ctx context.Context, keys []string) (int, error) {
 	if err := checkKeys(ctx, "delete", keys); err != nil {
 		return 0, err
 	}
 	defer r.mirrorWrite(ctx, "delete", append([]any{"DEL"}, anys(keys)...)...)()
-	return r.countKeysWith(ctx, "delete", r.deleteCall(slices.Clone(keys)))
+	n := 0
+	for i, k := range keys {
+		if slices.Contains(keys[:i], k) {
+			continue
+		}
+		existed, err := r.writeRegister(ctx, "delete", k, false, "", 0)
+		if err != nil {
+			return 0, err
+		}
+		if existed {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // countKeys runs a per-key script on every node and counts the keys with
@@ -142,8 +141,10 @@ func (r *Redlock) Holding(ctx context.Context, key, value string) (holding, node
 }
 
 // Write sets key to value unconditionally on every node, with a ttl when
-// ttl > 0 and without expiry otherwise. It returns nil as soon as a quorum
-// acknowledged, else a *QuorumError of kind ErrNoQuorum.
+// ttl > 0 and without expiry otherwise: a versioned write (register.go),
+// under the key's gate, that reads the versions of a quorum and then
+// writes a higher one. It returns nil as soon as a quorum acknowledged,
+// else a *QuorumError of kind ErrNoQuorum.
 func (r *Redlock) Write(ctx context.Context, key, value string, ttl time.Duration) error {
 	if err := checkKeys(ctx, "write", []string{key}); err != nil {
 		return err
@@ -153,7 +154,8 @@ func (r *Redlock) Write(ctx context.Context, key, value string, ttl time.Duratio
 		args = append(args, "PX", millis(ttl))
 	}
 	defer r.mirrorWrite(ctx, "write", args...)()
-	return r.ack(ctx, "write", r.dataTimeout(ttl), args)
+	_, err := r.writeRegister(ctx, "write", key, true, value, ttl)
+	return err
 }
 
 // FlushAll runs FLUSHDB on every node: nil as soon as a quorum

@@ -59,9 +59,14 @@
 // lock they hold. Read, Get, Write, GetSet, Delete, Exists, Expire,
 // CompareAndSet, Incr, Vote and FlushAll serve clients that treat the proxy as one
 // Redis (GET, SET, DEL, …), through package lease: each runs on every node and answers with what
-// a quorum agrees on. A Read whose answers split without a quorum reports
-// the key absent; a GetSet without a quorum on the old value returns the
-// value it wrote, so that legacy "old timestamp expired?" checks fail safe.
+// a quorum agrees on. Write and Delete are versioned and Read and Get
+// answer the newest version, written back to a quorum first when fewer
+// hold it (register.go): a key written and read only so is a linearizable
+// register while fewer than a quorum of nodes fail or lose it; a Read
+// whose answers split with no newest version (a lock command changed it)
+// fails with ErrNoQuorum. A GetSet without a quorum on the old value
+// returns the value it wrote, so that legacy "old timestamp expired?"
+// checks fail safe.
 // Write, Delete, Expire and FlushAll are unconditional: they break locks
 // as Redis would, which is what the clients sending them expect.
 //

@@ -295,7 +295,7 @@ func (r *Redlock) mirrorRead(ctx context.Context, key string) func(Value, error)
 	var got Value
 	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
 		var err error
-		got, err = old.read(ctx, key, false)
+		got, err = old.readRegister(ctx, key, false)
 		return err
 	})
 	return func(v Value, err error) (Value, error) {
