@@ -385,12 +385,15 @@ func goldenSetUp(t testing.TB, d *Dispatcher, other *Client, mrs []*miniredis.Mi
 		// A short ttl gives each backend call a short deadline (5% of
 		// it): on a busy machine the acquire may miss it, so it is tried
 		// again; the set-up is not what this test checks.
-		for i := 0; ; i++ {
-			r := do(d, other, "LOCK", "k", "60", "TOKEN", otherToken)
+		// Tried for up to 30 s, not a count: under -race on a loaded
+		// machine a hundred 3 ms deadlines in a row were missed (CI).
+		setup := time.Now().Add(30 * time.Second)
+		for {
+			r := do(d, other, "LOCK", "k", "150", "TOKEN", otherToken)
 			if strings.HasPrefix(r, "*3") {
 				break
 			}
-			if i == 100 {
+			if time.Now().After(setup) {
 				t.Fatalf("expired set-up: %q", r)
 			}
 		}
