@@ -59,7 +59,7 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 		return Plan{Barrier: true, Blocks: true, cmd: cmd}
 	}
 	if (cmd.Name == "EVAL" || cmd.Name == "EVALSHA") && d.buildsKeys(cmd.Name, args) {
-		return Plan{Barrier: true} // the keys it builds have no names yet
+		return Plan{Barrier: true, cmd: cmd} // the keys it builds have no names yet
 	}
 	if cmd.keys != nil {
 		p.Keys = cmd.keys(args)

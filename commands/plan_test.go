@@ -76,8 +76,15 @@ func TestPlanCarriesRow(t *testing.T) {
 		{"GET k", "GET", false},
 		{"NOSUCH k", "", false},
 		{"GET", "GET", false}, // wrong arity: answered at once, by its row
+		// A script that builds keys is a barrier, and still its row.
+		{"EVAL|return redis.call('get', KEYS[1]..':x')|1|k", "EVAL", true},
+		{"LOCK k 1000 WAIT 10", "LOCK", true},
 	} {
-		p := d.PlanFor(c, args(strings.Fields(tc.cmd)...))
+		words := strings.Fields(tc.cmd)
+		if strings.Contains(tc.cmd, "|") {
+			words = strings.Split(tc.cmd, "|")
+		}
+		p := d.PlanFor(c, args(words...))
 		row := ""
 		if p.cmd != nil {
 			row = p.cmd.Name

@@ -16,11 +16,14 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
-// runawayScript loops while a hash's length is not negative, which is
-// forever: the analysis does not run scripts that call hash commands, so
-// it is accepted today, and a backend running it serves nobody else until
-// it is stopped.
-const runawayScript = `local i=0 while redis.call('hlen',KEYS[1])>=0 do i=i+1 end return i`
+// runawayScript runs 10^12 turns: each loop's bound is one the analysis
+// accepts (an ARGV number up to 10^6), but nested loops multiply, which
+// the analysis does not bound (docs/compatibility.md, Loops). A backend
+// running it serves nobody else until it is stopped. Call it with
+// runawayArgv.
+const runawayScript = `local n = tonumber(ARGV[1]) for i = 1, n do for j = 1, n do redis.call('hlen', KEYS[1]) end end return 0`
+
+var runawayArgv = []any{"1000000"}
 
 // TestRunawayScriptStopped: a script by vote that never ends is stopped
 // on every backend at script_timeout (SCRIPT KILL), its client gets a
@@ -44,7 +47,7 @@ func TestRunawayScriptStopped(t *testing.T) {
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		err := rc.Eval(ctx, runawayScript, []string{"runaway"}).Err()
+		err := rc.Eval(ctx, runawayScript, []string{"runaway"}, runawayArgv...).Err()
 		done <- result{err, time.Since(start)}
 	}()
 	// The script runs once a backend stops answering at once.
