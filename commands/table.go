@@ -81,7 +81,7 @@ var table = []Command{
 	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Dialect: DialectNative, Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
-	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},
+	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "SET NX acquires, SET IFEQ renews, SET XX of the held value extends, plain SET writes on every backend", run: (*Dispatcher).set},
 	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Dialect: DialectLegacy, Flags: Acquires | Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
 	{Name: "GET", Arity: 2, Key: 1, Flags: Reads, Group: "string", Dialect: DialectLegacy, Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
 	{Name: "GETSET", Arity: 3, Key: 1, Flags: Reads | Writes, Group: "string", Dialect: DialectLegacy, Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
@@ -91,8 +91,12 @@ var table = []Command{
 	{Name: "PTTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "How long (ms) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
 	{Name: "TYPE", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "The type of the key a quorum of backends holds", run: (*Dispatcher).typeOf},
 	{Name: "TTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "How long (s) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
-	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},
-	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (s) on a quorum", run: (*Dispatcher).expire},
+	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (ms) on a quorum [NX|XX|GT|LT]", run: (*Dispatcher).expire},
+	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (s) on a quorum [NX|XX|GT|LT]", run: (*Dispatcher).expire},
+	{Name: "PEXPIREAT", Arity: -3, Key: 1, Flags: Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the deadline (Unix ms) on a quorum [NX|XX|GT|LT]", run: (*Dispatcher).expire},
+	{Name: "EXPIREAT", Arity: -3, Key: 1, Flags: Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the deadline (Unix s) on a quorum [NX|XX|GT|LT]", run: (*Dispatcher).expire},
+	{Name: "PEXPIRETIME", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "When (Unix ms) a quorum of backends stops holding the key", run: (*Dispatcher).expiretime},
+	{Name: "EXPIRETIME", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "When (Unix s) a quorum of backends stops holding the key", run: (*Dispatcher).expiretime},
 	{Name: "DELEX", Arity: -2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
 	{Name: "DELIFEQ", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
 	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
@@ -219,12 +223,12 @@ func (c *Command) arityOK(n int) bool {
 	return n >= -c.Arity
 }
 
-// optionNames are the option words of LOCK and SET, by their upper-case
-// form.
+// optionNames are the option words of LOCK, SET and EXPIRE, by their
+// upper-case form.
 var optionNames = func() map[string]string {
 	m := map[string]string{}
 	for _, n := range []string{"WAIT", "TOKEN", "FENCE", "SESSION",
-		"NX", "XX", "GET", "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "IFEQ"} {
+		"NX", "XX", "GT", "LT", "GET", "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "IFEQ"} {
 		m[n] = n
 	}
 	return m

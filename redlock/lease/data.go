@@ -114,6 +114,92 @@ func (m *Manager) Expire(ctx context.Context, key string, ttl time.Duration) (bo
 	return ok, err
 }
 
+// SetOptions are SET's conditions beyond NX (Manager.Set).
+type SetOptions struct {
+	XX      bool // write only where a quorum holds key
+	KeepTTL bool // keep the ttl key has (none: without expiry)
+	Expired bool // the deadline has passed: delete key instead of writing
+	Strings bool // refuse a key of another type with a *TypeError (SET GET)
+}
+
+// Set is SET with XX, KEEPTTL, GET or a deadline already past: it reads key
+// on a quorum (Read), then acts on what it read. An XX write of the value
+// key holds, with a ttl, is an extend of that lock (redlock.ExtendKeys);
+// if the key changed in between, a plain write. Any other write is a
+// plain write (Write), a past deadline a delete (Delete). The read and the
+// write are two quorum operations: a write by another client between them
+// is not seen by the condition. It returns what key held before and
+// whether it wrote (or deleted).
+func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration, o SetOptions) (redlock.Value, bool, error) {
+	old, err := m.Read(ctx, key)
+	switch {
+	case err != nil:
+		return old, false, err
+	case o.Strings && old.Exists && old.Type != "":
+		return old, false, &TypeError{Type: old.Type}
+	case o.XX && !old.Exists:
+		return old, false, nil
+	case o.Expired:
+		if old.Exists {
+			_, err = m.Delete(ctx, []string{key})
+		}
+		return old, err == nil, err
+	}
+	if o.KeepTTL {
+		ttl = 0
+		if old.Exists && old.PTTL >= 0 {
+			ttl = max(old.PTTL, time.Millisecond)
+		}
+	}
+	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value {
+		_, err := m.Extend(ctx, []string{key}, value, ttl, redlock.Replace)
+		if !errors.Is(err, redlock.ErrNotHeld) {
+			return old, err == nil, err
+		}
+	}
+	err = m.Write(ctx, key, value, ttl)
+	return old, err == nil, err
+}
+
+// ExpireCond is EXPIRE's options on the key's current expiry, a set of
+// flags; 0 (ExpireAlways): none.
+type ExpireCond int
+
+const (
+	ExpireAlways ExpireCond = 0
+	ExpireNX     ExpireCond = 1 << iota // only when the key has no expiry
+	ExpireXX                            // only when it has one
+	ExpireGT                            // only when ttl is greater (no expiry is infinite: never)
+	ExpireLT                            // only when ttl is less (no expiry is infinite: always)
+)
+
+// ExpireIf gives key ttl on a quorum where cond holds, as Redis's EXPIRE
+// options: a ttl of 0 or less (a deadline now or past) deletes the key.
+// It reports whether it did; false when key is absent or cond does not
+// hold. A condition is checked on a quorum read (Read; a key kept here
+// has no expiry) and then acted on: a write between the two is not seen.
+func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, cond ExpireCond) (bool, error) {
+	if cond != ExpireAlways {
+		v, err := m.Read(ctx, key)
+		if err != nil || !v.Exists {
+			return false, err
+		}
+		has := v.PTTL >= 0
+		switch {
+		case cond&ExpireNX != 0 && has,
+			cond&ExpireXX != 0 && !has,
+			cond&ExpireGT != 0 && (!has || ttl <= v.PTTL),
+			cond&ExpireLT != 0 && has && ttl >= v.PTTL:
+			return false, nil
+		}
+	}
+	if ttl <= 0 {
+		n, err := m.Delete(ctx, []string{key})
+		return n > 0, err
+	}
+	return m.Expire(ctx, key, ttl)
+}
+
 // Persist takes away key's expiry as far as clients can tell: the key is
 // kept (renewed while it holds the value it holds now). True when it did;
 // false when key is absent, already without expiry, or changed since it

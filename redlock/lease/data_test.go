@@ -3,7 +3,10 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
 // TestDataKeepsWritesWithoutExpiry: the data operations own the keep
@@ -32,7 +35,14 @@ func TestDataKeepsWritesWithoutExpiry(t *testing.T) {
 		{"GetSet without expiry", func() error { _, err := m.GetSet(ctx, "k", "d", 0); return err }, true, "d"},
 		{"Delete", func() error { _, err := m.Delete(ctx, []string{"k"}); return err }, false, "d"},
 		{"Write again", func() error { return m.Write(ctx, "k", "e", 0) }, true, "e"},
-		{"FlushAll", func() error { return m.FlushAll(ctx) }, false, "e"},
+		{"Set KEEPTTL of a kept key", func() error { _, _, err := m.Set(ctx, "k", "f", 0, SetOptions{KeepTTL: true}); return err }, true, "f"},
+		{"ExpireIf GT of a kept key: no expiry is infinite", func() error { return want(m.ExpireIf(ctx, "k", ttl, ExpireGT))(false) }, true, "f"},
+		{"Set XX of the kept value with a ttl: an extend", func() error { return want3(m.Set(ctx, "k", "f", ttl, SetOptions{XX: true}))(true) }, false, "f"},
+		{"Set XX without expiry", func() error { return want3(m.Set(ctx, "k", "g", 0, SetOptions{XX: true}))(true) }, true, "g"},
+		{"ExpireIf LT of a kept key", func() error { return want(m.ExpireIf(ctx, "k", ttl, ExpireLT))(true) }, false, "g"},
+		{"Set XX of an absent key", func() error { return want3(m.Set(ctx, "absent", "x", 0, SetOptions{XX: true}))(false) }, false, "g"},
+		{"Write once more", func() error { return m.Write(ctx, "k", "h", 0) }, true, "h"},
+		{"FlushAll", func() error { return m.FlushAll(ctx) }, false, "h"},
 	}
 	for _, s := range steps {
 		if err := s.op(); err != nil {
@@ -47,6 +57,18 @@ func TestDataKeepsWritesWithoutExpiry(t *testing.T) {
 		t.Fatalf("after FlushAll: %+v, %v", v, err)
 	}
 }
+
+// want checks a (done, error) result against done.
+func want(done bool, err error) func(bool) error {
+	return func(w bool) error {
+		if err == nil && done != w {
+			err = fmt.Errorf("done %v, want %v", done, w)
+		}
+		return err
+	}
+}
+
+func want3(_ redlock.Value, done bool, err error) func(bool) error { return want(done, err) }
 
 // TestPopPushesBack: a pop answers the element most backends popped and
 // pushes every other element back where it was.
