@@ -84,7 +84,7 @@ func keyedGroup(name string) string {
 		return "hash"
 	case name[0] == 'Z':
 		return "sorted-set"
-	case name[0] == 'S' && name != "SET" && name != "SETEX" && name != "SETNX" && name != "SETRANGE" && name != "SUBSTR":
+	case name[0] == 'S' && !strings.HasPrefix(name, "SET") && name != "SUBSTR" && name != "STRLEN":
 		return "set"
 	case name[0] == 'L' && name != "LCS" || strings.HasPrefix(name, "RPOP") || strings.HasPrefix(name, "RPUSH"):
 		return "list"
