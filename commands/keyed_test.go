@@ -113,3 +113,21 @@ func TestKeyedRowsFollowTheAllowList(t *testing.T) {
 		t.Errorf("COMMAND INFO spop = %q", got)
 	}
 }
+
+// TestKeyedInMulti: keyed reads are queued and run at EXEC; a keyed write
+// is refused inside MULTI, and EXEC then aborts, as for other writes.
+func TestKeyedInMulti(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runAll(t, d, c, []run{
+		{[]string{"SADD", "s", "a"}, ":1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SISMEMBER", "s", "a"}, "+QUEUED\r\n"},
+		{[]string{"SCARD", "s"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*2\r\n:1\r\n:1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SADD", "s", "b"}, "-" + errTxOnly + "\r\n"},
+		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{[]string{"SCARD", "s"}, ":1\r\n"},
+	})
+}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // keyedSequence is what lock libraries' own test suites send outside
@@ -96,4 +98,36 @@ func sorted(v any) any {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestTrackingKeyed: a keyed read outside a script (HGET, SMEMBERS) is
+// tracked, and a keyed write invalidates it: another client's always, the
+// client's own unless NOLOOP, as on Redis.
+func TestTrackingKeyed(t *testing.T) {
+	t.Parallel()
+	pa, writer := trackingSetup(t)
+	for _, noloop := range []bool{false, true} {
+		c := testkit.Dial(t, pa.Addr())
+		c.Do("HELLO", "3")
+		on := []string{"CLIENT", "TRACKING", "ON"}
+		if noloop {
+			on = append(on, "NOLOOP")
+		}
+		doWant(t, c, "OK", on...)
+		h, s := fmt.Sprintf("kh-%v", noloop), fmt.Sprintf("ks-%v", noloop)
+		doWant(t, c, nil, "HGET", h, "f")
+		doWant(t, c, int64(1), "HSET", h, "f", "own")
+		if noloop {
+			expectNothing(t, c, "NOLOOP: its own HSET")
+		} else {
+			expect(t, c, invalidate(h), "its own HSET")
+		}
+		doWant(t, c, "own", "HGET", h, "f")
+		doWant(t, writer, int64(0), "HSET", h, "f", "theirs")
+		expect(t, c, invalidate(h), "another client's HSET")
+		c.Do("SMEMBERS", s)
+		doWant(t, writer, int64(1), "SADD", s, "m")
+		expect(t, c, invalidate(s), "another client's SADD")
+		expectNothing(t, c, "after the invalidations")
+	}
 }
