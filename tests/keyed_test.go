@@ -131,3 +131,42 @@ func TestTrackingKeyed(t *testing.T) {
 		expectNothing(t, c, "after the invalidations")
 	}
 }
+
+// TestKeyedRESP3Clients: a RESP3 go-redis client reads the replies of
+// keyed commands through the proxy as it reads them from one Redis:
+// HGETALL's map, SMEMBERS' set, scores (bulk strings from the proxy,
+// doubles from Redis).
+func TestKeyedRESP3Clients(t *testing.T) {
+	t.Parallel()
+	ref := startRedis(t)
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, "")
+	ctx := testCtx(t, 60*time.Second)
+	direct := redis.NewClient(&redis.Options{Addr: ref.Addr(), Protocol: 3, DisableIdentity: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = direct.Close() })
+	proxy := p.Client(&redis.Options{Protocol: 3, DisableIdentity: true})
+	for _, c := range []*redis.Client{direct, proxy} {
+		c.HSet(ctx, "h3", "f", "1", "g", "2")
+		c.SAdd(ctx, "s3", "a", "b", "c")
+		c.ZAdd(ctx, "z3", redis.Z{Score: 1.5, Member: "one"}, redis.Z{Score: 2, Member: "two"})
+	}
+	check := func(what string, f func(c *redis.Client) (any, error)) {
+		t.Helper()
+		want, werr := f(direct)
+		got, gerr := f(proxy)
+		if werr != nil || gerr != nil || !reflect.DeepEqual(want, got) {
+			t.Errorf("%s: proxy %#v (%v), one Redis %#v (%v)", what, got, gerr, want, werr)
+		}
+	}
+	check("HGETALL", func(c *redis.Client) (any, error) { return c.HGetAll(ctx, "h3").Result() })
+	check("SMEMBERS", func(c *redis.Client) (any, error) { return c.SMembersMap(ctx, "s3").Result() })
+	check("ZSCORE", func(c *redis.Client) (any, error) { return c.ZScore(ctx, "z3", "one").Result() })
+	check("ZRANGE WITHSCORES", func(c *redis.Client) (any, error) { return c.ZRangeWithScores(ctx, "z3", 0, -1).Result() })
+	check("ZINCRBY", func(c *redis.Client) (any, error) { return c.ZIncrBy(ctx, "z3", 1, "two").Result() })
+	check("HINCRBYFLOAT", func(c *redis.Client) (any, error) { return c.HIncrByFloat(ctx, "h3", "f", 0.25).Result() })
+	check("HKEYS", func(c *redis.Client) (any, error) {
+		k, err := c.HKeys(ctx, "h3").Result()
+		sort.Strings(k)
+		return k, err
+	})
+}
