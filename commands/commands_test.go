@@ -62,7 +62,7 @@ func do(d *Dispatcher, c *Client, s ...string) string {
 }
 
 func TestTableIsWellFormed(t *testing.T) {
-	for _, c := range table {
+	for _, c := range served {
 		if c.Name != strings.ToUpper(c.Name) || c.run == nil || c.Summary == "" || c.Group == "" || c.Arity == 0 {
 			t.Errorf("row %q is incomplete", c.Name)
 		}
@@ -322,7 +322,7 @@ func TestClientCommands(t *testing.T) {
 	if got := do(d, c, "INFO", "replication"); strings.Contains(got, "# Server") || !strings.Contains(got, "role:master") {
 		t.Errorf("INFO replication = %q", got)
 	}
-	if got := do(d, c, "COMMAND", "COUNT"); got != ":"+strconv.Itoa(len(table))+"\r\n" {
+	if got := do(d, c, "COMMAND", "COUNT"); got != ":"+strconv.Itoa(len(served))+"\r\n" {
 		t.Errorf("COMMAND COUNT = %q", got)
 	}
 	if got := do(d, c, "COMMAND", "INFO", "lock", "nosuch"); !strings.HasPrefix(got, "*2\r\n*10\r\n$4\r\nlock\r\n:-3\r\n") || !strings.HasSuffix(got, "*-1\r\n") {

@@ -88,7 +88,7 @@ func New(opts Options) *Dispatcher {
 		leases: opts.Leases,
 		log:    opts.Logger,
 		now:    opts.Now,
-		table:  table,
+		table:  served,
 		index:  commandIndex,
 		relay:  opts.Relay,
 	}
@@ -166,7 +166,7 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 		if !c.Authenticated() {
 			return errNoAuth
 		}
-		return unknownCommand(args)
+		return refusal(args)
 	}
 	c.touch(cmd.lower, d.now())
 	if !cmd.arityOK(len(args)) {

@@ -31,7 +31,9 @@
 // MUNLOCK), info.go (LOCKINFO, LOCKS), legacy.go (the single-Redis
 // dialect: SET, SETNX, GET, DEL, PTTL, …), scripts.go and meaning.go
 // (EVAL, EVALSHA, SCRIPT: scripts recognised by commands/lua and carried
-// out as lock operations, or run by vote), tx.go (the
+// out as lock operations, or run by vote), keyed.go (every other
+// command of the scripts' allow-list, a generated row each, run by vote as
+// a script that only calls it; the reason for commands that cannot), tx.go (the
 // StackExchange.Redis lock transaction, and transactions of reads),
 // pubsub.go (the subscribe family, PUBLISH, PUBSUB over redlock/relay),
 // tracking.go (CLIENT TRACKING and CACHING: which reads are tracked),

@@ -59,6 +59,7 @@ type Command struct {
 	Flags   Flag
 	Key     int // position of the first key, 0 if none (COMMAND INFO)
 	LastKey int // position of the last key: 0 the same as Key, -1 the last argument
+	KeyStep int // positions between keys (MSET: 2); 0: 1
 	Group   string
 	// Dialect is how the command reaches a lock, as Observe names it
 	// (observe.go); "" for commands that touch no lock.
@@ -109,8 +110,8 @@ var table = []Command{
 	{Name: "DECRBY", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Refused: counters only grow", run: (*Dispatcher).decr},
 
 	// Sorted sets outside scripts, by vote (sortedsets.go): semaphore releases.
-	{Name: "ZREM", Arity: -3, Key: 1, Group: "sorted-set", Dialect: DialectLegacy, Summary: "Removes members on every backend; the count a quorum agreed on", run: (*Dispatcher).zrem},
-	{Name: "ZCARD", Arity: 2, Key: 1, Group: "sorted-set", Dialect: DialectLegacy, Summary: "The number of members a quorum of backends agreed on", run: (*Dispatcher).zcard},
+	{Name: "ZREM", Arity: -3, Key: 1, Flags: Writes, Group: "sorted-set", Dialect: DialectLegacy, Summary: "Removes members on every backend; the count a quorum agreed on", run: (*Dispatcher).zrem},
+	{Name: "ZCARD", Arity: 2, Key: 1, Flags: Reads, Group: "sorted-set", Dialect: DialectLegacy, Summary: "The number of members a quorum of backends agreed on", run: (*Dispatcher).zcard},
 
 	// Scripts: recognised lock operations carried out, others run by vote
 	// (scripts.go, meaning.go, commands/lua).
@@ -170,11 +171,17 @@ var table = []Command{
 	{Name: "SENTINEL", Arity: -2, Flags: AnyUser | Local, Group: "sentinel", Summary: "Sentinel discovery: GET-MASTER-ADDR-BY-NAME MASTERS MASTER SENTINELS REPLICAS MYID CKQUORUM", run: (*Dispatcher).sentinel},
 }
 
+// served is every command the proxy serves: the table, then a row for
+// each command of the scripts' allow-list that the table has none for,
+// run by vote (keyed.go). Both come from one list each, so a command
+// added to the allow-list is served outside scripts too.
+var served = append(table[:len(table):len(table)], keyedRows(table)...)
+
 // commandIndex maps the upper-case name to its row.
 var commandIndex = func() map[string]*Command {
-	m := make(map[string]*Command, len(table))
-	for i := range table {
-		c := &table[i]
+	m := make(map[string]*Command, len(served))
+	for i := range served {
+		c := &served[i]
 		if _, dup := m[c.Name]; dup {
 			panic("commands: duplicate command " + c.Name)
 		}

@@ -191,7 +191,7 @@ func whyNot(name string) string {
 	case "SORT", "SORT_RO":
 		return up + " can read keys named by its BY and GET patterns"
 	case "RENAME", "RENAMENX":
-		return up + " is not on the list of key-local commands"
+		return up + notListed
 	case "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "XREAD", "XREADGROUP", "WAIT", "WAITAOF":
 		return up + " blocks"
 	case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR":
@@ -201,8 +201,11 @@ func whyNot(name string) string {
 		"INFO", "LASTSAVE", "ROLE", "SYNC", "PSYNC", "RESET", "COMMAND", "LOLWUT", "PUBSUB":
 		return up + " administers or inspects the server"
 	}
-	return up + " is not on the list of key-local commands"
+	return up + notListed
 }
+
+// notListed is whyNot's reason for a command it knows nothing more of.
+const notListed = " is not on the list of key-local commands"
 
 // arg is what the analysis knows of one argument of a call: whether it
 // comes from the declared KEYS (directly or by concatenation: derived,

@@ -12,6 +12,11 @@
 //	case lua.Refused:    // a.Problem: "line 4: redis.call("KEYS", …): …"
 //	}
 //
+// KeyCommands exports the allow-list's keyed commands (arity, key
+// positions, writes, unordered replies) for the proxy's command table,
+// which serves each outside scripts too; Refusal says why a command Redis
+// has cannot run by vote.
+//
 // A recognised script also reports its Fallback (ByVote, since recognition
 // requires the vote rules to hold), for when the proxy runs in a mode that
 // does not use meanings.
