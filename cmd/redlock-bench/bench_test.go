@@ -100,6 +100,7 @@ func TestKeySpace(t *testing.T) {
 	}{
 		{"distinct", 3, 9, "bench:proxy:3"},
 		{"contended", 3, 9, "bench:proxy:contended"},
+		{"1", 3, 9, "bench:proxy:k0"},
 		{"4", 1, 0, "bench:proxy:k1"},
 		{"4", 1, 5, "bench:proxy:k2"},
 	}

@@ -118,15 +118,23 @@ func (rep *report) computeRatios() {
 		q := a / b
 		return &q
 	}
+	// With -keys contended every attempt is refused: the rate compared
+	// is that of the refusals.
+	rate := func(r *result) float64 {
+		if rep.Keys == "contended" {
+			return r.BusyPerSec
+		}
+		return r.CyclesPerSec
+	}
 	for i := range rep.Results {
 		r := &rep.Results[i]
 		r.VsRedsync, r.VsSingle, r.P50VsRedsync = nil, nil, nil
 		if rs := find("redsync", r.Clients); rs != nil {
-			r.VsRedsync = ratio(r.CyclesPerSec, rs.CyclesPerSec)
+			r.VsRedsync = ratio(rate(r), rate(rs))
 			r.P50VsRedsync = ratio(r.P50US, rs.P50US)
 		}
 		if s := find("single", r.Clients); s != nil {
-			r.VsSingle = ratio(r.CyclesPerSec, s.CyclesPerSec)
+			r.VsSingle = ratio(rate(r), rate(s))
 		}
 	}
 }
