@@ -356,6 +356,11 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 	if scrape {
 		before, scrapeErr = scrapeProxy(ctx, t.metrics)
 	}
+	var machBefore, machAfter machineSample
+	machErr := errors.New("not spawned")
+	if t.proxyPID != 0 {
+		machBefore, machErr = sampleMachine(ctx, t)
+	}
 	t0 := time.Now()
 	close(start)
 	prog.phase("run", &t0, &done)
@@ -368,6 +373,9 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 	if scrape && scrapeErr == nil {
 		after, scrapeErr = scrapeProxy(ctx, t.metrics)
 	}
+	if machErr == nil {
+		machAfter, machErr = sampleMachine(ctx, t)
+	}
 	prog.stop()
 
 	res := collect(m.name, clients, cfg.keys.String(), elapsed, stats)
@@ -379,6 +387,21 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 		}
 	default:
 		res.setProxyCost(before, after)
+	}
+	switch {
+	case t.proxyPID == 0:
+	case machErr != nil:
+		if ctx.Err() == nil {
+			fmt.Fprintf(stderr, "redlock-bench: %s c=%d: no syscall and commands columns: %v\n", m.name, clients, machErr)
+		}
+	default:
+		per := res.Cycles
+		if cfg.keys.held {
+			per = res.Busy
+		}
+		// cpu/cycle from /proc/PID/stat replaces the metrics' figure (the
+		// same counter, read without a scrape).
+		res.explain(machBefore, machAfter, per, m.needsProxy)
 	}
 	prog.finished(res)
 	return res
