@@ -33,7 +33,7 @@
 //     KeepTTL and renewed while they hold the value written: a write
 //     without expiry keeps its key, any other write, a delete, an expire,
 //     a release or a flush ends it;
-//   - a note of every grant through this proxy, native or not (registry.go:
+//   - a note of every grant with an expiry through this proxy (registry.go:
 //     knownGrant): an acquisition without WAIT of a noted key by another
 //     token, within the grant's validity, is refused from the note
 //     without a quorum round (ErrHeldHere), except one per key every

@@ -145,3 +145,32 @@ func TestHeldFastEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepNotAnsweredFast: a write without expiry (SET NX without PX) is
+// the register's, linearizable across proxies: it is neither noted nor
+// answered from memory.
+func TestKeepNotAnsweredFast(t *testing.T) {
+	c := &clock{t: time.Now()}
+	m, mrs := newManager(t, Options{Now: c.now, KeepTTL: ttl})
+	ctx := context.Background()
+	keep := setNX("k", "holder")
+	keep.Keep = true
+	if _, err := m.Acquire(ctx, nil, keep); err != nil {
+		t.Fatal(err)
+	}
+	before := commands(mrs)
+	if _, err := m.Acquire(ctx, nil, setNX("k", "other")); !errors.Is(err, redlock.ErrHeld) || errors.Is(err, ErrHeldHere) {
+		t.Fatalf("contender of a kept key: %v, want the backends' ErrHeld", err)
+	}
+	if commands(mrs) == before {
+		t.Fatal("the contender of a kept key did not ask the backends")
+	}
+	if _, err := m.Acquire(ctx, nil, setNX("lock", "holder")); err != nil {
+		t.Fatal(err)
+	}
+	keep = setNX("lock", "other")
+	keep.Keep = true
+	if _, err := m.Acquire(ctx, nil, keep); errors.Is(err, ErrHeldHere) || !errors.Is(err, redlock.ErrHeld) {
+		t.Fatalf("a write without expiry on a noted lock: %v, want the backends' ErrHeld", err)
+	}
+}

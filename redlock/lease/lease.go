@@ -167,7 +167,9 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	if req.Keep {
 		req.TTL = m.keepTTL
 	}
-	if req.Wait <= 0 && m.reg.heldHere(req.Keys, req.Token, req.Mode == redlock.IfAbsentOrMine, m.now()) {
+	// Writes without expiry (Keep) are the register's, linearizable across
+	// proxies (docs/safety.md): never answered from memory, never noted.
+	if req.Wait <= 0 && !req.Keep && m.reg.heldHere(req.Keys, req.Token, req.Mode == redlock.IfAbsentOrMine, m.now()) {
 		m.stats.heldFast.Add(1)
 		m.count(ErrHeldHere)
 		return Grant{}, ErrHeldHere
@@ -176,8 +178,10 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	var g Grant
 	err := m.acquireWaiting(ctx, owner, req, func(l redlock.Lock, start time.Time) {
 		g = Grant{Keys: l.Keys, Token: l.Token, Validity: l.Validity, Fence: l.Fence}
-		now := m.now()
-		m.reg.noteGrant(l.Keys, l.Token, now.Add(l.Validity), gen, now)
+		if !req.Keep {
+			now := m.now()
+			m.reg.noteGrant(l.Keys, l.Token, now.Add(l.Validity), gen, now)
+		}
 		if req.Remember {
 			m.remember(owner, l, req, start)
 		}

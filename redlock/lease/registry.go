@@ -336,9 +336,9 @@ func (r *registry) counts() (sessions, waiters int) {
 	return sessions, waiters
 }
 
-// Contention answered from memory. Every grant through this proxy (the
-// native LOCK and MLOCK, SET NX, SETNX, the library scripts) is noted
-// here with its token and validity deadline; an acquisition without WAIT
+// Contention answered from memory. Every grant with an expiry through
+// this proxy (the native LOCK and MLOCK, SET NX PX, the library scripts;
+// not the writes without expiry, Request.Keep) is noted here with its token and validity deadline; an acquisition without WAIT
 // of a noted key by another token (or by any token, for IfAbsent) is
 // answered "held" without a quorum round while the note is within its
 // validity, except one acquisition per key every heldRecheck, which asks
