@@ -143,6 +143,17 @@ func TestParseFlags(t *testing.T) {
 	if code := run([]string{"-modes", "redsync"}, &bytes.Buffer{}, &errOut); code != 2 || !strings.Contains(errOut.String(), "needs -backend") {
 		t.Fatalf("redsync without backends: exit %d, %q", code, errOut.String())
 	}
+	// -keys contended refuses every attempt: -n would never end, and the
+	// holder's ttl must outlast the run.
+	for _, args := range [][]string{
+		{"-keys", "contended", "-n", "100", "-modes", "proxy"},
+		{"-keys", "contended", "-d", "5s", "-ttl", "5s", "-modes", "proxy"},
+	} {
+		errOut.Reset()
+		if code := run(args, &bytes.Buffer{}, &errOut); code != 2 || !strings.Contains(errOut.String(), "-keys contended") {
+			t.Errorf("%v: exit %d, %q", args, code, errOut.String())
+		}
+	}
 }
 
 // sampleReport has two client counts; the second has no redsync row.
