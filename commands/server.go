@@ -89,6 +89,7 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		s := d.leases.Stats()
 		num("lock_acquired", s.Acquired)
 		num("lock_contended", s.Contended)
+		num("lock_held_fast", s.HeldFast)
 		num("lock_noquorum", s.NoQuorum)
 		num("unlock_released", s.Released)
 		num("unlock_not_held", s.NotHeld)

@@ -42,6 +42,7 @@ func (m *Manager) leaseTTL(ttl time.Duration) time.Duration {
 // written follows a write of value to key: without expiry (ttl 0) the key
 // is kept while it holds value; with one, whatever key held is no longer.
 func (m *Manager) written(err error, key, value string, ttl time.Duration) {
+	m.reg.forget(key)
 	switch {
 	case err != nil:
 	case ttl == 0:
@@ -101,13 +102,16 @@ func (m *Manager) Delete(ctx context.Context, keys []string) (int, error) {
 	for _, k := range keys {
 		m.unkeep(k)
 	}
-	return m.locker.Delete(ctx, keys)
+	n, err := m.locker.Delete(ctx, keys)
+	m.reg.forget(keys...)
+	return n, err
 }
 
 // Expire gives key ttl on a quorum (redlock.Expire); when it did, the key
 // is no longer kept.
 func (m *Manager) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	ok, err := m.locker.Expire(ctx, key, ttl)
+	m.reg.forget(key)
 	if err == nil && ok {
 		m.unkeep(key)
 	}
@@ -218,6 +222,7 @@ func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 		return false, ErrNoKeepTTL
 	}
 	_, err = m.locker.ExtendKeys(ctx, []string{key}, v.Data, m.keepTTL, redlock.Replace)
+	m.reg.forget(key)
 	switch {
 	case err == nil:
 		m.keep(key, v.Data)
@@ -232,6 +237,7 @@ func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 // keeping any.
 func (m *Manager) FlushAll(ctx context.Context) error {
 	err := m.locker.FlushAll(ctx)
+	m.reg.forgetAll()
 	if err == nil {
 		m.unkeepAll()
 	}
@@ -241,7 +247,9 @@ func (m *Manager) FlushAll(ctx context.Context) error {
 // Incr adds by to the counter key so that it grows across the nodes
 // (redlock.Incr).
 func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error) {
-	return m.locker.Incr(ctx, key, by)
+	n, err := m.locker.Incr(ctx, key, by)
+	m.reg.forget(key)
+	return n, err
 }
 
 // Vote runs script on every node and returns the reply a quorum agreed on
@@ -253,6 +261,9 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 		vote = m.locker.VoteWrites // on the old instance too, during a migration
 	}
 	v, err := vote(ctx, script, keys, argv)
+	if writes && err != nil {
+		m.reg.forget(keys...) // it may have written some nodes
+	}
 	if err == nil && writes {
 		m.changed(keys)
 	}

@@ -35,15 +35,24 @@
 //     KeepTTL and renewed while they hold the value written: a write
 //     without expiry keeps its key, any other write, a delete, an expire,
 //     a release or a flush ends it;
+//   - a note of every grant with an expiry through this proxy (registry.go:
+//     knownGrant): an acquisition without WAIT of a noted key by another
+//     token, within the grant's validity, is refused from the note
+//     without a quorum round (ErrHeldHere), except one per key every
+//     heldRecheck (10 ms), which asks the backends; every path here that
+//     may change a key forgets its note;
 //   - the outcome counters INFO shows (Stats).
 //
 // An Owner is one client connection: commands creates it with NewOwner
 // and ends it with CloseOwner.
 //
 // Safety: the registry is memory, not authority. It decides how long a
-// waiter sleeps, what Info and Snapshot show and which locks a session
-// renews; never who holds a lock: the backends' quorum does that, through
-// package redlock, whose doc says when that holds. A lock released or
+// waiter sleeps, what Info and Snapshot show, which locks a session
+// renews and which contenders are refused without asking (a refusal
+// grants nothing; a key freed behind this proxy's back is refused from
+// memory for at most heldRecheck: docs/safety.md); never who holds a
+// lock: the backends' quorum does that, through package redlock, whose
+// doc says when that holds. A lock released or
 // stolen behind this proxy's back stays in the registry until its ttl
 // ends (or a release notice, when waiters watch the key: wait.go), so a
 // waiter here notices it within a second (the head's poll).

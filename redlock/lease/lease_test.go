@@ -67,7 +67,7 @@ func TestAcquireReleaseCounted(t *testing.T) {
 	if err := m.Release(ctx, "k", g.Token); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	want := Stats{Acquired: 1, Contended: 1, Released: 1, NotHeld: 1}
+	want := Stats{Acquired: 1, Contended: 1, Released: 1, NotHeld: 1, HeldFast: 1}
 	if s := m.Stats(); s != want {
 		t.Fatalf("Stats = %+v, want %+v", s, want)
 	}
