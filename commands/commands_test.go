@@ -332,3 +332,13 @@ func TestClientCommands(t *testing.T) {
 		t.Errorf("QUIT = %q", got)
 	}
 }
+
+// Do runs one command as the server would without a plan: look up, check
+// arity, check auth, check the user's permissions, run. args[0] is the
+// command name in any case. The server plans first and runs DoPlanned.
+func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
+	if len(args) == 0 {
+		return nil
+	}
+	return d.run(ctx, c, d.lookup(args[0]), args)
+}

@@ -142,17 +142,8 @@ func (d *Dispatcher) CloseClient(c *Client) {
 // ClientCount is the number of connected clients.
 func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 
-// Do runs one command: look up, check arity, check auth, check the user's
-// permissions, run. args[0] is the command name in any case. A command
-// PlanFor planned runs with DoPlanned instead, without a second look-up.
-func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
-	if len(args) == 0 {
-		return nil
-	}
-	return d.run(ctx, c, d.lookup(args[0]), args)
-}
-
-// run is Do of the command's row (nil: not in the table).
+// run runs one command of the row cmd (nil: not in the table): check
+// arity, check auth, check the user's permissions, run the handler.
 func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
 	if d.opts.Observe != nil {
 		return unwrap(d.doObserved(ctx, c, cmd, args))
@@ -160,7 +151,7 @@ func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]
 	return unwrap(d.do(ctx, c, cmd, args))
 }
 
-// do is Do without the observer; its reply may carry an outcome mark.
+// do is run without the observer; its reply may carry an outcome mark.
 func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
 	if cmd == nil {
 		if !c.Authenticated() {

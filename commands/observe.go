@@ -48,7 +48,7 @@ const (
 const unknownName = "unknown"
 
 // outcome is a handler's reply with the result a refusal of it counts
-// as (refusedAs). Do returns the reply alone.
+// as (refusedAs). DoPlanned returns the reply alone.
 type outcome struct {
 	Reply
 	refusal string

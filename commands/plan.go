@@ -89,8 +89,8 @@ func (d *Dispatcher) PlanFor(c *Client, args [][]byte) Plan {
 	return p
 }
 
-// DoPlanned is Do of a command PlanFor planned, without a second look-up
-// of its row.
+// DoPlanned runs a command PlanFor planned (see run), without a second
+// look-up of its row.
 func (d *Dispatcher) DoPlanned(ctx context.Context, c *Client, p Plan, args [][]byte) Reply {
 	if len(args) == 0 {
 		return nil

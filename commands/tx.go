@@ -43,7 +43,7 @@ func (t *txState) noteRead(key string, value *string) {
 
 const errTxOnly = "ERR redlock-proxy transactions support only reads (GET, EXISTS, PTTL, TTL, TYPE, LLEN) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
 
-// queue is called by Do for commands inside MULTI; it validates the
+// queue is called by do for commands inside MULTI; it validates the
 // command now, as Redis does, so EXEC can only abort or run.
 func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
 	if cmd.Flags&(Reads|Writes) == Reads {
