@@ -25,9 +25,10 @@ type Options struct {
 	MaxKeyBytes   int
 	MaxValueBytes int
 	AllowFlush    bool // FLUSHDB/FLUSHALL reach the backends
-	// CatalogOnly runs only scripts recognised as lock operations
-	// (scripts = "recognised"); otherwise eligible scripts run by vote.
-	CatalogOnly bool
+	// RecognisedOnly runs only scripts recognised as lock operations
+	// (scripts = "recognised") and refuses the rest; otherwise eligible
+	// scripts run by vote.
+	RecognisedOnly bool
 	// OtherDB, when not empty, says which backend uses a database other
 	// than 0 ("backend 10.0.0.7:6379 uses database 3"). Scripts that
 	// SELECT 0 are then refused: there they would miss the proxy's keys.

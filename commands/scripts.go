@@ -20,7 +20,8 @@ import (
 // (meaning.go carries that out as a quorum operation, in the library's
 // reply convention), or finds it safe to run on each master (run by vote:
 // redlock.Vote), or refuses it with the line and the reason. With
-// Options.CatalogOnly only recognised scripts run.
+// Options.RecognisedOnly (scripts = "recognised") only recognised scripts
+// run.
 
 const (
 	errNoScript = Error("NOSCRIPT No matching script. Please use EVAL.")
@@ -232,7 +233,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest [
 		}
 	}
 	switch {
-	case d.opts.CatalogOnly:
+	case d.opts.RecognisedOnly:
 		return Errorf(errNotRecognised, s.sha, a.NotRecognised)
 	case a.Vote == nil:
 		s.refusedLog.Do(func() {

@@ -72,7 +72,8 @@ func (a *Analysis) Verdict() Verdict {
 }
 
 // Fallback is what the proxy does with the script when it does not use the
-// Meaning (catalog-only mode aside): ByVote or Refused.
+// Meaning: ByVote or Refused (with scripts = "recognised" the proxy
+// refuses every script without a Meaning).
 func (a *Analysis) Fallback() Verdict {
 	if a.Vote != nil {
 		return ByVote

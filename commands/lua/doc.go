@@ -166,6 +166,8 @@
 // instructions and two seconds in all. A script that exhausts a run's
 // budget on a probe is refused: on a backend it would block or exhaust
 // memory just the same. Only scripts the model can run (string and expiry
-// commands, or none) are tried. Redis never stops a script by itself; a
-// script by vote is bounded here only by the loop rules above.
+// commands, or none) are tried. Redis never stops a script by itself: the
+// proxy stops a script by vote that runs past script_timeout with SCRIPT
+// KILL (redlock/scriptkill.go); one that already wrote cannot be killed,
+// and is then bounded only by the loop rules above.
 package lua
