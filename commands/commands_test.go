@@ -63,7 +63,7 @@ func do(d *Dispatcher, c *Client, s ...string) string {
 
 func TestTableIsWellFormed(t *testing.T) {
 	for _, c := range table {
-		if c.Name != strings.ToUpper(c.Name) || c.run == nil || c.Summary == "" || c.Group == "" || c.Arity == 0 {
+		if c.Name != strings.ToUpper(c.Name) || (c.run == nil) == (c.runKeys == nil) || c.Summary == "" || c.Group == "" || c.Arity == 0 {
 			t.Errorf("row %q is incomplete", c.Name)
 		}
 	}
@@ -340,5 +340,5 @@ func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if len(args) == 0 {
 		return nil
 	}
-	return d.run(ctx, c, d.lookup(args[0]), args)
+	return d.run(ctx, c, d.lookup(args[0]), args, callKeys{})
 }

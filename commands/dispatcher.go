@@ -145,15 +145,20 @@ func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 
 // run runs one command of the row cmd (nil: not in the table): check
 // arity, check auth, check the user's permissions, run the handler.
-func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
-	if d.opts.Observe != nil {
-		return unwrap(d.doObserved(ctx, c, cmd, args))
+// parsed is the call's keys when a plan parsed them already.
+func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte, parsed callKeys) Reply {
+	if cmd != nil && cmd.keys != nil && !parsed.ok {
+		parsed = callKeys{keys: cmd.keys(args), ok: true}
 	}
-	return unwrap(d.do(ctx, c, cmd, args))
+	if d.opts.Observe != nil {
+		return unwrap(d.doObserved(ctx, c, cmd, args, parsed.keys))
+	}
+	return unwrap(d.do(ctx, c, cmd, args, parsed.keys))
 }
 
 // do is run without the observer; its reply may carry an outcome mark.
-func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
+// keys is what the row's keys column parsed (nil for other rows).
+func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args, keys [][]byte) Reply {
 	if cmd == nil {
 		if !c.Authenticated() {
 			return errNoAuth
@@ -168,7 +173,7 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 		return errNoAuth
 	}
 	if u := c.user.Load(); u != nil && !u.unrestricted {
-		if r := permit(u, cmd, args); r != nil {
+		if r := permit(u, cmd, args, keys); r != nil {
 			if c.tx.multi && cmd.Flags&TxControl == 0 {
 				c.tx.dirty = true // as Redis: EXEC then aborts
 			}
@@ -186,12 +191,12 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 			return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.lower)
 		}
 		if m&modeTracking != 0 {
-			if r, done := d.tracked(ctx, c, cmd, args); done {
+			if r, done := d.tracked(ctx, c, cmd, args, keys); done {
 				return r
 			}
 		}
 	}
-	return cmd.run(d, ctx, c, args)
+	return cmd.call(d, ctx, c, args, keys)
 }
 
 // authenticate logs c in as the user whose name (nil: "default") and

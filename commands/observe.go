@@ -68,12 +68,12 @@ func unwrap(r Reply) Reply {
 }
 
 // doObserved is do timed and reported to Options.Observe.
-func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
+func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, args, keys [][]byte) Reply {
 	// A command queued inside MULTI is part of the transaction dialect,
 	// whatever it is on its own; decide before do changes the state.
 	queued := c.tx.multi && cmd != nil && cmd.Flags&TxControl == 0
 	start := time.Now()
-	r := d.do(ctx, c, cmd, args)
+	r := d.do(ctx, c, cmd, args, keys)
 	elapsed := time.Since(start)
 
 	name, dialect := unknownName, ""

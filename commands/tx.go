@@ -132,7 +132,7 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	out := make(Array, 0, len(tx.queue))
 	for _, op := range tx.queue {
 		if op.read != nil {
-			out = append(out, op.read.run(d, ctx, c, op.args))
+			out = append(out, op.read.call(d, ctx, c, op.args, nil)) // reads have no keys column
 			continue
 		}
 		token := *tx.watched[op.key]
@@ -171,7 +171,7 @@ func (d *Dispatcher) trackTx(ctx context.Context, c *Client, tx txState) ([]stri
 		if op.read == nil {
 			continue
 		}
-		for _, k := range commandKeys(op.read, op.args) {
+		for _, k := range commandKeys(op.read, op.args, nil) {
 			if !seen[k] {
 				seen[k] = true
 				keys = append(keys, k)
