@@ -6,21 +6,21 @@
 // which is safe for concurrent use.
 //
 //	a := lua.Analyze(src)
-//	switch a.Verdict() {
-//	case lua.Recognised: // a.Meaning.Select(argv): acquire, extend, release or read
-//	case lua.ByVote:     // a.Vote: check a.Vote.CheckArgv(argv), then run everywhere
-//	case lua.Refused:    // a.Problem: "line 4: redis.call("KEYS", …): …"
+//	switch {
+//	case a.Meaning != nil: // recognised: a.Meaning.Select(argv): acquire, extend, release or read
+//	case a.Vote != nil:    // by vote: check a.Vote.CheckArgv(argv), then run everywhere
+//	default:               // refused: a.Problem: "line 4: redis.call("KEYS", …): …"
 //	}
 //
-// A recognised script also reports its Fallback (ByVote, since recognition
-// requires the vote rules to hold), for when the proxy runs in a mode that
-// does not use meanings.
+// A recognised script also has a Vote (recognition requires the vote
+// rules to hold), for when the proxy does not use meanings.
 //
 // # What the analysis is sound for, and what it is not
 //
 // For a script by vote (Vote not nil), on every run, whatever KEYS, ARGV
 // and the data, provided the script also passes CheckArgv for that ARGV:
-// it touches no key outside Vote.Reach(keys); calls only commands of the
+// it touches no key outside its reach (below: the declared keys, and with
+// Vote.DerivedKeys the keys built from them); calls only commands of the
 // allow-list, none of which answers differently on two backends holding
 // the same data; selects no database but 0; loads no code and leaves KEYS,
 // ARGV and the redis table as they are; every loop it runs has a bound
@@ -130,10 +130,10 @@
 //     unpack(KEYS), a local or a parameter of a local function that only
 //     ever receives such values, or a concatenation with a KEYS element in
 //     it (KEYS[1] .. ':' .. ARGV[1]; Vote.DerivedKeys). A numkeys count
-//     that is not a literal makes every later argument a key. So
-//     Vote.Reach(keys) bounds every key a run may touch: the declared
-//     keys, and the keys starting with a declared key or with one of
-//     Vote.KeyPrefixes followed by one; what orders or gates the script
+//     that is not a literal makes every later argument a key. So a run's
+//     reach bounds every key it may touch: the declared keys, and (with
+//     Vote.DerivedKeys) the keys starting with a declared key or with one
+//     of Vote.KeyPrefixes followed by one; what orders or gates the script
 //     (a pipeline plan, a key gate) must cover that.
 //   - SELECT only with 0: the literal 0, or an ARGV element (directly,
 //     through tonumber or a local) that Vote.CheckArgv requires to be "0"
