@@ -62,7 +62,7 @@ func BenchmarkDispatchLockUnlock(b *testing.B) {
 func BenchmarkDispatchLockUnlockMem(b *testing.B) {
 	nodes := make([]redlock.Node, 5)
 	for i := range nodes {
-		n, err := redlock.DialNode(testkit.Canned(b))
+		n, err := redlock.DialNodeTLS(testkit.Canned(b), nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -66,8 +66,11 @@ type Command struct {
 	Dialect string
 	Summary string
 	run     handler
-	keys    func(args [][]byte) [][]byte // keys found by parsing (EVAL numkeys); overrides Key/LastKey for user checks
-	lower   string                       // Name in lower case, for replies and CLIENT LIST
+	keys    func(args [][]byte) [][]byte // keys found by parsing (EVAL numkeys); overrides Key/LastKey; nil: invalid
+	// runKeys is the handler of a row with keys, in place of run: it is
+	// given the keys, parsed once per call (see callKeys).
+	runKeys func(d *Dispatcher, ctx context.Context, c *Client, args, keys [][]byte) Reply
+	lower   string // Name in lower case, for replies and CLIENT LIST
 }
 
 // table is the one list of commands. A duplicate name panics at start.
@@ -115,8 +118,8 @@ var table = []Command{
 
 	// Scripts: recognised lock operations carried out, others run by vote
 	// (scripts.go, meaning.go, commands/lua).
-	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", run: (*Dispatcher).eval, keys: scriptKeys},
-	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
+	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", runKeys: (*Dispatcher).eval, keys: scriptKeys},
+	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", runKeys: (*Dispatcher).evalsha, keys: scriptKeys},
 	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Dialect: DialectScript, Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).

@@ -115,14 +115,6 @@ var allowed = func() map[string]command {
 	return m
 }()
 
-// Allowed reports whether a script run by vote may call command (any case).
-// It is the run-time check for command names a script takes from ARGV;
-// Vote.CheckArgv does it and also checks those calls' key arguments.
-func Allowed(command string) bool {
-	_, ok := allowed[strings.ToUpper(command)]
-	return ok
-}
-
 // lookup finds a command of the allow-list by name, in any case.
 func lookup(name string) (command, bool) {
 	c, ok := allowed[strings.ToUpper(name)]
