@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,15 +35,33 @@ func TestContendedSetNXFromMemory(t *testing.T) {
 		}
 		return ok
 	}
+	infoc := p1.Client(nil)
 	fast := func() int64 {
-		n, _ := strconv.ParseInt(infoField(t, p1.Client(nil), "locks", "lock_held_fast"), 10, 64)
+		n, _ := strconv.ParseInt(infoField(t, infoc, "locks", "lock_held_fast"), 10, 64)
 		return n
 	}
 	if !take(holder, "a") {
 		t.Fatal("the first SET NX was refused")
 	}
+	// Contenders come in bursts, each on its own connection: the note
+	// answers those within 10 ms of the last one that asked the
+	// backends, and a burst lands inside that however slow the machine.
+	burst := make([]*redis.Client, 8)
+	for i := range burst {
+		burst[i] = p1.Client(nil)
+	}
 	testkit.Eventually(t, 30*time.Second, "a contender refused from memory", func() bool {
-		if take(contender, "b") {
+		var wg sync.WaitGroup
+		got := make([]bool, len(burst))
+		for i, c := range burst {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i], _ = c.SetNX(ctx, key, "b", ttl).Result()
+			}()
+		}
+		wg.Wait()
+		if slices.Contains(got, true) {
 			t.Fatal("a contender got the held key")
 		}
 		return fast() > 0
