@@ -116,10 +116,12 @@ func (c KeyCommand) KeyPositions(args [][]byte) []int {
 		}
 	}
 	if s.numkeys > 0 && s.numkeys < n {
+		// Compared before adding: a count near the largest integer must
+		// not wrap round and leave the keys unchecked.
 		count, err := strconv.Atoi(string(args[s.numkeys]))
-		end := s.numkeys + count
-		if err != nil || count < 0 || end >= n {
-			end = n - 1
+		end := n - 1
+		if err == nil && count >= 0 && count < n-1-s.numkeys {
+			end = s.numkeys + count
 		}
 		for p := s.numkeys + 1; p <= end; p++ {
 			out = append(out, p)

@@ -47,6 +47,9 @@ func TestKeyCommands(t *testing.T) {
 		{"ZUNION", "ZUNION x a b", []int{2, 3}},
 		{"ZUNION", "ZUNION 9 a b", []int{2, 3}},
 		{"SINTERCARD", "SINTERCARD -1 a", []int{2}},
+		// A count near the largest integer does not wrap round to no keys.
+		{"LMPOP", "LMPOP 9223372036854775807 redlock-proxy:x LEFT", []int{2, 3}},
+		{"ZUNIONSTORE", "ZUNIONSTORE d 9223372036854775806 a b", []int{1, 3, 4}},
 	} {
 		if got := byName[c.name].KeyPositions(args(c.cmd)); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: key positions %v, want %v", c.cmd, got, c.want)
@@ -66,5 +69,15 @@ func TestRefusal(t *testing.T) {
 		if why, ok := Refusal(name); ok {
 			t.Errorf("Refusal(%s) = %q, want none", name, why)
 		}
+	}
+}
+
+// TestHugeNumkeysInScript: a script naming a command's keys by a count
+// near the largest integer has every later argument checked as a key (a
+// wrapped count checked none, and a reserved key passed).
+func TestHugeNumkeysInScript(t *testing.T) {
+	a := Analyze([]byte("return redis.call('LMPOP', '9223372036854775807', 'redlock-proxy:x', 'LEFT')"))
+	if a.Vote != nil || a.Problem == nil {
+		t.Fatalf("a literal key past a huge numkeys was not refused: %+v", a.Problem)
 	}
 }

@@ -249,6 +249,9 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 	vote := m.locker.Vote
 	if writes {
 		vote = m.locker.VoteWrites // on the old instance too, during a migration
+		for _, k := range keys {
+			m.unkeep(k) // what the script leaves is not the kept write's
+		}
 	}
 	v, err := vote(ctx, script, keys, argv)
 	if writes && err != nil {

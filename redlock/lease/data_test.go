@@ -97,3 +97,36 @@ func TestPopPushesBack(t *testing.T) {
 		t.Fatalf("Pop with no backend: %v, want ErrNoBackend", err)
 	}
 }
+
+// TestStaleKeepEnds: a key kept after a write without expiry stops being
+// kept when a script by vote writes it, or when a lock with an expiry is
+// granted on it (the kept value was gone, or the client asked an expiry):
+// renewing it then would make a lock with a ttl endless.
+func TestStaleKeepEnds(t *testing.T) {
+	m, mrs := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	if err := m.Write(ctx, "k", "1", 0); err != nil || !m.Kept("k", "1") {
+		t.Fatalf("Write without expiry: kept %v, %v", m.Kept("k", "1"), err)
+	}
+	del := redlock.NewScript("return redis.call('del', KEYS[1])")
+	if _, err := m.Vote(ctx, del, []string{"k"}, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if m.Kept("k", "1") {
+		t.Fatal("still kept after a script by vote deleted it")
+	}
+	if err := m.Write(ctx, "k2", "1", 0); err != nil || !m.Kept("k2", "1") {
+		t.Fatalf("Write without expiry: kept %v, %v", m.Kept("k2", "1"), err)
+	}
+	// Deleted behind this proxy's back (through another proxy), before
+	// its renewal noticed; then taken with an expiry by the same value.
+	for _, mr := range mrs {
+		mr.Del("k2")
+	}
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k2"}, Token: "1", TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Kept("k2", "1") {
+		t.Fatal("still kept after a grant with an expiry: its renewal would make the lock endless")
+	}
+}

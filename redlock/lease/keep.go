@@ -183,6 +183,7 @@ func (m *Manager) unkeepValue(key, value string) {
 	if k := m.keeper.keys[key]; k != nil && k.value == value {
 		delete(m.keeper.keys, key)
 	}
+	delete(m.keeper.settling, key) // a settle of earlier writes must not keep it again
 	m.keeper.mu.Unlock()
 }
 

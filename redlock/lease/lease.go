@@ -194,8 +194,16 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 		return Grant{}, ErrOwnerGone
 	}
 	m.count(err)
-	if err == nil && req.Keep {
+	switch {
+	case err == nil && req.Keep:
 		m.keep(g.Keys[0], g.Token)
+	case err == nil:
+		// A grant with an expiry: a quorum had the keys free (or held by
+		// this token), so whatever was kept for them is stale, and its
+		// renewal must not make this lock endless.
+		for _, k := range g.Keys {
+			m.unkeep(k)
+		}
 	}
 	return g, err
 }

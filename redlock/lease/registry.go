@@ -380,6 +380,18 @@ func (r *registry) noteGrant(keys []string, token string, deadline time.Time, ge
 	if r.grants == nil {
 		r.grants = make(map[string]*knownGrant)
 	}
+	// Notes of keys nobody asks for again would stay for good: each new
+	// note sweeps a few expired ones (Go's map order is random enough, as
+	// Redis's active expiry samples keys).
+	swept := 0
+	for k, g := range r.grants {
+		if swept++; swept > 4 {
+			break
+		}
+		if !now.Before(g.deadline) {
+			delete(r.grants, k)
+		}
+	}
 	for _, k := range keys {
 		r.grants[k] = &knownGrant{token: token, deadline: deadline, checkAt: now.Add(heldRecheck)}
 	}
