@@ -66,6 +66,11 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 	var leave func()
 	switch {
 	case len(keys) > 0 && script.builds != nil:
+		if slices.Contains(keys, "") {
+			// Keys built from "" are any keys: its prefix hold would stop
+			// every lock of this proxy while the script runs.
+			return nil, fmt.Errorf("%w: an empty key in a script that builds keys from it", ErrInvalid)
+		}
 		end, err := r.gate.enterBuilt(ctx, keys, script.builds)
 		if err != nil {
 			return nil, fmt.Errorf("vote: %w", err)
