@@ -45,6 +45,9 @@ type callKeys struct {
 // the call when the row parses them, else by position.
 func (c *Command) keysOf(args, parsed [][]byte) [][]byte {
 	if c.keys != nil {
+		if parsed == nil { // not planned: a command queued in MULTI, say
+			return c.keys(args)
+		}
 		return parsed
 	}
 	if first, last := c.keyRange(len(args)); first > 0 {

@@ -41,7 +41,7 @@ func (t *txState) noteRead(key string, value *string) {
 	}
 }
 
-const errTxOnly = "ERR redlock-proxy transactions support only reads (GET, EXISTS, PTTL, TTL, TYPE, LLEN) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
+const errTxOnly = "ERR redlock-proxy transactions support only reads (any read-only command: GET, EXISTS, PTTL, HGET, SMEMBERS, …) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
 
 // queue is called by do for commands inside MULTI; it validates the
 // command now, as Redis does, so EXEC can only abort or run.
