@@ -61,6 +61,11 @@ func keyedRows(fixed []Command) []Command {
 	return rows
 }
 
+// maxKeyedArgs is the most arguments a keyed command by vote may carry:
+// its script hands them on with unpack(ARGV), and Redis's Lua unpacks at
+// most about 8000 values (LUAI_MAXCSTACK).
+const maxKeyedArgs = 7900
+
 // keyedScript is the script that runs kc with the arguments as sent;
 // pcall hands a command error (WRONGTYPE, a syntax error) back as the
 // reply, as Redis answers it.
@@ -100,6 +105,9 @@ func keyedGroup(name string) string {
 // as sent; the script receives every later argument as ARGV and the keys
 // among them as KEYS, which the gates and a migration follow.
 func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]byte) Reply {
+	if len(args)-1 > maxKeyedArgs {
+		return Errorf("ERR redlock-proxy runs %s by vote as a script, which takes at most %d arguments (the backends' Lua unpacks no more)", k.cmd.Name, maxKeyedArgs)
+	}
 	isKey := make([]bool, len(args))
 	var keys []string
 	for _, p := range k.cmd.KeyPositions(args) {

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -130,4 +131,18 @@ func TestKeyedInMulti(t *testing.T) {
 		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
 		{[]string{"SCARD", "s"}, ":1\r\n"},
 	})
+}
+
+// TestKeyedTooManyArgs: more arguments than the backends' Lua can unpack
+// are refused with the reason, before any backend is asked.
+func TestKeyedTooManyArgs(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	args := []string{"SADD", "s"}
+	for i := range maxKeyedArgs {
+		args = append(args, strconv.Itoa(i))
+	}
+	if r := do(d, c, args...); !strings.HasPrefix(r, "-ERR redlock-proxy runs SADD by vote as a script, which takes at most") {
+		t.Fatalf("SADD with %d arguments = %.120q", len(args)-1, r)
+	}
 }
