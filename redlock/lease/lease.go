@@ -24,7 +24,7 @@ var (
 	ErrQueued = fmt.Errorf("waiters queued: %w", redlock.ErrHeld)
 	// ErrHeldHere: a request without Wait on a key granted through this
 	// proxy to another token, within that grant's validity, answered
-	// without asking the backends (registry.go: heldHere).
+	// without asking the backends (registry.go: admit).
 	ErrHeldHere = fmt.Errorf("held through this proxy: %w", redlock.ErrHeld)
 	// ErrOwnerGone: the owner closed while it waited, or before the grant
 	// could reach it (the lock was then given back).
@@ -102,7 +102,7 @@ type Stats struct {
 	// those that woke a waiter here.
 	Notices, NoticeWakes int64
 	// HeldFast counts the acquisitions answered "held" from what this
-	// proxy granted, without a quorum round (registry.go: heldHere); they
+	// proxy granted, without a quorum round (registry.go: admit); they
 	// are in Contended too.
 	HeldFast int64
 }
@@ -169,12 +169,12 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	}
 	// Writes without expiry (Keep) are the register's, linearizable across
 	// proxies (docs/safety.md): never answered from memory, never noted.
-	if req.Wait <= 0 && !req.Keep && m.reg.heldHere(req.Keys, req.Token, req.Mode == redlock.IfAbsentOrMine, m.now()) {
+	held, gen := m.reg.admit(req.Keys, req.Token, req.Mode == redlock.IfAbsentOrMine, m.now(), req.Wait <= 0 && !req.Keep)
+	if held {
 		m.stats.heldFast.Add(1)
 		m.count(ErrHeldHere)
 		return Grant{}, ErrHeldHere
 	}
-	gen := m.reg.generation()
 	var g Grant
 	err := m.acquireWaiting(ctx, owner, req, func(l redlock.Lock, start time.Time) {
 		g = Grant{Keys: l.Keys, Token: l.Token, Validity: l.Validity, Fence: l.Fence}

@@ -361,11 +361,16 @@ type knownGrant struct {
 	checkAt  time.Time // the next acquisition from then on asks the backends
 }
 
-// generation is the current forget count, read before an acquisition.
-func (r *registry) generation() uint64 {
+// admit is read before an acquisition, under one lock: the forget count
+// that noteGrant compares later and, when ask, whether the acquisition
+// may be answered "held" from the notes alone (heldLocked).
+func (r *registry) admit(keys []string, token string, mine bool, now time.Time, ask bool) (held bool, gen uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.gen
+	if ask {
+		held = r.heldLocked(keys, token, mine, now)
+	}
+	return held, r.gen
 }
 
 // noteGrant records a grant of keys with token valid until deadline,
@@ -397,13 +402,12 @@ func (r *registry) noteGrant(keys []string, token string, deadline time.Time, ge
 	}
 }
 
-// heldHere reports whether an acquisition of keys by token may be
+// heldLocked reports whether an acquisition of keys by token may be
 // answered "held" from the notes alone: some key is noted held by
 // another token (any token when !mine), within its validity, and it is
 // not that key's turn to ask the backends (which this call then takes).
-func (r *registry) heldHere(keys []string, token string, mine bool, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// r.mu is held.
+func (r *registry) heldLocked(keys []string, token string, mine bool, now time.Time) bool {
 	for _, k := range keys {
 		g := r.grants[k]
 		switch {
