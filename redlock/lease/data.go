@@ -72,11 +72,13 @@ func (m *Manager) Get(ctx context.Context, key string) (redlock.Value, error) {
 }
 
 // Read is the value and remaining ttl a quorum holds (redlock.Read); a
-// key kept here reads as without expiry.
+// key held here reads with the expiry its client asked for (HoldKey).
 func (m *Manager) Read(ctx context.Context, key string) (redlock.Value, error) {
 	v, err := m.locker.Read(ctx, key)
-	if err == nil && v.Exists && m.Kept(key, v.Data) {
-		v.PTTL = redlock.PTTLNoExpiry
+	if err == nil && v.Exists {
+		if ttl, ok := m.HeldTTL(key, v.Data); ok {
+			v.PTTL = ttl
+		}
 	}
 	return v, err
 }
