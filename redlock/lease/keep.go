@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"time"
@@ -38,6 +40,16 @@ type Hold struct {
 	Value    string
 	AnyValue bool
 	Deadline time.Time
+}
+
+// digest names the value held for redlock.Repair: its sha1, or "" for
+// any value.
+func (h Hold) digest() string {
+	if h.AnyValue {
+		return ""
+	}
+	sum := sha1.Sum([]byte(h.Value))
+	return hex.EncodeToString(sum[:])
 }
 
 // HoldKey keeps key as h says (see Hold), replacing what was kept for
@@ -288,6 +300,12 @@ func (m *Manager) renewKept(key string, e *kept) {
 		if left := e.Deadline.Sub(m.now()); left <= lease {
 			lease, last = max(left, time.Millisecond), true
 		}
+	}
+	// While backends are quarantined, copy the key to those that came
+	// back empty, and keep the copies alive node by node: a hold does not
+	// expire, so the quarantine alone does not protect it (redlock.Repair).
+	if _, err := m.locker.Repair(ctx, key, e.digest(), lease); err != nil {
+		m.log.Warn("repair of a held key failed: retrying", "key", key, "error", err)
 	}
 	var err error
 	if e.AnyValue {
