@@ -1,0 +1,167 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Holds under faults: the chaos workload with locks that outlive max_ttl,
+// taken the two ways a client gets one. Half the workers lock with a hash
+// lock run by vote (a script the proxy does not recognise) that asks for a
+// lease of ten minutes; the other half with SET NX without expiry. Each
+// kind works on resources of its own. The faults are those of
+// TestChaosProxy, and the majority restart happens while a long hold of
+// each kind is held, which is then kept for the quarantine and three
+// leases after it. No two holders may overlap.
+
+// holdValidity is how long a grant of a long hold is valid to its
+// client: ten minutes (the script's lease), or without expiry.
+const holdValidity = 10 * time.Minute
+
+// voteHoldLocker takes a hash lock by vote: the key is created with the
+// owner's field and a lease of holdValidity, unless it exists.
+type voteHoldLocker struct{ c *redis.Client }
+
+var (
+	voteHoldAcquire = redis.NewScript(`if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
+redis.call("HSET", KEYS[1], ARGV[1], "1")
+redis.call("PEXPIRE", KEYS[1], ARGV[2])
+return 1`)
+	voteHoldRelease = redis.NewScript(`if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then return 0 end
+return redis.call("DEL", KEYS[1])`)
+)
+
+func (l voteHoldLocker) acquire(ctx context.Context, key string) (grant, string) {
+	key = "vh:" + key
+	tok := fmt.Sprintf("%x", time.Now().UnixNano())
+	t0 := time.Now()
+	n, err := voteHoldAcquire.Run(ctx, l.c, []string{key}, tok, holdValidity.Milliseconds()).Int()
+	t1 := time.Now()
+	switch {
+	case err != nil:
+		return grant{}, replyKind(err)
+	case n != 1:
+		return grant{}, "held"
+	}
+	return grant{Resource: key, Token: tok, Sent: t0, Start: t1, End: t0.Add(holdValidity)}, "granted"
+}
+
+func (l voteHoldLocker) release(ctx context.Context, g grant) string {
+	n, err := voteHoldRelease.Run(ctx, l.c, []string{g.Resource}, g.Token).Int()
+	if err != nil {
+		return "unlock:" + replyKind(err)
+	}
+	return fmt.Sprintf("unlock:%d", n)
+}
+
+// keepLocker takes a lock without expiry: SET NX, released by DELIFEQ.
+type keepLocker struct{ c *redis.Client }
+
+func (l keepLocker) acquire(ctx context.Context, key string) (grant, string) {
+	key = "ne:" + key
+	tok := fmt.Sprintf("%x", time.Now().UnixNano())
+	t0 := time.Now()
+	ok, err := l.c.SetNX(ctx, key, tok, 0).Result()
+	t1 := time.Now()
+	switch {
+	case err != nil:
+		return grant{}, replyKind(err)
+	case !ok:
+		return grant{}, "held"
+	}
+	return grant{Resource: key, Token: tok, Sent: t0, Start: t1, End: t0.Add(holdValidity)}, "granted"
+}
+
+func (l keepLocker) release(ctx context.Context, g grant) string {
+	n, err := l.c.Do(ctx, "DELIFEQ", g.Resource, g.Token).Int()
+	if err != nil {
+		return "unlock:" + replyKind(err)
+	}
+	return fmt.Sprintf("unlock:%d", n)
+}
+
+// holdThrough takes a lock as worker -1 (trying the resources in turn for
+// up to 5s), runs fault while holding it, keeps it for keep more, then
+// releases it. It reports whether it got the lock.
+func (r *chaosRun) holdThrough(l chaosLocker, fault func(), keep time.Duration) bool {
+	ctx, cancel := context.WithTimeout(r.stop, 5*time.Second)
+	defer cancel()
+	for i := 0; ctx.Err() == nil; i++ {
+		g, kind := l.acquire(ctx, chaosKeys[i%len(chaosKeys)])
+		r.h.count(kind)
+		if kind != "granted" {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		g.Worker = -1
+		idx := r.h.add(g)
+		fault()
+		time.Sleep(keep)
+		r.h.release(idx, time.Now())
+		r.h.count(l.release(r.ctx, g))
+		return true
+	}
+	return false
+}
+
+func TestChaosHolds(t *testing.T) {
+	t.Skip("expiries by vote are not bounded yet: the vote-run hold overlaps after a majority restart")
+	t.Parallel()
+	d := chaosDuration(t)
+	rs := startCluster(t, 5)
+	p := startProxy(t, rs, chaosProxyHCL)
+	ctx := testCtx(t, d+3*time.Minute)
+	const maxTTL, lease = 2 * time.Second, time.Second
+
+	run := newChaosRun(t, ctx, "holds")
+	run.startWorkers(chaosWorkers, func(w int) chaosLocker {
+		c := p.Client(&redis.Options{PoolSize: 1})
+		if w%2 == 0 {
+			return voteHoldLocker{c}
+		}
+		return keepLocker{c}
+	})
+	holders := []chaosLocker{voteHoldLocker{p.Client(nil)}, keepLocker{p.Client(nil)}}
+
+	end := run.h.origin.Add(d)
+	const cycle = 16 * time.Second // the faults below, end to end
+	for n := 0; n == 0 || time.Until(end) > cycle; n++ {
+		time.Sleep(time.Second)
+		run.fault("SIGSTOP 1 backend", chaosStall, rs[0].Stop, rs[0].Cont)
+		time.Sleep(500 * time.Millisecond)
+		l := holders[n%len(holders)]
+		held := run.holdThrough(l, func() {
+			ev := chaosEvent{name: fmt.Sprintf("kill -9 + empty restart of 3 of 5 backends (%T held)", l), at: time.Now()}
+			restartAtOnce(t, rs[1:4])
+			ev.until = time.Now()
+			run.events = append(run.events, ev)
+		}, maxTTL+3*lease)
+		if !held {
+			run.cancel()
+			run.wg.Wait()
+			t.Fatalf("cycle %d: could not take a hold through the proxy within 5s to keep across the restart", n)
+		}
+		run.fault("SIGSTOP 2 backends", chaosStall,
+			func() { rs[3].Stop(); rs[4].Stop() },
+			func() { rs[3].Cont(); rs[4].Cont() })
+		time.Sleep(time.Second)
+	}
+	time.Sleep(time.Until(end))
+	rep, _ := run.finish(false)
+	for _, line := range rep.details(run.h.origin, 50) {
+		t.Error(line)
+	}
+	if rep.Grants == 0 {
+		t.Errorf("no grant at all")
+	}
+	if strings.Contains(p.Log(), "panic") {
+		t.Errorf("the proxy log mentions a panic")
+	}
+	t.Logf("FIGURES holds: duration=%v grants=%d overlaps=%d NOQUORUM=%d",
+		d, rep.Grants+rep.Empty, len(rep.Overlaps), rep.Outcomes["NOQUORUM"])
+}
