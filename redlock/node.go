@@ -419,14 +419,16 @@ func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, 
 // goroutine. What cannot be pipelined now (no live connection, a full
 // queue, a node without a pipe) runs in a goroutine.
 func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int) {
-	if n.p == nil || !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag) {
+	if n.p == nil || !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag, true) {
 		goSend(n, c, deadline, to, tag)
 	}
 }
 
-// sendStep queues c at step st on conn without blocking; false when it
-// could not (no connection, a full queue).
-func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.Time, to target, tag int) bool {
+// sendStep queues c at step st on conn without waiting for the backend;
+// false when it could not (no connection, a failed or full one). With
+// inline, an idle connection's command is written by the caller (see
+// pipeConn.put).
+func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.Time, to target, tag int, inline bool) bool {
 	if conn == nil {
 		return false
 	}
@@ -434,7 +436,7 @@ func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.
 	req.cmd, st = n.encode(req.cmd[:0], c, st)
 	req.deadline = deadline
 	req.node, req.call, req.step, req.to, req.tag = n, c, st, to, tag
-	if conn.trySend(req) {
+	if conn.put(req, inline) == nil {
 		return true
 	}
 	req.node, req.call, req.to = nil, nil, nil
@@ -458,7 +460,7 @@ func (n *RedisNode) onReply(req *request, v any, err error) {
 		to.deliver(tag, nil, context.DeadlineExceeded)
 		return
 	}
-	if n.sendStep(n.p.ready(), c, next, deadline, to, tag) {
+	if n.sendStep(n.p.ready(), c, next, deadline, to, tag, false) { // on the reader: never write here
 		return
 	}
 	to.spawn(func() {
