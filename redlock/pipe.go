@@ -381,15 +381,16 @@ func (c *pipeConn) writeLoop() {
 		case <-c.dead:
 			return
 		}
-		// Under load (replies still outstanding), a lone request yields
-		// once so that callers already running can join its batch.
-		c.mu.Lock()
-		yield := len(c.pending) == 1 && c.unanswered > 0
-		c.mu.Unlock()
-		if yield {
-			runtime.Gosched()
-		}
 		for {
+			// Under load (replies still outstanding), a lone pending
+			// request yields once so that callers already running can
+			// join its batch.
+			c.mu.Lock()
+			yield := len(c.pending) == 1 && c.unanswered > 0
+			c.mu.Unlock()
+			if yield {
+				runtime.Gosched()
+			}
 			var ok bool
 			buf, batch, ok = c.nextBatch(buf[:0], batch[:0])
 			if !ok {
