@@ -71,15 +71,17 @@ type target interface {
 
 // sender starts a command on one node without blocking the caller: the
 // result goes to to.deliver(tag, …) exactly once. Every node has one: a
-// RedisNode pipelines, any other Node is wrapped in a goSender.
+// RedisNode pipelines, any other Node is wrapped in a goSender. With
+// lone, no other operation is waiting: a pipelined node may write the
+// command on the caller's goroutine.
 type sender interface {
-	send(c *command, deadline time.Time, to target, tag int)
+	send(c *command, deadline time.Time, to target, tag int, lone bool)
 }
 
 // goSender runs each command of a plain Node in a goroutine of its own.
 type goSender struct{ n Node }
 
-func (g goSender) send(c *command, deadline time.Time, to target, tag int) {
+func (g goSender) send(c *command, deadline time.Time, to target, tag int, _ bool) {
 	goSend(g.n, c, deadline, to, tag)
 }
 

@@ -99,7 +99,13 @@ const inlineNodes = 5
 // call, once it is done and the flight is decided as failed, is undone in
 // the background (never before its own call is done, so an undo cannot
 // overtake it).
+//
+// Its caller must call wait. A flight launched while no other one waits
+// is lone: its commands are written by this goroutine onto the idle
+// backend connections (see pipeConn.put), so a lone request wakes no
+// writer. Under concurrency the connection's writer batches them.
 func launch[T any](r *Redlock, op string, d time.Duration, c call[T], dec decider[T], undo func(Node, reply[T])) *flight[T] {
+	lone := r.waiting.Add(1) == 1
 	n := len(r.nodes)
 	f := &flight[T]{
 		r: r, op: op, cmd: c.cmd, decode: c.decode,
@@ -142,7 +148,7 @@ func launch[T any](r *Redlock, op string, d time.Duration, c call[T], dec decide
 		if c.skipped || c.state.Load() != callOpen {
 			continue // not voting, or the deadline passed already (launch was descheduled)
 		}
-		s.send(&f.cmd, deadline, f, i)
+		s.send(&f.cmd, deadline, f, i, lone)
 	}
 	return f
 }
@@ -272,6 +278,7 @@ func (f *flight[T]) logNodeError(i int, err error) {
 // failed, so undo starts while wait may still wait for replies to tell
 // "no" (enough definite answers) from "no quorum" (too many node errors).
 func (f *flight[T]) wait(ctx context.Context) error {
+	defer f.r.waiting.Add(-1)
 	if err := ctx.Err(); err != nil { // gave up before the first reply counted
 		return f.giveUp(err)
 	}

@@ -38,10 +38,10 @@ const (
 // (a downgrade, or a proxy in front that does not pass it) clears the
 // capability and the same call runs delScript instead. Compare-and-expire
 // has no native form (SET … IFEQ would rewrite the value) and always runs
-// expireScript. A node without a pipe (a test's) always uses the scripts.
+// expireScript.
 type RedisNode struct {
 	c    *redis.Client
-	p    *pipe // nil only in tests: then everything uses c
+	p    *pipe // the lock operations and Eval
 	addr string
 	opts *redis.Options // DialNodeTLS's, for DialConn
 	db   int            // the database the URL selects
@@ -238,9 +238,6 @@ func redact(rawurl string) string {
 // Connect waits until the pipelined connection is up (after its connect
 // check), or for ctx. Calls do not need it: they dial on demand.
 func (n *RedisNode) Connect(ctx context.Context) error {
-	if n.p == nil {
-		return n.c.Ping(ctx).Err()
-	}
 	_, err := n.p.get(ctx)
 	return err
 }
@@ -257,9 +254,6 @@ func (n *RedisNode) DB() int { return n.db }
 // SetNX runs SET key value NX PX ttl, with ttl rounded up to whole
 // milliseconds (a key that lives slightly longer is safe; shorter is not).
 func (n *RedisNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if n.p == nil {
-		return n.c.SetNX(ctx, key, value, ceilMs(ttl)).Result()
-	}
 	v, err := n.runPipe(ctx, &command{kind: callSetNX, keys: []string{key}, value: value, ttl: ttl})
 	return v == true, err
 }
@@ -267,9 +261,6 @@ func (n *RedisNode) SetNX(ctx context.Context, key, value string, ttl time.Durat
 // CompareAndDelete deletes key iff it holds value: with DELEX … IFEQ or
 // DELIFEQ when the backend has it (see RedisNode), else with delScript.
 func (n *RedisNode) CompareAndDelete(ctx context.Context, key, value string) (bool, error) {
-	if n.p == nil {
-		return evalBool(n.Eval(ctx, delScript, []string{key}, value))
-	}
 	v, err := n.runPipe(ctx, &command{kind: callCAD, keys: []string{key}, value: value})
 	return v == true, err
 }
@@ -277,9 +268,6 @@ func (n *RedisNode) CompareAndDelete(ctx context.Context, key, value string) (bo
 // CompareAndExpire sets key's ttl (rounded up to whole milliseconds) iff
 // it holds value.
 func (n *RedisNode) CompareAndExpire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if n.p == nil {
-		return evalBool(n.Eval(ctx, expireScript, []string{key}, value, millis(ttl)))
-	}
 	v, err := n.runPipe(ctx, &command{kind: callCAE, keys: []string{key}, value: value, ttl: ttl})
 	return v == true, err
 }
@@ -287,23 +275,7 @@ func (n *RedisNode) CompareAndExpire(ctx context.Context, key, value string, ttl
 // Eval runs s with EVALSHA, and with EVAL when the server does not have it
 // cached (NOSCRIPT). A nil reply is (nil, nil).
 func (n *RedisNode) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
-	if n.p == nil {
-		v, err := n.c.EvalSha(ctx, s.hash, keys, args...).Result()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = n.c.Eval(ctx, s.src, keys, args...).Result()
-		}
-		return nilReply(v, err)
-	}
 	return n.runPipe(ctx, &command{kind: callEval, script: s, keys: keys, args: args})
-}
-
-// evalBool reads a compare script's reply: 1 done, 0 not.
-func evalBool(v any, err error) (bool, error) {
-	if err != nil {
-		return false, err
-	}
-	x, err := asInt(v)
-	return x == 1, err
 }
 
 // A step is how a pipelined call sends its command: the backend's native
@@ -418,15 +390,17 @@ func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, 
 // sender); the reply is finished by onReply on the connection's reader
 // goroutine. What cannot be pipelined now (no live connection, a full
 // queue, a node without a pipe) runs in a goroutine.
-func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int) {
-	if n.p == nil || !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag) {
+func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int, lone bool) {
+	if !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag, lone) {
 		goSend(n, c, deadline, to, tag)
 	}
 }
 
-// sendStep queues c at step st on conn without blocking; false when it
-// could not (no connection, a full queue).
-func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.Time, to target, tag int) bool {
+// sendStep queues c at step st on conn without waiting for the backend;
+// false when it could not (no connection, a failed or full one). With
+// inline, an idle connection's command is written by the caller (see
+// pipeConn.put).
+func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.Time, to target, tag int, inline bool) bool {
 	if conn == nil {
 		return false
 	}
@@ -434,7 +408,7 @@ func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.
 	req.cmd, st = n.encode(req.cmd[:0], c, st)
 	req.deadline = deadline
 	req.node, req.call, req.step, req.to, req.tag = n, c, st, to, tag
-	if conn.trySend(req) {
+	if conn.put(req, inline) == nil {
 		return true
 	}
 	req.node, req.call, req.to = nil, nil, nil
@@ -458,7 +432,7 @@ func (n *RedisNode) onReply(req *request, v any, err error) {
 		to.deliver(tag, nil, context.DeadlineExceeded)
 		return
 	}
-	if n.sendStep(n.p.ready(), c, next, deadline, to, tag) {
+	if n.sendStep(n.p.ready(), c, next, deadline, to, tag, false) { // on the reader: never write here
 		return
 	}
 	to.spawn(func() {

@@ -161,26 +161,32 @@ func dialTCP(addr string, timeout time.Duration, setup func(ctx context.Context,
 }
 
 // TestPipeDropsExpiredRequests: the writer does not send a request whose
-// caller's deadline has passed, and sends the live one.
+// caller's deadline has passed, and sends the live one; nor does a caller
+// that finds the connection idle.
 func TestPipeDropsExpiredRequests(t *testing.T) {
 	client, server := net.Pipe()
 	defer server.Close()
-	c := &pipeConn{
-		nc:       client,
-		queue:    make(chan *request, 4),
-		inflight: make(chan *request, 4),
-		dead:     make(chan struct{}),
-	}
-	stale := &request{cmd: appendCommand(nil, []any{"DEL", "k"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
-	live := &request{cmd: appendCommand(nil, []any{"PING"}), done: make(chan response, 1)}
-	c.queue <- stale
-	c.queue <- live
-	go c.writeLoop()
+	c := newPipeConn(client)
 	defer c.fail(errPipeClosed)
+	stale := &request{cmd: appendCommand(nil, []any{"DEL", "k"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
+	staleInline := &request{cmd: appendCommand(nil, []any{"DEL", "k2"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
+	live := &request{cmd: appendCommand(nil, []any{"PING"}), done: make(chan response, 1)}
+	if err := c.put(staleInline, true); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-staleInline.done; !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("stale request on an idle connection answered %v", r.err)
+	}
+	if err := c.put(stale, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.put(live, false); err != nil {
+		t.Fatal(err)
+	}
 	if r := <-stale.done; !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("stale request answered %v", r.err)
 	}
-	server.SetReadDeadline(time.Now().Add(time.Second))
+	server.SetReadDeadline(time.Now().Add(10 * time.Second))
 	got, err := bufio.NewReader(server).ReadString('\n')
 	if err != nil || got != "*1\r\n" {
 		t.Fatalf("the backend received %q (%v), want the PING only", got, err)

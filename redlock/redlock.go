@@ -184,6 +184,7 @@ type Redlock struct {
 	log             hclog.Logger
 	bg              Tracker
 	gate            keyGate
+	waiting         atomic.Int32 // flights between launch and the return of wait
 	observeCall     func(addr string, elapsed time.Duration, err error)
 	notices         atomic.Bool  // Options.ReleaseNotices, until checkNotices turns them off
 	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fenceshare.go)
