@@ -43,9 +43,10 @@ type Options struct {
 	Version        string // the proxy's own version, shown in INFO
 	Logger         hclog.Logger
 	Now            func() time.Time
-	// Observe, when set, is called once per command after it ran (observe.go
-	// says how dialect and result are named). nil costs nothing.
-	Observe func(cmd, dialect, result string, d time.Duration)
+	// Observe, when set, is called once per command after it ran with the
+	// outcome its handler gave (observe.go says how dialect and outcome are
+	// named). nil costs nothing.
+	Observe func(cmd, dialect string, result Outcome, d time.Duration)
 	// Relay carries pub/sub, key tracking and blocking pops to the
 	// backends; nil: one over no backend (subscriptions stay local,
 	// tracked keys are invalidated at once, blocking pops fail).
@@ -156,7 +157,8 @@ func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]
 	return unwrap(d.do(ctx, c, cmd, args, parsed.keys))
 }
 
-// do is run without the observer; its reply may carry an outcome mark.
+// do is run without the observer; its reply may carry an outcome mark
+// (withOutcome).
 // keys is what the row's keys column parsed (nil for other rows).
 func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args, keys [][]byte) Reply {
 	if cmd == nil {

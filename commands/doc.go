@@ -43,8 +43,9 @@
 // hooks.go (what reaches a connection outside its replies: pushes, the
 // close watch, lock-lost notices), users.go and authlimit.go (users,
 // permissions, failed AUTH by network), observe.go (the metrics hook:
-// each command's outcome, read from the reply its handler returned, never
-// by parsing the command again).
+// each command's Outcome, as its handler marked its reply — held,
+// not_held, noquorum — never read again from the command's arguments or
+// the reply's text).
 //
 // Safety: the commands add nothing to redlock's guarantees and take
 // nothing away, with one caveat a client must know: a LOCK reply's

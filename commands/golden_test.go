@@ -344,7 +344,7 @@ func runCase(t testing.TB, tc goldenCase, state string, proto int, b *strings.Bu
 	goldenSetUp(t, d, other, mrs, state)
 
 	var obs []observation
-	d.opts.Observe = func(cmd, dialect, result string, _ time.Duration) {
+	d.opts.Observe = func(cmd, dialect string, result Outcome, _ time.Duration) {
 		obs = append(obs, observation{cmd, dialect, result})
 	}
 	before := lockCounters(d)

@@ -197,8 +197,12 @@ func numkeysError(rest [][]byte) Reply {
 }
 
 // runScript runs the script as its analysis says; rest is numkeys, the
-// keys and argv, and declared the keys scriptKeys parsed from them.
+// keys and argv, and declared the keys scriptKeys parsed from them. A
+// null or non-positive reply is a refusal (scriptReply): held when the
+// script's meaning is an acquire, else not_held.
 func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, declared [][]byte) (r Reply) {
+	refusal := ResultNotHeld
+	defer func() { r = scriptReply(r, refusal) }()
 	if declared == nil {
 		return numkeysError(rest)
 	}
@@ -233,7 +237,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 			if m.Op == lua.OpAcquire {
 				// Carried out or run by vote, a refusal means another
 				// owner holds the lock.
-				defer func() { r = refusedAs(r, ResultHeld) }()
+				refusal = ResultHeld
 			}
 			if len(argv) >= m.Args && len(keys) > 0 {
 				return d.carryOut(ctx, a, m, keys, argv)

@@ -24,11 +24,6 @@ const (
 	// AnyUser commands (the connection's own handshake and introspection)
 	// run for every authenticated user, whatever its commands list.
 	AnyUser
-	// Acquires commands only take locks: a null or zero reply means the
-	// lock is held by another (observe.go). SET and the scripts acquire or
-	// not depending on their arguments: their handlers say so of their
-	// reply (refusedAs).
-	Acquires
 	// Barrier commands change the connection's state or every key (AUTH,
 	// HELLO, MULTI, SUBSCRIBE, FLUSHDB, …): among a connection's pipelined
 	// commands each runs alone, after every earlier one and before every
@@ -76,17 +71,17 @@ type Command struct {
 // table is the one list of commands. A duplicate name panics at start.
 var table = []Command{
 	// Native lock commands (lock.go, wait.go, session.go, info.go).
-	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Dialect: DialectNative, Flags: Acquires | Writes, Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
+	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Dialect: DialectNative, Flags: Writes, Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
 	{Name: "UNLOCK", Arity: 3, Key: 1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
 	{Name: "EXTEND", Arity: 4, Key: 1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
-	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Dialect: DialectNative, Flags: Acquires | Writes, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
+	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Dialect: DialectNative, Flags: Writes, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
 	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
 	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Dialect: DialectNative, Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
 	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Dialect: DialectNative, Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
 	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "SET NX acquires, SET IFEQ renews, SET XX of the held value extends, plain SET writes on every backend", run: (*Dispatcher).set},
-	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Dialect: DialectLegacy, Flags: Acquires | Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
+	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Dialect: DialectLegacy, Flags: Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
 	{Name: "GET", Arity: 2, Key: 1, Flags: Reads, Group: "string", Dialect: DialectLegacy, Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
 	{Name: "GETSET", Arity: 3, Key: 1, Flags: Reads | Writes, Group: "string", Dialect: DialectLegacy, Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
 	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
