@@ -340,5 +340,5 @@ func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if len(args) == 0 {
 		return nil
 	}
-	return d.run(ctx, c, d.lookup(args[0]), args, callKeys{})
+	return d.run(ctx, c, d.lookup(args[0]), args, parsedCall{})
 }

@@ -147,20 +147,22 @@ func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 // run runs one command of the row cmd (nil: not in the table): check
 // arity, check auth, check the user's permissions, run the handler.
 // parsed is the call's keys when a plan parsed them already.
-func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte, parsed callKeys) Reply {
+func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte, parsed parsedCall) Reply {
 	if cmd != nil && cmd.keys != nil && !parsed.ok {
-		parsed = callKeys{keys: cmd.keys(args), ok: true}
+		parsed = parsedCall{keys: cmd.keys(args), ok: true}
 	}
 	if d.opts.Observe != nil {
-		return unwrap(d.doObserved(ctx, c, cmd, args, parsed.keys))
+		return unwrap(d.doObserved(ctx, c, cmd, args, parsed))
 	}
-	return unwrap(d.do(ctx, c, cmd, args, parsed.keys))
+	return unwrap(d.do(ctx, c, cmd, args, parsed))
 }
 
 // do is run without the observer; its reply may carry an outcome mark
 // (withOutcome).
-// keys is what the row's keys column parsed (nil for other rows).
-func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args, keys [][]byte) Reply {
+// p is what was parsed of the call (p.keys: what the row's keys column
+// parsed; nil for other rows).
+func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]byte, p parsedCall) Reply {
+	keys := p.keys
 	if cmd == nil {
 		if !c.Authenticated() {
 			return errNoAuth
@@ -193,12 +195,12 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args, keys
 			return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.lower)
 		}
 		if m&modeTracking != 0 {
-			if r, done := d.tracked(ctx, c, cmd, args, keys); done {
+			if r, done := d.tracked(ctx, c, cmd, args, p); done {
 				return r
 			}
 		}
 	}
-	return cmd.call(d, ctx, c, args, keys)
+	return cmd.call(d, ctx, c, args, p)
 }
 
 // authenticate logs c in as the user whose name (nil: "default") and

@@ -552,7 +552,7 @@ func lockCounters(d *Dispatcher) map[string]string {
 	c := d.NewClient("127.0.0.1:5", "127.0.0.1:6")
 	defer d.CloseClient(c)
 	info := args("INFO", "locks", "stats")
-	r := d.do(context.Background(), c, d.lookup(info[0]), info, nil) // not observed
+	r := d.do(context.Background(), c, d.lookup(info[0]), info, parsedCall{}) // not observed
 	s, _ := r.(BulkString)
 	m := map[string]string{}
 	for _, line := range strings.Split(string(s), "\r\n") {

@@ -134,12 +134,12 @@ func outcomeOf(r Reply) Outcome {
 }
 
 // doObserved is do timed and reported to Options.Observe.
-func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, args, keys [][]byte) Reply {
+func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, args [][]byte, p parsedCall) Reply {
 	// A command queued inside MULTI is part of the transaction dialect,
 	// whatever it is on its own; decide before do changes the state.
 	queued := c.tx.multi && cmd != nil && cmd.Flags&TxControl == 0
 	start := time.Now()
-	r := d.do(ctx, c, cmd, args, keys)
+	r := d.do(ctx, c, cmd, args, p)
 	elapsed := time.Since(start)
 
 	name, dialect := unknownName, ""

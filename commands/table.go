@@ -63,8 +63,8 @@ type Command struct {
 	run     handler
 	keys    func(args [][]byte) [][]byte // keys found by parsing (EVAL numkeys); overrides Key/LastKey; nil: invalid
 	// runKeys is the handler of a row with keys, in place of run: it is
-	// given the keys, parsed once per call (see callKeys).
-	runKeys func(d *Dispatcher, ctx context.Context, c *Client, args, keys [][]byte) Reply
+	// given what was parsed of the call once (parsedCall: its keys).
+	runKeys func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply
 	lower   string // Name in lower case, for replies and CLIENT LIST
 }
 

@@ -132,7 +132,7 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	out := make(Array, 0, len(tx.queue))
 	for _, op := range tx.queue {
 		if op.read != nil {
-			out = append(out, unwrap(op.read.call(d, ctx, c, op.args, nil))) // reads have no keys column
+			out = append(out, unwrap(op.read.call(d, ctx, c, op.args, parsedCall{}))) // reads have no keys column
 			continue
 		}
 		token := *tx.watched[op.key]
