@@ -66,6 +66,9 @@ func TestTableIsWellFormed(t *testing.T) {
 		if c.Name != strings.ToUpper(c.Name) || (c.run == nil) == (c.runKeys == nil) || c.Summary == "" || c.Group == "" || c.Arity == 0 {
 			t.Errorf("row %q is incomplete", c.Name)
 		}
+		if c.NumKeys > 0 && c.keys == nil {
+			t.Errorf("row %q counts its keys (NumKeys) but parses none (keys)", c.Name)
+		}
 	}
 	d := &Dispatcher{index: commandIndex}
 	for _, name := range []string{"lock", "Lock", "LOCK", "lOcK"} {

@@ -184,7 +184,7 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 			return r
 		}
 	}
-	if r := c.takeLost(cmd, args); r != nil {
+	if r := c.takeLost(cmd, args, keys); r != nil {
 		return r
 	}
 	if c.tx.multi && cmd.Flags&TxControl == 0 {

@@ -55,6 +55,9 @@ type Command struct {
 	Key     int // position of the first key, 0 if none (COMMAND INFO)
 	LastKey int // position of the last key: 0 the same as Key, -1 the last argument
 	KeyStep int // positions between keys (MSET: 2); 0: 1
+	// NumKeys is the position of a count of the keys that follow it
+	// (EVAL: 2); 0: none. Such a row finds its keys by parsing (keys).
+	NumKeys int
 	Group   string
 	// Dialect is how the command reaches a lock, as Observe names it
 	// (observe.go); "" for commands that touch no lock.
@@ -98,8 +101,8 @@ var table = []Command{
 	{Name: "EXPIRETIME", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "When (Unix s) a quorum of backends stops holding the key", run: (*Dispatcher).expiretime},
 	{Name: "DELEX", Arity: -2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
 	{Name: "DELIFEQ", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
-	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
-	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
+	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier | Writes, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
+	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier | Writes, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 
 	// Counters (counters.go): INCR grows across the backends.
 	{Name: "INCR", Arity: 2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Increments on every backend; the largest count, written back to a quorum", run: (*Dispatcher).incr},
@@ -113,8 +116,8 @@ var table = []Command{
 
 	// Scripts: recognised lock operations carried out, others run by vote
 	// (scripts.go, meaning.go, commands/lua).
-	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", runKeys: (*Dispatcher).eval, keys: scriptKeys},
-	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", runKeys: (*Dispatcher).evalsha, keys: scriptKeys},
+	{Name: "EVAL", Arity: -3, NumKeys: 2, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", runKeys: (*Dispatcher).eval, keys: scriptKeys},
+	{Name: "EVALSHA", Arity: -3, NumKeys: 2, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", runKeys: (*Dispatcher).evalsha, keys: scriptKeys},
 	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Dialect: DialectScript, Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).
