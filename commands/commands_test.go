@@ -66,6 +66,9 @@ func TestTableIsWellFormed(t *testing.T) {
 		if c.Name != strings.ToUpper(c.Name) || (c.run == nil) == (c.runKeys == nil) || c.Summary == "" || c.Group == "" || c.Arity == 0 {
 			t.Errorf("row %q is incomplete", c.Name)
 		}
+		if c.NumKeys > 0 && c.keys == nil {
+			t.Errorf("row %q counts its keys (NumKeys) but parses none (keys)", c.Name)
+		}
 	}
 	d := &Dispatcher{index: commandIndex}
 	for _, name := range []string{"lock", "Lock", "LOCK", "lOcK"} {
@@ -340,5 +343,5 @@ func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
 	if len(args) == 0 {
 		return nil
 	}
-	return d.run(ctx, c, d.lookup(args[0]), args, callKeys{})
+	return d.run(ctx, c, d.lookup(args[0]), args, parsedCall{})
 }

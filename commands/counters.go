@@ -52,5 +52,5 @@ func (d *Dispatcher) count(ctx context.Context, key []byte, by int64) Reply {
 	case err != nil:
 		return d.lockError(err)
 	}
-	return Int(v)
+	return countReply(v)
 }

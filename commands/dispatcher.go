@@ -43,9 +43,10 @@ type Options struct {
 	Version        string // the proxy's own version, shown in INFO
 	Logger         hclog.Logger
 	Now            func() time.Time
-	// Observe, when set, is called once per command after it ran (observe.go
-	// says how dialect and result are named). nil costs nothing.
-	Observe func(cmd, dialect, result string, d time.Duration)
+	// Observe, when set, is called once per command after it ran with the
+	// outcome its handler gave (observe.go says how dialect and outcome are
+	// named). nil costs nothing.
+	Observe func(cmd, dialect string, result Outcome, d time.Duration)
 	// Relay carries pub/sub, key tracking and blocking pops to the
 	// backends; nil: one over no backend (subscriptions stay local,
 	// tracked keys are invalidated at once, blocking pops fail).
@@ -146,19 +147,22 @@ func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 // run runs one command of the row cmd (nil: not in the table): check
 // arity, check auth, check the user's permissions, run the handler.
 // parsed is the call's keys when a plan parsed them already.
-func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte, parsed callKeys) Reply {
+func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte, parsed parsedCall) Reply {
 	if cmd != nil && cmd.keys != nil && !parsed.ok {
-		parsed = callKeys{keys: cmd.keys(args), ok: true}
+		parsed = parsedCall{keys: cmd.keys(args), ok: true}
 	}
 	if d.opts.Observe != nil {
-		return unwrap(d.doObserved(ctx, c, cmd, args, parsed.keys))
+		return unwrap(d.doObserved(ctx, c, cmd, args, parsed))
 	}
-	return unwrap(d.do(ctx, c, cmd, args, parsed.keys))
+	return unwrap(d.do(ctx, c, cmd, args, parsed))
 }
 
-// do is run without the observer; its reply may carry an outcome mark.
-// keys is what the row's keys column parsed (nil for other rows).
-func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args, keys [][]byte) Reply {
+// do is run without the observer; its reply may carry an outcome mark
+// (withOutcome).
+// p is what was parsed of the call (p.keys: what the row's keys column
+// parsed; nil for other rows).
+func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]byte, p parsedCall) Reply {
+	keys := p.keys
 	if cmd == nil {
 		if !c.Authenticated() {
 			return errNoAuth
@@ -180,7 +184,7 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args, keys
 			return r
 		}
 	}
-	if r := c.takeLost(cmd, args); r != nil {
+	if r := c.takeLost(cmd, args, keys); r != nil {
 		return r
 	}
 	if c.tx.multi && cmd.Flags&TxControl == 0 {
@@ -191,12 +195,12 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args, keys
 			return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.lower)
 		}
 		if m&modeTracking != 0 {
-			if r, done := d.tracked(ctx, c, cmd, args, keys); done {
+			if r, done := d.tracked(ctx, c, cmd, args, p); done {
 				return r
 			}
 		}
 	}
-	return cmd.call(d, ctx, c, args, keys)
+	return cmd.call(d, ctx, c, args, p)
 }
 
 // authenticate logs c in as the user whose name (nil: "default") and

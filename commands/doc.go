@@ -1,9 +1,11 @@
 // Package commands turns RESP commands into calls of package lease, the
 // one door to the keyspace (lease/doc.go): it holds no Redlock, and no
 // handler updates the Manager's memory (the keys kept without expiry, the
-// waiters to wake) by hand. It imports package redlock for its types and
-// error sentinels only. A handler parses, calls the Manager, maps the
-// error and replies. It is more than a thin adapter where clients need a
+// waiters to wake) by hand. It imports package redlock for its types,
+// error sentinels and value helpers (NewScript, NewToken, Reserved) only:
+// it runs no quorum operation of its own. A handler parses, calls the
+// Manager, maps the error and replies, marking a refusal or a lack of
+// quorum with its Outcome (observe.go). It is more than a thin adapter where clients need a
 // connection's own state or the proxy's answer to a question Redis
 // answers alone: the analysis of scripts (commands/lua) and carrying a
 // recognised one out as the lock operation it means (meaning.go), the
@@ -23,9 +25,10 @@
 //
 // Wire error texts live in errors.go and copy Redis 7 where Redis has the
 // same error. Errors from redlock and lease are mapped in one place
-// (lockError): a lock held by another owner is a null reply, too few
-// backends is -NOQUORUM, and node errors are logged, never sent to
-// clients.
+// (lockError: too few backends is -NOQUORUM, node errors are logged, never
+// sent to clients), after the handler took out the refusals its command
+// answers in its own convention (a lock held by another owner: a null
+// reply for LOCK, 0 for SETNX).
 //
 // Files, one per command group: lock.go (LOCK, UNLOCK, EXTEND, MLOCK,
 // MUNLOCK), info.go (LOCKINFO, LOCKS), legacy.go (the single-Redis
@@ -43,8 +46,9 @@
 // hooks.go (what reaches a connection outside its replies: pushes, the
 // close watch, lock-lost notices), users.go and authlimit.go (users,
 // permissions, failed AUTH by network), observe.go (the metrics hook:
-// each command's outcome, read from the reply its handler returned, never
-// by parsing the command again).
+// each command's Outcome, as its handler marked its reply — held,
+// not_held, noquorum — never read again from the command's arguments or
+// the reply's text).
 //
 // Safety: the commands add nothing to redlock's guarantees and take
 // nothing away, with one caveat a client must know: a LOCK reply's

@@ -75,8 +75,9 @@ func truncate(b []byte, n int) string {
 	return string(b)
 }
 
-// lockError maps an error from redlock to the reply a client sees. Node
-// errors are never sent: they are logged by redlock where they happen.
+// lockError maps an error from redlock to the reply a client sees, a
+// -NOQUORUM one marked so (noQuorum). Node errors are never sent: they
+// are logged by redlock where they happen.
 func (d *Dispatcher) lockError(err error) Reply {
 	var qe *redlock.QuorumError
 	var me *redlock.MigrateError
@@ -85,12 +86,12 @@ func (d *Dispatcher) lockError(err error) Reply {
 	case errors.As(err, &st):
 		return Error("ERR " + st.Error())
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &me):
-		return Errorf("NOQUORUM migrate_from %s unreachable (a client that has not moved may hold the key there)", me.Addr)
+		return noQuorum(Errorf("NOQUORUM migrate_from %s unreachable (a client that has not moved may hold the key there)", me.Addr))
 	case errors.Is(err, redlock.ErrMigrateDiffers) && errors.As(err, &me):
 		return Errorf("ERR migrate_from %s answered the script otherwise than the backends (a client that has not moved may hold its keys there)", me.Addr)
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
 		if errors.Is(err, redlock.ErrDisagree) {
-			return Errorf(errDisagree, qe.Granted, qe.Nodes, qe.Quorum)
+			return noQuorum(Errorf(errDisagree, qe.Granted, qe.Nodes, qe.Quorum))
 		}
 		notVoting := 0
 		for _, e := range qe.Errs {
@@ -99,11 +100,11 @@ func (d *Dispatcher) lockError(err error) Reply {
 			}
 		}
 		if notVoting > 0 {
-			return Errorf("NOQUORUM only %d of %d backends answered, need %d (%d not voting: quarantined, down or loading; see INFO backends)", qe.Answered, qe.Nodes, qe.Quorum, notVoting)
+			return noQuorum(Errorf("NOQUORUM only %d of %d backends answered, need %d (%d not voting: quarantined, down or loading; see INFO backends)", qe.Answered, qe.Nodes, qe.Quorum, notVoting))
 		}
-		return Errorf("NOQUORUM only %d of %d backends answered, need %d", qe.Answered, qe.Nodes, qe.Quorum)
+		return noQuorum(Errorf("NOQUORUM only %d of %d backends answered, need %d", qe.Answered, qe.Nodes, qe.Quorum))
 	case errors.Is(err, redlock.ErrNoQuorum):
-		return Error("NOQUORUM not enough backends answered")
+		return noQuorum("NOQUORUM not enough backends answered")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errCancelled
 	case errors.Is(err, redlock.ErrInvalid):

@@ -46,7 +46,7 @@ func (d *Dispatcher) set(ctx context.Context, c *Client, args [][]byte) Reply {
 		return d.setRead(ctx, req)
 	case req.get:
 		// A null reply: the key was free, and now holds value.
-		return refusedAs(d.getSet(ctx, req.key, req.value, req.ttl), ResultOK)
+		return d.getSet(ctx, req.key, req.value, req.ttl, Null{})
 	}
 	err := d.leases.Write(ctx, req.key, req.value, req.ttl)
 	return d.dataReply(err, OK, nil)
@@ -57,11 +57,11 @@ func (d *Dispatcher) set(ctx context.Context, c *Client, args [][]byte) Reply {
 // a deadline already past writes nothing.
 func (d *Dispatcher) setNX(ctx context.Context, req setRequest) Reply {
 	if !req.get && !req.expired {
-		return refusedAs(d.acquireLegacy(ctx, req.key, req.value, req.ttl, OK, Null{}), ResultHeld)
+		return d.acquireLegacy(ctx, req.key, req.value, req.ttl, OK, Null{})
 	}
 	var yes Reply = OK
 	if req.get {
-		yes = Null{}
+		yes = nullNotHeld // the key was free: counted as it always was
 	}
 	v, err := d.leases.Get(ctx, req.key)
 	switch {
@@ -70,9 +70,9 @@ func (d *Dispatcher) setNX(ctx context.Context, req setRequest) Reply {
 	case v.Exists && req.get && v.Type != "":
 		return errWrongType
 	case v.Exists && req.get:
-		return refusedAs(valueReply(v), ResultHeld)
+		return BulkString(v.Data)
 	case v.Exists:
-		return refusedAs(Null{}, ResultHeld)
+		return nullHeld
 	case req.expired:
 		return yes
 	}
@@ -84,7 +84,7 @@ func (d *Dispatcher) setNX(ctx context.Context, req setRequest) Reply {
 	if v, err = d.leases.Get(ctx, req.key); err != nil {
 		return d.lockError(err)
 	}
-	return refusedAs(valueReply(v), ResultHeld)
+	return valueReply(v, nullHeld)
 }
 
 // setRead is SET with XX, KEEPTTL or a past deadline (and GET): a quorum
@@ -100,9 +100,9 @@ func (d *Dispatcher) setRead(ctx context.Context, req setRequest) Reply {
 	case err != nil:
 		return d.lockError(err)
 	case req.get:
-		return valueReply(old)
+		return valueReply(old, nullNotHeld)
 	case !done:
-		return refusedAs(Null{}, ResultNotHeld)
+		return nullNotHeld
 	}
 	return OK
 }
@@ -247,7 +247,7 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	if err != nil {
 		return d.lockError(err)
 	}
-	return boolInt(done)
+	return didReply(done)
 }
 
 // expireCond reads EXPIRE's options, with Redis's errors.
@@ -297,13 +297,13 @@ func (d *Dispatcher) expiretime(ctx context.Context, c *Client, args [][]byte) R
 	case err != nil:
 		return d.lockError(err)
 	case !v.Exists:
-		return Int(-2)
+		return absentNotHeld
 	case v.PTTL < 0:
-		return Int(-1)
+		return noExpiryNotHeld
 	}
 	ms := time.Now().Add(v.PTTL).UnixMilli()
 	if strings.EqualFold(string(args[0]), "PEXPIRETIME") {
-		return Int(ms)
+		return countReply(ms)
 	}
-	return Int((ms + 500) / 1000)
+	return countReply((ms + 500) / 1000)
 }

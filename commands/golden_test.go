@@ -18,6 +18,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
@@ -50,7 +51,8 @@ const (
 func gc(cmds ...[]string) goldenCase { return goldenCase{cmds: cmds} }
 func w(s ...string) []string         { return s }
 
-// goldenCases covers every command of the table (TestGolden checks it).
+// goldenCases covers every row of the table (TestGolden checks that these
+// and goldenKeyedCases cover every row the dispatcher serves).
 var goldenCases = []goldenCase{
 	gc(w("LOCK", "k", "30000")),
 	gc(w("LOCK", "k", "30000", "WAIT", "30")),
@@ -167,17 +169,102 @@ var goldenCases = []goldenCase{
 	gc(w("GET")),
 }
 
+// goldenKeyedCases cover the rows generated for the commands served by
+// vote (keyed.go), after goldenCases so that adding them added records
+// without moving the others.
+var goldenKeyedCases = []goldenCase{
+	gc(w("UNLINK", "k", "k2")),
+	gc(w("TOUCH", "k", "k2")),
+	gc(w("SETEX", "k", "30", "v"), w("GET", "k")),
+	gc(w("PSETEX", "k", "30000", "v")),
+	gc(w("GETDEL", "k")),
+	gc(w("GETEX", "k", "PX", "30000")),
+	gc(w("MGET", "k", "k2")),
+	gc(w("MSET", "k", "v", "k2", "w")),
+	gc(w("MSETNX", "k", "v", "k2", "w")),
+	gc(w("APPEND", "k", "v")),
+	gc(w("STRLEN", "k")),
+	gc(w("GETRANGE", "k", "0", "2")),
+	gc(w("SUBSTR", "k", "0", "2")),
+	gc(w("SETRANGE", "k", "1", "v")),
+	gc(w("INCRBYFLOAT", "k", "1.5")),
+	gc(w("LCS", "k", "k2")),
+	gc(w("SETBIT", "k", "3", "1"), w("GETBIT", "k", "3")),
+	gc(w("BITCOUNT", "k")),
+	gc(w("BITPOS", "k", "1")),
+	gc(w("BITFIELD", "k", "INCRBY", "u8", "0", "1")),
+	gc(w("BITFIELD_RO", "k", "GET", "u8", "0")),
+	gc(w("BITOP", "AND", "k2", "k")),
+
+	gc(w("HSET", "k", "f", "v"), w("HGET", "k", "f"), w("HEXISTS", "k", "f"), w("HDEL", "k", "f")),
+	gc(w("HSET", "k", "f", "v", "g", "w"), w("HGETALL", "k"), w("HKEYS", "k"), w("HVALS", "k")),
+	gc(w("HINCRBY", "k", "f", "2")),
+	gc(w("HINCRBYFLOAT", "k", "f", "1.5")),
+	gc(w("HLEN", "k")),
+	gc(w("HMSET", "k", "f", "v", "g", "w"), w("HMGET", "k", "f", "g")),
+	gc(w("HSETNX", "k", "f", "v")),
+	gc(w("HSTRLEN", "k", "f")),
+	gc(w("HSET", "k", "f", "v"), w("HEXPIRE", "k", "30", "FIELDS", "1", "f"), w("HTTL", "k", "FIELDS", "1", "f")),
+	gc(w("HPEXPIRE", "k", "30000", "FIELDS", "1", "f"), w("HPTTL", "k", "FIELDS", "1", "f")),
+	gc(w("HEXPIREAT", "k", "4000000000", "FIELDS", "1", "f"), w("HEXPIRETIME", "k", "FIELDS", "1", "f")),
+	gc(w("HPEXPIREAT", "k", "4000000000000", "FIELDS", "1", "f"), w("HPEXPIRETIME", "k", "FIELDS", "1", "f")),
+	gc(w("HPERSIST", "k", "FIELDS", "1", "f")),
+	gc(w("HGETDEL", "k", "FIELDS", "1", "f")),
+	gc(w("HGETEX", "k", "PX", "30000", "FIELDS", "1", "f")),
+	gc(w("HSETEX", "k", "PX", "30000", "FIELDS", "1", "f", "v")),
+
+	gc(w("RPUSH", "k", "a", "b"), w("LINDEX", "k", "0"), w("LINSERT", "k", "BEFORE", "b", "c"), w("LRANGE", "k", "0", "-1")),
+	gc(w("LMPOP", "2", "k", "k2", "LEFT")),
+	gc(w("LPOS", "k", "a")),
+	gc(w("LPUSHX", "k", "a")),
+	gc(w("RPUSHX", "k", "a")),
+	gc(w("LREM", "k", "0", "a")),
+	gc(w("RPUSH", "k", "a"), w("LSET", "k", "0", "b"), w("LTRIM", "k", "0", "0")),
+	gc(w("RPOPLPUSH", "k", "k2")),
+
+	gc(w("SADD", "k", "a", "b"), w("SCARD", "k"), w("SISMEMBER", "k", "a"), w("SMISMEMBER", "k", "a", "c"), w("SREM", "k", "a")),
+	gc(w("SADD", "k", "a", "b"), w("SMEMBERS", "k"), w("SDIFF", "k", "k2"), w("SINTER", "k", "k2"), w("SUNION", "k", "k2")),
+	gc(w("SDIFFSTORE", "k2", "k")),
+	gc(w("SINTERCARD", "2", "k", "k2")),
+	gc(w("SINTERSTORE", "k2", "k")),
+	gc(w("SMOVE", "k", "k2", "a")),
+	gc(w("SUNIONSTORE", "k2", "k")),
+
+	gc(w("ZADD", "k", "1", "a", "2", "b"), w("ZCOUNT", "k", "-inf", "+inf"), w("ZSCORE", "k", "a"), w("ZRANK", "k", "b"), w("ZREVRANK", "k", "b")),
+	gc(w("ZDIFF", "2", "k", "k2")),
+	gc(w("ZDIFFSTORE", "k2", "1", "k")),
+	gc(w("ZINCRBY", "k", "1", "a")),
+	gc(w("ZINTER", "2", "k", "k2")),
+	gc(w("ZINTERCARD", "2", "k", "k2")),
+	gc(w("ZINTERSTORE", "k2", "1", "k")),
+	gc(w("ZLEXCOUNT", "k", "-", "+")),
+	gc(w("ZMPOP", "1", "k", "MIN")),
+	gc(w("ZMSCORE", "k", "a", "b")),
+	gc(w("ZPOPMAX", "k")),
+	gc(w("ZPOPMIN", "k")),
+	gc(w("ZADD", "k", "1", "a", "2", "b"), w("ZRANGE", "k", "0", "-1", "WITHSCORES"), w("ZREVRANGE", "k", "0", "-1")),
+	gc(w("ZRANGEBYLEX", "k", "-", "+"), w("ZREVRANGEBYLEX", "k", "+", "-")),
+	gc(w("ZRANGEBYSCORE", "k", "-inf", "+inf"), w("ZREVRANGEBYSCORE", "k", "+inf", "-inf")),
+	gc(w("ZRANGESTORE", "k2", "k", "0", "-1")),
+	gc(w("ZREMRANGEBYLEX", "k", "-", "+")),
+	gc(w("ZREMRANGEBYRANK", "k", "0", "-1")),
+	gc(w("ZREMRANGEBYSCORE", "k", "-inf", "+inf")),
+	gc(w("ZUNION", "2", "k", "k2")),
+	gc(w("ZUNIONSTORE", "k2", "1", "k")),
+}
+
 // goldenStates are the states key k is in before a case runs.
 var goldenStates = []string{"free", "held", "noquorum", "expired"}
 
 func TestGolden(t *testing.T) {
+	cases := slices.Concat(goldenCases, goldenKeyedCases)
 	covered := map[string]bool{}
-	for _, tc := range goldenCases {
+	for _, tc := range cases {
 		for _, cmd := range tc.cmds {
 			covered[strings.ToUpper(cmd[0])] = true
 		}
 	}
-	for _, row := range table {
+	for _, row := range served { // the rows the dispatcher serves: the table's and the keyed ones
 		if !covered[row.Name] {
 			t.Errorf("no golden case runs %s", row.Name)
 		}
@@ -193,7 +280,7 @@ func TestGolden(t *testing.T) {
 		out   string
 	}
 	var runs []*run
-	for _, tc := range goldenCases {
+	for _, tc := range cases {
 		for _, state := range goldenStates {
 			for _, proto := range []int{2, 3} {
 				runs = append(runs, &run{tc: tc, state: state, proto: proto})
@@ -344,7 +431,7 @@ func runCase(t testing.TB, tc goldenCase, state string, proto int, b *strings.Bu
 	goldenSetUp(t, d, other, mrs, state)
 
 	var obs []observation
-	d.opts.Observe = func(cmd, dialect, result string, _ time.Duration) {
+	d.opts.Observe = func(cmd, dialect string, result Outcome, _ time.Duration) {
 		obs = append(obs, observation{cmd, dialect, result})
 	}
 	before := lockCounters(d)
@@ -361,6 +448,9 @@ func runCase(t testing.TB, tc goldenCase, state string, proto int, b *strings.Bu
 			if s, ok := r.(BulkString); ok {
 				sha = string(s)
 			}
+		}
+		if kc, ok := unorderedCommands[strings.ToUpper(a[0])]; ok {
+			r = sortedReply(r, kc.Pairs)
 		}
 		fmt.Fprintf(b, "  resp%d %-10s %q", proto, strings.ToLower(a[0]), normalise(AppendReply(nil, normaliseReply(r), proto)))
 		for _, o := range obs {
@@ -462,7 +552,7 @@ func lockCounters(d *Dispatcher) map[string]string {
 	c := d.NewClient("127.0.0.1:5", "127.0.0.1:6")
 	defer d.CloseClient(c)
 	info := args("INFO", "locks", "stats")
-	r := d.do(context.Background(), c, d.lookup(info[0]), info, nil) // not observed
+	r := d.do(context.Background(), c, d.lookup(info[0]), info, parsedCall{}) // not observed
 	s, _ := r.(BulkString)
 	m := map[string]string{}
 	for _, line := range strings.Split(string(s), "\r\n") {
@@ -528,6 +618,51 @@ func normaliseReply(r Reply) Reply {
 			} else {
 				out[i].Value = normaliseReply(e.Value)
 			}
+		}
+		return out
+	}
+	return r
+}
+
+// unorderedCommands answer in the order of whichever backend's reply a
+// quorum met (SMEMBERS, HGETALL): the golden record sorts them.
+var unorderedCommands = func() map[string]lua.KeyCommand {
+	m := map[string]lua.KeyCommand{}
+	for _, kc := range lua.KeyCommands() {
+		if kc.Unordered || kc.Pairs {
+			m[kc.Name] = kc
+		}
+	}
+	return m
+}()
+
+// sortedReply is an unordered reply in order: its elements, or its pairs
+// by their first element.
+func sortedReply(r Reply, pairs bool) Reply {
+	key := func(r Reply) string { return string(AppendReply(nil, r, 3)) }
+	switch r := r.(type) {
+	case Map:
+		out := slices.Clone(r)
+		slices.SortFunc(out, func(a, b KV) int { return strings.Compare(a.Key, b.Key) })
+		return out
+	case Set:
+		out := slices.Clone(r)
+		slices.SortFunc(out, func(a, b Reply) int { return strings.Compare(key(a), key(b)) })
+		return out
+	case Array:
+		if !pairs {
+			out := slices.Clone(r)
+			slices.SortFunc(out, func(a, b Reply) int { return strings.Compare(key(a), key(b)) })
+			return out
+		}
+		ps := make([]Array, 0, len(r)/2)
+		for i := 0; i+1 < len(r); i += 2 {
+			ps = append(ps, Array{r[i], r[i+1]})
+		}
+		slices.SortFunc(ps, func(a, b Array) int { return strings.Compare(key(a[0]), key(b[0])) })
+		out := make(Array, 0, len(r))
+		for _, p := range ps {
+			out = append(out, p...)
 		}
 		return out
 	}

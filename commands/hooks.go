@@ -59,11 +59,15 @@ func (c *Client) lockLost(key, why string) {
 
 // takeLost answers a command on a key whose lock this client lost (and
 // was not told by a push) with -LOCKLOST, once.
-func (c *Client) takeLost(cmd *Command, args [][]byte) Reply {
-	if c.lostN.Load() == 0 || cmd.Key <= 0 || cmd.Key >= len(args) {
+func (c *Client) takeLost(cmd *Command, args, parsed [][]byte) Reply {
+	if c.lostN.Load() == 0 {
 		return nil
 	}
-	key := string(args[cmd.Key])
+	keys := cmd.keysOf(args, parsed)
+	if len(keys) == 0 {
+		return nil
+	}
+	key := string(keys[0])
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	why, ok := c.lost[key]

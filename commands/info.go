@@ -24,7 +24,7 @@ func (d *Dispatcher) lockinfo(ctx context.Context, c *Client, args [][]byte) Rep
 	case err != nil:
 		return d.lockError(err)
 	case !ok:
-		return Null{}
+		return nullNotHeld
 	}
 	var fence Reply = Null{}
 	if info.Fenced {

@@ -50,7 +50,7 @@ func keyedRows(fixed []Command) []Command {
 			last = 0
 		}
 		rows = append(rows, Command{
-			Name: kc.Name, Arity: kc.Arity, Flags: flags, Key: first, LastKey: last, KeyStep: kc.Step,
+			Name: kc.Name, Arity: kc.Arity, Flags: flags, Key: first, LastKey: last, KeyStep: kc.Step, NumKeys: kc.NumKeys,
 			Group: keyedGroup(kc.Name), Summary: "Runs on every backend by vote, as a script that only calls it",
 			run: func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte) Reply {
 				return d.keyed(ctx, c, k, args)

@@ -52,7 +52,8 @@ func (d *Dispatcher) checkTTL(ttl time.Duration) (time.Duration, Reply) {
 }
 
 // acquireLegacy is SET NX / SETNX: an acquisition with the client's value
-// as token, answered yes or no in the command's own convention. Without
+// as token, answered yes or no (counted held) in the command's own
+// convention. Without
 // expiry the lock is kept, as on one Redis, until it is released.
 func (d *Dispatcher) acquireLegacy(ctx context.Context, key, value string, ttl time.Duration, yes, no Reply) Reply {
 	if ttl == 0 && d.leases.KeepTTL() == 0 {
@@ -62,20 +63,22 @@ func (d *Dispatcher) acquireLegacy(ctx context.Context, key, value string, ttl t
 	switch {
 	case err == nil:
 		return yes
+	case errors.Is(err, redlock.ErrHeld) && no != nil:
+		return withOutcome(no, ResultHeld)
 	case errors.Is(err, redlock.ErrHeld):
-		return no
+		return nil
 	}
 	return d.lockError(err)
 }
 
-// dataReply maps an operation's error: nil → ok; "not held" → no;
-// anything else through lockError.
+// dataReply maps an operation's error: nil → ok; "not held" → no
+// (counted not_held); anything else through lockError.
 func (d *Dispatcher) dataReply(err error, ok, no Reply) Reply {
 	switch {
 	case err == nil:
 		return ok
 	case no != nil && (errors.Is(err, redlock.ErrNotHeld) || errors.Is(err, redlock.ErrHeld)):
-		return no
+		return withOutcome(no, ResultNotHeld)
 	}
 	return d.lockError(err)
 }
@@ -107,12 +110,13 @@ func (d *Dispatcher) get(ctx context.Context, c *Client, args [][]byte) Reply {
 		}
 		c.tx.noteRead(string(args[1]), read)
 	}
-	return valueReply(v)
+	return valueReply(v, nullNotHeld)
 }
 
-func valueReply(v redlock.Value) Reply {
+// valueReply is the value v, or absent when there is none.
+func valueReply(v redlock.Value, absent Reply) Reply {
 	if !v.Exists {
-		return Null{}
+		return absent
 	}
 	return BulkString(v.Data)
 }
@@ -122,18 +126,20 @@ func (d *Dispatcher) getset(ctx context.Context, c *Client, args [][]byte) Reply
 	if r := d.checkKeyValue(args[1], args[2]); r != nil {
 		return r
 	}
-	return d.getSet(ctx, string(args[1]), string(args[2]), 0)
+	return d.getSet(ctx, string(args[1]), string(args[2]), 0, nullNotHeld)
 }
 
-func (d *Dispatcher) getSet(ctx context.Context, key, value string, ttl time.Duration) Reply {
+// getSet writes value and answers the value it replaced, or absent.
+func (d *Dispatcher) getSet(ctx context.Context, key, value string, ttl time.Duration, absent Reply) Reply {
 	old, err := d.leases.GetSet(ctx, key, value, ttl)
 	if err != nil {
 		return d.lockError(err)
 	}
-	return valueReply(old)
+	return valueReply(old, absent)
 }
 
-// DEL key [key ...] / EXISTS key [key ...]: keys that hold on a quorum.
+// DEL key [key ...] / EXISTS key [key ...]: keys that hold on a quorum
+// (none: not_held).
 func (d *Dispatcher) del(ctx context.Context, c *Client, args [][]byte) Reply {
 	return d.countKeys(ctx, args[1:], d.leases.Delete)
 }
@@ -151,7 +157,7 @@ func (d *Dispatcher) countKeys(ctx context.Context, keyArgs [][]byte, op func(co
 	if err != nil {
 		return d.lockError(err)
 	}
-	return Int(n)
+	return countReply(int64(n))
 }
 
 func (d *Dispatcher) keyList(args [][]byte) ([]string, Reply) {
@@ -166,8 +172,8 @@ func (d *Dispatcher) keyList(args [][]byte) ([]string, Reply) {
 }
 
 // PTTL key / TTL key: how long a quorum of backends will still hold the
-// key with the value a quorum agrees on (redlock.Read); -2 when absent, -1
-// without expiry.
+// key with the value a quorum agrees on (redlock.Read); -2 when absent
+// (not_held), -1 without expiry (ok).
 func (d *Dispatcher) pttl(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
@@ -178,13 +184,13 @@ func (d *Dispatcher) pttl(ctx context.Context, c *Client, args [][]byte) Reply {
 	}
 	switch {
 	case !v.Exists:
-		return Int(-2)
+		return absentNotHeld
 	case v.PTTL < 0:
 		return Int(-1)
 	case strings.EqualFold(string(args[0]), "PTTL"):
-		return Int(v.PTTL.Milliseconds())
+		return countReply(v.PTTL.Milliseconds())
 	}
-	return Int((v.PTTL.Milliseconds() + 500) / 1000)
+	return countReply((v.PTTL.Milliseconds() + 500) / 1000)
 }
 
 // TYPE key: the type of the value a quorum of backends holds ("none" when
@@ -207,7 +213,7 @@ func (d *Dispatcher) typeOf(ctx context.Context, c *Client, args [][]byte) Reply
 
 // PERSIST key: the key loses its expiry, as far as clients can tell: the
 // proxy keeps it (renews its lease while it holds its value). 1 when the
-// key had an expiry, 0 when it is absent or had none.
+// key had an expiry, 0 (not_held) when it is absent or had none.
 func (d *Dispatcher) persist(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
@@ -222,7 +228,7 @@ func (d *Dispatcher) persist(ctx context.Context, c *Client, args [][]byte) Repl
 	case err != nil:
 		return d.lockError(err)
 	}
-	return boolInt(done)
+	return didReply(done)
 }
 
 // expireArgs reads PEXPIRE/EXPIRE key t queued inside MULTI: the count,
@@ -291,6 +297,15 @@ func (d *Dispatcher) checkValue(value []byte) Reply {
 		return Errorf(errValueTooLong, d.opts.MaxValueBytes)
 	}
 	return nil
+}
+
+// didReply is 1 when a lock dialect's command did what it asked, else 0
+// (not_held).
+func didReply(done bool) Reply {
+	if done {
+		return Int(1)
+	}
+	return zeroNotHeld
 }
 
 func boolInt(b bool) Int {

@@ -62,7 +62,7 @@ func (d *Dispatcher) listError(err error) Reply {
 	case errors.As(err, &re):
 		return Error(re)
 	case errors.Is(err, lease.ErrNoBackend):
-		return Error("NOQUORUM no backend answered")
+		return noQuorum("NOQUORUM no backend answered")
 	}
 	return d.lockError(err)
 }
@@ -182,7 +182,7 @@ func (d *Dispatcher) blockingPop(ctx context.Context, c *Client, req relay.PopRe
 	case err == nil:
 		return p, ok, nil
 	case errors.Is(err, relay.ErrTooFewBackends):
-		return p, false, Error("NOQUORUM " + err.Error())
+		return p, false, noQuorum(Error("NOQUORUM " + err.Error()))
 	case errors.Is(err, relay.ErrClosed):
 		return p, false, errShuttingDown
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -13,8 +13,9 @@ import (
 
 // The native lock commands: LOCK, UNLOCK, EXTEND, MLOCK, MUNLOCK. Each
 // parses its arguments, calls the lease Manager, and turns the outcome
-// into a reply: a lock held by another owner is a null reply, anything
-// else goes through lockError.
+// into a reply: a lock held by another owner is a null reply (counted
+// held), one not held by the token null or 0 (not_held), anything else
+// goes through lockError.
 
 // LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]
 func (d *Dispatcher) lock(ctx context.Context, c *Client, args [][]byte) Reply {
@@ -43,7 +44,7 @@ func (d *Dispatcher) lock(ctx context.Context, c *Client, args [][]byte) Reply {
 func (d *Dispatcher) refused(err error) Reply {
 	switch {
 	case errors.Is(err, redlock.ErrHeld), errors.Is(err, lease.ErrOwnerGone):
-		return NullArray{}
+		return nullArrayHeld
 	case errors.Is(err, lease.ErrStopped):
 		return errShuttingDown
 	}
@@ -121,7 +122,7 @@ func (d *Dispatcher) release(ctx context.Context, key, token string) Reply {
 	case err == nil:
 		return Int(1)
 	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
-		return Int(0)
+		return zeroNotHeld
 	default:
 		return d.lockError(err)
 	}
@@ -144,9 +145,9 @@ func (d *Dispatcher) extendToken(ctx context.Context, key, token string, ttl tim
 	validity, err := d.leases.Extend(ctx, []string{key}, token, ttl, redlock.Replace)
 	switch {
 	case err == nil:
-		return Int(validity.Milliseconds())
+		return countReply(validity.Milliseconds())
 	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
-		return Null{}
+		return nullNotHeld
 	default:
 		return d.lockError(err)
 	}
@@ -193,11 +194,11 @@ func (d *Dispatcher) munlock(ctx context.Context, c *Client, args [][]byte) Repl
 	states, err := d.leases.ReleaseKeys(ctx, distinct(keys), token)
 	if err != nil {
 		if errors.Is(err, redlock.ErrInvalid) {
-			return Int(0)
+			return zeroNotHeld
 		}
 		return d.lockError(err)
 	}
-	return Int(countReleased(states))
+	return countReply(int64(countReleased(states)))
 }
 
 // distinct is keys without repeats, in order.

@@ -2,14 +2,14 @@ package commands
 
 import (
 	"context"
-	"strings"
 	"time"
 )
 
 // Observation: Options.Observe hears about every command once, after it
-// ran, with three short names that suit metric labels. The command is the
-// table row's lower-case name ("unknown" for names not in the table), so
-// the set of values is bounded whatever clients send.
+// ran, with its row's name, its dialect and its Outcome, short names that
+// suit metric labels. The command is the table row's lower-case name
+// ("unknown" for names not in the table), so the set of values is bounded
+// whatever clients send.
 //
 // The dialect is the row's Dialect column: native (LOCK, UNLOCK, EXTEND,
 // and later native commands), legacy (the single-Redis string and key
@@ -17,15 +17,13 @@ import (
 // command queued inside MULTI). It is "" for the rest (connection, server
 // and pub/sub commands), which touch no lock.
 //
-// The result is the command's outcome, read from the reply the handler
-// returned, never from its arguments again: noquorum for a -NOQUORUM
-// error, error for any other error reply. A lock dialect's null, zero or
-// negative integer reply (PTTL's -1 aside) is a refusal: counted as the
-// handler said with refusedAs (SET NX and a script whose meaning is an
-// acquire: held; SET … GET of a free key: ok), else held for a row that
-// Acquires (LOCK, MLOCK, SETNX) and not_held for the rest (UNLOCK,
-// EXTEND, compare-and-set or -delete, EXEC whose condition failed, GET or
-// EXISTS of a free key). Everything else is ok.
+// The outcome is what the handler said its reply means (withOutcome), read
+// once, never from the command's arguments or its reply's text: an error
+// reply the handler did not mark is ResultError, any other reply it did
+// not mark is ResultOK. The handlers of the lock dialects mark their
+// refusals (held: another owner holds the key; not_held: the caller does
+// not hold it, or nothing was there to act on); every -NOQUORUM reply is
+// marked where it is made (lockError and the few others).
 
 // Dialects, as passed to Options.Observe.
 const (
@@ -35,45 +33,113 @@ const (
 	DialectTx     = "tx"
 )
 
-// Results, as passed to Options.Observe.
+// Outcome is what one command came to, as metrics and tests name it
+// (String).
+type Outcome uint8
+
+// Outcomes, as passed to Options.Observe.
 const (
-	ResultOK       = "ok"
-	ResultHeld     = "held"
-	ResultNotHeld  = "not_held"
-	ResultNoQuorum = "noquorum"
-	ResultError    = "error"
+	ResultOK       Outcome = iota // done, or answered
+	ResultHeld                    // refused: another owner holds the key
+	ResultNotHeld                 // refused: not held by the caller, or nothing to act on
+	ResultNoQuorum                // too few backends answered, or they disagree
+	ResultError                   // any other error reply
 )
+
+var outcomeNames = [...]string{"ok", "held", "not_held", "noquorum", "error"}
+
+// String is the outcome's metric label: ok, held, not_held, noquorum,
+// error.
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "error"
+}
 
 // unknownName is the command name observed for names not in the table.
 const unknownName = "unknown"
 
-// outcome is a handler's reply with the result a refusal of it counts
-// as (refusedAs). DoPlanned returns the reply alone.
-type outcome struct {
+// outcomeReply is a handler's reply with the outcome it counts as.
+// DoPlanned returns the reply alone (unwrap).
+type outcomeReply struct {
 	Reply
-	refusal string
+	is Outcome
 }
 
-// refusedAs marks r so that, when it is a refusal (null, zero), Observe
-// counts it as result: for commands whose row alone does not say what a
-// refusal means.
-func refusedAs(r Reply, result string) Reply { return outcome{r, result} }
+// withOutcome marks r as counting as o.
+func withOutcome(r Reply, o Outcome) Reply { return outcomeReply{r, o} }
+
+// Refusals marked once, so that answering one allocates nothing.
+var (
+	nullHeld         = withOutcome(Null{}, ResultHeld)
+	nullNotHeld      = withOutcome(Null{}, ResultNotHeld)
+	nullArrayHeld    = withOutcome(NullArray{}, ResultHeld)
+	nullArrayNotHeld = withOutcome(NullArray{}, ResultNotHeld)
+	zeroHeld         = withOutcome(Int(0), ResultHeld)
+	zeroNotHeld      = withOutcome(Int(0), ResultNotHeld)
+	noExpiryNotHeld  = withOutcome(Int(-1), ResultNotHeld) // EXPIRETIME of a key without expiry
+	absentNotHeld    = withOutcome(Int(-2), ResultNotHeld) // PTTL, EXPIRETIME of an absent key
+)
+
+// noQuorum marks a -NOQUORUM error.
+func noQuorum(e Error) Reply { return withOutcome(e, ResultNoQuorum) }
+
+// countReply is a lock dialect's count of what it did or found (keys
+// deleted, a counter's value, a remaining ttl): none is a refusal,
+// not_held.
+func countReply(n int64) Reply {
+	switch {
+	case n > 0:
+		return Int(n)
+	case n == 0:
+		return zeroNotHeld
+	}
+	return withOutcome(Int(n), ResultNotHeld)
+}
+
+// scriptReply is the reply of a script or a vote, whose meaning the
+// proxy reads from its convention only: null or an integer of zero or
+// less is a refusal, counted as refusal.
+func scriptReply(r Reply, refusal Outcome) Reply {
+	switch v := r.(type) {
+	case nil, Null, NullArray:
+		return withOutcome(r, refusal)
+	case Int:
+		if v <= 0 {
+			return withOutcome(r, refusal)
+		}
+	}
+	return r
+}
 
 // unwrap is r without its outcome mark.
 func unwrap(r Reply) Reply {
-	if o, ok := r.(outcome); ok {
+	if o, ok := r.(outcomeReply); ok {
 		return o.Reply
 	}
 	return r
 }
 
+// outcomeOf is the outcome r counts as: its mark, else error for an error
+// reply and ok for any other.
+func outcomeOf(r Reply) Outcome {
+	switch r := r.(type) {
+	case outcomeReply:
+		return r.is
+	case Error:
+		return ResultError
+	}
+	return ResultOK
+}
+
 // doObserved is do timed and reported to Options.Observe.
-func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, args, keys [][]byte) Reply {
+func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, args [][]byte, p parsedCall) Reply {
 	// A command queued inside MULTI is part of the transaction dialect,
 	// whatever it is on its own; decide before do changes the state.
 	queued := c.tx.multi && cmd != nil && cmd.Flags&TxControl == 0
 	start := time.Now()
-	r := d.do(ctx, c, cmd, args, keys)
+	r := d.do(ctx, c, cmd, args, p)
 	elapsed := time.Since(start)
 
 	name, dialect := unknownName, ""
@@ -83,45 +149,6 @@ func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, ar
 			dialect = DialectTx
 		}
 	}
-	d.opts.Observe(name, dialect, resultOf(cmd, dialect, r), elapsed)
+	d.opts.Observe(name, dialect, outcomeOf(r), elapsed)
 	return r
-}
-
-// resultOf names the outcome of a command from its reply.
-func resultOf(cmd *Command, dialect string, r Reply) string {
-	refusal := ""
-	if o, ok := r.(outcome); ok {
-		r, refusal = o.Reply, o.refusal
-	}
-	switch r := r.(type) {
-	case Error:
-		if strings.HasPrefix(string(r), "NOQUORUM") {
-			return ResultNoQuorum
-		}
-		return ResultError
-	case nil, Null, NullArray:
-		if dialect != "" {
-			return refused(cmd, refusal)
-		}
-	case Int:
-		// 0 is "not done" (UNLOCK, SETNX, DEL…), -1 and -2 the library
-		// scripts' and PTTL's "not held", except PTTL's -1: held forever.
-		noExpiry := r == -1 && (cmd.Name == "PTTL" || cmd.Name == "TTL")
-		if r <= 0 && dialect != "" && !noExpiry {
-			return refused(cmd, refusal)
-		}
-	}
-	return ResultOK
-}
-
-// refused names a lock dialect's refusal: as its handler said, else held
-// when the row acquires, not_held otherwise.
-func refused(cmd *Command, said string) string {
-	switch {
-	case said != "":
-		return said
-	case cmd.Flags&Acquires != 0:
-		return ResultHeld
-	}
-	return ResultNotHeld
 }

@@ -7,13 +7,16 @@ import (
 	"time"
 )
 
-type observation struct{ cmd, dialect, result string }
+type observation struct {
+	cmd, dialect string
+	result       Outcome
+}
 
 // observed runs each command on c and returns what Observe heard.
 func observed(t *testing.T, d *Dispatcher, c *Client, cmds ...[]string) []observation {
 	t.Helper()
 	var got []observation
-	d.opts.Observe = func(cmd, dialect, result string, el time.Duration) {
+	d.opts.Observe = func(cmd, dialect string, result Outcome, el time.Duration) {
 		if el < 0 {
 			t.Errorf("%s: negative duration %v", cmd, el)
 		}
@@ -75,6 +78,23 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// TestObserveOutcomeIsTheHandlers: the outcome is what the handler said,
+// never read back from the reply's text. A script's own error reply that
+// happens to start with NOQUORUM is an error of the script, not a quorum
+// failure (the observer took it for one when it read the reply's text).
+func TestObserveOutcomeIsTheHandlers(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	mimic := "redis.call('GET', KEYS[1]) return redis.error_reply('NOQUORUM said by the script')"
+	got := observed(t, d, c, []string{"EVAL", mimic, "1", "k"})
+	if want := (observation{"eval", DialectScript, ResultError}); len(got) != 1 || got[0] != want {
+		t.Errorf("a script's own NOQUORUM error: observed %+v, want %+v", got, want)
+	}
+	if r := do(d, c, "EVAL", mimic, "1", "k"); r != "-NOQUORUM said by the script\r\n" {
+		t.Errorf("reply %q, want the script's error as it gave it", r)
+	}
+}
+
 func TestObserveNoQuorum(t *testing.T) {
 	d, mrs := newTestDispatcher(t, 3, "")
 	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
@@ -96,7 +116,7 @@ func TestObserveAllocs(t *testing.T) {
 	ctx := context.Background()
 	base := testing.AllocsPerRun(200, func() { d.Do(ctx, c, ping) })
 	n := 0
-	d.opts.Observe = func(string, string, string, time.Duration) { n++ }
+	d.opts.Observe = func(string, string, Outcome, time.Duration) { n++ }
 	with := testing.AllocsPerRun(200, func() { d.Do(ctx, c, ping) })
 	d.opts.Observe = nil
 	if with > base || n == 0 {

@@ -29,16 +29,19 @@ type Plan struct {
 	// commands after it are inside a transaction, or no longer (PlanFor
 	// keeps track).
 	OpensTx, ClosesTx bool
-	cmd               *Command // the row, for DoPlanned; nil: not in the table
-	parsed            callKeys // the keys of a row that parses them, for DoPlanned
+	cmd               *Command   // the row, for DoPlanned; nil: not in the table
+	parsed            parsedCall // what Plan parsed of the call, for DoPlanned
 }
 
-// callKeys is the keys of one call of a row that finds them by parsing
-// (the keys column: EVAL's numkeys), parsed once: by Plan, or by run when
-// there was no plan. ok: parsed (nil keys then mean an invalid count).
-type callKeys struct {
+// parsedCall is what is parsed of one call once, by Plan or else by run,
+// and handed on to the handler: the keys of a row that finds them by
+// parsing (the keys column: EVAL's numkeys; ok: parsed, and nil keys then
+// mean an invalid count), and an EVAL's script SHA1 when Plan hashed it
+// (to know whether the script builds keys).
+type parsedCall struct {
 	keys [][]byte
 	ok   bool
+	sha  string // hex; "": not hashed yet
 }
 
 // keysOf is the keys of a call with args: parsed, given parsed once for
@@ -56,10 +59,11 @@ func (c *Command) keysOf(args, parsed [][]byte) [][]byte {
 	return nil
 }
 
-// call runs the row's handler, giving keys to a handler that takes them.
-func (c *Command) call(d *Dispatcher, ctx context.Context, cl *Client, args, keys [][]byte) Reply {
+// call runs the row's handler, giving what was parsed of the call to a
+// handler that takes it.
+func (c *Command) call(d *Dispatcher, ctx context.Context, cl *Client, args [][]byte, p parsedCall) Reply {
 	if c.runKeys != nil {
-		return c.runKeys(d, ctx, cl, args, keys)
+		return c.runKeys(d, ctx, cl, args, p)
 	}
 	return c.run(d, ctx, cl, args)
 }
@@ -85,7 +89,7 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 		p.ClosesTx = true
 	}
 	if cmd.keys != nil {
-		p.parsed = callKeys{keys: cmd.keys(args), ok: true}
+		p.parsed = parsedCall{keys: cmd.keys(args), ok: true}
 	}
 	if p.Barrier {
 		return p
@@ -93,7 +97,10 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 	if cmd.Name == "LOCK" && lockWaits(args) || cmd.Flags&Blocking != 0 {
 		return Plan{Barrier: true, Blocks: true, cmd: cmd}
 	}
-	if (cmd.Name == "EVAL" || cmd.Name == "EVALSHA") && d.buildsKeys(cmd.Name, args) {
+	if cmd.Name == "EVAL" {
+		p.parsed.sha = hashScript(args[1])
+	}
+	if (cmd.Name == "EVAL" || cmd.Name == "EVALSHA") && d.buildsKeys(cmd.Name, args, p.parsed.sha) {
 		p.Barrier = true // the keys it builds have no names yet
 		return p
 	}

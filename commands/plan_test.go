@@ -1,6 +1,9 @@
 package commands
 
 import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,9 +24,9 @@ func TestPlan(t *testing.T) {
 		{"LOCK k 5000 WAIT 0", false, Plan{Keys: args("k")}},
 		{"MLOCK 5000 a b", false, Plan{Keys: args("a", "b")}},
 		{"DEL a b c", false, Plan{Keys: args("a", "b", "c")}},
-		{"EVALSHA x 2 a b arg", false, Plan{Keys: args("a", "b"), parsed: callKeys{args("a", "b"), true}}},
-		{"EVAL return 1 a", false, Plan{Keys: args("a"), parsed: callKeys{args("a"), true}}},
-		{"EVAL return..KEYS[1] 1 a", false, Plan{Barrier: true, parsed: callKeys{args("a"), true}}}, // not analysed yet: by its text
+		{"EVALSHA x 2 a b arg", false, Plan{Keys: args("a", "b"), parsed: parsedCall{keys: args("a", "b"), ok: true}}},
+		{"EVAL return 1 a", false, Plan{Keys: args("a"), parsed: parsedCall{keys: args("a"), ok: true, sha: hashScript([]byte("return"))}}},
+		{"EVAL return..KEYS[1] 1 a", false, Plan{Barrier: true, parsed: parsedCall{keys: args("a"), ok: true, sha: hashScript([]byte("return..KEYS[1]"))}}}, // not analysed yet: by its text
 		{"SET k v NX PX 100", false, Plan{Keys: args("k")}},
 		{"SET k v NX PX 100", true, Plan{Barrier: true}},
 		{"HELLO 3", false, Plan{Barrier: true, Local: true}},
@@ -41,6 +44,28 @@ func TestPlan(t *testing.T) {
 		got.cmd = nil // the row, checked by TestPlanCarriesRow
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Plan(%q, tx %v) = %+v, want %+v", tc.cmd, tc.tx, got, tc.want)
+		}
+	}
+}
+
+// TestEvalHashedOnce: an EVAL planned and then run hashes its script
+// once: Plan hashes it (to know whether it builds keys) and hands the
+// SHA1 on to the handler (it was hashed twice).
+func TestEvalHashedOnce(t *testing.T) {
+	d, _ := newTestDispatcher(t, 1, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	hashes := 0
+	defer func(h func([]byte) string) { hashScript = h }(hashScript)
+	hashScript = func(src []byte) string {
+		hashes++
+		return sha1Hex(src)
+	}
+	for _, script := range []string{"return redis.call('GET', KEYS[1])", "return redis.call('GET', KEYS[1])", "return redis.call('GET', KEYS[1] .. 'x')"} {
+		hashes = 0
+		cmd := args("EVAL", script, "1", "k")
+		r := d.DoPlanned(context.Background(), c, d.PlanFor(c, cmd), cmd)
+		if _, isErr := r.(Error); isErr || hashes != 1 {
+			t.Errorf("EVAL %q: %d hashes, reply %q; want 1 hash and a reply", script, hashes, AppendReply(nil, r, 2))
 		}
 	}
 }
@@ -126,4 +151,9 @@ func TestPlanHandsKeysOver(t *testing.T) {
 	if got := do(d, c, "EVAL", "return 1", "-1"); !strings.HasPrefix(got, "-ERR Number of keys can't be negative") {
 		t.Fatalf("EVAL with numkeys -1 = %q", got)
 	}
+}
+
+func sha1Hex(b []byte) string {
+	sum := sha1.Sum(b)
+	return hex.EncodeToString(sum[:])
 }

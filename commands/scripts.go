@@ -92,10 +92,18 @@ type scriptCache struct {
 	bytes int
 }
 
-// add remembers src and returns its entry.
-func (c *scriptCache) add(src []byte) *script {
+// hashScript is a script's SHA1 in hex, as Redis names scripts.
+var hashScript = func(src []byte) string {
 	sum := sha1.Sum(src)
-	sha := hex.EncodeToString(sum[:])
+	return hex.EncodeToString(sum[:])
+}
+
+// add remembers src, whose SHA1 is sha ("": not computed yet), and
+// returns its entry.
+func (c *scriptCache) add(src []byte, sha string) *script {
+	if sha == "" {
+		sha = hashScript(src)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s := c.bySHA[sha]; s != nil {
@@ -131,18 +139,19 @@ func (c *scriptCache) flush() {
 	c.mu.Unlock()
 }
 
-// EVAL script numkeys [key ...] [arg ...]; keys: scriptKeys.
-func (d *Dispatcher) eval(ctx context.Context, c *Client, args, keys [][]byte) Reply {
-	return d.runScript(ctx, c, d.scripts.add(args[1]), args[2:], keys)
+// EVAL script numkeys [key ...] [arg ...]; keys: scriptKeys; the script's
+// SHA1 as Plan computed it, if it did.
+func (d *Dispatcher) eval(ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply {
+	return d.runScript(ctx, c, d.scripts.add(args[1], p.sha), args[2:], p.keys)
 }
 
 // EVALSHA sha1 numkeys [key ...] [arg ...]; keys: scriptKeys.
-func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args, keys [][]byte) Reply {
+func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply {
 	s := d.scripts.get(string(args[1]))
 	if s == nil {
 		return errNoScript
 	}
-	return d.runScript(ctx, c, s, args[2:], keys)
+	return d.runScript(ctx, c, s, args[2:], p.keys)
 }
 
 // buildsKeys reports whether the script an EVAL or EVALSHA runs may touch
@@ -151,11 +160,11 @@ func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args, keys [][]byte
 // already answers exactly; one not yet analysed (Plan must not wait for
 // an analysis) is judged by its text, since keys are built only with
 // Lua's '..' operator. An unknown SHA1 builds nothing: it is NOSCRIPT.
-func (d *Dispatcher) buildsKeys(name string, args [][]byte) bool {
+// sha is an EVAL's script's SHA1.
+func (d *Dispatcher) buildsKeys(name string, args [][]byte, sha string) bool {
 	var s *script
 	if name == "EVAL" {
-		sum := sha1.Sum(args[1])
-		s = d.scripts.get(hex.EncodeToString(sum[:]))
+		s = d.scripts.get(sha)
 		if s == nil {
 			return bytes.Contains(args[1], []byte(".."))
 		}
@@ -197,8 +206,12 @@ func numkeysError(rest [][]byte) Reply {
 }
 
 // runScript runs the script as its analysis says; rest is numkeys, the
-// keys and argv, and declared the keys scriptKeys parsed from them.
+// keys and argv, and declared the keys scriptKeys parsed from them. A
+// null or non-positive reply is a refusal (scriptReply): held when the
+// script's meaning is an acquire, else not_held.
 func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, declared [][]byte) (r Reply) {
+	refusal := ResultNotHeld
+	defer func() { r = scriptReply(r, refusal) }()
 	if declared == nil {
 		return numkeysError(rest)
 	}
@@ -233,7 +246,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 			if m.Op == lua.OpAcquire {
 				// Carried out or run by vote, a refusal means another
 				// owner holds the lock.
-				defer func() { r = refusedAs(r, ResultHeld) }()
+				refusal = ResultHeld
 			}
 			if len(argv) >= m.Args && len(keys) > 0 {
 				return d.carryOut(ctx, a, m, keys, argv)
@@ -319,7 +332,7 @@ func (d *Dispatcher) scriptCmd(ctx context.Context, c *Client, args [][]byte) Re
 	sub := strings.ToUpper(string(args[1]))
 	switch {
 	case sub == "LOAD" && len(args) == 3:
-		s := d.scripts.add(args[2])
+		s := d.scripts.add(args[2], "")
 		if a := s.analysis(); a.Invalid {
 			return Errorf(errCompiling, a.Problem.Line, a.Problem.Reason)
 		}

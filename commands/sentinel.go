@@ -101,7 +101,7 @@ func (d *Dispatcher) sentinel(ctx context.Context, c *Client, args [][]byte) Rep
 		}
 		n := len(d.tier.Members())
 		if _, live, _ := d.tier.Master(); !live {
-			return Errorf("NOQUORUM %d usable Sentinels. Not enough available Sentinels to reach the majority and authorize a failover", n)
+			return noQuorum(Errorf("NOQUORUM %d usable Sentinels. Not enough available Sentinels to reach the majority and authorize a failover", n))
 		}
 		return Simple("OK " + strconv.Itoa(n) + " usable Sentinels. Quorum and failover authorization can be reached")
 	case "is-master-down-by-addr":

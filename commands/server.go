@@ -182,7 +182,10 @@ func commandInfo(cmd *Command) Array {
 	case cmd.Flags&Reads != 0:
 		flags = append(flags, Simple("readonly"))
 	}
-	if cmd.Key == 0 && cmd.keys != nil {
+	if cmd.Flags&Blocking != 0 {
+		flags = append(flags, Simple("blocking"))
+	}
+	if cmd.NumKeys > 0 {
 		flags = append(flags, Simple("movablekeys")) // ZUNION numkeys key …
 	}
 	key, last, step := cmd.Key, cmd.LastKey, cmd.KeyStep
@@ -195,8 +198,38 @@ func commandInfo(cmd *Command) Array {
 	return Array{
 		BulkString(cmd.lower), Int(cmd.Arity), flags,
 		Int(key), Int(last), Int(step),
-		Array{Simple("@" + aclCategory(cmd.Group))}, Array{}, Array{}, Array{},
+		Array{Simple("@" + aclCategory(cmd.Group))}, Array{}, keySpecs(cmd), Array{},
 	}
+}
+
+// keySpecs are a row's key specifications in Redis 7's shape: where its
+// keys begin and how to find them, read from the Key, LastKey, KeyStep
+// and NumKeys columns. They carry no access flags (RW, insert, …): those
+// describe Redis's own handling of each key.
+func keySpecs(cmd *Command) Array {
+	specs := Array{}
+	spec := func(index int, find string, how Map) Map {
+		return Map{
+			{"flags", Array{}},
+			{"begin_search", Map{{"type", BulkString("index")}, {"spec", Map{{"index", Int(index)}}}}},
+			{"find_keys", Map{{"type", BulkString(find)}, {"spec", how}}},
+		}
+	}
+	if cmd.Key > 0 {
+		last := cmd.LastKey // relative to Key; negative: from the end
+		if last > 0 {
+			last -= cmd.Key
+		}
+		specs = append(specs, spec(cmd.Key, "range", Map{
+			{"lastkey", Int(last)}, {"keystep", Int(max(cmd.KeyStep, 1))}, {"limit", Int(0)},
+		}))
+	}
+	if cmd.NumKeys > 0 {
+		specs = append(specs, spec(cmd.NumKeys, "keynum", Map{
+			{"keynumidx", Int(0)}, {"firstkey", Int(1)}, {"keystep", Int(1)},
+		}))
+	}
+	return specs
 }
 
 // aclCategory is the ACL category of a command group, as Redis spells it:

@@ -53,5 +53,5 @@ func (d *Dispatcher) zvote(ctx context.Context, name string, args [][]byte, writ
 	if err != nil {
 		return d.lockError(err)
 	}
-	return backendReply(v)
+	return scriptReply(backendReply(v), ResultNotHeld)
 }

@@ -24,11 +24,6 @@ const (
 	// AnyUser commands (the connection's own handshake and introspection)
 	// run for every authenticated user, whatever its commands list.
 	AnyUser
-	// Acquires commands only take locks: a null or zero reply means the
-	// lock is held by another (observe.go). SET and the scripts acquire or
-	// not depending on their arguments: their handlers say so of their
-	// reply (refusedAs).
-	Acquires
 	// Barrier commands change the connection's state or every key (AUTH,
 	// HELLO, MULTI, SUBSCRIBE, FLUSHDB, …): among a connection's pipelined
 	// commands each runs alone, after every earlier one and before every
@@ -60,6 +55,9 @@ type Command struct {
 	Key     int // position of the first key, 0 if none (COMMAND INFO)
 	LastKey int // position of the last key: 0 the same as Key, -1 the last argument
 	KeyStep int // positions between keys (MSET: 2); 0: 1
+	// NumKeys is the position of a count of the keys that follow it
+	// (EVAL: 2); 0: none. Such a row finds its keys by parsing (keys).
+	NumKeys int
 	Group   string
 	// Dialect is how the command reaches a lock, as Observe names it
 	// (observe.go); "" for commands that touch no lock.
@@ -68,25 +66,25 @@ type Command struct {
 	run     handler
 	keys    func(args [][]byte) [][]byte // keys found by parsing (EVAL numkeys); overrides Key/LastKey; nil: invalid
 	// runKeys is the handler of a row with keys, in place of run: it is
-	// given the keys, parsed once per call (see callKeys).
-	runKeys func(d *Dispatcher, ctx context.Context, c *Client, args, keys [][]byte) Reply
+	// given what was parsed of the call once (parsedCall: its keys).
+	runKeys func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply
 	lower   string // Name in lower case, for replies and CLIENT LIST
 }
 
 // table is the one list of commands. A duplicate name panics at start.
 var table = []Command{
 	// Native lock commands (lock.go, wait.go, session.go, info.go).
-	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Dialect: DialectNative, Flags: Acquires | Writes, Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
+	{Name: "LOCK", Arity: -3, Key: 1, Group: "lock", Dialect: DialectNative, Flags: Writes, Summary: "Acquires a quorum lock: LOCK key ttl-ms [WAIT ms] [TOKEN token] [FENCE] [SESSION]", run: (*Dispatcher).lock},
 	{Name: "UNLOCK", Arity: 3, Key: 1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Releases a lock held with token: UNLOCK key token", run: (*Dispatcher).unlock},
 	{Name: "EXTEND", Arity: 4, Key: 1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Extends a lock held with token: EXTEND key token ttl-ms", run: (*Dispatcher).extend},
-	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Dialect: DialectNative, Flags: Acquires | Writes, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
+	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Dialect: DialectNative, Flags: Writes, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
 	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
 	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Dialect: DialectNative, Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
 	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Dialect: DialectNative, Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
 	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "SET NX acquires, SET IFEQ renews, SET XX of the held value extends, plain SET writes on every backend", run: (*Dispatcher).set},
-	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Dialect: DialectLegacy, Flags: Acquires | Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
+	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Dialect: DialectLegacy, Flags: Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
 	{Name: "GET", Arity: 2, Key: 1, Flags: Reads, Group: "string", Dialect: DialectLegacy, Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
 	{Name: "GETSET", Arity: 3, Key: 1, Flags: Reads | Writes, Group: "string", Dialect: DialectLegacy, Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
 	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
@@ -103,8 +101,8 @@ var table = []Command{
 	{Name: "EXPIRETIME", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "When (Unix s) a quorum of backends stops holding the key", run: (*Dispatcher).expiretime},
 	{Name: "DELEX", Arity: -2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
 	{Name: "DELIFEQ", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
-	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
-	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
+	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier | Writes, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
+	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier | Writes, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 
 	// Counters (counters.go): INCR grows across the backends.
 	{Name: "INCR", Arity: 2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Increments on every backend; the largest count, written back to a quorum", run: (*Dispatcher).incr},
@@ -118,8 +116,8 @@ var table = []Command{
 
 	// Scripts: recognised lock operations carried out, others run by vote
 	// (scripts.go, meaning.go, commands/lua).
-	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", runKeys: (*Dispatcher).eval, keys: scriptKeys},
-	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", runKeys: (*Dispatcher).evalsha, keys: scriptKeys},
+	{Name: "EVAL", Arity: -3, NumKeys: 2, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", runKeys: (*Dispatcher).eval, keys: scriptKeys},
+	{Name: "EVALSHA", Arity: -3, NumKeys: 2, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", runKeys: (*Dispatcher).evalsha, keys: scriptKeys},
 	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Dialect: DialectScript, Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).

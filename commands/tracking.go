@@ -295,7 +295,7 @@ func (c *Client) trackingInfo() Reply {
 // and consumes the CLIENT CACHING flag, which applies to the next command
 // alone (to a whole transaction when that is MULTI). done false: run it as
 // usual.
-func (d *Dispatcher) tracked(ctx context.Context, c *Client, cmd *Command, args, parsed [][]byte) (Reply, bool) {
+func (d *Dispatcher) tracked(ctx context.Context, c *Client, cmd *Command, args [][]byte, parsed parsedCall) (Reply, bool) {
 	switch cmd.Name {
 	case "CLIENT", "EXEC":
 		return nil, false // CACHING sets the flag; EXEC uses the transaction's
@@ -311,7 +311,7 @@ func (d *Dispatcher) tracked(ctx context.Context, c *Client, cmd *Command, args,
 	if t == nil || cmd.Flags&(Reads|Writes) == 0 {
 		return nil, false
 	}
-	keys := commandKeys(cmd, args, parsed)
+	keys := commandKeys(cmd, args, parsed.keys)
 	if len(keys) == 0 {
 		return nil, false
 	}

@@ -132,7 +132,7 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	out := make(Array, 0, len(tx.queue))
 	for _, op := range tx.queue {
 		if op.read != nil {
-			out = append(out, op.read.call(d, ctx, c, op.args, nil)) // reads have no keys column
+			out = append(out, unwrap(op.read.call(d, ctx, c, op.args, parsedCall{}))) // reads have no keys column
 			continue
 		}
 		token := *tx.watched[op.key]
@@ -142,11 +142,11 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 		} else {
 			r = d.extendToken(ctx, op.key, token, op.ttl)
 		}
-		switch r {
+		switch unwrap(r) {
 		case Int(0), Null{}:
-			return NullArray{}
+			return nullArrayNotHeld
 		}
-		if _, isErr := r.(Error); isErr {
+		if _, isErr := unwrap(r).(Error); isErr {
 			return r
 		}
 		out = append(out, Int(1))

@@ -49,7 +49,7 @@ func TestPlanBuiltKeys(t *testing.T) {
 		if got := d.Plan(args("EVAL", src, "1", "dk", "v"), false); !got.Barrier {
 			t.Errorf("Plan(EVAL %q) before analysis = %+v, want a barrier", src, got)
 		}
-		s := d.scripts.add([]byte(src))
+		s := d.scripts.add([]byte(src), "")
 		s.analysis()
 		if got := d.Plan(args("EVALSHA", s.sha, "1", "dk", "v"), false); got.Barrier != (src == built) {
 			t.Errorf("Plan(EVALSHA of %q) = %+v", src, got)

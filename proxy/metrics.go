@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/redlock-proxy/redlock-proxy/commands"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
@@ -67,7 +68,10 @@ type backendChildren struct {
 	errs  prometheus.Counter
 }
 
-type opKey struct{ cmd, dialect, result string }
+type opKey struct {
+	cmd, dialect string
+	result       commands.Outcome
+}
 
 // NewMetrics builds the registry with the lock operation and backend call
 // metrics, the build info of version, and the Go and process collectors.
@@ -171,9 +175,10 @@ func (c refusalCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Observe counts one command; it has commands.Options.Observe's
-// signature. Commands of no lock dialect (PING, INFO, …) are not counted.
-func (m *Metrics) Observe(cmd, dialect, result string, d time.Duration) {
+// Observe counts one command by the outcome its handler gave; it has
+// commands.Options.Observe's signature. Commands of no lock dialect
+// (PING, INFO, …) are not counted.
+func (m *Metrics) Observe(cmd, dialect string, result commands.Outcome, d time.Duration) {
 	if dialect == "" {
 		return
 	}
@@ -185,7 +190,7 @@ func (m *Metrics) Observe(cmd, dialect, result string, d time.Duration) {
 	if !okC || !okH {
 		m.mu.Lock()
 		if c, okC = m.opsBy[k]; !okC {
-			c = m.ops.WithLabelValues(cmd, dialect, result)
+			c = m.ops.WithLabelValues(cmd, dialect, result.String())
 			m.opsBy[k] = c
 		}
 		if h, okH = m.latByOp[cmd]; !okH {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/commands"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
@@ -88,11 +89,11 @@ func TestMetricsExposition(t *testing.T) {
 		Clients:  func() int { return 7 },
 		Waiters:  func() int { return 2 },
 	})
-	m.Observe("lock", "native", "ok", time.Millisecond)
-	m.Observe("lock", "native", "ok", 3*time.Millisecond)
-	m.Observe("lock", "native", "held", time.Millisecond)
-	m.Observe("set", "legacy", "noquorum", time.Millisecond)
-	m.Observe("ping", "", "ok", time.Millisecond) // no lock dialect: not counted
+	m.Observe("lock", "native", commands.ResultOK, time.Millisecond)
+	m.Observe("lock", "native", commands.ResultOK, 3*time.Millisecond)
+	m.Observe("lock", "native", commands.ResultHeld, time.Millisecond)
+	m.Observe("set", "legacy", commands.ResultNoQuorum, time.Millisecond)
+	m.Observe("ping", "", commands.ResultOK, time.Millisecond) // no lock dialect: not counted
 	m.ObserveBackend("10.0.0.1:6379", time.Millisecond, nil)
 	m.ObserveBackend("10.0.0.1:6379", time.Millisecond, errors.New("i/o timeout"))
 	_, body := get(t, m.Handler(), "/metrics")
@@ -167,8 +168,8 @@ func TestMetricsMigrate(t *testing.T) {
 func TestMetricsObserveAllocs(t *testing.T) {
 	m := NewMetrics("test")
 	m.Watch(MetricsSources{Backends: fiveBackends(5)})
-	m.Observe("unlock", "native", "ok", time.Millisecond)
-	if n := testing.AllocsPerRun(200, func() { m.Observe("unlock", "native", "ok", time.Millisecond) }); n != 0 {
+	m.Observe("unlock", "native", commands.ResultOK, time.Millisecond)
+	if n := testing.AllocsPerRun(200, func() { m.Observe("unlock", "native", commands.ResultOK, time.Millisecond) }); n != 0 {
 		t.Fatalf("Observe allocates %v times per call", n)
 	}
 	m.ObserveBackend("10.0.0.1:6379", time.Millisecond, nil)

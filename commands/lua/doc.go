@@ -58,7 +58,7 @@
 //
 // # Recognition: by behaviour, not by text
 //
-// The catalog matched exact bytes, so a space after a comma lost a script.
+// Matching a script's exact bytes loses it to a space after a comma.
 // Matching the syntax tree instead would still have to list the equivalent
 // forms (== false or not, an early return 0 or an else, locals or inline
 // calls, redis.call aliased or pcall'd, PEXPIRE or SET XX PX or EXPIRE in
@@ -128,7 +128,9 @@
 //     string literal, or with ARGV[n]; then Vote.ArgCommands lists n and
 //     Vote.CheckArgv checks the name and its key arguments for each call.
 //     The list holds no command whose answer is each backend's own given
-//     the same data (ownAnswer: random picks, unordered replies, cursors).
+//     the same data (ownAnswer: random picks, unordered replies, cursors);
+//     an unordered reply (SMEMBERS, HGETALL) may only be the script's own
+//     reply, which the vote compares as a set or map (reply.go).
 //   - Every key argument (by the command's key positions: first, last and
 //     step as in Redis's key specs, numkeys counts) comes from KEYS:
 //     KEYS[i] for any i, a loop variable over ipairs/pairs(KEYS),

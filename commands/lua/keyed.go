@@ -28,6 +28,9 @@ type KeyCommand struct {
 	// (Last -1: the last argument); all 0 for a command whose keys follow
 	// a count (ZUNION 2 k1 k2).
 	First, Last, Step int
+	// NumKeys is the position of a count of the keys that follow it
+	// (ZUNION: 1, ZUNIONSTORE: 2); 0: none.
+	NumKeys int
 
 	keys keySpec
 }
@@ -79,7 +82,7 @@ var keyCommands = func() []KeyCommand {
 			panic("lua: no arity for " + c.name)
 		}
 		k := KeyCommand{Name: c.name, Arity: n, Writes: c.flags&fWrite != 0, keys: c.keys,
-			First: c.keys.first, Last: c.keys.last, Step: c.keys.step}
+			First: c.keys.first, Last: c.keys.last, Step: c.keys.step, NumKeys: c.keys.numkeys}
 		if unordered {
 			k.Unordered, k.Pairs = c.name != "HGETALL", c.name == "HGETALL"
 		}

@@ -9,7 +9,8 @@
 // alike), Release, ReleaseKeys and Extend — and the data operations of
 // the single-Redis dialect (data.go: Write, CompareAndSet, GetSet, Get,
 // Read, Exists, Delete, Expire, Persist, FlushAll, Incr, and Vote for
-// scripts and sorted-set commands run by vote; Set and ExpireIf for SET
+// scripts and the commands run by vote as a script (ZREM, ZCARD, the keyed
+// commands); Set and ExpireIf for SET
 // XX/KEEPTTL and EXPIRE's NX/XX/GT/LT, a quorum read and then the write
 // it calls for, not atomic across the two), the list signals and
 // PUBLISH (lists.go), and reports the backends' health (Backends). Each

@@ -18,9 +18,9 @@
 //   - Tracking: NewWatcher(invalidate) returns a Watcher; Track(ctx, keys)
 //     before a read, Wrote(keys) before a NOLOOP client's write,
 //     Broadcast(ctx, prefixes) for BCAST mode, Close.
-//   - Pops: Pop(ctx, PopRequest) answers a BLPOP/BRPOP.
-//   - Publishing is not here: a PUBLISH is sent to the backends like any
-//     other command (redlock.Redlock.DoAll).
+//   - Pops: Pop(ctx, PopRequest) answers a BLPOP, BRPOP or BLMOVE's pop.
+//   - Publishing is not here: a PUBLISH goes to the backends through
+//     lease.Manager.Publish (redlock.Redlock.DoAll).
 //
 // # Connections
 //
