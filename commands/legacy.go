@@ -12,16 +12,6 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
-// ttlUntil is the time left until the Unix time n (in unit: time.Second or
-// time.Millisecond) on this proxy's clock, as a ttl within [min_ttl,
-// max_ttl].
-func (d *Dispatcher) ttlUntil(n int64, unit time.Duration) (time.Duration, Reply) {
-	if unit == time.Second {
-		return d.checkTTL(time.Until(time.Unix(n, 0))) // Sub saturates: no overflow
-	}
-	return d.checkTTL(time.Until(time.UnixMilli(n)))
-}
-
 // ttlIn is n units as a ttl within [min_ttl, max_ttl]. The range is checked
 // before multiplying, so no n, however large, wraps around into range.
 func (d *Dispatcher) ttlIn(n int64, unit time.Duration) (time.Duration, Reply) {
