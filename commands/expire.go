@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
@@ -250,34 +251,22 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	return boolInt(done)
 }
 
-// expireCond reads EXPIRE's options, with Redis's errors.
-func expireCond(opts [][]byte) (lease.ExpireCond, Reply) {
-	var nx, xx, gt, lt bool
-	for _, o := range opts {
-		switch option(o) {
-		case "NX":
-			nx = true
-		case "XX":
-			xx = true
-		case "GT":
-			gt = true
-		case "LT":
-			lt = true
-		default:
-			return 0, Errorf("ERR Unsupported option %s", o)
-		}
+// expireCond reads EXPIRE's options (lua.ParseExpireOptions, Redis's
+// rule and errors) as a lease.ExpireCond.
+func expireCond(args [][]byte) (lease.ExpireCond, Reply) {
+	opts := make([]string, len(args))
+	for i, a := range args {
+		opts[i] = string(a)
 	}
-	switch {
-	case nx && (xx || gt || lt):
-		return 0, Error("ERR NX and XX, GT or LT options at the same time are not compatible")
-	case gt && lt:
-		return 0, Error("ERR GT and LT options at the same time are not compatible")
+	o, err := lua.ParseExpireOptions(opts)
+	if err != nil {
+		return 0, Error(err.Error())
 	}
 	var cond lease.ExpireCond
 	for _, f := range []struct {
 		on   bool
 		flag lease.ExpireCond
-	}{{nx, lease.ExpireNX}, {xx, lease.ExpireXX}, {gt, lease.ExpireGT}, {lt, lease.ExpireLT}} {
+	}{{o.NX, lease.ExpireNX}, {o.XX, lease.ExpireXX}, {o.GT, lease.ExpireGT}, {o.LT, lease.ExpireLT}} {
 		if f.on {
 			cond |= f.flag
 		}

@@ -105,10 +105,9 @@ func (s *store) del(k string) bool {
 
 // Replies the model shares with Redis 7.
 var (
-	okReply      = StatusValue("OK")
-	errSyntax    = ErrorValue("ERR syntax error")
-	errNotInt    = ErrorValue("ERR value is not an integer or out of range")
-	errExpireOpt = ErrorValue("ERR NX and XX, GT or LT options at the same time are not compatible")
+	okReply   = StatusValue("OK")
+	errSyntax = ErrorValue("ERR syntax error")
+	errNotInt = ErrorValue("ERR value is not an integer or out of range")
 )
 
 func arity(name string) Value {
@@ -371,27 +370,13 @@ func (s *store) getex(a []string) Value {
 
 // EXPIRE key t [NX|XX|GT|LT], and PEXPIRE, EXPIREAT, PEXPIREAT.
 func (s *store) expire(name string, a []string) Value {
+	opts, err := ParseExpireOptions(a[2:]) // first, as Redis reads them
+	if err != nil {
+		return ErrorValue(err.Error())
+	}
 	n, err := parseInt(a[1])
 	if err != nil {
 		return errNotInt
-	}
-	var nx, xx, gt, lt bool
-	for _, o := range a[2:] {
-		switch strings.ToUpper(o) {
-		case "NX":
-			nx = true
-		case "XX":
-			xx = true
-		case "GT":
-			gt = true
-		case "LT":
-			lt = true
-		default:
-			return ErrorValue("ERR Unsupported option " + o)
-		}
-	}
-	if (nx && (xx || gt || lt)) || (gt && lt) {
-		return errExpireOpt
 	}
 	at, ok := expireAt(n, name == "EXPIRE" || name == "EXPIREAT", name == "EXPIREAT" || name == "PEXPIREAT")
 	if !ok {
@@ -401,10 +386,7 @@ func (s *store) expire(name string, a []string) Value {
 	if !exists {
 		return IntValue(0)
 	}
-	switch {
-	case nx && e.exp != 0, xx && e.exp == 0:
-		return IntValue(0)
-	case gt && (e.exp == 0 || at <= e.exp), lt && e.exp != 0 && at >= e.exp:
+	if !opts.Allows(e.exp, at) {
 		return IntValue(0)
 	}
 	if at <= modelNow {
