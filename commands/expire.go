@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -156,7 +155,7 @@ func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
 // the command in Redis's error texts. As Redis, a count of 0 or less, or
 // one that overflows once in ms from the epoch, is an invalid expire time.
 func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string) (time.Duration, bool, Reply) {
-	n, err := strconv.ParseInt(string(arg), 10, 64)
+	n, err := lua.ParseInt(string(arg))
 	if err != nil {
 		return 0, false, errNotInteger
 	}
@@ -224,7 +223,7 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	if r != nil {
 		return r
 	}
-	n, err := strconv.ParseInt(string(args[2]), 10, 64)
+	n, err := lua.ParseInt(string(args[2]))
 	if err != nil {
 		return errNotInteger
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
@@ -117,7 +117,11 @@ func (d *Dispatcher) getset(ctx context.Context, c *Client, args [][]byte) Reply
 
 func (d *Dispatcher) getSet(ctx context.Context, key, value string, ttl time.Duration) Reply {
 	old, err := d.leases.GetSet(ctx, key, value, ttl)
-	if err != nil {
+	var te *lease.TypeError
+	switch {
+	case errors.As(err, &te):
+		return errWrongType
+	case err != nil:
 		return d.lockError(err)
 	}
 	return valueReply(old)
@@ -222,7 +226,7 @@ func expireArgs(args [][]byte) (int64, time.Duration, Reply) {
 	if len(args) > 3 {
 		return 0, 0, Errorf(errNotSupported, strings.ToUpper(string(args[0]))+" "+strings.ToUpper(string(args[3])))
 	}
-	n, err := strconv.ParseInt(string(args[2]), 10, 64)
+	n, err := lua.ParseInt(string(args[2]))
 	if err != nil {
 		return 0, 0, errNotInteger
 	}

@@ -270,7 +270,7 @@ func (s keySpec) firstFailing(args []arg, tail *arg, ok func(arg) bool) int {
 		if !ok {
 			return 0
 		}
-		n, err := parseInt(a.literal)
+		n, err := ParseInt(a.literal)
 		if !a.isLit || err != nil || n < 0 || n > int64(limit-s.numkeys) {
 			for p := s.numkeys + 1; p <= limit; p++ {
 				if !check(p) {

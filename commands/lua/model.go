@@ -118,8 +118,10 @@ func badExpire(name string) Value {
 	return ErrorValue("ERR invalid expire time in '" + strings.ToLower(name) + "' command")
 }
 
-// parseInt reads an integer as Redis does: decimal, no spaces, no '+'.
-func parseInt(s string) (int64, error) {
+// ParseInt reads an integer as Redis does (string2ll): decimal, no
+// spaces, no '+', no leading zero, no "-0"; the proxy's own commands read
+// their counts with it too.
+func ParseInt(s string) (int64, error) {
 	if s == "" || s[0] == '+' || (len(s) > 1 && s[0] == '0') || strings.HasPrefix(s, "-0") {
 		return 0, strconv.ErrSyntax
 	}
@@ -160,7 +162,7 @@ func (s *store) do(args []string) (Value, error) {
 		s.set(a[0], entry{val: a[1]})
 		return IntValue(1), nil
 	case "SETEX", "PSETEX":
-		n, err := parseInt(a[1])
+		n, err := ParseInt(a[1])
 		if err != nil {
 			return errNotInt, nil
 		}
@@ -286,7 +288,7 @@ func (s *store) setCmd(a []string) Value {
 			}
 			unit = opt
 			i++
-			v, err := parseInt(a[i])
+			v, err := ParseInt(a[i])
 			if err != nil {
 				return errNotInt
 			}
@@ -343,7 +345,7 @@ func (s *store) getex(a []string) Value {
 		if opt != "EX" && opt != "PX" && opt != "EXAT" && opt != "PXAT" {
 			return errSyntax
 		}
-		n, err := parseInt(a[2])
+		n, err := ParseInt(a[2])
 		if err != nil {
 			return errNotInt
 		}
@@ -374,7 +376,7 @@ func (s *store) expire(name string, a []string) Value {
 	if err != nil {
 		return ErrorValue(err.Error())
 	}
-	n, err := parseInt(a[1])
+	n, err := ParseInt(a[1])
 	if err != nil {
 		return errNotInt
 	}
