@@ -192,8 +192,11 @@ func expireMillis(n int64, seconds, relative bool) (int64, bool) {
 
 // expiryTTL is the ttl of a deadline when (ms from the epoch), from the
 // count n the client gave: expired when the deadline is now or past, else
-// within [min_ttl, max_ttl] (a relative count is checked as today's
-// ttlIn, before multiplying).
+// within [min_ttl, max_ttl] (a relative count is checked as ttlIn, before
+// multiplying). A deadline less than min_ttl ahead is taken as now: Redis
+// answers it as it answers a past one, and the key, which would live
+// those few ms, goes at once (no write lands after it, no lock is granted
+// for less than min_ttl).
 func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative bool) (time.Duration, bool, Reply) {
 	unit := time.Millisecond
 	if seconds {
@@ -207,7 +210,7 @@ func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative bool) (time.Dura
 		return ttl, false, r
 	}
 	left := when - time.Now().UnixMilli()
-	if left <= 0 {
+	if left < d.opts.MinTTL.Milliseconds() {
 		return 0, true, nil
 	}
 	ttl, r := d.checkTTL(time.Duration(left) * time.Millisecond)

@@ -59,6 +59,12 @@ var expireEdges = []optCase{
 		st("SET", "$k", "w", "EX", "+10"), st("SET", "$k", "w", "PX", "010"), st("SET", "$k", "w", "EXAT", "-0"), st("SET", "$k", "w", "PXAT", " 1"), st("GET", "$k")}},
 	{"another type", []optStep{st("HSET", "$k", "f", "v"), st("EXPIRE", "$k", "20"), near(2, "TTL", "$k"), near(2, "EXPIRETIME", "$k"), st("EXPIRE", "$k", "10", "GT"), st("PEXPIRE", "$k", "10000", "LT"), near(2000, "PTTL", "$k"), st("PEXPIREAT", "$k", "1", "XX"), st("EXISTS", "$k")}},
 	{"EXPIRETIME after an expiry is taken away", []optStep{st("SET", "$k", "v", "EX", "20"), st("SET", "$k", "w"), st("EXPIRETIME", "$k"), st("PEXPIRETIME", "$k"), st("DEL", "$k"), st("EXPIRETIME", "$k"), st("PEXPIRETIME", "$k")}},
+	{"deadlines a few ms ahead", []optStep{
+		st("SET", "$k", "v"), st("PEXPIREAT", "$k", "{ms+3}"), st("SET", "$k", "v"), st("EXPIREAT", "$k", "{s+0}", "LT"), st("EXISTS", "$k"),
+		st("SET", "$k", "v", "PXAT", "{ms+3}"), st("SET", "$k", "v", "PX", "20000"), st("SET", "$k", "v", "XX", "PXAT", "{ms+3}"),
+		st("SET", "$k", "v", "PX", "20000"), st("SET", "$k", "w", "GET", "PXAT", "{ms+3}"), st("SET", "$k", "v", "PX", "20000"), st("SET", "$k", "w", "NX", "PXAT", "{ms+3}")}},
+	{"a deadline a few ms ahead with NX", []optStep{st("SET", "$k", "v", "NX", "PXAT", "{ms+3}")}},
+	{"a deadline a few ms ahead with NX GET", []optStep{st("SET", "$k", "v", "NX", "GET", "PXAT", "{ms+3}")}},
 	{"EXPIRE zero, negative, on absent", []optStep{st("EXPIRE", "$k", "0"), st("PEXPIRE", "$k", "-1"), st("EXPIREAT", "$k", "{s-10}"), st("EXISTS", "$k")}},
 }
 
