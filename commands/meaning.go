@@ -110,14 +110,8 @@ func (d *Dispatcher) acquireOrExtend(ctx context.Context, m *lua.Meaning, keys [
 		}
 		_, err = d.leases.Extend(ctx, keys, token, ttl, mode)
 	}
-	var qe *redlock.QuorumError
 	switch {
 	case err == nil:
-		return true, nil
-	case m.Op == lua.OpExtend && m.At && errors.As(err, &qe) && errors.Is(err, redlock.ErrNotHeld) && qe.Granted >= qe.Quorum:
-		// A quorum held the keys and now ends them at the client's own
-		// deadline, too near for any validity to remain after the drift
-		// allowance: done, as one Redis answers it.
 		return true, nil
 	case errors.Is(err, redlock.ErrHeld), errors.Is(err, redlock.ErrNotHeld):
 		return false, nil

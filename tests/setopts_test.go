@@ -267,12 +267,4 @@ func TestScriptDeadlines(t *testing.T) {
 		t.Errorf("an extend script was not recognised:\n%s", p.Log())
 	}
 
-	// With min_ttl at 1 ms, a deadline a few ms ahead is carried out as an
-	// extend whose validity (less the drift allowance) is used up at once:
-	// a quorum set the expiry, so it answers as Redis does.
-	low := testkit.Dial(t, startProxy(t, startCluster(t, 3), `min_ttl = "1ms"`).Addr())
-	runOptCases(t, ref, low, "USEDUP", []optCase{
-		{"PEXPIREAT 2 ms ahead", []optStep{st("SET", "$k", "t", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "{ms+2}")}},
-		{"PEXPIREAT 2 ms ahead, another owner", []optStep{st("SET", "$k", "u", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "{ms+2}"), st("GET", "$k")}},
-	})
 }
