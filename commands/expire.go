@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
@@ -155,7 +155,7 @@ func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
 // the command in Redis's error texts. As Redis, a count of 0 or less, or
 // one that overflows once in ms from the epoch, is an invalid expire time.
 func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string) (time.Duration, bool, Reply) {
-	n, err := strconv.ParseInt(string(arg), 10, 64)
+	n, err := lua.ParseInt(string(arg))
 	if err != nil {
 		return 0, false, errNotInteger
 	}
@@ -192,8 +192,11 @@ func expireMillis(n int64, seconds, relative bool) (int64, bool) {
 
 // expiryTTL is the ttl of a deadline when (ms from the epoch), from the
 // count n the client gave: expired when the deadline is now or past, else
-// within [min_ttl, max_ttl] (a relative count is checked as today's
-// ttlIn, before multiplying).
+// within [min_ttl, max_ttl] (a relative count is checked as ttlIn, before
+// multiplying). A deadline less than min_ttl ahead is taken as now: Redis
+// answers it as it answers a past one, and the key, which would live
+// those few ms, goes at once (no write lands after it, no lock is granted
+// for less than min_ttl).
 func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative bool) (time.Duration, bool, Reply) {
 	unit := time.Millisecond
 	if seconds {
@@ -207,7 +210,7 @@ func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative bool) (time.Dura
 		return ttl, false, r
 	}
 	left := when - time.Now().UnixMilli()
-	if left <= 0 {
+	if left < d.opts.MinTTL.Milliseconds() {
 		return 0, true, nil
 	}
 	ttl, r := d.checkTTL(time.Duration(left) * time.Millisecond)
@@ -223,7 +226,7 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	if r != nil {
 		return r
 	}
-	n, err := strconv.ParseInt(string(args[2]), 10, 64)
+	n, err := lua.ParseInt(string(args[2]))
 	if err != nil {
 		return errNotInteger
 	}
@@ -250,34 +253,22 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	return didReply(done)
 }
 
-// expireCond reads EXPIRE's options, with Redis's errors.
-func expireCond(opts [][]byte) (lease.ExpireCond, Reply) {
-	var nx, xx, gt, lt bool
-	for _, o := range opts {
-		switch option(o) {
-		case "NX":
-			nx = true
-		case "XX":
-			xx = true
-		case "GT":
-			gt = true
-		case "LT":
-			lt = true
-		default:
-			return 0, Errorf("ERR Unsupported option %s", o)
-		}
+// expireCond reads EXPIRE's options (lua.ParseExpireOptions, Redis's
+// rule and errors) as a lease.ExpireCond.
+func expireCond(args [][]byte) (lease.ExpireCond, Reply) {
+	opts := make([]string, len(args))
+	for i, a := range args {
+		opts[i] = string(a)
 	}
-	switch {
-	case nx && (xx || gt || lt):
-		return 0, Error("ERR NX and XX, GT or LT options at the same time are not compatible")
-	case gt && lt:
-		return 0, Error("ERR GT and LT options at the same time are not compatible")
+	o, err := lua.ParseExpireOptions(opts)
+	if err != nil {
+		return 0, Error(err.Error())
 	}
 	var cond lease.ExpireCond
 	for _, f := range []struct {
 		on   bool
 		flag lease.ExpireCond
-	}{{nx, lease.ExpireNX}, {xx, lease.ExpireXX}, {gt, lease.ExpireGT}, {lt, lease.ExpireLT}} {
+	}{{o.NX, lease.ExpireNX}, {o.XX, lease.ExpireXX}, {o.GT, lease.ExpireGT}, {o.LT, lease.ExpireLT}} {
 		if f.on {
 			cond |= f.flag
 		}

@@ -64,6 +64,14 @@ func TestKeyedByVote(t *testing.T) {
 			t.Errorf("%q = %q, want the reason", cmd, got)
 		}
 	}
+	// The reason is the command's, not a script's.
+	for _, cmd := range [][]string{{"MONITOR"}, {"RENAME", "a", "b"}, {"DEBUG", "SLEEP", "0"}, {"MEMORY", "USAGE", "k"}} {
+		got := do(d, c, cmd...)
+		if !strings.HasPrefix(got, "-ERR redlock-proxy cannot serve this command: "+cmd[0]+" ") ||
+			strings.Contains(got, "script") || strings.Contains(got, "key-local") {
+			t.Errorf("%q = %q, want the reason for a command", cmd, got)
+		}
+	}
 	if got := do(d, c, "NOSUCHCMD", "x"); !strings.HasPrefix(got, "-ERR unknown command 'NOSUCHCMD'") {
 		t.Errorf("NOSUCHCMD = %q", got)
 	}

@@ -4,23 +4,13 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
-
-// ttlUntil is the time left until the Unix time n (in unit: time.Second or
-// time.Millisecond) on this proxy's clock, as a ttl within [min_ttl,
-// max_ttl].
-func (d *Dispatcher) ttlUntil(n int64, unit time.Duration) (time.Duration, Reply) {
-	if unit == time.Second {
-		return d.checkTTL(time.Until(time.Unix(n, 0))) // Sub saturates: no overflow
-	}
-	return d.checkTTL(time.Until(time.UnixMilli(n)))
-}
 
 // ttlIn is n units as a ttl within [min_ttl, max_ttl]. The range is checked
 // before multiplying, so no n, however large, wraps around into range.
@@ -132,7 +122,11 @@ func (d *Dispatcher) getset(ctx context.Context, c *Client, args [][]byte) Reply
 // getSet writes value and answers the value it replaced, or absent.
 func (d *Dispatcher) getSet(ctx context.Context, key, value string, ttl time.Duration, absent Reply) Reply {
 	old, err := d.leases.GetSet(ctx, key, value, ttl)
-	if err != nil {
+	var te *lease.TypeError
+	switch {
+	case errors.As(err, &te):
+		return errWrongType
+	case err != nil:
 		return d.lockError(err)
 	}
 	return valueReply(old, absent)
@@ -238,7 +232,7 @@ func expireArgs(args [][]byte) (int64, time.Duration, Reply) {
 	if len(args) > 3 {
 		return 0, 0, Errorf(errNotSupported, strings.ToUpper(string(args[0]))+" "+strings.ToUpper(string(args[3])))
 	}
-	n, err := strconv.ParseInt(string(args[2]), 10, 64)
+	n, err := lua.ParseInt(string(args[2]))
 	if err != nil {
 		return 0, 0, errNotInteger
 	}

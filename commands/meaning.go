@@ -19,19 +19,34 @@ import (
 
 // scriptTTL is a recognised script's ttl argument n as a ttl within
 // [min_ttl, max_ttl]: n units, or with m.At the time left until the Unix
-// time n (read on this proxy's clock, as SET … PXAT is).
-func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning) (time.Duration, Reply) {
+// time n (read on this proxy's clock, as SET … PXAT is). near reports a
+// deadline less than min_ttl away, now, past, or beyond what Redis
+// accepts: no lock the proxy could grant or extend, but a call one Redis
+// answers (it sets the expiry for those few ms, deletes the key, or
+// refuses the time). A deadline beyond max_ttl is the ttl range error, as
+// for any write.
+func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning) (ttl time.Duration, near bool, r Reply) {
 	if !m.At {
-		return d.ttlIn(n, m.Unit)
+		ttl, r = d.ttlIn(n, m.Unit)
+		return ttl, false, r
 	}
-	if n <= 0 {
-		return 0, Errorf(errTTLRange, n, d.opts.MinTTL.Milliseconds(), d.opts.MaxTTL.Milliseconds())
+	when, ok := expireMillis(n, m.Unit == time.Second, false)
+	if !ok {
+		return 0, true, nil
 	}
-	return d.ttlUntil(n, m.Unit)
+	left := time.Until(time.UnixMilli(when))
+	if left < d.opts.MinTTL {
+		return left, true, nil
+	}
+	ttl, r = d.checkTTL(left)
+	return ttl, false, r
 }
 
-// carryOut runs m (already selected for argv) over keys.
-func (d *Dispatcher) carryOut(ctx context.Context, a *lua.Analysis, m *lua.Meaning, keys, argv []string) Reply {
+// carryOut runs m (already selected for argv) over keys. A deadline too
+// near to carry out (scriptTTL) runs the script itself by vote instead, so
+// that every backend answers it as one Redis does (its keys' waiters
+// wake); where only recognised scripts run, it is the ttl range error.
+func (d *Dispatcher) carryOut(ctx context.Context, s *script, m *lua.Meaning, keys, argv []string) Reply {
 	covered := m.KeysOf(keys)
 	switch m.Op {
 	case lua.OpAcquire, lua.OpExtend:
@@ -42,9 +57,15 @@ func (d *Dispatcher) carryOut(ctx context.Context, a *lua.Analysis, m *lua.Meani
 		if err != nil {
 			return errNotInteger
 		}
-		ttl, r := d.scriptTTL(n, m)
-		if r != nil {
+		ttl, near, r := d.scriptTTL(n, m)
+		switch {
+		case r != nil:
 			return r
+		case near && d.opts.RecognisedOnly:
+			return Errorf(errTTLRange, ttl.Milliseconds(), d.opts.MinTTL.Milliseconds(), d.opts.MaxTTL.Milliseconds())
+		case near:
+			d.log.Debug("recognised script runs by vote: its deadline is less than min_ttl away", "sha1", s.sha)
+			return d.runVote(ctx, s, keys, argv)
 		}
 		ok, r := d.acquireOrExtend(ctx, m, covered, m.TokenOf(argv), ttl)
 		if r != nil {
@@ -61,12 +82,12 @@ func (d *Dispatcher) carryOut(ctx context.Context, a *lua.Analysis, m *lua.Meani
 			return d.lockError(err)
 		}
 		outcomes := make([]lua.Outcome, len(states))
-		for i, s := range states {
-			outcomes[i] = releaseOutcome(s)
+		for i, st := range states {
+			outcomes[i] = releaseOutcome(st)
 		}
 		return luaReply(m.ReleaseReply(outcomes, len(keys)))
 	case lua.OpRead:
-		return d.evalRead(ctx, a, keys, argv)
+		return d.evalRead(ctx, s.analysis(), keys, argv)
 	}
 	return errInternal
 }

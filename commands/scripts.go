@@ -249,7 +249,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 				refusal = ResultHeld
 			}
 			if len(argv) >= m.Args && len(keys) > 0 {
-				return d.carryOut(ctx, a, m, keys, argv)
+				return d.carryOut(ctx, s, m, keys, argv)
 			}
 		}
 	}
@@ -297,6 +297,11 @@ func (d *Dispatcher) vote(ctx context.Context, s *script, keys, argv []string) R
 	s.voteLogged.Do(func() {
 		d.log.Info("script runs by vote on every backend", "sha1", s.sha, "why", s.a.NotRecognised)
 	})
+	return d.runVote(ctx, s, keys, argv)
+}
+
+// runVote is vote without its log line.
+func (d *Dispatcher) runVote(ctx context.Context, s *script, keys, argv []string) Reply {
 	v, err := d.leases.Vote(ctx, s.run, keys, argv, s.a.Vote.Writes) // a release by script wakes the keys' waiters
 	if err != nil {
 		return d.lockError(err)

@@ -331,7 +331,8 @@ func TestScriptsSelectZero(t *testing.T) {
 // TestScriptsUntilDeadline: a script whose ttl argument is a Unix time
 // (SET NX PXAT, PEXPIREAT: rueidislock's shape, in our spelling) is
 // recognised and runs as a quorum operation whose ttl is the time left
-// until that deadline on the proxy's clock, within [min_ttl, max_ttl].
+// until that deadline on the proxy's clock, within [min_ttl, max_ttl]; a
+// deadline nearer than min_ttl, or past, runs the script by vote.
 func TestScriptsUntilDeadline(t *testing.T) {
 	const take = `local ok = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', ARGV[2])
 redis.call('GET', KEYS[1])
@@ -357,9 +358,22 @@ return redis.call('PEXPIREAT', KEYS[1], ARGV[2])`
 	if n < 3 {
 		t.Fatalf("the extend until the deadline reached %d backends", n)
 	}
-	if got := do(d, c, "EVAL", take, "1", "p", "tok", past); !strings.HasPrefix(got, "-ERR ttl -") {
-		t.Fatalf("a deadline in the past = %q, want the ttl range error", got)
+	// A deadline past is no lock to take: the script runs by vote, as on
+	// one Redis (OK, the key gone at once); only recognised scripts: the
+	// ttl range error.
+	if got := do(d, c, "EVAL", take, "1", "p", "tok", past); got != "+OK\r\n" {
+		t.Fatalf("a deadline in the past = %q, want Redis's +OK", got)
 	}
+	for i, m := range mrs {
+		if m.Exists("p") {
+			t.Errorf("backend %d holds the key taken until a past deadline", i)
+		}
+	}
+	d.opts.RecognisedOnly = true
+	if got := do(d, c, "EVAL", take, "1", "p", "tok", past); !strings.HasPrefix(got, "-ERR ttl -") {
+		t.Fatalf("a deadline in the past, only recognised scripts = %q, want the ttl range error", got)
+	}
+	d.opts.RecognisedOnly = false
 	if got := do(d, c, "EVAL", take, "1", "f", "tok", at(10*60_000)); !strings.HasPrefix(got, "-ERR ttl ") {
 		t.Fatalf("a deadline beyond max_ttl = %q, want the ttl range error", got)
 	}

@@ -185,8 +185,10 @@ func (r *Redlock) ack(ctx context.Context, op string, d time.Duration, args []an
 // value (absent: Exists false) only when a quorum of nodes returned the
 // same one, and otherwise Value{Exists: true, Data: value}, what this call
 // wrote, so that a legacy "has the old timestamp expired?" test fails
-// safely. It waits for every node, each within its deadline, and fails
-// with ErrNoQuorum when fewer than a quorum acknowledged.
+// safely. A node where key is of another type writes nothing and returns
+// it (Value.Type), as GETSET refuses it. It waits for every node, each
+// within its deadline, and fails with ErrNoQuorum when fewer than a quorum
+// acknowledged.
 func (r *Redlock) GetSet(ctx context.Context, key, value string, ttl time.Duration) (Value, error) {
 	if err := checkKeys(ctx, "getset", []string{key}); err != nil {
 		return Value{}, err

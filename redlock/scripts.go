@@ -121,10 +121,14 @@ return out`)
 
 // getSetScript sets KEYS[1] to ARGV[1] (with a ttl of ARGV[2] ms when
 // that is positive) and returns the old value: {1, value, pttl}, or {0}
-// when absent.
+// when absent. A key of another type is left as it is: {2, type, pttl}.
 var getSetScript = NewScript(`
-local old = redis.call("GET", KEYS[1])
+local kind = redis.call("TYPE", KEYS[1]).ok
 local left = redis.call("PTTL", KEYS[1])
+if kind ~= "none" and kind ~= "string" then
+	return {2, kind, left}
+end
+local old = redis.call("GET", KEYS[1])
 if tonumber(ARGV[2]) > 0 then
 	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 else

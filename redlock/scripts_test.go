@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"os/exec"
 	"slices"
 	"testing"
@@ -133,10 +132,13 @@ func checkScripts(t *testing.T, addr string) {
 	if err != nil || !lv.Exists || lv.Type != "list" || lv.Data != "" || lv.PTTL <= 0 || lv.PTTL > time.Minute {
 		t.Fatalf("Read of a list = %+v, %v; want a list with a ttl", lv, err)
 	}
-	// A script error is a node error, not a panic or a wrong answer.
-	_, err = r.GetSet(ctx, "list", "v", 0)
-	var qe *QuorumError
-	if !errors.As(err, &qe) || len(qe.Errs) != 1 {
-		t.Fatalf("GetSet of a list = %v", err)
+	// GetSet leaves a key of another type as it is and returns its type
+	// (GETSET's WRONGTYPE).
+	gv, err := r.GetSet(ctx, "list", "v", 0)
+	if err != nil || !gv.Exists || gv.Type != "list" {
+		t.Fatalf("GetSet of a list = %+v, %v; want the list's type", gv, err)
+	}
+	if kind, err := cl.Type(ctx, "list").Result(); kind != "list" || err != nil {
+		t.Fatalf("TYPE after GetSet of a list = %q, %v", kind, err)
 	}
 }

@@ -209,3 +209,62 @@ func TestSetExpireBeyondMaxTTL(t *testing.T) {
 		t.Errorf("PTTL after refusals: %d", ms)
 	}
 }
+
+// Lock scripts the proxy recognises as an extend until an absolute
+// deadline (PEXPIREAT, EXPIREAT, SET XX PXAT where the key holds the
+// token), called with deadlines a few ms ahead, now, past, zero and
+// negative, on keys held by the token, by another value, and absent.
+const (
+	pexpireatIfHeld = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIREAT", KEYS[1], ARGV[2]) end return 0`
+	expireatIfHeld  = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("expireat", KEYS[1], ARGV[2]) else return 0 end`
+	setPXATIfHeld   = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('set', KEYS[1], ARGV[1], 'XX', 'PXAT', ARGV[2]) end return false`
+)
+
+var deadlineCases = []optCase{
+	{"PEXPIREAT far ahead", []optStep{st("SET", "$k", "t", "PX", "5000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "{ms+30000}"), near(2000, "PTTL", "$k")}},
+	{"PEXPIREAT 2 ms ahead", []optStep{st("SET", "$k", "t", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "{ms+2}")}},
+	{"PEXPIREAT 5 ms ahead", []optStep{st("SET", "$k", "t", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "{ms+5}")}},
+	{"PEXPIREAT now", []optStep{st("SET", "$k", "t", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "{ms+0}"), st("EXISTS", "$k")}},
+	{"PEXPIREAT past", []optStep{st("SET", "$k", "t", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "{ms-1000}"), st("EXISTS", "$k")}},
+	{"PEXPIREAT 1, 0, negative", []optStep{
+		st("SET", "$k", "t", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "1"), st("EXISTS", "$k"),
+		st("SET", "$k", "t", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "0"), st("EXISTS", "$k"),
+		st("SET", "$k", "t", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "-5"), st("EXISTS", "$k")}},
+	{"PEXPIREAT past, another owner", []optStep{st("SET", "$k", "u", "PX", "20000"), st("EVAL", pexpireatIfHeld, "1", "$k", "t", "{ms-1000}"), st("GET", "$k"), near(2000, "PTTL", "$k")}},
+	{"PEXPIREAT past, absent", []optStep{st("EVAL", pexpireatIfHeld, "1", "$k", "t", "{ms-1000}"), st("EXISTS", "$k")}},
+	{"EXPIREAT past and now", []optStep{
+		st("SET", "$k", "t", "EX", "20"), st("EVAL", expireatIfHeld, "1", "$k", "t", "{s-10}"), st("EXISTS", "$k"),
+		st("SET", "$k", "t", "EX", "20"), st("EVAL", expireatIfHeld, "1", "$k", "t", "{s+0}"), st("EXISTS", "$k")}},
+	{"SET XX PXAT near and past", []optStep{
+		st("SET", "$k", "t", "PX", "20000"), st("EVAL", setPXATIfHeld, "1", "$k", "t", "{ms+3}"),
+		st("SET", "$k", "t", "PX", "20000"), st("EVAL", setPXATIfHeld, "1", "$k", "t", "{ms-1000}"), st("EXISTS", "$k"),
+		st("SET", "$k", "u", "PX", "20000"), st("EVAL", setPXATIfHeld, "1", "$k", "t", "{ms-1000}"), st("GET", "$k")}},
+}
+
+// TestScriptDeadlines: a recognised extend until an absolute deadline
+// answers as one Redis does however near the deadline: a few ms ahead it
+// extends (1), the key then expires; now or past it deletes a key the
+// token holds (1) and leaves another owner's.
+func TestScriptDeadlines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server processes")
+	}
+	ref := testkit.Dial(t, startRedis(t).Addr())
+	p := startProxy(t, startCluster(t, 3), "")
+	proxy := testkit.Dial(t, p.Addr())
+	runOptCases(t, ref, proxy, "DEADLINE", deadlineCases)
+	// The keys extended a few ms ahead expire.
+	for i, c := range deadlineCases {
+		if !strings.Contains(c.name, "ms ahead") && !strings.Contains(c.name, "near") {
+			continue
+		}
+		k := fmt.Sprintf("DEADLINE:%d:k", i)
+		testkit.Eventually(t, 5*time.Second, c.name+": the key expires", func() bool {
+			return proxy.Do("EXISTS", k) == int64(0) || proxy.Do("GET", k) == "u"
+		})
+	}
+	if strings.Contains(p.Log(), "script runs by vote on every backend") {
+		t.Errorf("an extend script was not recognised:\n%s", p.Log())
+	}
+
+}

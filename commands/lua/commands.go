@@ -160,8 +160,11 @@ func lookupUnordered(name string) (command, bool) {
 }
 
 // whyNot says, in words a user understands, why a command that is not on
-// the allow-list cannot run by vote.
-func whyNot(name string) string {
+// the allow-list cannot run by vote from a script.
+func whyNot(name string) string { return whyNotIn(name, true) }
+
+// whyNotIn is whyNot, in a script or (inScript false) sent as a command.
+func whyNotIn(name string, inScript bool) string {
 	up := strings.ToUpper(name)
 	if why, ok := ownAnswer[up]; ok {
 		if _, ok := unordered[up]; ok {
@@ -183,21 +186,35 @@ func whyNot(name string) string {
 	case "SORT", "SORT_RO":
 		return up + " can read keys named by its BY and GET patterns"
 	case "RENAME", "RENAMENX":
-		return up + notListed
+		return up + notListedIn(inScript)
 	case "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "XREAD", "XREADGROUP", "WAIT", "WAITAOF":
 		return up + " blocks"
 	case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR":
+		if !inScript && up == "MONITOR" {
+			return "MONITOR streams the commands one server runs, and behind the proxy each backend runs the proxy's quorum operations, not the clients' commands"
+		}
 		return up + " cannot be called from a script"
 	case "CONFIG", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "ACL", "CLIENT", "MODULE",
 		"REPLICAOF", "SLAVEOF", "CLUSTER", "FAILOVER", "LATENCY", "MEMORY", "OBJECT", "SLOWLOG",
 		"INFO", "LASTSAVE", "ROLE", "SYNC", "PSYNC", "RESET", "COMMAND", "LOLWUT", "PUBSUB":
+		if !inScript {
+			return up + " administers or inspects one server, and the proxy fronts several: administer each backend directly"
+		}
 		return up + " administers or inspects the server"
 	}
-	return up + notListed
+	return up + notListedIn(inScript)
 }
 
 // notListed is whyNot's reason for a command it knows nothing more of.
 const notListed = " is not on the list of key-local commands"
+
+// notListedIn is notListed, in a script or sent as a command.
+func notListedIn(inScript bool) string {
+	if inScript {
+		return notListed
+	}
+	return " is not among the commands the proxy runs by vote on every backend"
+}
 
 // arg is what the analysis knows of one argument of a call: whether it
 // comes from the declared KEYS (directly or by concatenation: derived,
@@ -270,7 +287,7 @@ func (s keySpec) firstFailing(args []arg, tail *arg, ok func(arg) bool) int {
 		if !ok {
 			return 0
 		}
-		n, err := parseInt(a.literal)
+		n, err := ParseInt(a.literal)
 		if !a.isLit || err != nil || n < 0 || n > int64(limit-s.numkeys) {
 			for p := s.numkeys + 1; p <= limit; p++ {
 				if !check(p) {

@@ -15,7 +15,8 @@
 // KeyCommands exports the allow-list's keyed commands (arity, key
 // positions, writes, unordered replies) for the proxy's command table,
 // which serves each outside scripts too; Refusal says why a command Redis
-// has cannot run by vote.
+// has cannot run by vote. ParseExpireOptions is EXPIRE's NX/XX/GT/LT rule,
+// parsed once for the model and for the proxy's own EXPIRE commands.
 //
 // A recognised script also has a Vote (recognition requires the vote
 // rules to hold), for when the proxy does not use meanings.

@@ -134,9 +134,10 @@ func (c KeyCommand) KeyPositions(args [][]byte) []int {
 }
 
 // Refusal says why a command that names no row of KeyCommands cannot run
-// by vote, for a command Redis has and the proxy knows a reason for
-// (SPOP: a random pick; KEYS: a keyspace scan; SELECT: another database;
-// CONFIG: administration); ok is false for a name it does not know.
+// by vote, sent as a command (not from a script), for a command Redis has
+// and the proxy knows a reason for (SPOP: a random pick; KEYS: a keyspace
+// scan; SELECT: another database; CONFIG: administration); ok is false
+// for a name it does not know.
 func Refusal(name string) (why string, ok bool) {
 	up := strings.ToUpper(name)
 	if _, keyed := lookup(up); keyed {
@@ -145,11 +146,10 @@ func Refusal(name string) (why string, ok bool) {
 	if _, keyed := lookupUnordered(up); keyed {
 		return "", false
 	}
-	why = whyNot(up)
-	if _, own := ownAnswer[up]; own || why != up+notListed || up == "RENAME" || up == "RENAMENX" {
-		return why, true
+	if _, own := ownAnswer[up]; !own && whyNot(up) == up+notListed && up != "RENAME" && up != "RENAMENX" {
+		return "", false
 	}
-	return "", false
+	return whyNotIn(up, false), true
 }
 
 // Keys returns the keys of args (the command name at 0), as KeyPositions

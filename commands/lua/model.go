@@ -105,10 +105,9 @@ func (s *store) del(k string) bool {
 
 // Replies the model shares with Redis 7.
 var (
-	okReply      = StatusValue("OK")
-	errSyntax    = ErrorValue("ERR syntax error")
-	errNotInt    = ErrorValue("ERR value is not an integer or out of range")
-	errExpireOpt = ErrorValue("ERR NX and XX, GT or LT options at the same time are not compatible")
+	okReply   = StatusValue("OK")
+	errSyntax = ErrorValue("ERR syntax error")
+	errNotInt = ErrorValue("ERR value is not an integer or out of range")
 )
 
 func arity(name string) Value {
@@ -119,8 +118,10 @@ func badExpire(name string) Value {
 	return ErrorValue("ERR invalid expire time in '" + strings.ToLower(name) + "' command")
 }
 
-// parseInt reads an integer as Redis does: decimal, no spaces, no '+'.
-func parseInt(s string) (int64, error) {
+// ParseInt reads an integer as Redis does (string2ll): decimal, no
+// spaces, no '+', no leading zero, no "-0"; the proxy's own commands read
+// their counts with it too.
+func ParseInt(s string) (int64, error) {
 	if s == "" || s[0] == '+' || (len(s) > 1 && s[0] == '0') || strings.HasPrefix(s, "-0") {
 		return 0, strconv.ErrSyntax
 	}
@@ -161,7 +162,7 @@ func (s *store) do(args []string) (Value, error) {
 		s.set(a[0], entry{val: a[1]})
 		return IntValue(1), nil
 	case "SETEX", "PSETEX":
-		n, err := parseInt(a[1])
+		n, err := ParseInt(a[1])
 		if err != nil {
 			return errNotInt, nil
 		}
@@ -287,7 +288,7 @@ func (s *store) setCmd(a []string) Value {
 			}
 			unit = opt
 			i++
-			v, err := parseInt(a[i])
+			v, err := ParseInt(a[i])
 			if err != nil {
 				return errNotInt
 			}
@@ -344,7 +345,7 @@ func (s *store) getex(a []string) Value {
 		if opt != "EX" && opt != "PX" && opt != "EXAT" && opt != "PXAT" {
 			return errSyntax
 		}
-		n, err := parseInt(a[2])
+		n, err := ParseInt(a[2])
 		if err != nil {
 			return errNotInt
 		}
@@ -371,27 +372,13 @@ func (s *store) getex(a []string) Value {
 
 // EXPIRE key t [NX|XX|GT|LT], and PEXPIRE, EXPIREAT, PEXPIREAT.
 func (s *store) expire(name string, a []string) Value {
-	n, err := parseInt(a[1])
+	opts, err := ParseExpireOptions(a[2:]) // first, as Redis reads them
+	if err != nil {
+		return ErrorValue(err.Error())
+	}
+	n, err := ParseInt(a[1])
 	if err != nil {
 		return errNotInt
-	}
-	var nx, xx, gt, lt bool
-	for _, o := range a[2:] {
-		switch strings.ToUpper(o) {
-		case "NX":
-			nx = true
-		case "XX":
-			xx = true
-		case "GT":
-			gt = true
-		case "LT":
-			lt = true
-		default:
-			return ErrorValue("ERR Unsupported option " + o)
-		}
-	}
-	if (nx && (xx || gt || lt)) || (gt && lt) {
-		return errExpireOpt
 	}
 	at, ok := expireAt(n, name == "EXPIRE" || name == "EXPIREAT", name == "EXPIREAT" || name == "PEXPIREAT")
 	if !ok {
@@ -401,10 +388,7 @@ func (s *store) expire(name string, a []string) Value {
 	if !exists {
 		return IntValue(0)
 	}
-	switch {
-	case nx && e.exp != 0, xx && e.exp == 0:
-		return IntValue(0)
-	case gt && (e.exp == 0 || at <= e.exp), lt && e.exp != 0 && at >= e.exp:
+	if !opts.Allows(e.exp, at) {
 		return IntValue(0)
 	}
 	if at <= modelNow {

@@ -58,10 +58,14 @@ func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl
 }
 
 // GetSet sets key to value and returns what a quorum held before
-// (redlock.GetSet), with ttl, or without expiry when ttl is 0.
+// (redlock.GetSet), with ttl, or without expiry when ttl is 0. A key a
+// quorum holds of another type is refused with a *TypeError.
 func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Duration) (redlock.Value, error) {
 	m.beginWrite(key)
 	old, err := m.locker.GetSet(ctx, key, value, m.leaseTTL(ttl))
+	if err == nil && old.Exists && old.Type != "" {
+		err = &TypeError{Type: old.Type}
+	}
 	m.endWrite(err, key, value, ttl)
 	return old, err
 }
