@@ -39,39 +39,30 @@ func (m *Manager) leaseTTL(ttl time.Duration) time.Duration {
 	return ttl
 }
 
-// written follows a write of value to key: without expiry (ttl 0) the key
-// is kept while it holds value; with one, whatever key held is no longer.
-func (m *Manager) written(err error, key, value string, ttl time.Duration) {
-	switch {
-	case err != nil:
-	case ttl == 0:
-		m.keep(key, value)
-	default:
-		m.unkeep(key)
-	}
-}
-
 // Write sets key to value on every node (redlock.Write), with ttl, or
 // without expiry when ttl is 0.
 func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duration) error {
+	m.beginWrite(key)
 	err := m.locker.Write(ctx, key, value, m.leaseTTL(ttl))
-	m.written(err, key, value, ttl)
+	m.endWrite(err, key, value, ttl)
 	return err
 }
 
 // CompareAndSet sets key to value where it holds old (redlock.
 // CompareAndSet), with ttl, or without expiry when ttl is 0.
 func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl time.Duration) error {
+	m.beginWrite(key)
 	_, err := m.locker.CompareAndSet(ctx, key, old, value, m.leaseTTL(ttl))
-	m.written(err, key, value, ttl)
+	m.endWrite(err, key, value, ttl)
 	return err
 }
 
 // GetSet sets key to value and returns what a quorum held before
 // (redlock.GetSet), with ttl, or without expiry when ttl is 0.
 func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Duration) (redlock.Value, error) {
+	m.beginWrite(key)
 	old, err := m.locker.GetSet(ctx, key, value, m.leaseTTL(ttl))
-	m.written(err, key, value, ttl)
+	m.endWrite(err, key, value, ttl)
 	return old, err
 }
 

@@ -32,7 +32,8 @@
 //   - the keys written without expiry (keep.go), written with a lease of
 //     KeepTTL and renewed while they hold the value written: a write
 //     without expiry keeps its key, any other write, a delete, an expire,
-//     a release or a flush ends it;
+//     a release or a flush ends it; of writes of one key that overlap in
+//     time, the value a quorum holds after the last decides;
 //   - the outcome counters INFO shows (Stats).
 //
 // An Owner is one client connection: commands creates it with NewOwner

@@ -33,7 +33,104 @@ type kept struct {
 type keeper struct {
 	mu      sync.Mutex
 	keys    map[string]*kept
-	running bool // the loop runs
+	running bool               // the loop runs
+	flights map[string]*flight // writes in flight, by key
+}
+
+// Writes of one key through this proxy that overlap in time may return
+// in any order, and the last to return is not the one the backends kept.
+// So a write that ran alone decides what is kept; when two or more ran at
+// once, the keep is decided after the last returns, by reading what a
+// quorum holds: it is kept if one of those writes without expiry wrote
+// that value, else the key is no longer kept here. (Writes through other
+// proxies are theirs to keep: the renewal compares the value.)
+
+// flight is the writes of one key in flight through this proxy.
+type flight struct {
+	n       int             // in flight
+	overlap bool            // two were in flight at once
+	keep    map[string]bool // values written without expiry, by writes that returned
+}
+
+// beginWrite is called before a write of key whose success changes what
+// is kept (a write without expiry or one with an expiry).
+func (m *Manager) beginWrite(key string) {
+	k := &m.keeper
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.flights == nil {
+		k.flights = make(map[string]*flight)
+	}
+	f := k.flights[key]
+	if f == nil {
+		f = &flight{keep: make(map[string]bool)}
+		k.flights[key] = f
+	}
+	f.n++
+	if f.n > 1 {
+		f.overlap = true
+	}
+}
+
+// endWrite follows a write begun with beginWrite: without error, value
+// was written without expiry (ttl 0: kept) or with one (not kept).
+func (m *Manager) endWrite(err error, key, value string, ttl time.Duration) {
+	k := &m.keeper
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	f := k.flights[key]
+	f.n--
+	if err == nil && ttl == 0 {
+		f.keep[value] = true
+	}
+	if f.overlap {
+		if f.n == 0 {
+			delete(k.flights, key)
+			m.bg.Go(func() { m.settleKeep(key, f.keep) })
+		}
+		return
+	}
+	if f.n == 0 {
+		delete(k.flights, key)
+	}
+	switch {
+	case err != nil:
+	case ttl == 0:
+		m.keepLocked(key, value)
+	default:
+		delete(k.keys, key)
+	}
+}
+
+// settleKeep decides the keep of key after overlapping writes: kept
+// while it holds the value a quorum holds, if one of them wrote it
+// without expiry. A write begun since decides instead. When no quorum
+// agrees, the last write without expiry is kept: the renewal finds out.
+func (m *Manager) settleKeep(key string, candidates map[string]bool) {
+	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
+	defer cancel()
+	v, err := m.locker.Get(ctx, key)
+	k := &m.keeper
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.flights[key] != nil {
+		return
+	}
+	switch {
+	case err == nil && v.Exists && v.Type == "" && candidates[v.Data]:
+		m.keepLocked(key, v.Data)
+	case err == nil:
+		delete(k.keys, key)
+	default:
+		m.log.Warn("key written by overlapping writes: no quorum read, keeping its renewal", "key", key, "error", err)
+		if e := k.keys[key]; e != nil && candidates[e.value] {
+			return
+		}
+		for c := range candidates {
+			m.keepLocked(key, c)
+			return
+		}
+	}
 }
 
 // keep renews key while it holds value (see above); it replaces what was
@@ -41,12 +138,17 @@ type keeper struct {
 // succeeded. Without a KeepTTL it does nothing: such writes then carry no
 // expiry at all.
 func (m *Manager) keep(key, value string) {
+	m.keeper.mu.Lock()
+	defer m.keeper.mu.Unlock()
+	m.keepLocked(key, value)
+}
+
+// keepLocked is keep with the keeper's lock held.
+func (m *Manager) keepLocked(key, value string) {
 	if m.keepTTL <= 0 {
 		return
 	}
 	k := &m.keeper
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.keys == nil {
 		k.keys = make(map[string]*kept)
 	}

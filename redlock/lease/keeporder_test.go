@@ -1,0 +1,35 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
+)
+
+// TestKeepFollowsTheWinningWrite: two writes of one key without expiry
+// overlap; the one the backends kept returns first, the loser last. The
+// keep holds the winner's value (it used to hold the last caller's: its
+// renewal then found "not held" and the winner expired), and a write
+// with an expiry that lost does not end the keep either.
+func TestKeepFollowsTheWinningWrite(t *testing.T) {
+	m, _ := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	for _, loser := range []time.Duration{0, ttl} {
+		m.beginWrite("k")
+		m.beginWrite("k")
+		err := m.locker.Write(ctx, "k", "won", m.leaseTTL(0))
+		m.endWrite(err, "k", "won", 0)
+		m.endWrite(nil, "k", "lost", loser) // its write took effect first
+		testkit.Eventually(t, 10*time.Second, "the winner kept", func() bool {
+			return m.Kept("k", "won")
+		})
+		if m.Kept("k", "lost") {
+			t.Fatal("the losing value is kept")
+		}
+		if err := m.Write(ctx, "k", "next", ttl); err != nil || m.Kept("k", "won") {
+			t.Fatalf("a later write with an expiry: %v; kept %v", err, m.Kept("k", "won"))
+		}
+	}
+}
