@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The holds record (docs/safety.md, "Holds"): one hash per tier on every
@@ -148,4 +149,66 @@ type countTally struct {
 func (t *countTally) add(n int64) {
 	t.tally.add(true)
 	t.most = max(t.most, n)
+}
+
+// renewHoldScript renews the hold of key KEYS[2] in hash KEYS[1] for
+// owner ARGV[1]: where the field names another owner, 0; where the key
+// no longer holds the value of digest ARGV[3], the field is deleted and
+// -1; else the key's lease becomes ARGV[4] ms, a field lost (a node
+// restarted) is written back as ARGV[2], and 1.
+var renewHoldScript = NewScript(`
+local f = redis.call("HGET", KEYS[1], KEYS[2])
+if f and string.match(f, "^(%S+) ") ~= ARGV[1] then
+	return 0
+end
+local v = redis.pcall("GET", KEYS[2])
+if type(v) ~= "string" or redis.sha1hex(v) ~= ARGV[3] then
+	if f then redis.call("HDEL", KEYS[1], KEYS[2]) end
+	return -1
+end
+redis.call("PEXPIRE", KEYS[2], ARGV[4])
+if not f then redis.call("HSET", KEYS[1], KEYS[2], ARGV[2]) end
+return 1`)
+
+// RenewHold gives h.Key a lease of ttl on every node where h's owner
+// still owns its field and the key holds the value of h.Digest. It
+// succeeds once a quorum renewed it; else ErrHeld when a quorum's fields
+// name another owner (a peer took it over), ErrNotHeld when the key no
+// longer holds that value, or ErrNoQuorum, as a *QuorumError.
+func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl time.Duration) error {
+	if h.Key == "" || h.Owner == "" || h.Owner == HandedOver || h.Digest == "" || ttl <= 0 {
+		return fmt.Errorf("%w: renew hold %+v for %v", ErrInvalid, h, ttl)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("renew hold: %w", err)
+	}
+	c := call[int64]{
+		cmd: command{kind: callEval, script: renewHoldScript, keys: []string{HoldsKey(service), h.Key},
+			args: []any{h.Owner, h.field(), h.Digest, millis(ttl)}},
+		decode: asInt,
+	}
+	t := &renewTally{tally: *r.tally()}
+	if err := quorum(r, ctx, "renew hold", r.callTimeout(ttl), c, decider[int64](t), nil); err != nil {
+		return err
+	}
+	switch {
+	case t.won():
+		return nil
+	case t.taken >= t.q:
+		return t.failure(ErrHeld)
+	}
+	return t.failure(ErrNotHeld)
+}
+
+// renewTally counts renewals (1) as yes, and fields of another owner (0).
+type renewTally struct {
+	tally
+	taken int
+}
+
+func (t *renewTally) add(n int64) {
+	t.tally.add(n == 1)
+	if n == 0 {
+		t.taken++
+	}
 }

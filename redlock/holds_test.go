@@ -2,8 +2,13 @@ package redlock
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // TestHoldsRecord: a hold is written to a quorum under its owner; another
@@ -80,5 +85,79 @@ func TestHoldsRecord(t *testing.T) {
 		if _, err := parseHold("k", bad); err == nil {
 			t.Fatalf("parseHold(%q) accepted", bad)
 		}
+	}
+}
+
+// TestRenewHold: the owner renews while the key holds its value, and
+// writes the field back where a node lost it; once a peer owns the field,
+// or the key holds another value, the renewal fails (ErrHeld, ErrNotHeld)
+// and gives no lease.
+func TestRenewHold(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	hk := HoldsKey(svc)
+	sum := sha1.Sum([]byte("v"))
+	h := Hold{Key: "lock", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	// every waits until every node's field of lock is f (a quorum
+	// operation leaves the last node's call in flight).
+	every := func(what, f string) {
+		t.Helper()
+		testkit.Eventually(t, 10*time.Second, what, func() bool {
+			for _, mr := range c.mrs {
+				if mr.HGet(hk, "lock") != f {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	for _, mr := range c.mrs {
+		if err := mr.Set("lock", "v"); err != nil {
+			t.Fatal(err)
+		}
+		mr.SetTTL("lock", time.Second)
+	}
+	if err := c.r.SetHold(ctx, svc, h, h.Owner); err != nil {
+		t.Fatal(err)
+	}
+	every("the hold on every node", h.field())
+	c.mrs[2].HDel(hk, "lock") // a node that lost the record
+	if err := c.r.RenewHold(ctx, svc, h, 5*time.Second); err != nil {
+		t.Fatalf("RenewHold = %v", err)
+	}
+	every("the field written back", h.field())
+	for i, mr := range c.mrs {
+		if ttl := mr.TTL("lock"); ttl != 5*time.Second {
+			t.Fatalf("node %d: ttl %v after the renewal", i, ttl)
+		}
+	}
+	// A peer took the hold over: A's renewal stops.
+	b := h
+	b.Owner = "proxyB"
+	if err := c.r.SetHold(ctx, svc, b, h.Owner); err != nil {
+		t.Fatal(err)
+	}
+	every("the take-over on every node", b.field())
+	if err := c.r.RenewHold(ctx, svc, h, 9*time.Second); !errors.Is(err, ErrHeld) {
+		t.Fatalf("RenewHold after a take-over = %v, want ErrHeld", err)
+	}
+	// The key was overwritten: B's renewal ends the hold.
+	for _, mr := range c.mrs {
+		if err := mr.Set("lock", "w"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.r.RenewHold(ctx, svc, b, 9*time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("RenewHold of an overwritten key = %v, want ErrNotHeld", err)
+	}
+	every("the hold of an overwritten key dropped", "")
+	for i, mr := range c.mrs {
+		if mr.TTL("lock") == 9*time.Second {
+			t.Fatalf("node %d renewed an overwritten key", i)
+		}
+	}
+	if err := c.r.RenewHold(ctx, svc, Hold{Key: "k", Owner: HandedOver, Digest: "d"}, time.Second); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("RenewHold of a handed-over hold = %v, want ErrInvalid", err)
 	}
 }
