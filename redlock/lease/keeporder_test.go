@@ -19,8 +19,11 @@ func TestKeepFollowsTheWinningWrite(t *testing.T) {
 	for _, loser := range []time.Duration{0, ttl} {
 		m.beginWrite("k")
 		m.beginWrite("k")
-		err := m.locker.Write(ctx, "k", "won", m.leaseTTL(0))
-		m.endWrite(err, "k", "won", 0)
+		// (A node deadline a loaded machine misses fails the write: again.)
+		testkit.Eventually(t, 30*time.Second, "the winning write", func() bool {
+			return m.locker.Write(ctx, "k", "won", m.leaseTTL(0)) == nil
+		})
+		m.endWrite(nil, "k", "won", 0)
 		m.endWrite(nil, "k", "lost", loser) // its write took effect first
 		testkit.Eventually(t, 10*time.Second, "the winner kept", func() bool {
 			return m.Kept("k", "won")
@@ -28,8 +31,11 @@ func TestKeepFollowsTheWinningWrite(t *testing.T) {
 		if m.Kept("k", "lost") {
 			t.Fatal("the losing value is kept")
 		}
-		if err := m.Write(ctx, "k", "next", ttl); err != nil || m.Kept("k", "won") {
-			t.Fatalf("a later write with an expiry: %v; kept %v", err, m.Kept("k", "won"))
+		testkit.Eventually(t, 30*time.Second, "a later write with an expiry", func() bool {
+			return m.Write(ctx, "k", "next", ttl) == nil
+		})
+		if m.Kept("k", "won") {
+			t.Fatal("kept after a later write with an expiry")
 		}
 	}
 }
