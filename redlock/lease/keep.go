@@ -31,10 +31,11 @@ type kept struct {
 
 // keeper is the set of kept keys and its renewal loop.
 type keeper struct {
-	mu      sync.Mutex
-	keys    map[string]*kept
-	running bool               // the loop runs
-	flights map[string]*flight // writes in flight, by key
+	mu       sync.Mutex
+	keys     map[string]*kept
+	running  bool               // the loop runs
+	flights  map[string]*flight // writes in flight, by key
+	settling map[string]*flight // overlapping writes whose keep is being settled
 }
 
 // Writes of one key through this proxy that overlap in time may return
@@ -60,7 +61,9 @@ func (m *Manager) beginWrite(key string) {
 	defer k.mu.Unlock()
 	if k.flights == nil {
 		k.flights = make(map[string]*flight)
+		k.settling = make(map[string]*flight)
 	}
+	delete(k.settling, key) // this write decides after it
 	f := k.flights[key]
 	if f == nil {
 		f = &flight{keep: make(map[string]bool)}
@@ -86,7 +89,8 @@ func (m *Manager) endWrite(err error, key, value string, ttl time.Duration) {
 	if f.overlap {
 		if f.n == 0 {
 			delete(k.flights, key)
-			m.bg.Go(func() { m.settleKeep(key, f.keep) })
+			k.settling[key] = f
+			m.bg.Go(func() { m.settleKeep(key, f) })
 		}
 		return
 	}
@@ -106,16 +110,18 @@ func (m *Manager) endWrite(err error, key, value string, ttl time.Duration) {
 // while it holds the value a quorum holds, if one of them wrote it
 // without expiry. A write begun since decides instead. When no quorum
 // agrees, the last write without expiry is kept: the renewal finds out.
-func (m *Manager) settleKeep(key string, candidates map[string]bool) {
+func (m *Manager) settleKeep(key string, f *flight) {
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
 	v, err := m.locker.Get(ctx, key)
 	k := &m.keeper
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.flights[key] != nil {
-		return
+	if k.settling[key] != f || m.life.Err() != nil {
+		return // a later write decides, or the Manager shut down
 	}
+	delete(k.settling, key)
+	candidates := f.keep
 	switch {
 	case err == nil && v.Exists && v.Type == "" && candidates[v.Data]:
 		m.keepLocked(key, v.Data)
@@ -140,6 +146,7 @@ func (m *Manager) settleKeep(key string, candidates map[string]bool) {
 func (m *Manager) keep(key, value string) {
 	m.keeper.mu.Lock()
 	defer m.keeper.mu.Unlock()
+	delete(m.keeper.settling, key) // this write decides after them
 	m.keepLocked(key, value)
 }
 
@@ -164,6 +171,7 @@ func (m *Manager) keepLocked(key, value string) {
 func (m *Manager) unkeep(key string) {
 	m.keeper.mu.Lock()
 	delete(m.keeper.keys, key)
+	delete(m.keeper.settling, key)
 	m.keeper.mu.Unlock()
 }
 
@@ -181,6 +189,7 @@ func (m *Manager) unkeepValue(key, value string) {
 func (m *Manager) unkeepAll() {
 	m.keeper.mu.Lock()
 	clear(m.keeper.keys)
+	clear(m.keeper.settling)
 	m.keeper.mu.Unlock()
 }
 
