@@ -55,12 +55,12 @@ func TestSetDialect(t *testing.T) {
 		{[]string{"SET", "k", "v", "NX", "PX", "0"}, "-ERR invalid expire time in 'set' command\r\n"},
 		// Huge ttls are refused, not wrapped around into range.
 		{[]string{"SET", "k", "v", "NX", "PX", "18446744074710"}, "-ERR ttl 18446744074710 is out of range: must be between 10 and 60000 ms\r\n"},
-		{[]string{"SET", "k", "v", "NX", "EX", "9223372036854775807"}, "-ERR ttl 9223372036854775807 is out of range: must be between 10 and 60000 ms\r\n"},
+		{[]string{"SET", "k", "v", "NX", "EX", "9223372036854775807"}, "-ERR invalid expire time in 'set' command\r\n"}, // Redis's own overflow check
 		{[]string{"PEXPIRE", "k", "18446744074710"}, "-ERR ttl 18446744074710 is out of range: must be between 10 and 60000 ms\r\n"},
-		{[]string{"EXPIRE", "k", "9223372036854775"}, "-ERR ttl 9223372036854775000 is out of range: must be between 10 and 60000 ms\r\n"},
+		{[]string{"EXPIRE", "k", "9223372036854775"}, "-ERR invalid expire time in 'expire' command\r\n"}, // overflows from now, as Redis checks
 		{[]string{"SET", "k", "v", "NX", "PX", "x"}, "-ERR value is not an integer or out of range\r\n"},
 		{[]string{"SET", "k", "v", "NX", "PX", "100", "EX", "1"}, "-ERR syntax error\r\n"},
-		{[]string{"SET", "k", "v", "XX"}, "-ERR SET XX is not supported by redlock-proxy\r\n"},
+		{[]string{"SET", "absent", "v", "XX"}, "$-1\r\n"},
 		{[]string{"SET", "k", "v", "BOGUS"}, "-ERR syntax error\r\n"},
 		{[]string{"FLUSHDB"}, "-ERR FLUSHDB would delete every lock on every backend: refused by redlock-proxy unless allow_flush = true\r\n"},
 	})

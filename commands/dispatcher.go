@@ -25,9 +25,10 @@ type Options struct {
 	MaxKeyBytes   int
 	MaxValueBytes int
 	AllowFlush    bool // FLUSHDB/FLUSHALL reach the backends
-	// CatalogOnly runs only scripts recognised as lock operations
-	// (scripts = "recognised"); otherwise eligible scripts run by vote.
-	CatalogOnly bool
+	// RecognisedOnly runs only scripts recognised as lock operations
+	// (scripts = "recognised") and refuses the rest; otherwise eligible
+	// scripts run by vote.
+	RecognisedOnly bool
 	// OtherDB, when not empty, says which backend uses a database other
 	// than 0 ("backend 10.0.0.7:6379 uses database 3"). Scripts that
 	// SELECT 0 are then refused: there they would miss the proxy's keys.
@@ -88,7 +89,7 @@ func New(opts Options) *Dispatcher {
 		leases: opts.Leases,
 		log:    opts.Logger,
 		now:    opts.Now,
-		table:  table,
+		table:  served,
 		index:  commandIndex,
 		relay:  opts.Relay,
 	}
@@ -142,31 +143,27 @@ func (d *Dispatcher) CloseClient(c *Client) {
 // ClientCount is the number of connected clients.
 func (d *Dispatcher) ClientCount() int { return d.clients.count() }
 
-// Do runs one command: look up, check arity, check auth, check the user's
-// permissions, run. args[0] is the command name in any case. A command
-// PlanFor planned runs with DoPlanned instead, without a second look-up.
-func (d *Dispatcher) Do(ctx context.Context, c *Client, args [][]byte) Reply {
-	if len(args) == 0 {
-		return nil
+// run runs one command of the row cmd (nil: not in the table): check
+// arity, check auth, check the user's permissions, run the handler.
+// parsed is the call's keys when a plan parsed them already.
+func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte, parsed callKeys) Reply {
+	if cmd != nil && cmd.keys != nil && !parsed.ok {
+		parsed = callKeys{keys: cmd.keys(args), ok: true}
 	}
-	return d.run(ctx, c, d.lookup(args[0]), args)
-}
-
-// run is Do of the command's row (nil: not in the table).
-func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
 	if d.opts.Observe != nil {
-		return unwrap(d.doObserved(ctx, c, cmd, args))
+		return unwrap(d.doObserved(ctx, c, cmd, args, parsed.keys))
 	}
-	return unwrap(d.do(ctx, c, cmd, args))
+	return unwrap(d.do(ctx, c, cmd, args, parsed.keys))
 }
 
-// do is Do without the observer; its reply may carry an outcome mark.
-func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
+// do is run without the observer; its reply may carry an outcome mark.
+// keys is what the row's keys column parsed (nil for other rows).
+func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args, keys [][]byte) Reply {
 	if cmd == nil {
 		if !c.Authenticated() {
 			return errNoAuth
 		}
-		return unknownCommand(args)
+		return refusal(args)
 	}
 	c.touch(cmd.lower, d.now())
 	if !cmd.arityOK(len(args)) {
@@ -176,7 +173,7 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 		return errNoAuth
 	}
 	if u := c.user.Load(); u != nil && !u.unrestricted {
-		if r := permit(u, cmd, args); r != nil {
+		if r := permit(u, cmd, args, keys); r != nil {
 			if c.tx.multi && cmd.Flags&TxControl == 0 {
 				c.tx.dirty = true // as Redis: EXEC then aborts
 			}
@@ -194,12 +191,12 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 			return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.lower)
 		}
 		if m&modeTracking != 0 {
-			if r, done := d.tracked(ctx, c, cmd, args); done {
+			if r, done := d.tracked(ctx, c, cmd, args, keys); done {
 				return r
 			}
 		}
 	}
-	return cmd.run(d, ctx, c, args)
+	return cmd.call(d, ctx, c, args, keys)
 }
 
 // authenticate logs c in as the user whose name (nil: "default") and

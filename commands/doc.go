@@ -14,7 +14,7 @@
 // The command table (table.go) has one row per command: name, arity,
 // flags, key positions, dialect, documentation and handler. The row is
 // looked up once per command: Dispatcher.PlanFor finds it and
-// Dispatcher.DoPlanned runs it (Do when there was no plan), which checks
+// Dispatcher.DoPlanned runs it, which checks
 // arity, then authentication, then the user's permissions (users.go: the
 // row's command, Admin flag and keys), then runs the handler. A handler parses all of its arguments before any I/O, then
 // operates, then returns a Reply value (reply.go); package proxy encodes
@@ -31,13 +31,15 @@
 // MUNLOCK), info.go (LOCKINFO, LOCKS), legacy.go (the single-Redis
 // dialect: SET, SETNX, GET, DEL, PTTL, …), scripts.go and meaning.go
 // (EVAL, EVALSHA, SCRIPT: scripts recognised by commands/lua and carried
-// out as lock operations, or run by vote), tx.go (the
+// out as lock operations, or run by vote), keyed.go (every other
+// command of the scripts' allow-list, a generated row each, run by vote as
+// a script that only calls it; the reason for commands that cannot), tx.go (the
 // StackExchange.Redis lock transaction, and transactions of reads),
 // pubsub.go (the subscribe family, PUBLISH, PUBSUB over redlock/relay),
 // tracking.go (CLIENT TRACKING and CACHING: which reads are tracked),
 // lists.go (list signals and blocking pops), connection.go (AUTH,
 // HELLO, CLIENT, PING, …), server.go (INFO, COMMAND, CONFIG, …). Around
-// them: dispatcher.go (Options, Do), client.go (a connection's state),
+// them: dispatcher.go (Options, the run of a row), client.go (a connection's state),
 // hooks.go (what reaches a connection outside its replies: pushes, the
 // close watch, lock-lost notices), users.go and authlimit.go (users,
 // permissions, failed AUTH by network), observe.go (the metrics hook:

@@ -12,111 +12,6 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
-// setRequest is a parsed SET command.
-type setRequest struct {
-	key, value string
-	nx, get    bool
-	ifeq       *string
-	ttl        time.Duration // 0: the command carried no expiry
-}
-
-// SET key value [NX] [GET] [EX s | PX ms | EXAT ts | PXAT ms] [IFEQ old]
-//
-// SET NX is an acquisition with token = value; SET IFEQ a compare-and-set;
-// plain SET an unconditional write on every backend (it steals a lock, as
-// it would on one Redis); SET GET a quorum GETSET.
-func (d *Dispatcher) set(ctx context.Context, c *Client, args [][]byte) Reply {
-	req, r := d.parseSet(args)
-	if r != nil {
-		return r
-	}
-	switch {
-	case req.nx:
-		return refusedAs(d.acquireLegacy(ctx, req.key, req.value, req.ttl, OK, Null{}), ResultHeld)
-	case req.ifeq != nil:
-		err := d.leases.CompareAndSet(ctx, req.key, *req.ifeq, req.value, req.ttl)
-		return d.dataReply(err, OK, Null{})
-	case req.get:
-		// A null reply: the key was free, and now holds value.
-		return refusedAs(d.getSet(ctx, req.key, req.value, req.ttl), ResultOK)
-	}
-	err := d.leases.Write(ctx, req.key, req.value, req.ttl)
-	return d.dataReply(err, OK, nil)
-}
-
-// parseSet reads SET's arguments, the expiry last.
-func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
-	req := setRequest{key: string(args[1]), value: string(args[2])}
-	if r := d.checkKeyValue(args[1], args[2]); r != nil {
-		return req, r
-	}
-	var unit string
-	var expiry []byte
-	expiries := 0
-	for i := 3; i < len(args); i++ {
-		opt := option(args[i])
-		switch opt {
-		case "NX":
-			req.nx = true
-		case "GET":
-			req.get = true
-		case "EX", "PX", "EXAT", "PXAT", "IFEQ":
-			if i+1 >= len(args) {
-				return req, errSyntax
-			}
-			i++
-			if opt == "IFEQ" {
-				old := string(args[i])
-				req.ifeq = &old
-				continue
-			}
-			expiries++
-			unit, expiry = opt, args[i]
-		case "XX", "KEEPTTL":
-			return req, Errorf(errNotSupported, "SET "+opt)
-		default:
-			return req, errSyntax
-		}
-	}
-	conditions := 0
-	for _, b := range []bool{req.nx, req.ifeq != nil, req.get} {
-		if b {
-			conditions++
-		}
-	}
-	if expiries > 1 || conditions > 1 {
-		return req, errSyntax
-	}
-	if unit != "" {
-		var r Reply
-		req.ttl, r = d.parseExpiry(unit, expiry, "set")
-		return req, r
-	}
-	return req, nil
-}
-
-// parseExpiry turns an EX/PX/EXAT/PXAT argument into a ttl within
-// [min_ttl, max_ttl]; cmd names the command in Redis's error text.
-func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string) (time.Duration, Reply) {
-	n, err := strconv.ParseInt(string(arg), 10, 64)
-	if err != nil {
-		return 0, errNotInteger
-	}
-	if n <= 0 {
-		return 0, Errorf("ERR invalid expire time in '%s' command", cmd)
-	}
-	switch unit {
-	case "EX":
-		return d.ttlIn(n, time.Second)
-	case "PX":
-		return d.ttlIn(n, time.Millisecond)
-	case "EXAT":
-		return d.ttlUntil(n, time.Second)
-	default: // PXAT
-		return d.ttlUntil(n, time.Millisecond)
-	}
-}
-
 // ttlUntil is the time left until the Unix time n (in unit: time.Second or
 // time.Millisecond) on this proxy's clock, as a ttl within [min_ttl,
 // max_ttl].
@@ -330,33 +225,9 @@ func (d *Dispatcher) persist(ctx context.Context, c *Client, args [][]byte) Repl
 	return boolInt(done)
 }
 
-// PEXPIRE key ms / EXPIRE key s: an unconditional expire on a quorum.
-func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply {
-	if r := d.checkKey(args[1]); r != nil {
-		return r
-	}
-	n, unit, r := expireArgs(args)
-	if r != nil {
-		return r
-	}
-	key := string(args[1])
-	if n <= 0 { // Redis deletes a key given a ttl in the past
-		return d.countKeys(ctx, args[1:2], d.leases.Delete)
-	}
-	ttl, r := d.ttlIn(n, unit)
-	if r != nil {
-		return r
-	}
-	ok, err := d.leases.Expire(ctx, key, ttl)
-	if err != nil {
-		return d.lockError(err)
-	}
-	return boolInt(ok)
-}
-
-// expireArgs reads PEXPIRE/EXPIRE key t: the count, its unit, or the
-// error for a bad count or an option the proxy does not support (NX, XX,
-// GT, LT). Inside MULTI the same checks run when the command is queued.
+// expireArgs reads PEXPIRE/EXPIRE key t queued inside MULTI: the count,
+// its unit, or the error for a bad count or an option (NX, XX, GT, LT:
+// not supported inside MULTI).
 func expireArgs(args [][]byte) (int64, time.Duration, Reply) {
 	if len(args) > 3 {
 		return 0, 0, Errorf(errNotSupported, strings.ToUpper(string(args[0]))+" "+strings.ToUpper(string(args[3])))

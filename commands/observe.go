@@ -48,7 +48,7 @@ const (
 const unknownName = "unknown"
 
 // outcome is a handler's reply with the result a refusal of it counts
-// as (refusedAs). Do returns the reply alone.
+// as (refusedAs). DoPlanned returns the reply alone.
 type outcome struct {
 	Reply
 	refusal string
@@ -68,12 +68,12 @@ func unwrap(r Reply) Reply {
 }
 
 // doObserved is do timed and reported to Options.Observe.
-func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, args [][]byte) Reply {
+func (d *Dispatcher) doObserved(ctx context.Context, c *Client, cmd *Command, args, keys [][]byte) Reply {
 	// A command queued inside MULTI is part of the transaction dialect,
 	// whatever it is on its own; decide before do changes the state.
 	queued := c.tx.multi && cmd != nil && cmd.Flags&TxControl == 0
 	start := time.Now()
-	r := d.do(ctx, c, cmd, args)
+	r := d.do(ctx, c, cmd, args, keys)
 	elapsed := time.Since(start)
 
 	name, dialect := unknownName, ""

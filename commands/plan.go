@@ -30,6 +30,38 @@ type Plan struct {
 	// keeps track).
 	OpensTx, ClosesTx bool
 	cmd               *Command // the row, for DoPlanned; nil: not in the table
+	parsed            callKeys // the keys of a row that parses them, for DoPlanned
+}
+
+// callKeys is the keys of one call of a row that finds them by parsing
+// (the keys column: EVAL's numkeys), parsed once: by Plan, or by run when
+// there was no plan. ok: parsed (nil keys then mean an invalid count).
+type callKeys struct {
+	keys [][]byte
+	ok   bool
+}
+
+// keysOf is the keys of a call with args: parsed, given parsed once for
+// the call when the row parses them, else by position.
+func (c *Command) keysOf(args, parsed [][]byte) [][]byte {
+	if c.keys != nil {
+		if parsed == nil { // not planned: a command queued in MULTI, say
+			return c.keys(args)
+		}
+		return parsed
+	}
+	if first, last := c.keyRange(len(args)); first > 0 {
+		return args[first : last+1]
+	}
+	return nil
+}
+
+// call runs the row's handler, giving keys to a handler that takes them.
+func (c *Command) call(d *Dispatcher, ctx context.Context, cl *Client, args, keys [][]byte) Reply {
+	if c.runKeys != nil {
+		return c.runKeys(d, ctx, cl, args, keys)
+	}
+	return c.run(d, ctx, cl, args)
 }
 
 // Plan classifies a command by its table row and arguments. It changes
@@ -52,6 +84,9 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 	case "EXEC", "DISCARD", "RESET", "QUIT":
 		p.ClosesTx = true
 	}
+	if cmd.keys != nil {
+		p.parsed = callKeys{keys: cmd.keys(args), ok: true}
+	}
 	if p.Barrier {
 		return p
 	}
@@ -59,13 +94,10 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 		return Plan{Barrier: true, Blocks: true, cmd: cmd}
 	}
 	if (cmd.Name == "EVAL" || cmd.Name == "EVALSHA") && d.buildsKeys(cmd.Name, args) {
-		return Plan{Barrier: true} // the keys it builds have no names yet
+		p.Barrier = true // the keys it builds have no names yet
+		return p
 	}
-	if cmd.keys != nil {
-		p.Keys = cmd.keys(args)
-	} else if first, last := cmd.keyRange(len(args)); first > 0 {
-		p.Keys = args[first : last+1]
-	}
+	p.Keys = cmd.keysOf(args, p.parsed.keys)
 	return p
 }
 
@@ -89,13 +121,13 @@ func (d *Dispatcher) PlanFor(c *Client, args [][]byte) Plan {
 	return p
 }
 
-// DoPlanned is Do of a command PlanFor planned, without a second look-up
-// of its row.
+// DoPlanned runs a command PlanFor planned (see run), without a second
+// look-up of its row.
 func (d *Dispatcher) DoPlanned(ctx context.Context, c *Client, p Plan, args [][]byte) Reply {
 	if len(args) == 0 {
 		return nil
 	}
-	return d.run(ctx, c, p.cmd, args)
+	return d.run(ctx, c, p.cmd, args, p.parsed)
 }
 
 // lockWaits reports a LOCK … WAIT ms with ms > 0: it blocks.

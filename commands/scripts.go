@@ -20,7 +20,8 @@ import (
 // (meaning.go carries that out as a quorum operation, in the library's
 // reply convention), or finds it safe to run on each master (run by vote:
 // redlock.Vote), or refuses it with the line and the reason. With
-// Options.CatalogOnly only recognised scripts run.
+// Options.RecognisedOnly (scripts = "recognised") only recognised scripts
+// run.
 
 const (
 	errNoScript = Error("NOSCRIPT No matching script. Please use EVAL.")
@@ -130,18 +131,18 @@ func (c *scriptCache) flush() {
 	c.mu.Unlock()
 }
 
-// EVAL script numkeys [key ...] [arg ...]
-func (d *Dispatcher) eval(ctx context.Context, c *Client, args [][]byte) Reply {
-	return d.runScript(ctx, c, d.scripts.add(args[1]), args[2:])
+// EVAL script numkeys [key ...] [arg ...]; keys: scriptKeys.
+func (d *Dispatcher) eval(ctx context.Context, c *Client, args, keys [][]byte) Reply {
+	return d.runScript(ctx, c, d.scripts.add(args[1]), args[2:], keys)
 }
 
-// EVALSHA sha1 numkeys [key ...] [arg ...]
-func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args [][]byte) Reply {
+// EVALSHA sha1 numkeys [key ...] [arg ...]; keys: scriptKeys.
+func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args, keys [][]byte) Reply {
 	s := d.scripts.get(string(args[1]))
 	if s == nil {
 		return errNoScript
 	}
-	return d.runScript(ctx, c, s, args[2:])
+	return d.runScript(ctx, c, s, args[2:], keys)
 }
 
 // buildsKeys reports whether the script an EVAL or EVALSHA runs may touch
@@ -169,8 +170,8 @@ func (d *Dispatcher) buildsKeys(name string, args [][]byte) bool {
 }
 
 // scriptKeys is the key list of EVAL and EVALSHA (script numkeys key …),
-// for the users' key patterns: nil when numkeys is not a count that fits,
-// and the handler then refuses the command before any I/O.
+// the table's keys column: nil when numkeys is not a count that fits, and
+// the handler then refuses the command before any I/O (numkeysError).
 func scriptKeys(args [][]byte) [][]byte {
 	if len(args) < 3 {
 		return nil
@@ -182,19 +183,27 @@ func scriptKeys(args [][]byte) [][]byte {
 	return args[3 : 3+n]
 }
 
-// runScript splits numkeys, keys and argv and runs the script as its
-// analysis says.
-func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest [][]byte) (r Reply) {
-	numKeys, err := strconv.Atoi(string(rest[0]))
+// numkeysError is the error of an EVAL whose numkeys (rest[0]) is not a
+// count of keys that fits in rest.
+func numkeysError(rest [][]byte) Reply {
+	n, err := strconv.Atoi(string(rest[0]))
 	switch {
 	case err != nil:
 		return errNotInteger
-	case numKeys < 0:
+	case n < 0:
 		return Error("ERR Number of keys can't be negative")
-	case numKeys > len(rest)-1:
-		return Error("ERR Number of keys can't be greater than number of args")
 	}
-	keys, r := d.keyList(rest[1 : 1+numKeys])
+	return Error("ERR Number of keys can't be greater than number of args")
+}
+
+// runScript runs the script as its analysis says; rest is numkeys, the
+// keys and argv, and declared the keys scriptKeys parsed from them.
+func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, declared [][]byte) (r Reply) {
+	if declared == nil {
+		return numkeysError(rest)
+	}
+	numKeys := len(declared)
+	keys, r := d.keyList(declared)
 	if r != nil {
 		return r
 	}
@@ -232,7 +241,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest [
 		}
 	}
 	switch {
-	case d.opts.CatalogOnly:
+	case d.opts.RecognisedOnly:
 		return Errorf(errNotRecognised, s.sha, a.NotRecognised)
 	case a.Vote == nil:
 		s.refusedLog.Do(func() {

@@ -227,13 +227,13 @@ func TestScriptErrors(t *testing.T) {
 	}
 }
 
-// With scripts = "catalog" only recognised scripts run.
-func TestScriptsCatalogOnly(t *testing.T) {
+// With scripts = "recognised" only recognised scripts run.
+func TestScriptsRecognisedOnly(t *testing.T) {
 	d, _ := newTestDispatcher(t, 3, "")
-	d.opts.CatalogOnly = true
+	d.opts.RecognisedOnly = true
 	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
 	if got := do(d, c, "EVAL", testZAcquire, "1", "z", "tok", "0", "1", "10000"); !strings.HasPrefix(got, "-ERR redlock-proxy runs only scripts it recognises") {
-		t.Fatalf("a vote-only script in catalog mode = %q", got)
+		t.Fatalf("a vote-only script with scripts = recognised = %q", got)
 	}
 	if got := do(d, c, "EVAL", testRelease, "1", "z", "tok"); got != ":0\r\n" {
 		t.Fatalf("a recognised script in catalog mode = %q", got)

@@ -89,6 +89,7 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 		s := d.leases.Stats()
 		num("lock_acquired", s.Acquired)
 		num("lock_contended", s.Contended)
+		num("lock_held_fast", s.HeldFast)
 		num("lock_noquorum", s.NoQuorum)
 		num("unlock_released", s.Released)
 		num("unlock_not_held", s.NotHeld)
@@ -175,13 +176,25 @@ func commandInfo(cmd *Command) Array {
 	if cmd.Flags&NoAuth != 0 {
 		flags = append(flags, Simple("no_auth"))
 	}
-	key, last := cmd.Key, cmd.LastKey
+	switch {
+	case cmd.Flags&Writes != 0:
+		flags = append(flags, Simple("write"))
+	case cmd.Flags&Reads != 0:
+		flags = append(flags, Simple("readonly"))
+	}
+	if cmd.Key == 0 && cmd.keys != nil {
+		flags = append(flags, Simple("movablekeys")) // ZUNION numkeys key …
+	}
+	key, last, step := cmd.Key, cmd.LastKey, cmd.KeyStep
 	if last == 0 {
 		last = key
 	}
+	if step == 0 {
+		step = min(key, 1)
+	}
 	return Array{
 		BulkString(cmd.lower), Int(cmd.Arity), flags,
-		Int(key), Int(last), Int(min(key, 1)),
+		Int(key), Int(last), Int(step),
 		Array{Simple("@" + aclCategory(cmd.Group))}, Array{}, Array{}, Array{},
 	}
 }

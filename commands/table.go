@@ -59,14 +59,18 @@ type Command struct {
 	Flags   Flag
 	Key     int // position of the first key, 0 if none (COMMAND INFO)
 	LastKey int // position of the last key: 0 the same as Key, -1 the last argument
+	KeyStep int // positions between keys (MSET: 2); 0: 1
 	Group   string
 	// Dialect is how the command reaches a lock, as Observe names it
 	// (observe.go); "" for commands that touch no lock.
 	Dialect string
 	Summary string
 	run     handler
-	keys    func(args [][]byte) [][]byte // keys found by parsing (EVAL numkeys); overrides Key/LastKey for user checks
-	lower   string                       // Name in lower case, for replies and CLIENT LIST
+	keys    func(args [][]byte) [][]byte // keys found by parsing (EVAL numkeys); overrides Key/LastKey; nil: invalid
+	// runKeys is the handler of a row with keys, in place of run: it is
+	// given the keys, parsed once per call (see callKeys).
+	runKeys func(d *Dispatcher, ctx context.Context, c *Client, args, keys [][]byte) Reply
+	lower   string // Name in lower case, for replies and CLIENT LIST
 }
 
 // table is the one list of commands. A duplicate name panics at start.
@@ -81,7 +85,7 @@ var table = []Command{
 	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Dialect: DialectNative, Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
-	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "SET NX acquires, SET IFEQ renews, plain SET writes on every backend", run: (*Dispatcher).set},
+	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "SET NX acquires, SET IFEQ renews, SET XX of the held value extends, plain SET writes on every backend", run: (*Dispatcher).set},
 	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Dialect: DialectLegacy, Flags: Acquires | Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
 	{Name: "GET", Arity: 2, Key: 1, Flags: Reads, Group: "string", Dialect: DialectLegacy, Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
 	{Name: "GETSET", Arity: 3, Key: 1, Flags: Reads | Writes, Group: "string", Dialect: DialectLegacy, Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
@@ -91,8 +95,12 @@ var table = []Command{
 	{Name: "PTTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "How long (ms) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
 	{Name: "TYPE", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "The type of the key a quorum of backends holds", run: (*Dispatcher).typeOf},
 	{Name: "TTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "How long (s) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},
-	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (ms) on a quorum", run: (*Dispatcher).expire},
-	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (s) on a quorum", run: (*Dispatcher).expire},
+	{Name: "PEXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (ms) on a quorum [NX|XX|GT|LT]", run: (*Dispatcher).expire},
+	{Name: "EXPIRE", Arity: -3, Key: 1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the ttl (s) on a quorum [NX|XX|GT|LT]", run: (*Dispatcher).expire},
+	{Name: "PEXPIREAT", Arity: -3, Key: 1, Flags: Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the deadline (Unix ms) on a quorum [NX|XX|GT|LT]", run: (*Dispatcher).expire},
+	{Name: "EXPIREAT", Arity: -3, Key: 1, Flags: Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the deadline (Unix s) on a quorum [NX|XX|GT|LT]", run: (*Dispatcher).expire},
+	{Name: "PEXPIRETIME", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "When (Unix ms) a quorum of backends stops holding the key", run: (*Dispatcher).expiretime},
+	{Name: "EXPIRETIME", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "When (Unix s) a quorum of backends stops holding the key", run: (*Dispatcher).expiretime},
 	{Name: "DELEX", Arity: -2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
 	{Name: "DELIFEQ", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
 	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
@@ -105,13 +113,13 @@ var table = []Command{
 	{Name: "DECRBY", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Refused: counters only grow", run: (*Dispatcher).decr},
 
 	// Sorted sets outside scripts, by vote (sortedsets.go): semaphore releases.
-	{Name: "ZREM", Arity: -3, Key: 1, Group: "sorted-set", Dialect: DialectLegacy, Summary: "Removes members on every backend; the count a quorum agreed on", run: (*Dispatcher).zrem},
-	{Name: "ZCARD", Arity: 2, Key: 1, Group: "sorted-set", Dialect: DialectLegacy, Summary: "The number of members a quorum of backends agreed on", run: (*Dispatcher).zcard},
+	{Name: "ZREM", Arity: -3, Key: 1, Flags: Writes, Group: "sorted-set", Dialect: DialectLegacy, Summary: "Removes members on every backend; the count a quorum agreed on", run: (*Dispatcher).zrem},
+	{Name: "ZCARD", Arity: 2, Key: 1, Flags: Reads, Group: "sorted-set", Dialect: DialectLegacy, Summary: "The number of members a quorum of backends agreed on", run: (*Dispatcher).zcard},
 
 	// Scripts: recognised lock operations carried out, others run by vote
 	// (scripts.go, meaning.go, commands/lua).
-	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", run: (*Dispatcher).eval, keys: scriptKeys},
-	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", run: (*Dispatcher).evalsha, keys: scriptKeys},
+	{Name: "EVAL", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", runKeys: (*Dispatcher).eval, keys: scriptKeys},
+	{Name: "EVALSHA", Arity: -3, Key: 3, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", runKeys: (*Dispatcher).evalsha, keys: scriptKeys},
 	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Dialect: DialectScript, Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).
@@ -166,11 +174,17 @@ var table = []Command{
 	{Name: "SENTINEL", Arity: -2, Flags: AnyUser | Local, Group: "sentinel", Summary: "Sentinel discovery: GET-MASTER-ADDR-BY-NAME MASTERS MASTER SENTINELS REPLICAS MYID CKQUORUM", run: (*Dispatcher).sentinel},
 }
 
+// served is every command the proxy serves: the table, then a row for
+// each command of the scripts' allow-list that the table has none for,
+// run by vote (keyed.go). Both come from one list each, so a command
+// added to the allow-list is served outside scripts too.
+var served = append(table[:len(table):len(table)], keyedRows(table)...)
+
 // commandIndex maps the upper-case name to its row.
 var commandIndex = func() map[string]*Command {
-	m := make(map[string]*Command, len(table))
-	for i := range table {
-		c := &table[i]
+	m := make(map[string]*Command, len(served))
+	for i := range served {
+		c := &served[i]
 		if _, dup := m[c.Name]; dup {
 			panic("commands: duplicate command " + c.Name)
 		}
@@ -219,12 +233,12 @@ func (c *Command) arityOK(n int) bool {
 	return n >= -c.Arity
 }
 
-// optionNames are the option words of LOCK and SET, by their upper-case
-// form.
+// optionNames are the option words of LOCK, SET and EXPIRE, by their
+// upper-case form.
 var optionNames = func() map[string]string {
 	m := map[string]string{}
 	for _, n := range []string{"WAIT", "TOKEN", "FENCE", "SESSION",
-		"NX", "XX", "GET", "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "IFEQ"} {
+		"NX", "XX", "GT", "LT", "GET", "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "IFEQ"} {
 		m[n] = n
 	}
 	return m

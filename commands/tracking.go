@@ -295,12 +295,12 @@ func (c *Client) trackingInfo() Reply {
 // and consumes the CLIENT CACHING flag, which applies to the next command
 // alone (to a whole transaction when that is MULTI). done false: run it as
 // usual.
-func (d *Dispatcher) tracked(ctx context.Context, c *Client, cmd *Command, args [][]byte) (Reply, bool) {
+func (d *Dispatcher) tracked(ctx context.Context, c *Client, cmd *Command, args, parsed [][]byte) (Reply, bool) {
 	switch cmd.Name {
 	case "CLIENT", "EXEC":
 		return nil, false // CACHING sets the flag; EXEC uses the transaction's
 	case "MULTI":
-		r := cmd.run(d, ctx, c, args)
+		r := cmd.call(d, ctx, c, args, parsed)
 		if r == OK {
 			c.tx.caching = c.caching.Swap(cachingUnset)
 		}
@@ -311,11 +311,11 @@ func (d *Dispatcher) tracked(ctx context.Context, c *Client, cmd *Command, args 
 	if t == nil || cmd.Flags&(Reads|Writes) == 0 {
 		return nil, false
 	}
-	keys := commandKeys(cmd, args)
+	keys := commandKeys(cmd, args, parsed)
 	if len(keys) == 0 {
 		return nil, false
 	}
-	return d.runTracked(ctx, c, t, caching, func() Reply { return cmd.run(d, ctx, c, args) },
+	return d.runTracked(ctx, c, t, caching, func() Reply { return cmd.call(d, ctx, c, args, parsed) },
 		keys, cmd.Flags&Reads != 0, cmd.Flags&Writes != 0), true
 }
 
@@ -362,14 +362,9 @@ func (d *Dispatcher) runOwn(ctx context.Context, c *Client, t *trackState, run f
 	return r
 }
 
-// commandKeys lists a command's keys as strings.
-func commandKeys(cmd *Command, args [][]byte) []string {
-	var ks [][]byte
-	if cmd.keys != nil {
-		ks = cmd.keys(args)
-	} else if first, last := cmd.keyRange(len(args)); first > 0 {
-		ks = args[first : last+1]
-	}
+// commandKeys lists a command's keys as strings (Command.keysOf).
+func commandKeys(cmd *Command, args, parsed [][]byte) []string {
+	ks := cmd.keysOf(args, parsed)
 	out := make([]string, len(ks))
 	for i, k := range ks {
 		out[i] = string(k)

@@ -154,3 +154,19 @@ func TestLists(t *testing.T) {
 		t.Fatal("BRPOP waited for its timeout with an element there")
 	}
 }
+
+// TestTrackingKeyedReadInMulti: a keyed read queued in MULTI (MGET, as
+// rueidis's DoCache sends it) is tracked at EXEC for every key it names;
+// on backends that cannot track, each is invalidated right after EXEC.
+func TestTrackingKeyedReadInMulti(t *testing.T) {
+	d, _ := newRelayDispatcher(t, 3)
+	c, got := hooked(d)
+	do(d, c, "HELLO", "3")
+	runAll(t, d, c, []run{
+		{[]string{"CLIENT", "TRACKING", "ON"}, "+OK\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"MGET", "a", "b"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*1\r\n*2\r\n_\r\n_\r\n"},
+	})
+	got.want(t, ">2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n")
+}

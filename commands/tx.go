@@ -41,9 +41,9 @@ func (t *txState) noteRead(key string, value *string) {
 	}
 }
 
-const errTxOnly = "ERR redlock-proxy transactions support only reads (GET, EXISTS, PTTL, TTL, TYPE, LLEN) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
+const errTxOnly = "ERR redlock-proxy transactions support only reads (any read-only command: GET, EXISTS, PTTL, HGET, SMEMBERS, …) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
 
-// queue is called by Do for commands inside MULTI; it validates the
+// queue is called by do for commands inside MULTI; it validates the
 // command now, as Redis does, so EXEC can only abort or run.
 func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
 	if cmd.Flags&(Reads|Writes) == Reads {
@@ -132,7 +132,7 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	out := make(Array, 0, len(tx.queue))
 	for _, op := range tx.queue {
 		if op.read != nil {
-			out = append(out, op.read.run(d, ctx, c, op.args))
+			out = append(out, op.read.call(d, ctx, c, op.args, nil)) // reads have no keys column
 			continue
 		}
 		token := *tx.watched[op.key]
@@ -171,7 +171,7 @@ func (d *Dispatcher) trackTx(ctx context.Context, c *Client, tx txState) ([]stri
 		if op.read == nil {
 			continue
 		}
-		for _, k := range commandKeys(op.read, op.args) {
+		for _, k := range commandKeys(op.read, op.args, nil) {
 			if !seen[k] {
 				seen[k] = true
 				keys = append(keys, k)

@@ -126,7 +126,7 @@ func (a *authState) lookup(name []byte) *account {
 
 // permit checks a command of an authenticated, restricted user against
 // its row: the command (and the Admin flag), then every key argument.
-func permit(u *account, cmd *Command, args [][]byte) Reply {
+func permit(u *account, cmd *Command, args, keys [][]byte) Reply {
 	if cmd.Flags&AnyUser == 0 {
 		if (!u.allCommands && !u.commands[cmd.Name]) || (cmd.Flags&Admin != 0 && !u.admin) {
 			return Errorf(errNoPermCmd, u.name, cmd.lower)
@@ -136,7 +136,7 @@ func permit(u *account, cmd *Command, args [][]byte) Reply {
 		return nil
 	}
 	if cmd.keys != nil {
-		for _, k := range cmd.keys(args) {
+		for _, k := range keys {
 			if !u.keyAllowed(k) {
 				return errNoPermKey
 			}

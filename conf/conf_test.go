@@ -750,3 +750,13 @@ user "ops" {
 		}
 	}
 }
+
+// keys returns the HCL keys a config file may set, sorted.
+func keys() []string {
+	keys := make([]string, 0, len(settings))
+	for _, s := range settings {
+		keys = append(keys, s.key)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -178,16 +178,6 @@ func (s *setting) decode(e hcl.Expression, dst reflect.Value) hcl.Diagnostics {
 	return nil
 }
 
-// keys returns the HCL keys a config file may set, sorted.
-func keys() []string {
-	keys := make([]string, 0, len(settings))
-	for _, s := range settings {
-		keys = append(keys, s.key)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // diagsError turns HCL diagnostics into one error per problem, in file
 // order, at most maxFileErrors, each "conf: file:line:col: [key: ]text".
 // The key is the attribute the problem lies in ("tls.cert_file"), found

@@ -211,9 +211,6 @@ func (s *frameScanner) scan(data []byte) (int, error) {
 	return s.ready - s.off, nil
 }
 
-// pending returns the complete frames not yet taken.
-func (s *frameScanner) pending() []byte { return s.buf[s.off:s.ready] }
-
 // take copies released bytes into p and drops them from the buffer.
 func (s *frameScanner) take(p []byte) int {
 	n := copy(p, s.buf[s.off:s.ready])

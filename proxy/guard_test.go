@@ -409,3 +409,14 @@ func TestGuardConnWriteDeadline(t *testing.T) {
 		t.Fatalf("write error %v, want a timeout", err)
 	}
 }
+
+// pending returns the complete frames not yet taken.
+func (s *frameScanner) pending() []byte { return s.buf[s.off:s.ready] }
+
+// Addr is the bound address; nil before Listen.
+func (o *OpsServer) Addr() net.Addr {
+	if o.ln == nil {
+		return nil
+	}
+	return o.ln.Addr()
+}

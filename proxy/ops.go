@@ -68,14 +68,6 @@ func (o *OpsServer) Listen() error {
 	return nil
 }
 
-// Addr is the bound address; nil before Listen.
-func (o *OpsServer) Addr() net.Addr {
-	if o.ln == nil {
-		return nil
-	}
-	return o.ln.Addr()
-}
-
 // Serve answers requests until Shutdown; it returns nil after a shutdown.
 func (o *OpsServer) Serve() error {
 	if err := o.Listen(); err != nil {

@@ -11,9 +11,10 @@ import (
 // How a vote decides (Vote; the rules are written out in vote.go): the
 // replies are grouped by agreement class, a reply's whole content with
 // every positive integer outside an unordered part written as "some
-// positive number". The class a quorum of backends gave is the answer,
-// its positive integers the lower bounds that q of those same backends
-// meet. A reply is never put together from different backends' elements.
+// positive number". The class a quorum of backends gave answers one of
+// its replies as a backend gave it, one that q replies of the class meet
+// or exceed in every positive integer (lowerBounds). A reply is never put
+// together from different backends' elements.
 
 // Shape says how a vote compares one reply across backends. The zero
 // Shape compares an array element by element, in order, at every depth.
@@ -62,7 +63,10 @@ func combine(replies []any, q int, sh Shape) (v any, agreed int) {
 		g := groups[k]
 		agreed = max(agreed, len(g))
 		if len(g) >= q {
-			return lowerBounds(g, q, sh), len(g)
+			if v, ok := lowerBounds(g, q, sh); ok {
+				return v, len(g)
+			}
+			return nil, q - 1 // agreeing in kind, not in numbers a quorum meets
 		}
 	}
 	return nil, agreed
@@ -130,35 +134,52 @@ func text(b []byte, s string) []byte {
 	return append(append(b, ':'), s...)
 }
 
-// lowerBounds answers a class g of at least q agreeing replies. Without
-// positive integers they are all the same reply (an unordered part in the
-// first one's order). Otherwise the replies are ranked by their positive
-// integers (in reply order, largest first, lexicographically), and the
-// answer is the first one's with each positive integer the smallest among
-// the q first: every one of those q backends gave that reply with at
-// least those numbers. With one positive integer (a pttl), that is the
-// quorum-th largest: how long a quorum holds at least that.
-func lowerBounds(g []any, q int, sh Shape) any {
+// lowerBounds answers a class g of at least q agreeing replies, or false
+// when no reply of it can be answered. Without positive integers they are
+// all the same reply (an unordered part in the first one's order).
+// Otherwise the answer is one reply a backend gave, as it gave it: the
+// first, ranked by its positive integers (in reply order, largest first,
+// lexicographically), that at least q replies of the class meet or exceed
+// in every positive integer, so that q backends hold at least what it
+// says. With one positive integer (a pttl) that is the quorum-th largest:
+// how long a quorum holds at least that. With several, no reply may be
+// met by q others in every position: then none is answered, rather than
+// one put together from different backends' numbers.
+func lowerBounds(g []any, q int, sh Shape) (any, bool) {
 	ints := make([][]int64, len(g))
 	for i, r := range g {
 		ints[i] = positives(nil, r, sh)
 	}
 	if len(ints[0]) == 0 {
-		return g[0]
+		return g[0], true
 	}
 	order := make([]int, len(g))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return slices.CompareFunc(ints[b], ints[a], cmp.Compare[int64]) })
-	least := slices.Clone(ints[order[0]])
-	for _, i := range order[1:q] {
-		for j, n := range ints[i] {
-			least[j] = min(least[j], n)
+	for _, c := range order {
+		met := 0
+		for _, i := range order {
+			if dominates(ints[i], ints[c]) {
+				met++
+			}
+		}
+		if met >= q {
+			return g[c], true
 		}
 	}
-	v, _ := replaced(g[order[0]], sh, least)
-	return v
+	return nil, false
+}
+
+// dominates reports every number of a at least its peer in b.
+func dominates(a, b []int64) bool {
+	for j := range b {
+		if a[j] < b[j] {
+			return false
+		}
+	}
+	return true
 }
 
 // positives appends the positive integers of v that class leaves inexact,
@@ -178,27 +199,6 @@ func positives(out []int64, v any, sh Shape) []int64 {
 		}
 	}
 	return out
-}
-
-// replaced is v with the positive integers that positives reads replaced
-// by ints, in order, and the ints left over; v itself is not changed.
-func replaced(v any, sh Shape, ints []int64) (any, []int64) {
-	switch v := v.(type) {
-	case int64:
-		if v > 0 {
-			return ints[0], ints[1:]
-		}
-	case []any:
-		if sh.Order != InOrder {
-			return v, ints
-		}
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i], ints = replaced(e, sh.elem(i), ints)
-		}
-		return out, ints
-	}
-	return v, ints
 }
 
 // quorumEqual is the value q of vs are equal to (comparable values).

@@ -30,8 +30,13 @@ func TestCombineWhole(t *testing.T) {
 		{"lengths differ", a(a("A"), a("A"), a("A", "B"), a("A", "B"), a("A", "B", "C")), Shape{}, nil, 2},
 		{"nested", a(a(a("A", int64(5)), "x"), a(a("A", int64(7)), "x"), a(a("A", int64(9)), "x"), a(a("B", int64(9)), "x"), nil), Shape{}, a(a("A", int64(5)), "x"), 3},
 		{"nested differs inside", a(a(a("A", int64(5)), "x"), a(a("A", int64(7)), "y"), a(a("A", int64(9)), "x"), a(a("B", int64(9)), "x"), nil), Shape{}, nil, 2},
-		// Several positive integers: the bounds q of the same backends meet.
-		{"two ttls", a(a(int64(100), int64(1)), a(int64(90), int64(50)), a(int64(80), int64(60)), a(int64(10), int64(70)), a(int64(5), int64(80))), Shape{}, a(int64(80), int64(1)), 5},
+		// Several positive integers: a reply one backend gave, that q
+		// backends meet or exceed in every number; never numbers of
+		// different backends put together (column by column answered
+		// [80, 1], which no backend gave).
+		{"two ttls, none met by a quorum", a(a(int64(100), int64(1)), a(int64(90), int64(50)), a(int64(80), int64(60)), a(int64(10), int64(70)), a(int64(5), int64(80))), Shape{}, nil, 2},
+		{"two ttls, one met by a quorum", a(a(int64(9), int64(9)), a(int64(8), int64(8)), a(int64(7), int64(7)), a(int64(1), int64(100)), a(int64(1), int64(1))), Shape{}, a(int64(7), int64(7)), 5},
+		{"no reply of them", a(a(int64(5), int64(1)), a(int64(3), int64(9)), a(int64(4), int64(8)), nil, nil), Shape{}, nil, 2},
 		{"sign differs", a(a("A", int64(9000)), a("A", int64(9000)), a("A", int64(-1)), a("A", int64(0)), a("A", int64(-2))), Shape{}, nil, 2},
 		{"set in any order", a(a("a", "b", "c"), a("c", "a", "b"), a("b", "c", "a"), a("a", "b"), nil), set, a("a", "b", "c"), 3},
 		{"set in order", a(a("a", "b", "c"), a("c", "a", "b"), a("b", "c", "a"), a("a", "b"), nil), Shape{}, nil, 1},

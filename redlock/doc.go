@@ -15,7 +15,7 @@
 // a combined reply); Vote's deadline is the larger of NodeTimeout and
 // ScriptTimeout, and a client's script still running at it is stopped
 // with SCRIPT KILL (scriptkill.go). A
-// RedisNode from DialNode takes the command onto its auto-pipelined
+// RedisNode from DialNodeTLS takes the command onto its auto-pipelined
 // connection and the reply is counted on that connection's reader, so an
 // operation costs no goroutine per node call (fanout.go). A quorum is
 // len(nodes)/2+1. Acquire measures the time from before the first send to

@@ -128,3 +128,14 @@ func TestVoteHoldsBuiltKeys(t *testing.T) {
 		t.Fatal("a built key's gate stays closed after the vote")
 	}
 }
+
+// TestVoteBuiltFromEmptyKeyRefused: keys built from an empty key are any
+// keys; the vote is refused rather than holding every key of the proxy
+// while the script runs.
+func TestVoteBuiltFromEmptyKeyRefused(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	s := NewScript("return redis.call('SET', KEYS[1] .. ':x', ARGV[1])").ForVote(Shape{}, []string{""})
+	if _, err := c.r.Vote(context.Background(), s, []string{""}, []string{"v"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Vote building from an empty key = %v, want ErrInvalid", err)
+	}
+}

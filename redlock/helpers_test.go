@@ -274,3 +274,8 @@ func mustKind(tb testing.TB, err, kind error) *QuorumError {
 	}
 	return qe
 }
+
+// DialNode is DialNodeTLS without TLS settings.
+func DialNode(rawurl string) (*RedisNode, error) {
+	return DialNodeTLS(rawurl, nil)
+}

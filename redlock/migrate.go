@@ -79,6 +79,7 @@ type MigrateStats struct {
 func newMigration(n Node, opts Options, log hclog.Logger) *migration {
 	o := opts
 	o.MigrateFrom, o.ReleaseNotices, o.MaxTTL = nil, false, 0
+	o.leaveScripts = true            // the old instance's scripts and settings are its clients'
 	o.Logger = hclog.NewNullLogger() // one node is meant here: no weak-count warning
 	old := New([]Node{n}, o)
 	old.log = log.With("migrate-from", n.Addr())

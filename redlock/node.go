@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client settings for DialNode.
+// Client settings for DialNodeTLS.
 const (
 	dialTimeout  = time.Second
 	poolSize     = 64
@@ -38,12 +38,12 @@ const (
 // (a downgrade, or a proxy in front that does not pass it) clears the
 // capability and the same call runs delScript instead. Compare-and-expire
 // has no native form (SET … IFEQ would rewrite the value) and always runs
-// expireScript. Nodes from NewRedisNode (no pipe) always use the scripts.
+// expireScript. A node without a pipe (a test's) always uses the scripts.
 type RedisNode struct {
 	c    *redis.Client
-	p    *pipe // nil for NewRedisNode: then everything uses c
+	p    *pipe // nil only in tests: then everything uses c
 	addr string
-	opts *redis.Options // DialNode's, for DialConn; nil for NewRedisNode
+	opts *redis.Options // DialNodeTLS's, for DialConn
 	db   int            // the database the URL selects
 
 	// native is the backend's compare-and-delete command (a nativeCAD),
@@ -60,25 +60,21 @@ type RedisNode struct {
 	reported bool
 }
 
-// DialNode builds a RedisNode from "redis://[user:pass@]host:port[/db]",
+// DialNodeTLS builds a RedisNode from "redis://[user:pass@]host:port[/db]",
 // "rediss://…" (TLS) or a bare "host:port". The client never retries a
 // command (MaxRetries -1) or a dial (DialerRetries 1) and honours context
-// deadlines, so a node call cannot
-// outlive its share of the validity window. DialNode neither blocks on
-// nor fails for an unreachable server; the pool dials in the background.
-// Every new connection runs INFO before its first command and reports it
-// to the observer (SetObserver), so a restarted backend is seen before it
-// votes.
-func DialNode(rawurl string) (*RedisNode, error) {
-	return DialNodeTLS(rawurl, nil)
-}
-
-// DialNodeTLS is DialNode with the TLS settings of rediss:// URLs given by
-// tc (roots, client certificate, …): when tc is not nil it replaces the
-// URL's default (system roots, ServerName from the URL's host). The host
-// stays the ServerName unless tc sets one, and MinVersion is at least TLS
-// 1.2. Plain redis:// URLs and bare host:port never use tc. The go-redis
-// client and the pipelined connection share the result.
+// deadlines, so a node call cannot outlive its share of the validity
+// window. It neither blocks on nor fails for an unreachable server; the
+// pool dials in the background. Every new connection runs INFO before its
+// first command and reports it to the observer (SetObserver), so a
+// restarted backend is seen before it votes.
+//
+// tc gives the TLS settings of rediss:// URLs (roots, client certificate,
+// …): when tc is not nil it replaces the URL's default (system roots,
+// ServerName from the URL's host). The host stays the ServerName unless tc
+// sets one, and MinVersion is at least TLS 1.2. Plain redis:// URLs and
+// bare host:port never use tc. The go-redis client and the pipelined
+// connection share the result.
 func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	u := rawurl
 	if !strings.Contains(u, "://") {
@@ -237,13 +233,6 @@ func redact(rawurl string) string {
 		return rest
 	}
 	return scheme + "://" + rest
-}
-
-// NewRedisNode wraps an existing client; its options are used as given.
-// Such a node does not report new connections: restarts are then seen by
-// the health loop only.
-func NewRedisNode(c *redis.Client) *RedisNode {
-	return &RedisNode{c: c, addr: c.Options().Addr, db: c.Options().DB}
 }
 
 // Connect waits until the pipelined connection is up (after its connect
@@ -428,7 +417,7 @@ func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, 
 // send starts c on the pipelined connection without blocking (see
 // sender); the reply is finished by onReply on the connection's reader
 // goroutine. What cannot be pipelined now (no live connection, a full
-// queue, a node from NewRedisNode) runs in a goroutine.
+// queue, a node without a pipe) runs in a goroutine.
 func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int) {
 	if n.p == nil || !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag) {
 		goSend(n, c, deadline, to, tag)

@@ -25,8 +25,7 @@ const NoticePrefix = ReservedPrefix + "released:"
 func NoticeChannel(key string) string { return NoticePrefix + key }
 
 // The notifying scripts: the plain ones, and a PUBLISH of the tag to the
-// notice prefix (ARGV[2]; ARGV[1] for deleteNoticeScript) .. the key, for
-// each key deleted.
+// notice prefix (ARGV[2]) .. the key, for each key deleted.
 var (
 	delNoticeScript = NewScript(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
@@ -48,16 +47,6 @@ for i, key in ipairs(KEYS) do
 		out[i] = -1
 	else
 		out[i] = 0
-	end
-end
-return out`)
-
-	deleteNoticeScript = NewScript(`
-local out = {}
-for i, key in ipairs(KEYS) do
-	out[i] = redis.call("DEL", key)
-	if out[i] == 1 then
-		redis.call("PUBLISH", ARGV[1] .. key, "")
 	end
 end
 return out`)
@@ -87,14 +76,6 @@ func (r *Redlock) releaseKeysCall(keys []string, token string) command {
 		return command{kind: callEval, script: releaseScript, keys: keys, args: []any{token}}
 	}
 	return command{kind: callEval, script: releaseNoticeScript, keys: keys, args: []any{token, NoticePrefix, TokenTag(token)}}
-}
-
-// deleteCall is Delete's command.
-func (r *Redlock) deleteCall(keys []string) command {
-	if !r.notices.Load() {
-		return command{kind: callEval, script: deleteScript, keys: keys}
-	}
-	return command{kind: callEval, script: deleteNoticeScript, keys: keys, args: []any{NoticePrefix}}
 }
 
 // checkNotices runs a release notice's PUBLISH once on every node: a node

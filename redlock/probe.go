@@ -23,7 +23,7 @@ import (
 //   - observable: SetObserver(func(Probe)) registers the callback a node
 //     calls on each new backend connection, before that connection's first
 //     command. New attaches itself to every node that has it. RedisNode
-//     (built by DialNode) runs INFO in go-redis's OnConnect hook for this,
+//     (built by DialNodeTLS) runs INFO in go-redis's OnConnect hook for this,
 //     and replays the last report to a late observer, so connections made
 //     before New are not missed.
 
@@ -62,15 +62,14 @@ type prober interface {
 }
 
 // observable is a Node that reports each new backend connection
-// (RedisNode from DialNode does).
+// (RedisNode from DialNodeTLS does).
 type observable interface {
 	SetObserver(func(Probe))
 }
 
 // SetObserver makes f receive the INFO of every new connection, before
 // that connection runs its first command; only one observer is kept. If a
-// connection was already made, f first receives the latest report. Nodes
-// from NewRedisNode have no hook and never call f.
+// connection was already made, f first receives the latest report.
 func (n *RedisNode) SetObserver(f func(Probe)) {
 	n.obsMu.Lock()
 	n.observer = f
@@ -81,7 +80,7 @@ func (n *RedisNode) SetObserver(f func(Probe)) {
 	}
 }
 
-// onConnect is the go-redis OnConnect hook of DialNode's clients: INFO on
+// onConnect is the go-redis OnConnect hook of DialNodeTLS's clients: INFO on
 // the new connection, reported to the observer. A failed INFO fails the
 // connection, so no command runs on a connection that was not checked.
 func (n *RedisNode) onConnect(ctx context.Context, cn *redis.Conn) error {

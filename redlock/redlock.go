@@ -146,6 +146,11 @@ type Options struct {
 	// the busy-script threshold the proxy sets on the backends. Default
 	// DefaultScriptTimeout.
 	ScriptTimeout time.Duration
+
+	// leaveScripts: the nodes are not ours to tune or to stop scripts on
+	// (migrate_from's old instance, which clients that have not moved
+	// still use): no lua-time-limit is set there and no SCRIPT KILL sent.
+	leaveScripts bool
 	// ObserveCall, when set, is told the outcome and duration of every
 	// backend call (metrics); it must be cheap and must not block.
 	ObserveCall func(addr string, elapsed time.Duration, err error)
@@ -192,6 +197,7 @@ type Redlock struct {
 	downAfter      int
 	healthInterval time.Duration
 	scriptTimeout  time.Duration
+	leaveScripts   bool // Options.leaveScripts
 }
 
 // New returns a Redlock over nodes. It does not contact them. Fewer than
@@ -212,6 +218,7 @@ func New(nodes []Node, opts Options) *Redlock {
 		healthInterval:  opts.HealthInterval,
 		observeCall:     opts.ObserveCall,
 		scriptTimeout:   opts.ScriptTimeout,
+		leaveScripts:    opts.leaveScripts,
 	}
 	if r.scriptTimeout <= 0 {
 		r.scriptTimeout = DefaultScriptTimeout
@@ -234,7 +241,7 @@ func New(nodes []Node, opts Options) *Redlock {
 	r.senders = make([]sender, len(r.nodes))
 	for i, n := range r.nodes {
 		r.senders[i] = senderOf(n)
-		if k, ok := n.(scriptKiller); ok {
+		if k, ok := n.(scriptKiller); ok && !r.leaveScripts {
 			k.setScriptLimit(r.scriptTimeout)
 		}
 	}

@@ -22,6 +22,7 @@ func TestVersionedWriteKeepsNewest(t *testing.T) {
 	if _, err := c.r.writeVersion(ctx, "write", "k", false, "", 0, version{n: 5, id: "a"}); err != nil {
 		t.Fatal(err)
 	}
+	c.wait(t) // the writes answered at a quorum: let their last copies land
 	for i := range c.mrs {
 		if v := c.value(i, "k"); v != "new" {
 			t.Fatalf("node %d holds %q, want new", i, v)
@@ -82,6 +83,7 @@ func TestReadChangedNoGuess(t *testing.T) {
 	if err := c.r.Write(ctx, "k", "x", 0); err != nil {
 		t.Fatal(err)
 	}
+	c.wait(t) // the write answered at a quorum: its last copies land now, not over the sets below
 	for i := range 2 {
 		if err := c.mrs[i].Set("k", "tok"); err != nil {
 			t.Fatal(err)

@@ -161,6 +161,9 @@ func (n *RedisNode) KillScript(ctx context.Context) error {
 // vote fails with a *ScriptTimeoutError.
 func (r *Redlock) bounded(ctx context.Context, run func(context.Context, time.Duration) error, c *counts) error {
 	err := run(context.WithoutCancel(ctx), max(r.nodeTimeout, r.scriptTimeout))
+	if r.leaveScripts {
+		return err // not ours to stop: the vote fails with the nodes' errors
+	}
 	// A quorum that answered decides the reply: the kills then run in
 	// the background (a stopped backend must not cost every vote twice).
 	running, killed, unkillable := r.stopScripts(c.errs, c.answered < c.q)

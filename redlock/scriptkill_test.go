@@ -40,6 +40,11 @@ func (k *killerNode) setScriptLimit(time.Duration)           {}
 func (k *killerNode) applyScriptLimit(context.Context) error { return nil }
 
 func newKillers(t *testing.T, kill string) ([]*killerNode, *Redlock) {
+	return newKillersWithin(t, kill, 50*time.Millisecond)
+}
+
+// newKillersWithin is newKillers with the script timeout given.
+func newKillersWithin(t *testing.T, kill string, scriptTimeout time.Duration) ([]*killerNode, *Redlock) {
 	var ks []*killerNode
 	var nodes []Node
 	for i := range 3 {
@@ -50,7 +55,7 @@ func newKillers(t *testing.T, kill string) ([]*killerNode, *Redlock) {
 		ks = append(ks, k)
 		nodes = append(nodes, k)
 	}
-	r := New(nodes, Options{NodeTimeout: 10 * time.Millisecond, ScriptTimeout: 50 * time.Millisecond, DownAfter: 1, Logger: testLogger(t)})
+	r := New(nodes, Options{NodeTimeout: 10 * time.Millisecond, ScriptTimeout: scriptTimeout, DownAfter: 1, Logger: testLogger(t)})
 	r.loops.Add(1) // as if RunHealth ran: a node can be marked down
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -115,7 +120,9 @@ func TestVoteNotBusyVotesAgain(t *testing.T) {
 // answers without waiting for the kill of the one backend still running
 // the script; the kill is still sent.
 func TestVoteSlowMinorityKilledInBackground(t *testing.T) {
-	ks, r := newKillers(t, "")
+	// 1 s: the two nodes that answer at once must be counted within it, or
+	// they too are taken for running and killed (a stall under -race).
+	ks, r := newKillersWithin(t, "", time.Second)
 	for _, k := range ks[1:] {
 		close(k.stop) // these two answer at once (the script's error reply)
 	}

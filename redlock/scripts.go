@@ -119,21 +119,9 @@ for i, key in ipairs(KEYS) do
 end
 return out`)
 
-// readScript returns {1, value, pttl} for KEYS[1], {2, type, pttl} when
-// it holds another type than a string (a hash lock, a list), or {0} when
-// absent.
-var readScript = NewScript(`
-local v = redis.pcall("GET", KEYS[1])
-if type(v) == "table" and v.err then
-	return {2, redis.call("TYPE", KEYS[1])["ok"], redis.call("PTTL", KEYS[1])}
-end
-if not v then
-	return {0}
-end
-return {1, v, redis.call("PTTL", KEYS[1])}`)
-
 // getSetScript sets KEYS[1] to ARGV[1] (with a ttl of ARGV[2] ms when
-// that is positive) and returns the old value as readScript does.
+// that is positive) and returns the old value: {1, value, pttl}, or {0}
+// when absent.
 var getSetScript = NewScript(`
 local old = redis.call("GET", KEYS[1])
 local left = redis.call("PTTL", KEYS[1])
@@ -152,15 +140,6 @@ var existsScript = NewScript(`
 local out = {}
 for i, key in ipairs(KEYS) do
 	out[i] = redis.call("EXISTS", key)
-end
-return out`)
-
-// deleteScript deletes KEYS one by one and returns, per key, 1 when it
-// existed (a repeated key is gone the second time, as with DEL).
-var deleteScript = NewScript(`
-local out = {}
-for i, key in ipairs(KEYS) do
-	out[i] = redis.call("DEL", key)
 end
 return out`)
 
@@ -206,8 +185,8 @@ func asInts(v any, n int) ([]int64, error) {
 	return out, nil
 }
 
-// asValue reads the {0}, {1, value, pttl} or {2, type, pttl} reply of
-// readScript and getSetScript.
+// asValue reads a value reply: {0} (absent), {1, value, pttl}, as
+// getSetScript returns, or {2, type, pttl} (a key of another type).
 func asValue(v any) (Value, error) {
 	a, ok := v.([]any)
 	if ok && len(a) == 1 && a[0] == int64(0) {

@@ -27,10 +27,12 @@ import (
 //     script's Shape: SMEMBERS, HKEYS, HVALS, SINTER, SUNION, SDIFF;
 //     HGETALL as field/value pairs) is compared as a multiset, exactly.
 //  2. The replies a quorum of backends gave alike win; there can be only
-//     one such class. Its positive integers answer as lower bounds that
-//     a quorum of those same backends meets: for one integer (a pttl),
-//     the quorum-th largest, how long a quorum holds at least that. So an
-//     answer is always one reply that q backends gave in full, never
+//     one such class. Its answer is one reply of the class, as a backend
+//     gave it, that at least a quorum of the class meets or exceeds in
+//     every positive integer: for one integer (a pttl), the quorum-th
+//     largest, how long a quorum holds at least that; with several, when
+//     no reply is met so, the backends disagree. So an answer is always
+//     one reply a backend gave in full and q backends hold at least, never
 //     elements of different backends' replies put together, and a
 //     positive class never answers zero or a negative number.
 //  3. No class with a quorum: the backends disagree (ErrDisagree, a kind
@@ -64,6 +66,11 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 	var leave func()
 	switch {
 	case len(keys) > 0 && script.builds != nil:
+		if slices.Contains(keys, "") {
+			// Keys built from "" are any keys: its prefix hold would stop
+			// every lock of this proxy while the script runs.
+			return nil, fmt.Errorf("%w: an empty key in a script that builds keys from it", ErrInvalid)
+		}
 		end, err := r.gate.enterBuilt(ctx, keys, script.builds)
 		if err != nil {
 			return nil, fmt.Errorf("vote: %w", err)

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,15 +81,55 @@ func repoRoot() (string, error) {
 	return abs, nil
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago, below the
+// kernel's ephemeral range: a port from that range, once its server is
+// killed, may be taken as the source port of any outgoing connection
+// (the proxies' own connections to the backends), and a restart on it
+// then fails with "address already in use". Ports below the range are
+// only ever bound on purpose. Ports are handed out in turn from a start
+// that depends on the process, so parallel tests never get the same one.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	portsOnce.Do(func() {
+		lo := ephemeralLow()
+		portsLow, portsHigh = 10000, lo
+		portsNext.Store(int64(portsLow + (os.Getpid()*7919)%(portsHigh-portsLow)))
+	})
+	for range portsHigh - portsLow {
+		p := portsLow + int(portsNext.Add(1))%(portsHigh-portsLow)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("free port: none free in [%d, %d)", portsLow, portsHigh)
+	return 0
+}
+
+var (
+	portsOnce           sync.Once
+	portsLow, portsHigh int
+	portsNext           atomic.Int64
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo <= 11000 {
+		return 32768
+	}
+	return lo
 }
 
 // syncBuffer collects a child process's output.

@@ -11,13 +11,16 @@ import (
 
 // TestTwoWritersWithoutExpiry: two connections write the same keys
 // without expiry at the same moment (SET and GETSET), through one proxy
-// and through two. Whichever value the backends kept reads as without
-// expiry (TTL -1) and is still there three default_ttl later.
+// and through two. Whichever value the backends kept is renewed: the key
+// is still there three default_ttl later (before, the keep followed the
+// last caller, whose value could have lost, and the key expired).
 func TestTwoWritersWithoutExpiry(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
-	a := startProxy(t, rs, `default_ttl = "2s"`)
-	b := startProxy(t, rs, `default_ttl = "2s"`)
+	// 4 s: each renewal call's deadline is 5% of it, 200 ms, which a
+	// loaded machine meets.
+	a := startProxy(t, rs, `default_ttl = "4s"`)
+	b := startProxy(t, rs, `default_ttl = "4s"`)
 	ctx := testCtx(t, 90*time.Second)
 	a1, a2, b1 := a.Client(nil), a.Client(nil), b.Client(nil)
 	const keys = 60
@@ -36,7 +39,7 @@ func TestTwoWritersWithoutExpiry(t *testing.T) {
 				// A write refused for want of a quorum (a node deadline a
 				// loaded machine missed) is sent again.
 				var err error
-				for range 20 {
+				for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
 					if (i/2+j)%2 == 0 {
 						err = c.Set(ctx, key, v, 0).Err()
 					} else {
@@ -51,7 +54,7 @@ func TestTwoWritersWithoutExpiry(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	time.Sleep(6 * time.Second) // three default_ttl: what is not renewed has expired
+	time.Sleep(12 * time.Second) // three default_ttl: what is not renewed has expired
 	var gone []string
 	for i := range keys {
 		key := fmt.Sprintf("two%d", i)

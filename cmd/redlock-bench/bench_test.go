@@ -100,6 +100,7 @@ func TestKeySpace(t *testing.T) {
 	}{
 		{"distinct", 3, 9, "bench:proxy:3"},
 		{"contended", 3, 9, "bench:proxy:contended"},
+		{"1", 3, 9, "bench:proxy:k0"},
 		{"4", 1, 0, "bench:proxy:k1"},
 		{"4", 1, 5, "bench:proxy:k2"},
 	}
@@ -142,6 +143,17 @@ func TestParseFlags(t *testing.T) {
 	if code := run([]string{"-modes", "redsync"}, &bytes.Buffer{}, &errOut); code != 2 || !strings.Contains(errOut.String(), "needs -backend") {
 		t.Fatalf("redsync without backends: exit %d, %q", code, errOut.String())
 	}
+	// -keys contended refuses every attempt: -n would never end, and the
+	// holder's ttl must outlast the run.
+	for _, args := range [][]string{
+		{"-keys", "contended", "-n", "100", "-modes", "proxy"},
+		{"-keys", "contended", "-d", "5s", "-ttl", "5s", "-modes", "proxy"},
+	} {
+		errOut.Reset()
+		if code := run(args, &bytes.Buffer{}, &errOut); code != 2 || !strings.Contains(errOut.String(), "-keys contended") {
+			t.Errorf("%v: exit %d, %q", args, code, errOut.String())
+		}
+	}
 }
 
 // sampleReport has two client counts; the second has no redsync row.
@@ -151,7 +163,9 @@ func sampleReport() *report {
 		Proxy: "127.0.0.1:1", Backends: []string{"127.0.0.1:2", "127.0.0.1:3"}, Keys: "distinct", TTLMS: 10000, DurationMS: 5000,
 		Results: []result{
 			{Mode: "proxy", Clients: 1, Cycles: 10, Attempts: 10, CyclesPerSec: 3000, P50US: 300, P99US: 1500, P999US: 12000, AcquireP50US: 150,
-				ProxyAllocBytesPerCycle: ptr(4335.4), ProxyAllocsPerCycle: ptr(71.96), ProxyCPUUSPerCycle: ptr(41.2)},
+				ProxyAllocBytesPerCycle: ptr(4335.4), ProxyAllocsPerCycle: ptr(71.96), ProxyCPUUSPerCycle: ptr(41.2),
+				ProxyWritesPerCycle: ptr(2.844), ProxyReadsPerCycle: ptr(4.6), BackendWritesPerCycle: ptr(0.4),
+				BackendReadsPerCycle: ptr(0.42), CommandsPerWrite: ptr(7.08)},
 			{Mode: "redsync", Clients: 1, Cycles: 10, Attempts: 10, CyclesPerSec: 1500, P50US: 600, P99US: 2000, P999US: 250000},
 			{Mode: "single", Clients: 1, Cycles: 10, Attempts: 10, CyclesPerSec: 12000, P50US: 80, P99US: 200, P999US: 900},
 			{Mode: "proxy-setnx", Clients: 2, Cycles: 0, Busy: 50, Attempts: 50, BusyPerSec: 7.5},
@@ -227,11 +241,11 @@ func TestTable(t *testing.T) {
 		t.Errorf("columns %v", got)
 	}
 	wantRows := [][]string{
-		{"proxy", "1", "3000", "0", "300µs", "1.50ms", "12.0ms", "150µs", "2.00x", "0.25x", "0.50x", "4335", "72.0", "41µs"},
-		{"redsync", "1", "1500", "0", "600µs", "2.00ms", "250ms", "0µs", "1.00x", "0.12x", "1.00x", "-", "-", "-"},
-		{"single", "1", "12000", "0", "80µs", "200µs", "900µs", "0µs", "8.00x", "1.00x", "0.13x", "-", "-", "-"},
-		{"proxy-setnx", "2", "0", "7.50", "-", "-", "-", "-", "-", "0.00x", "-", "-", "-", "-"},
-		{"single", "2", "20000", "0", "90µs", "0µs", "0µs", "0µs", "-", "1.00x", "-", "-", "-", "-"},
+		{"proxy", "1", "3000", "0", "300µs", "1.50ms", "12.0ms", "150µs", "2.00x", "0.25x", "0.50x", "4335", "72.0", "41µs", "2.84", "4.60", "0.40", "0.42", "7.08"},
+		{"redsync", "1", "1500", "0", "600µs", "2.00ms", "250ms", "0µs", "1.00x", "0.12x", "1.00x", "-", "-", "-", "-", "-", "-", "-", "-"},
+		{"single", "1", "12000", "0", "80µs", "200µs", "900µs", "0µs", "8.00x", "1.00x", "0.13x", "-", "-", "-", "-", "-", "-", "-", "-"},
+		{"proxy-setnx", "2", "0", "7.50", "-", "-", "-", "-", "-", "0.00x", "-", "-", "-", "-", "-", "-", "-", "-", "-"},
+		{"single", "2", "20000", "0", "90µs", "0µs", "0µs", "0µs", "-", "1.00x", "-", "-", "-", "-", "-", "-", "-", "-", "-"},
 	}
 	for i, want := range wantRows {
 		if got := strings.Fields(lines[i+2]); !slices.Equal(got, want) {

@@ -29,6 +29,14 @@
 // row stops (a dead server would otherwise make it spin), which also fails
 // the run.
 //
+// -keys says which key a cycle locks: distinct (a key per client), N (N
+// keys the clients take round-robin; 1 is one key they take turns on), or
+// contended: one key that one more client of the mode takes before the
+// warm-up and holds until the run ends, so that every attempt of the
+// clients is refused and busy/s is the rate of contended acquisitions
+// (the vs-redsync and vs-single ratios then compare busy/s). -keys
+// contended needs -d (not -n) and a -ttl longer than -warmup + -d + 1 s.
+//
 // With -spawn N it starts N redis-server processes on free loopback ports
 // and a redlock-proxy built from this module (or -proxy-bin) in front of
 // them, and kills them all on exit or interrupt. Without it, -proxy and
@@ -41,7 +49,8 @@
 // and just after it. B/cycle is heap bytes allocated
 // (go_memstats_alloc_bytes_total), allocs heap objects allocated
 // (go_memstats_mallocs_total), cpu/cycle user plus system CPU time
-// (process_cpu_seconds_total, in 10 ms ticks). The counters cover the
+// (utime+stime of /proc/PID/stat, in 10 ms ticks; the metrics'
+// process_cpu_seconds_total when /proc cannot be read). The counters cover the
 // whole process, so they also include its backend health checks (tiny),
 // the metrics bookkeeping that metrics_listen turns on, and part of the
 // scrapes themselves (0.1–0.3 MB per run: tens of bytes per cycle in a 2 s
@@ -49,6 +58,17 @@
 // runs whose scrape failed (a warning on stderr) show "-"; in -json the
 // fields proxy_alloc_bytes_per_cycle, proxy_allocs_per_cycle and
 // proxy_cpu_us_per_cycle are then left out.
+//
+// With -spawn, every row also reads /proc/PID/io of the proxy and of the
+// redis-servers and INFO stats of the backends just before and after its
+// window: p-wr and p-rd are the proxy's write and read system calls per
+// cycle (syscw, syscr: to clients and backends together), b-wr and b-rd
+// those of all the backends together, cmd/wr the backends' commands
+// (total_commands_processed) per proxy write system call. With -keys
+// contended every per-cycle column is per refused attempt instead. In
+// -json: proxy_write_syscalls_per_cycle, proxy_read_syscalls_per_cycle,
+// backend_write_syscalls_per_cycle, backend_read_syscalls_per_cycle,
+// backend_commands_per_proxy_write.
 //
 // With -idle N (and -spawn) it first measures what an idle connection
 // costs the proxy: it raises its own open-files limit to the hard limit

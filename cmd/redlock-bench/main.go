@@ -35,7 +35,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.duration, "d", 5*time.Second, "measured `duration` per mode and client count")
 	fs.IntVar(&cfg.cycles, "n", 0, "measure this many successful cycles per mode and client count instead of -d")
 	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up per run")
-	keys := fs.String("keys", "distinct", "distinct (a key per client), contended (one key) or N (N keys round-robin)")
+	keys := fs.String("keys", "distinct", "distinct (a key per client), contended (one key, held for the run by one more client: every attempt is refused, busy/s is the rate) or N (N keys round-robin: 1 is one key the clients take turns on)")
 	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lock ttl")
 	modes := fs.String("modes", strings.Join(modeNames(), ","), "modes to run, comma separated")
 	fs.IntVar(&cfg.spawn, "spawn", 0, "start N redis-server backends and a proxy in front of them; proxy rows then show the proxy's B/cycle, allocs and cpu/cycle")
@@ -96,7 +96,7 @@ func parseKeys(s string) (keySpace, error) {
 	case "distinct":
 		return keySpace{distinct: true}, nil
 	case "contended":
-		return keySpace{n: 1}, nil
+		return keySpace{held: true}, nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {

@@ -25,7 +25,10 @@ import (
 // scrape asks for no compression, which would add about 1 MB). They also
 // include the per-command metrics bookkeeping that metrics_listen turns
 // on, which a proxy without it does not do. process_cpu_seconds_total
-// comes from /proc in 10 ms ticks, so cpu/cycle is coarse for short runs.
+// comes from /proc in 10 ms ticks, so cpu/cycle is coarse for short runs;
+// when the tool can read the proxy's /proc/PID/stat itself (procstat.go),
+// cpu/cycle comes from there instead, the same counter read without a
+// scrape.
 
 // Counters read from the proxy's /metrics.
 const (

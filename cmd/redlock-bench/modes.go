@@ -37,6 +37,10 @@ type targets struct {
 	// metrics is the proxy's metrics_listen address, known only when
 	// -spawn started the proxy; "" otherwise.
 	metrics string
+	// proxyPID and backendPIDs are the spawned processes (-spawn): 0 and
+	// nil otherwise.
+	proxyPID    int
+	backendPIDs []int
 }
 
 // A locker is one client's view of a mode: it holds its connections and the

@@ -48,6 +48,16 @@ type result struct {
 	ProxyAllocBytesPerCycle *float64 `json:"proxy_alloc_bytes_per_cycle,omitempty"`
 	ProxyAllocsPerCycle     *float64 `json:"proxy_allocs_per_cycle,omitempty"`
 	ProxyCPUUSPerCycle      *float64 `json:"proxy_cpu_us_per_cycle,omitempty"`
+	// What explains the figure, from /proc and the backends' INFO (see
+	// procstat.go); nil unless the processes were spawned by this tool.
+	// Per successful cycle, or per refused attempt with -keys contended.
+	ProxyReadsPerCycle    *float64 `json:"proxy_read_syscalls_per_cycle,omitempty"`
+	ProxyWritesPerCycle   *float64 `json:"proxy_write_syscalls_per_cycle,omitempty"`
+	BackendReadsPerCycle  *float64 `json:"backend_read_syscalls_per_cycle,omitempty"`
+	BackendWritesPerCycle *float64 `json:"backend_write_syscalls_per_cycle,omitempty"`
+	// CommandsPerWrite is the backends' commands over the proxy's write
+	// system calls (which also carry its replies to clients).
+	CommandsPerWrite *float64 `json:"backend_commands_per_proxy_write,omitempty"`
 }
 
 // setProxyCost fills the proxy cost fields from the proxy's counters read
@@ -118,15 +128,23 @@ func (rep *report) computeRatios() {
 		q := a / b
 		return &q
 	}
+	// With -keys contended every attempt is refused: the rate compared
+	// is that of the refusals.
+	rate := func(r *result) float64 {
+		if rep.Keys == "contended" {
+			return r.BusyPerSec
+		}
+		return r.CyclesPerSec
+	}
 	for i := range rep.Results {
 		r := &rep.Results[i]
 		r.VsRedsync, r.VsSingle, r.P50VsRedsync = nil, nil, nil
 		if rs := find("redsync", r.Clients); rs != nil {
-			r.VsRedsync = ratio(r.CyclesPerSec, rs.CyclesPerSec)
+			r.VsRedsync = ratio(rate(r), rate(rs))
 			r.P50VsRedsync = ratio(r.P50US, rs.P50US)
 		}
 		if s := find("single", r.Clients); s != nil {
-			r.VsSingle = ratio(r.CyclesPerSec, s.CyclesPerSec)
+			r.VsSingle = ratio(rate(r), rate(s))
 		}
 	}
 }
@@ -159,7 +177,7 @@ func (rep *report) header() string {
 }
 
 var tableColumns = []string{"mode", "clients", "cycles/s", "busy/s", "p50", "p99", "p99.9", "acq-p50", "vs-redsync", "vs-single", "p50/redsync",
-	"B/cycle", "allocs", "cpu/cycle"}
+	"B/cycle", "allocs", "cpu/cycle", "p-wr", "p-rd", "b-wr", "b-rd", "cmd/wr"}
 
 // writeTable prints the header and one aligned row per result: the mode
 // left-aligned, the numbers right-aligned.
@@ -172,6 +190,8 @@ func (rep *report) writeTable(w io.Writer) error {
 			fmtMicros(r.AcquireP50US, r.Cycles),
 			fmtRatio(r.VsRedsync), fmtRatio(r.VsSingle), fmtRatio(r.P50VsRedsync),
 			fmtCount(r.ProxyAllocBytesPerCycle), fmtCount(r.ProxyAllocsPerCycle), fmtCPU(r.ProxyCPUUSPerCycle),
+			fmtPer(r.ProxyWritesPerCycle), fmtPer(r.ProxyReadsPerCycle),
+			fmtPer(r.BackendWritesPerCycle), fmtPer(r.BackendReadsPerCycle), fmtPer(r.CommandsPerWrite),
 		})
 	}
 	width := make([]int, len(tableColumns))
@@ -291,6 +311,14 @@ func fmtCount(v *float64) string {
 		return strconv.FormatFloat(*v, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(*v, 'f', 0, 64)
+}
+
+// fmtPer prints a per-cycle count with two decimals; "-" when absent.
+func fmtPer(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*v, 'f', 2, 64)
 }
 
 // fmtCPU prints CPU time per cycle like a latency; "-" when absent.

@@ -55,6 +55,10 @@ func (c *config) validate() error {
 		return errors.New("-batch must not be negative")
 	case c.idle > 0 && c.spawn == 0:
 		return errors.New("-idle measures the proxy's memory: it needs -spawn N")
+	case c.keys.held && c.cycles > 0:
+		return errors.New("-keys contended refuses every attempt: measure it with -d, not -n")
+	case c.keys.held && c.ttl <= c.warmup+c.duration+time.Second:
+		return errors.New("-keys contended: the holder keeps the key for the run, so -ttl must exceed -warmup + -d by more than 1s")
 	}
 	for _, m := range c.modes {
 		if m.needsBackends && c.spawn == 0 && len(c.backends) == 0 {
@@ -67,14 +71,18 @@ func (c *config) validate() error {
 // keySpace says which key each cycle locks.
 type keySpace struct {
 	distinct bool // a key per client
-	n        int  // otherwise n keys shared round-robin (1 = contended)
+	n        int  // otherwise n keys shared round-robin
+	// held: one key, which one more client of the mode (the holder) takes
+	// before the run and keeps until its end; every attempt of the clients
+	// is refused, and busy/s is the rate of contended acquisitions
+	held bool
 }
 
 func (k keySpace) String() string {
 	switch {
 	case k.distinct:
 		return "distinct"
-	case k.n == 1:
+	case k.held:
 		return "contended"
 	}
 	return strconv.Itoa(k.n)
@@ -86,7 +94,7 @@ func (k keySpace) key(mode string, client, cycle int) string {
 	switch {
 	case k.distinct:
 		return "bench:" + mode + ":" + strconv.Itoa(client)
-	case k.n == 1:
+	case k.held:
 		return "bench:" + mode + ":contended"
 	}
 	return "bench:" + mode + ":k" + strconv.Itoa((client+cycle)%k.n)
@@ -285,6 +293,14 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 			l.close()
 		}
 	}()
+	if cfg.keys.held {
+		release, err := hold(ctx, cfg, m, t)
+		if err != nil {
+			fmt.Fprintf(stderr, "redlock-bench: %s c=%d: %v\n", m.name, clients, err)
+			return collect(m.name, clients, cfg.keys.String(), 0, nil)
+		}
+		defer release()
+	}
 
 	var (
 		stop    atomic.Bool
@@ -340,6 +356,11 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 	if scrape {
 		before, scrapeErr = scrapeProxy(ctx, t.metrics)
 	}
+	var machBefore, machAfter machineSample
+	machErr := errors.New("not spawned")
+	if t.proxyPID != 0 {
+		machBefore, machErr = sampleMachine(ctx, t)
+	}
 	t0 := time.Now()
 	close(start)
 	prog.phase("run", &t0, &done)
@@ -351,6 +372,9 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 	elapsed := time.Since(t0)
 	if scrape && scrapeErr == nil {
 		after, scrapeErr = scrapeProxy(ctx, t.metrics)
+	}
+	if machErr == nil {
+		machAfter, machErr = sampleMachine(ctx, t)
 	}
 	prog.stop()
 
@@ -364,8 +388,51 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 	default:
 		res.setProxyCost(before, after)
 	}
+	switch {
+	case t.proxyPID == 0:
+	case machErr != nil:
+		if ctx.Err() == nil {
+			fmt.Fprintf(stderr, "redlock-bench: %s c=%d: no syscall and commands columns: %v\n", m.name, clients, machErr)
+		}
+	default:
+		per := res.Cycles
+		if cfg.keys.held {
+			per = res.Busy
+		}
+		// cpu/cycle from /proc/PID/stat replaces the metrics' figure (the
+		// same counter, read without a scrape).
+		res.explain(machBefore, machAfter, per, m.needsProxy)
+	}
 	prog.finished(res)
 	return res
+}
+
+// hold takes the -keys contended key with one more client of mode m and
+// returns what gives it back at the end of the run.
+func hold(ctx context.Context, cfg config, m *mode, t targets) (release func(), err error) {
+	var l locker
+	if m.openAll != nil {
+		ls, err := m.openAll(t, cfg.ttl, 1)
+		if err != nil {
+			return nil, fmt.Errorf("holder: %w", err)
+		}
+		l = ls[0]
+	} else {
+		l = m.open(t, cfg.ttl)
+	}
+	key := cfg.keys.key(m.name, 0, 0)
+	ok, err := l.acquire(ctx, key)
+	if err == nil && !ok {
+		err = errors.New("the key is held already")
+	}
+	if err != nil {
+		l.close()
+		return nil, fmt.Errorf("holder: take %s: %w", key, err)
+	}
+	return func() {
+		_ = l.release(context.WithoutCancel(ctx), key)
+		l.close()
+	}, nil
 }
 
 // cycle is one acquire+release. It reports whether the cycle succeeded;

@@ -64,12 +64,14 @@ func (c *cluster) start(ctx context.Context, n int, proxyBin string, second bool
 			return err
 		}
 		c.backends = append(c.backends, addr)
+		c.backendPIDs = append(c.backendPIDs, c.procs[len(c.procs)-1].cmd.Process.Pid) // the one that answered
 	}
 	p, addr, metrics, err := c.startProxy(ctx, proxyBin, "proxy")
 	if err != nil {
 		return err
 	}
 	c.proxy, c.targets.proxy, c.targets.metrics = p, addr, metrics
+	c.proxyPID = p.cmd.Process.Pid
 	if second {
 		if _, c.targets.proxy2, _, err = c.startProxy(ctx, proxyBin, "proxy2"); err != nil {
 			return err

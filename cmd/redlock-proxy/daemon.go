@@ -161,7 +161,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		MaxKeyBytes:    cfg.MaxKeyBytes,
 		MaxValueBytes:  cfg.MaxValueBytes,
 		AllowFlush:     cfg.AllowFlush,
-		CatalogOnly:    cfg.RecognisedScriptsOnly(),
+		RecognisedOnly: cfg.RecognisedScriptsOnly(),
 		OtherDB:        otherDB,
 		RequirePass:    cfg.RequirePass,
 		AuthFailLimit:  cfg.AuthFailLimit,

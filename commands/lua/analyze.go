@@ -20,30 +20,6 @@ const (
 	chunkName = "user_script"
 )
 
-// Verdict is what the proxy does with a script.
-type Verdict int
-
-const (
-	// Refused: the script cannot run; Problem says where and why.
-	Refused Verdict = iota
-	// ByVote: the script runs on every backend and a quorum's reply wins.
-	ByVote
-	// Recognised: the proxy carries out Meaning as a quorum operation.
-	Recognised
-)
-
-func (v Verdict) String() string {
-	switch v {
-	case Refused:
-		return "refused"
-	case ByVote:
-		return "vote"
-	case Recognised:
-		return "recognised"
-	}
-	return fmt.Sprintf("Verdict(%d)", int(v))
-}
-
 // Analysis is the result of Analyze. Nothing changes it afterwards (callers
 // must not either), and its methods are safe for concurrent use.
 type Analysis struct {
@@ -61,23 +37,6 @@ type Analysis struct {
 	Invalid bool
 
 	proto *glua.FunctionProto
-}
-
-// Verdict is Recognised when there is a Meaning, else Fallback.
-func (a *Analysis) Verdict() Verdict {
-	if a.Meaning != nil {
-		return Recognised
-	}
-	return a.Fallback()
-}
-
-// Fallback is what the proxy does with the script when it does not use the
-// Meaning (catalog-only mode aside): ByVote or Refused.
-func (a *Analysis) Fallback() Verdict {
-	if a.Vote != nil {
-		return ByVote
-	}
-	return Refused
 }
 
 // Analyze classifies a script. It never panics, and its time and memory are

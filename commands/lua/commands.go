@@ -115,14 +115,6 @@ var allowed = func() map[string]command {
 	return m
 }()
 
-// Allowed reports whether a script run by vote may call command (any case).
-// It is the run-time check for command names a script takes from ARGV;
-// Vote.CheckArgv does it and also checks those calls' key arguments.
-func Allowed(command string) bool {
-	_, ok := allowed[strings.ToUpper(command)]
-	return ok
-}
-
 // lookup finds a command of the allow-list by name, in any case.
 func lookup(name string) (command, bool) {
 	c, ok := allowed[strings.ToUpper(name)]
@@ -191,7 +183,7 @@ func whyNot(name string) string {
 	case "SORT", "SORT_RO":
 		return up + " can read keys named by its BY and GET patterns"
 	case "RENAME", "RENAMENX":
-		return up + " is not on the list of key-local commands"
+		return up + notListed
 	case "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "XREAD", "XREADGROUP", "WAIT", "WAITAOF":
 		return up + " blocks"
 	case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR":
@@ -201,8 +193,11 @@ func whyNot(name string) string {
 		"INFO", "LASTSAVE", "ROLE", "SYNC", "PSYNC", "RESET", "COMMAND", "LOLWUT", "PUBSUB":
 		return up + " administers or inspects the server"
 	}
-	return up + " is not on the list of key-local commands"
+	return up + notListed
 }
+
+// notListed is whyNot's reason for a command it knows nothing more of.
+const notListed = " is not on the list of key-local commands"
 
 // arg is what the analysis knows of one argument of a call: whether it
 // comes from the declared KEYS (directly or by concatenation: derived,
@@ -276,7 +271,7 @@ func (s keySpec) firstFailing(args []arg, tail *arg, ok func(arg) bool) int {
 			return 0
 		}
 		n, err := parseInt(a.literal)
-		if !a.isLit || err != nil || n < 0 {
+		if !a.isLit || err != nil || n < 0 || n > int64(limit-s.numkeys) {
 			for p := s.numkeys + 1; p <= limit; p++ {
 				if !check(p) {
 					return p

@@ -6,21 +6,26 @@
 // which is safe for concurrent use.
 //
 //	a := lua.Analyze(src)
-//	switch a.Verdict() {
-//	case lua.Recognised: // a.Meaning.Select(argv): acquire, extend, release or read
-//	case lua.ByVote:     // a.Vote: check a.Vote.CheckArgv(argv), then run everywhere
-//	case lua.Refused:    // a.Problem: "line 4: redis.call("KEYS", …): …"
+//	switch {
+//	case a.Meaning != nil: // recognised: a.Meaning.Select(argv): acquire, extend, release or read
+//	case a.Vote != nil:    // by vote: check a.Vote.CheckArgv(argv), then run everywhere
+//	default:               // refused: a.Problem: "line 4: redis.call("KEYS", …): …"
 //	}
 //
-// A recognised script also reports its Fallback (ByVote, since recognition
-// requires the vote rules to hold), for when the proxy runs in a mode that
-// does not use meanings.
+// KeyCommands exports the allow-list's keyed commands (arity, key
+// positions, writes, unordered replies) for the proxy's command table,
+// which serves each outside scripts too; Refusal says why a command Redis
+// has cannot run by vote.
+//
+// A recognised script also has a Vote (recognition requires the vote
+// rules to hold), for when the proxy does not use meanings.
 //
 // # What the analysis is sound for, and what it is not
 //
 // For a script by vote (Vote not nil), on every run, whatever KEYS, ARGV
 // and the data, provided the script also passes CheckArgv for that ARGV:
-// it touches no key outside Vote.Reach(keys); calls only commands of the
+// it touches no key outside its reach (below: the declared keys, and with
+// Vote.DerivedKeys the keys built from them); calls only commands of the
 // allow-list, none of which answers differently on two backends holding
 // the same data; selects no database but 0; loads no code and leaves KEYS,
 // ARGV and the redis table as they are; every loop it runs has a bound
@@ -130,10 +135,10 @@
 //     unpack(KEYS), a local or a parameter of a local function that only
 //     ever receives such values, or a concatenation with a KEYS element in
 //     it (KEYS[1] .. ':' .. ARGV[1]; Vote.DerivedKeys). A numkeys count
-//     that is not a literal makes every later argument a key. So
-//     Vote.Reach(keys) bounds every key a run may touch: the declared
-//     keys, and the keys starting with a declared key or with one of
-//     Vote.KeyPrefixes followed by one; what orders or gates the script
+//     that is not a literal makes every later argument a key. So a run's
+//     reach bounds every key it may touch: the declared keys, and (with
+//     Vote.DerivedKeys) the keys starting with a declared key or with one
+//     of Vote.KeyPrefixes followed by one; what orders or gates the script
 //     (a pipeline plan, a key gate) must cover that.
 //   - SELECT only with 0: the literal 0, or an ARGV element (directly,
 //     through tonumber or a local) that Vote.CheckArgv requires to be "0"
@@ -166,6 +171,8 @@
 // instructions and two seconds in all. A script that exhausts a run's
 // budget on a probe is refused: on a backend it would block or exhaust
 // memory just the same. Only scripts the model can run (string and expiry
-// commands, or none) are tried. Redis never stops a script by itself; a
-// script by vote is bounded here only by the loop rules above.
+// commands, or none) are tried. Redis never stops a script by itself: the
+// proxy stops a script by vote that runs past script_timeout with SCRIPT
+// KILL (redlock/scriptkill.go); one that already wrote cannot be killed,
+// and is then bounded only by the loop rules above.
 package lua

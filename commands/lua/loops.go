@@ -12,8 +12,10 @@ import (
 )
 
 // A script by vote runs on every backend, and Redis never stops a script by
-// itself: a loop that does not end holds every backend until someone runs
-// SCRIPT KILL on each. So every loop must have a bound the analysis sees:
+// itself: a loop that does not end holds every backend until SCRIPT KILL
+// (the proxy sends it past script_timeout, redlock/scriptkill.go), and a
+// script that already wrote cannot be killed. So every loop must have a
+// bound the analysis sees:
 //   - while and repeat loops are refused (their condition may never change);
 //   - a numeric for loop's start and limit are each made of literals, #x
 //     (bounded by what exists), and numbers from ARGV that CheckArgv

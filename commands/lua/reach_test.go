@@ -3,6 +3,7 @@ package lua
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -79,4 +80,50 @@ func TestReachCoversWrites(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Reach is every key one run of a script by vote may touch: each of Keys
+// (the declared keys), and every key that starts with one of Prefixes (the
+// keys it builds from them by concatenation; an empty prefix, from an
+// empty declared key, stands for any key). A script by vote touches no
+// other key: the vote rules refuse every other way of naming one.
+type Reach struct {
+	Keys     []string
+	Prefixes []string
+}
+
+// Reach is what a run with the declared keys may touch. A pipeline orders
+// the script after earlier commands on those keys and before later ones;
+// with Prefixes, ordering needs prefix matching (or the script is a
+// barrier), and a gate must cover every key with those prefixes.
+func (v *Vote) Reach(keys []string) Reach {
+	r := Reach{Keys: keys}
+	if !v.DerivedKeys {
+		return r
+	}
+	seen := map[string]bool{}
+	for _, p := range append([]string{""}, v.KeyPrefixes...) {
+		for _, k := range keys {
+			if start := p + k; !seen[start] {
+				seen[start] = true
+				r.Prefixes = append(r.Prefixes, start)
+			}
+		}
+	}
+	return r
+}
+
+// Covers reports whether key is within r.
+func (r Reach) Covers(key string) bool {
+	for _, k := range r.Keys {
+		if k == key {
+			return true
+		}
+	}
+	for _, p := range r.Prefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
 }

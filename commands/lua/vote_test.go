@@ -305,3 +305,11 @@ func TestAllowed(t *testing.T) {
 		}
 	}
 }
+
+// Allowed reports whether a script run by vote may call command (any case).
+// It is the run-time check for command names a script takes from ARGV;
+// Vote.CheckArgv does it and also checks those calls' key arguments.
+func Allowed(command string) bool {
+	_, ok := allowed[strings.ToUpper(command)]
+	return ok
+}

@@ -72,11 +72,13 @@ func (m *Manager) Get(ctx context.Context, key string) (redlock.Value, error) {
 }
 
 // Read is the value and remaining ttl a quorum holds (redlock.Read); a
-// key kept here reads as without expiry.
+// key held here reads with the expiry its client asked for (HoldKey).
 func (m *Manager) Read(ctx context.Context, key string) (redlock.Value, error) {
 	v, err := m.locker.Read(ctx, key)
-	if err == nil && v.Exists && m.Kept(key, v.Data) {
-		v.PTTL = redlock.PTTLNoExpiry
+	if err == nil && v.Exists {
+		if ttl, ok := m.HeldTTL(key, v.Data); ok {
+			v.PTTL = ttl
+		}
 	}
 	return v, err
 }
@@ -92,17 +94,106 @@ func (m *Manager) Delete(ctx context.Context, keys []string) (int, error) {
 	for _, k := range keys {
 		m.unkeep(k)
 	}
-	return m.locker.Delete(ctx, keys)
+	n, err := m.locker.Delete(ctx, keys)
+	m.reg.forget(keys...)
+	return n, err
 }
 
 // Expire gives key ttl on a quorum (redlock.Expire); when it did, the key
 // is no longer kept.
 func (m *Manager) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	ok, err := m.locker.Expire(ctx, key, ttl)
+	m.reg.forget(key)
 	if err == nil && ok {
 		m.unkeep(key)
 	}
 	return ok, err
+}
+
+// SetOptions are SET's conditions beyond NX (Manager.Set).
+type SetOptions struct {
+	XX      bool // write only where a quorum holds key
+	KeepTTL bool // keep the ttl key has (none: without expiry)
+	Expired bool // the deadline has passed: delete key instead of writing
+	Strings bool // refuse a key of another type with a *TypeError (SET GET)
+}
+
+// Set is SET with XX, KEEPTTL, GET or a deadline already past: it reads key
+// on a quorum (Read), then acts on what it read. An XX write of the value
+// key holds, with a ttl, is an extend of that lock (redlock.ExtendKeys);
+// if the key changed in between, a plain write. Any other write is a
+// plain write (Write), a past deadline a delete (Delete). The read and the
+// write are two quorum operations: a write by another client between them
+// is not seen by the condition. It returns what key held before and
+// whether it wrote (or deleted).
+func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration, o SetOptions) (redlock.Value, bool, error) {
+	old, err := m.Read(ctx, key)
+	switch {
+	case err != nil:
+		return old, false, err
+	case o.Strings && old.Exists && old.Type != "":
+		return old, false, &TypeError{Type: old.Type}
+	case o.XX && !old.Exists:
+		return old, false, nil
+	case o.Expired:
+		if old.Exists {
+			_, err = m.Delete(ctx, []string{key})
+		}
+		return old, err == nil, err
+	}
+	if o.KeepTTL {
+		ttl = 0
+		if old.Exists && old.PTTL >= 0 {
+			ttl = max(old.PTTL, time.Millisecond)
+		}
+	}
+	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value {
+		_, err := m.Extend(ctx, []string{key}, value, ttl, redlock.Replace)
+		if !errors.Is(err, redlock.ErrNotHeld) {
+			return old, err == nil, err
+		}
+	}
+	err = m.Write(ctx, key, value, ttl)
+	return old, err == nil, err
+}
+
+// ExpireCond is EXPIRE's options on the key's current expiry, a set of
+// flags; 0 (ExpireAlways): none.
+type ExpireCond int
+
+const (
+	ExpireAlways ExpireCond = 0
+	ExpireNX     ExpireCond = 1 << iota // only when the key has no expiry
+	ExpireXX                            // only when it has one
+	ExpireGT                            // only when ttl is greater (no expiry is infinite: never)
+	ExpireLT                            // only when ttl is less (no expiry is infinite: always)
+)
+
+// ExpireIf gives key ttl on a quorum where cond holds, as Redis's EXPIRE
+// options: a ttl of 0 or less (a deadline now or past) deletes the key.
+// It reports whether it did; false when key is absent or cond does not
+// hold. A condition is checked on a quorum read (Read; a key kept here
+// has no expiry) and then acted on: a write between the two is not seen.
+func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, cond ExpireCond) (bool, error) {
+	if cond != ExpireAlways {
+		v, err := m.Read(ctx, key)
+		if err != nil || !v.Exists {
+			return false, err
+		}
+		has := v.PTTL >= 0
+		switch {
+		case cond&ExpireNX != 0 && has,
+			cond&ExpireXX != 0 && !has,
+			cond&ExpireGT != 0 && (!has || ttl <= v.PTTL),
+			cond&ExpireLT != 0 && has && ttl >= v.PTTL:
+			return false, nil
+		}
+	}
+	if ttl <= 0 {
+		n, err := m.Delete(ctx, []string{key})
+		return n > 0, err
+	}
+	return m.Expire(ctx, key, ttl)
 }
 
 // Persist takes away key's expiry as far as clients can tell: the key is
@@ -123,6 +214,7 @@ func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 		return false, ErrNoKeepTTL
 	}
 	_, err = m.locker.ExtendKeys(ctx, []string{key}, v.Data, m.keepTTL, redlock.Replace)
+	m.reg.forget(key)
 	switch {
 	case err == nil:
 		m.keep(key, v.Data)
@@ -137,6 +229,7 @@ func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 // keeping any.
 func (m *Manager) FlushAll(ctx context.Context) error {
 	err := m.locker.FlushAll(ctx)
+	m.reg.forgetAll()
 	if err == nil {
 		m.unkeepAll()
 	}
@@ -146,7 +239,9 @@ func (m *Manager) FlushAll(ctx context.Context) error {
 // Incr adds by to the counter key so that it grows across the nodes
 // (redlock.Incr).
 func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error) {
-	return m.locker.Incr(ctx, key, by)
+	n, err := m.locker.Incr(ctx, key, by)
+	m.reg.forget(key)
+	return n, err
 }
 
 // Vote runs script on every node and returns the reply a quorum agreed on
@@ -156,8 +251,14 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 	vote := m.locker.Vote
 	if writes {
 		vote = m.locker.VoteWrites // on the old instance too, during a migration
+		for _, k := range keys {
+			m.unkeep(k) // what the script leaves is not the kept write's
+		}
 	}
 	v, err := vote(ctx, script, keys, argv)
+	if writes && err != nil {
+		m.reg.forget(keys...) // it may have written some nodes
+	}
 	if err == nil && writes {
 		m.changed(keys)
 	}

@@ -3,7 +3,10 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
 // TestDataKeepsWritesWithoutExpiry: the data operations own the keep
@@ -32,7 +35,14 @@ func TestDataKeepsWritesWithoutExpiry(t *testing.T) {
 		{"GetSet without expiry", func() error { _, err := m.GetSet(ctx, "k", "d", 0); return err }, true, "d"},
 		{"Delete", func() error { _, err := m.Delete(ctx, []string{"k"}); return err }, false, "d"},
 		{"Write again", func() error { return m.Write(ctx, "k", "e", 0) }, true, "e"},
-		{"FlushAll", func() error { return m.FlushAll(ctx) }, false, "e"},
+		{"Set KEEPTTL of a kept key", func() error { _, _, err := m.Set(ctx, "k", "f", 0, SetOptions{KeepTTL: true}); return err }, true, "f"},
+		{"ExpireIf GT of a kept key: no expiry is infinite", func() error { return want(m.ExpireIf(ctx, "k", ttl, ExpireGT))(false) }, true, "f"},
+		{"Set XX of the kept value with a ttl: an extend", func() error { return want3(m.Set(ctx, "k", "f", ttl, SetOptions{XX: true}))(true) }, false, "f"},
+		{"Set XX without expiry", func() error { return want3(m.Set(ctx, "k", "g", 0, SetOptions{XX: true}))(true) }, true, "g"},
+		{"ExpireIf LT of a kept key", func() error { return want(m.ExpireIf(ctx, "k", ttl, ExpireLT))(true) }, false, "g"},
+		{"Set XX of an absent key", func() error { return want3(m.Set(ctx, "absent", "x", 0, SetOptions{XX: true}))(false) }, false, "g"},
+		{"Write once more", func() error { return m.Write(ctx, "k", "h", 0) }, true, "h"},
+		{"FlushAll", func() error { return m.FlushAll(ctx) }, false, "h"},
 	}
 	for _, s := range steps {
 		if err := s.op(); err != nil {
@@ -47,6 +57,18 @@ func TestDataKeepsWritesWithoutExpiry(t *testing.T) {
 		t.Fatalf("after FlushAll: %+v, %v", v, err)
 	}
 }
+
+// want checks a (done, error) result against done.
+func want(done bool, err error) func(bool) error {
+	return func(w bool) error {
+		if err == nil && done != w {
+			err = fmt.Errorf("done %v, want %v", done, w)
+		}
+		return err
+	}
+}
+
+func want3(_ redlock.Value, done bool, err error) func(bool) error { return want(done, err) }
 
 // TestPopPushesBack: a pop answers the element most backends popped and
 // pushes every other element back where it was.
@@ -73,5 +95,38 @@ func TestPopPushesBack(t *testing.T) {
 	}
 	if _, _, err := m.Pop(ctx, "l", false); !errors.Is(err, ErrNoBackend) {
 		t.Fatalf("Pop with no backend: %v, want ErrNoBackend", err)
+	}
+}
+
+// TestStaleKeepEnds: a key kept after a write without expiry stops being
+// kept when a script by vote writes it, or when a lock with an expiry is
+// granted on it (the kept value was gone, or the client asked an expiry):
+// renewing it then would make a lock with a ttl endless.
+func TestStaleKeepEnds(t *testing.T) {
+	m, mrs := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	if err := m.Write(ctx, "k", "1", 0); err != nil || !m.Kept("k", "1") {
+		t.Fatalf("Write without expiry: kept %v, %v", m.Kept("k", "1"), err)
+	}
+	del := redlock.NewScript("return redis.call('del', KEYS[1])")
+	if _, err := m.Vote(ctx, del, []string{"k"}, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if m.Kept("k", "1") {
+		t.Fatal("still kept after a script by vote deleted it")
+	}
+	if err := m.Write(ctx, "k2", "1", 0); err != nil || !m.Kept("k2", "1") {
+		t.Fatalf("Write without expiry: kept %v, %v", m.Kept("k2", "1"), err)
+	}
+	// Deleted behind this proxy's back (through another proxy), before
+	// its renewal noticed; then taken with an expiry by the same value.
+	for _, mr := range mrs {
+		mr.Del("k2")
+	}
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k2"}, Token: "1", TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Kept("k2", "1") {
+		t.Fatal("still kept after a grant with an expiry: its renewal would make the lock endless")
 	}
 }

@@ -9,7 +9,9 @@
 // alike), Release, ReleaseKeys and Extend — and the data operations of
 // the single-Redis dialect (data.go: Write, CompareAndSet, GetSet, Get,
 // Read, Exists, Delete, Expire, Persist, FlushAll, Incr, and Vote for
-// scripts and sorted-set commands run by vote), the list signals and
+// scripts and sorted-set commands run by vote; Set and ExpireIf for SET
+// XX/KEEPTTL and EXPIRE's NX/XX/GT/LT, a quorum read and then the write
+// it calls for, not atomic across the two), the list signals and
 // PUBLISH (lists.go), and reports the backends' health (Backends). Each
 // method carries out package redlock's quorum operation and its side
 // effects on what the Manager remembers, and returns what happened as a
@@ -34,15 +36,24 @@
 //     without expiry keeps its key, any other write, a delete, an expire,
 //     a release or a flush ends it; of writes of one key that overlap in
 //     time, the value a quorum holds after the last decides;
+//   - a note of every grant with an expiry through this proxy (registry.go:
+//     knownGrant): an acquisition without WAIT of a noted key by another
+//     token, within the grant's validity, is refused from the note
+//     without a quorum round (ErrHeldHere), except one per key every
+//     heldRecheck (10 ms), which asks the backends; every path here that
+//     may change a key forgets its note;
 //   - the outcome counters INFO shows (Stats).
 //
 // An Owner is one client connection: commands creates it with NewOwner
 // and ends it with CloseOwner.
 //
 // Safety: the registry is memory, not authority. It decides how long a
-// waiter sleeps, what Info and Snapshot show and which locks a session
-// renews; never who holds a lock: the backends' quorum does that, through
-// package redlock, whose doc says when that holds. A lock released or
+// waiter sleeps, what Info and Snapshot show, which locks a session
+// renews and which contenders are refused without asking (a refusal
+// grants nothing; a key freed behind this proxy's back is refused from
+// memory for at most heldRecheck: docs/safety.md); never who holds a
+// lock: the backends' quorum does that, through package redlock, whose
+// doc says when that holds. A lock released or
 // stolen behind this proxy's back stays in the registry until its ttl
 // ends (or a release notice, when waiters watch the key: wait.go), so a
 // waiter here notices it within a second (the head's poll).

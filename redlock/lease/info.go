@@ -42,8 +42,8 @@ func (m *Manager) Info(ctx context.Context, key string, owner *Owner) (info Info
 		info.Mine = owner != nil && h.owner == owner
 		info.Session = h.session
 	}
-	if m.Kept(key, v.Data) {
-		info.TTL = redlock.PTTLNoExpiry
+	if ttl, ok := m.HeldTTL(key, v.Data); ok {
+		info.TTL = ttl
 	}
 	if info.TTL == redlock.PTTLNoExpiry {
 		info.Validity = redlock.PTTLNoExpiry

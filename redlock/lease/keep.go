@@ -24,9 +24,46 @@ import (
 
 // kept is one key renewed here.
 type kept struct {
-	value string
-	due   time.Time // next renewal
-	busy  bool      // a renewal is in flight
+	Hold
+	due  time.Time // next renewal
+	busy bool      // a renewal is in flight
+}
+
+// Hold is what a client asked for beyond the copies' lease: a key kept
+// while it holds Value (or, with AnyValue, while it exists: a key of any
+// type a script by vote left), until Deadline (zero: without expiry).
+// Each renewal gives the copies min(KeepTTL, Deadline-now); once the
+// Deadline is near, the key expires by itself.
+type Hold struct {
+	Value    string
+	AnyValue bool
+	Deadline time.Time
+}
+
+// HoldKey keeps key as h says (see Hold), replacing what was kept for
+// it. Call it after a write of key bounded to the lease succeeded where
+// the client asked for longer; a deadline within the lease needs no hold.
+func (m *Manager) HoldKey(key string, h Hold) {
+	m.keeper.mu.Lock()
+	defer m.keeper.mu.Unlock()
+	delete(m.keeper.settling, key)
+	m.holdLocked(key, h)
+}
+
+// HeldTTL is the remaining ttl a client sees of key holding value (any
+// value for a hold of AnyValue): PTTLNoExpiry for a hold without
+// deadline; false when key is not held here.
+func (m *Manager) HeldTTL(key, value string) (time.Duration, bool) {
+	m.keeper.mu.Lock()
+	defer m.keeper.mu.Unlock()
+	k := m.keeper.keys[key]
+	switch {
+	case k == nil || (!k.AnyValue && k.Value != value):
+		return 0, false
+	case k.Deadline.IsZero():
+		return redlock.PTTLNoExpiry, true
+	}
+	return max(k.Deadline.Sub(m.now()), time.Millisecond), true
 }
 
 // keeper is the set of kept keys and its renewal loop.
@@ -78,6 +115,7 @@ func (m *Manager) beginWrite(key string) {
 // endWrite follows a write begun with beginWrite: without error, value
 // was written without expiry (ttl 0: kept) or with one (not kept).
 func (m *Manager) endWrite(err error, key, value string, ttl time.Duration) {
+	m.reg.forget(key) // whatever was granted through here may be overwritten
 	k := &m.keeper
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -129,7 +167,7 @@ func (m *Manager) settleKeep(key string, f *flight) {
 		delete(k.keys, key)
 	default:
 		m.log.Warn("key written by overlapping writes: no quorum read, keeping its renewal", "key", key, "error", err)
-		if e := k.keys[key]; e != nil && candidates[e.value] {
+		if e := k.keys[key]; e != nil && candidates[e.Value] {
 			return
 		}
 		for c := range candidates {
@@ -151,7 +189,10 @@ func (m *Manager) keep(key, value string) {
 }
 
 // keepLocked is keep with the keeper's lock held.
-func (m *Manager) keepLocked(key, value string) {
+func (m *Manager) keepLocked(key, value string) { m.holdLocked(key, Hold{Value: value}) }
+
+// holdLocked is HoldKey with the keeper's lock held.
+func (m *Manager) holdLocked(key string, h Hold) {
 	if m.keepTTL <= 0 {
 		return
 	}
@@ -159,7 +200,7 @@ func (m *Manager) keepLocked(key, value string) {
 	if k.keys == nil {
 		k.keys = make(map[string]*kept)
 	}
-	k.keys[key] = &kept{value: value, due: m.now().Add(m.keepTTL / 3)}
+	k.keys[key] = &kept{Hold: h, due: m.now().Add(m.keepTTL / 3)}
 	if !k.running && !m.closing.Load() {
 		k.running = true
 		m.bg.Go(m.keepLoop)
@@ -179,9 +220,10 @@ func (m *Manager) unkeep(key string) {
 // of that token, or an extend that gave it an expiry).
 func (m *Manager) unkeepValue(key, value string) {
 	m.keeper.mu.Lock()
-	if k := m.keeper.keys[key]; k != nil && k.value == value {
+	if k := m.keeper.keys[key]; k != nil && (k.AnyValue || k.Value == value) {
 		delete(m.keeper.keys, key)
 	}
+	delete(m.keeper.settling, key) // a settle of earlier writes must not keep it again
 	m.keeper.mu.Unlock()
 }
 
@@ -196,10 +238,8 @@ func (m *Manager) unkeepAll() {
 // Kept reports whether key is renewed here while it holds value: to a
 // client it is a key without expiry (PTTL -1).
 func (m *Manager) Kept(key, value string) bool {
-	m.keeper.mu.Lock()
-	defer m.keeper.mu.Unlock()
-	k := m.keeper.keys[key]
-	return k != nil && k.value == value
+	ttl, ok := m.HeldTTL(key, value)
+	return ok && ttl == redlock.PTTLNoExpiry
 }
 
 // KeepTTL is the lease of writes without expiry; 0: they carry none.
@@ -235,18 +275,38 @@ func (m *Manager) keepLoop() {
 	}
 }
 
-// renewKept extends one kept key. Not held any more (released elsewhere,
-// overwritten, deleted, expired): it is forgotten. No quorum: it is tried
-// again at the next tick, while the lease lasts.
+// renewKept extends one kept key, for the lease or what is left to its
+// deadline. Not held any more (released elsewhere, overwritten, deleted,
+// expired), or its deadline within the lease: it is forgotten. No quorum:
+// it is tried again at the next tick, while the lease lasts.
 func (m *Manager) renewKept(key string, e *kept) {
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
-	_, err := m.locker.ExtendKeys(ctx, []string{key}, e.value, m.keepTTL, redlock.Replace)
+	lease := m.keepTTL
+	last := false
+	if !e.Deadline.IsZero() {
+		if left := e.Deadline.Sub(m.now()); left <= lease {
+			lease, last = max(left, time.Millisecond), true
+		}
+	}
+	var err error
+	if e.AnyValue {
+		var ok bool
+		if ok, err = m.locker.Expire(ctx, key, lease); err == nil && !ok {
+			err = redlock.ErrNotHeld
+		}
+	} else {
+		_, err = m.locker.ExtendKeys(ctx, []string{key}, e.Value, lease, redlock.Replace)
+	}
 	k := &m.keeper
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e.busy = false
 	switch {
+	case err == nil && last:
+		if k.keys[key] == e {
+			delete(k.keys, key) // it expires at its deadline by itself
+		}
 	case err == nil:
 		e.due = m.now().Add(m.keepTTL / 3)
 	case errors.Is(err, redlock.ErrNotHeld):

@@ -22,6 +22,10 @@ var (
 	// ErrQueued: a request without Wait on a key that has waiters queued
 	// here goes behind them, that is, it does not get the lock.
 	ErrQueued = fmt.Errorf("waiters queued: %w", redlock.ErrHeld)
+	// ErrHeldHere: a request without Wait on a key granted through this
+	// proxy to another token, within that grant's validity, answered
+	// without asking the backends (registry.go: admit).
+	ErrHeldHere = fmt.Errorf("held through this proxy: %w", redlock.ErrHeld)
 	// ErrOwnerGone: the owner closed while it waited, or before the grant
 	// could reach it (the lock was then given back).
 	ErrOwnerGone = errors.New("client connection closed")
@@ -97,6 +101,10 @@ type Stats struct {
 	// Notices counts the release notices received (Notice); NoticeWakes
 	// those that woke a waiter here.
 	Notices, NoticeWakes int64
+	// HeldFast counts the acquisitions answered "held" from what this
+	// proxy granted, without a quorum round (registry.go: admit); they
+	// are in Contended too.
+	HeldFast int64
 }
 
 // counters are Stats kept atomically.
@@ -105,6 +113,7 @@ type counters struct {
 	released, notHeld             atomic.Int64
 	extended, extendFailed        atomic.Int64
 	notices, noticeWakes          atomic.Int64
+	heldFast                      atomic.Int64
 }
 
 // Manager carries out the proxy's lock operations and remembers what it
@@ -158,9 +167,21 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	if req.Keep {
 		req.TTL = m.keepTTL
 	}
+	// Writes without expiry (Keep) are the register's, linearizable across
+	// proxies (docs/safety.md): never answered from memory, never noted.
+	held, gen := m.reg.admit(req.Keys, req.Token, req.Mode == redlock.IfAbsentOrMine, m.now(), req.Wait <= 0 && !req.Keep)
+	if held {
+		m.stats.heldFast.Add(1)
+		m.count(ErrHeldHere)
+		return Grant{}, ErrHeldHere
+	}
 	var g Grant
 	err := m.acquireWaiting(ctx, owner, req, func(l redlock.Lock, start time.Time) {
 		g = Grant{Keys: l.Keys, Token: l.Token, Validity: l.Validity, Fence: l.Fence}
+		if !req.Keep {
+			now := m.now()
+			m.reg.noteGrant(l.Keys, l.Token, now.Add(l.Validity), gen, now)
+		}
 		if req.Remember {
 			m.remember(owner, l, req, start)
 		}
@@ -173,8 +194,16 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 		return Grant{}, ErrOwnerGone
 	}
 	m.count(err)
-	if err == nil && req.Keep {
+	switch {
+	case err == nil && req.Keep:
 		m.keep(g.Keys[0], g.Token)
+	case err == nil:
+		// A grant with an expiry: a quorum had the keys free (or held by
+		// this token), so whatever was kept for them is stale, and its
+		// renewal must not make this lock endless.
+		for _, k := range g.Keys {
+			m.unkeep(k)
+		}
 	}
 	return g, err
 }
@@ -240,6 +269,7 @@ func (m *Manager) giveBack(h *heldLock, keys []string, token string) {
 	if _, err := m.locker.ReleaseKeys(ctx, keys, token); err != nil {
 		m.log.Debug("release after a closed connection failed", "keys", keys, "error", err)
 	}
+	m.reg.forget(keys...)
 	if h != nil {
 		m.reg.remove(h)
 	}
@@ -253,6 +283,7 @@ func (m *Manager) Release(ctx context.Context, key, token string) error {
 	m.releasing(key, token)
 	m.unkeepValue(key, token)
 	err := m.locker.Release(ctx, key, token)
+	m.reg.forget(key)
 	switch {
 	case err == nil:
 		m.stats.released.Add(1)
@@ -272,6 +303,7 @@ func (m *Manager) ReleaseKeys(ctx context.Context, keys []string, token string) 
 		m.unkeepValue(k, token)
 	}
 	states, err := m.locker.ReleaseKeys(ctx, keys, token)
+	m.reg.forget(keys...)
 	if err != nil {
 		return nil, err
 	}
@@ -295,12 +327,14 @@ func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl t
 	switch {
 	case err == nil:
 		m.stats.extended.Add(1)
+		m.reg.extendedGrant(keys, token, m.now().Add(validity))
 		for _, k := range keys {
 			m.reg.extended(k, token, start, m.now(), validity)
 			m.unkeepValue(k, token) // it has an expiry now
 		}
 	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
 		m.stats.extendFailed.Add(1)
+		m.reg.forget(keys...)
 	}
 	return validity, err
 }
@@ -311,6 +345,7 @@ func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl t
 // remembered here under the released token is forgotten.
 func (m *Manager) notice(key, tag string) {
 	m.stats.notices.Add(1)
+	m.reg.forget(key)
 	if m.reg.releasedElsewhere(key, tag) {
 		m.stats.noticeWakes.Add(1)
 	}
@@ -320,6 +355,7 @@ func (m *Manager) notice(key, tag string) {
 // operations (a library's script run by vote wrote them): their first
 // waiters try again at once.
 func (m *Manager) changed(keys []string) {
+	m.reg.forget(keys...)
 	for _, k := range keys {
 		m.reg.wake(k)
 	}
@@ -333,6 +369,7 @@ func (m *Manager) Stats() Stats {
 		Released: s.released.Load(), NotHeld: s.notHeld.Load(),
 		Extended: s.extended.Load(), ExtendFailed: s.extendFailed.Load(),
 		Notices: s.notices.Load(), NoticeWakes: s.noticeWakes.Load(),
+		HeldFast: s.heldFast.Load(),
 	}
 }
 

@@ -67,7 +67,7 @@ func TestAcquireReleaseCounted(t *testing.T) {
 	if err := m.Release(ctx, "k", g.Token); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	want := Stats{Acquired: 1, Contended: 1, Released: 1, NotHeld: 1}
+	want := Stats{Acquired: 1, Contended: 1, Released: 1, NotHeld: 1, HeldFast: 1}
 	if s := m.Stats(); s != want {
 		t.Fatalf("Stats = %+v, want %+v", s, want)
 	}
@@ -472,5 +472,38 @@ func TestWaitWatchesReleaseOfLockHeldHere(t *testing.T) {
 	}
 	if s := m.Stats(); s.NoticeWakes != 1 {
 		t.Fatalf("Stats = %+v, want the notice to have woken the waiter", s)
+	}
+}
+
+func TestHoldRenewsAnyValueUntilDeadline(t *testing.T) {
+	m, mrs := newManager(t, Options{KeepTTL: keepTTL})
+	for _, mr := range mrs {
+		mr.HSet("h", "f", "1")
+		mr.SetTTL("h", keepTTL)
+	}
+	deadline := time.Now().Add(3 * keepTTL)
+	m.HoldKey("h", Hold{AnyValue: true, Deadline: deadline})
+	if ttl, ok := m.HeldTTL("h", ""); !ok || ttl <= keepTTL || ttl > 3*keepTTL {
+		t.Fatalf("HeldTTL = %v, %v; want the time left to the deadline", ttl, ok)
+	}
+	for _, mr := range mrs {
+		mr.SetTTL("h", time.Second) // as time passing would leave it
+	}
+	testkit.Eventually(t, 10*time.Second, "a hold of any value is renewed", func() bool {
+		for _, mr := range mrs {
+			if mr.TTL("h") <= time.Second {
+				return false
+			}
+		}
+		return true
+	})
+	testkit.Eventually(t, 30*time.Second, "the hold ends at its deadline", func() bool {
+		_, ok := m.HeldTTL("h", "")
+		return !ok
+	})
+	for _, mr := range mrs {
+		if ttl := mr.TTL("h"); ttl > time.Until(deadline)+time.Second {
+			t.Fatalf("last lease %v outlives the deadline (%v left)", ttl, time.Until(deadline))
+		}
 	}
 }

@@ -61,6 +61,12 @@ type registry struct {
 	queues map[string][]*waiter // by key, first come first
 	// watches are the keys whose release notices are watched (wait.go)
 	watches map[string]*watchEntry
+	// grants are the grants made through this proxy, remembered or not, by
+	// key, for the answers of contention (see known below)
+	grants map[string]*knownGrant
+	// gen grows with each forget: a grant whose acquisition began before
+	// a change to the keyspace through this proxy is not recorded
+	gen uint64
 }
 
 // add records a grant and arms its expiry. A stale record of the same key
@@ -166,6 +172,9 @@ func (r *registry) dropLocked(l *heldLock, wake bool) {
 		l.timer.Stop()
 	}
 	for _, k := range l.keys {
+		if wake { // not a stale record replaced by a new grant (add)
+			r.forgetLocked(k)
+		}
 		if r.held[k] == l {
 			delete(r.held, k)
 			if wake {
@@ -325,4 +334,125 @@ func (r *registry) counts() (sessions, waiters int) {
 		waiters += len(q)
 	}
 	return sessions, waiters
+}
+
+// Contention answered from memory. Every grant with an expiry through
+// this proxy (the native LOCK and MLOCK, SET NX PX, the library scripts;
+// not the writes without expiry, Request.Keep) is noted here with its token and validity deadline; an acquisition without WAIT
+// of a noted key by another token (or by any token, for IfAbsent) is
+// answered "held" without a quorum round while the note is within its
+// validity, except one acquisition per key every heldRecheck, which asks
+// the backends. A note is forgotten by anything through this proxy that
+// may change its key: a release, a failed extend, a write, delete,
+// expire, flush, counter or script by vote, a release notice, a session
+// lost or ended, a registry record dropped. docs/safety.md says why this
+// is as safe as asking.
+
+// heldRecheck bounds how long a key released behind this proxy's back
+// (through another proxy, or directly on the backends) is still answered
+// "held" from memory: the first acquisition of a noted key after this
+// long asks the backends.
+const heldRecheck = 10 * time.Millisecond
+
+// knownGrant is one noted grant.
+type knownGrant struct {
+	token    string
+	deadline time.Time // end of the validity reported at the grant
+	checkAt  time.Time // the next acquisition from then on asks the backends
+}
+
+// admit is read before an acquisition, under one lock: the forget count
+// that noteGrant compares later and, when ask, whether the acquisition
+// may be answered "held" from the notes alone (heldLocked).
+func (r *registry) admit(keys []string, token string, mine bool, now time.Time, ask bool) (held bool, gen uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ask {
+		held = r.heldLocked(keys, token, mine, now)
+	}
+	return held, r.gen
+}
+
+// noteGrant records a grant of keys with token valid until deadline,
+// unless something was forgotten since gen was read (the keyspace may
+// have changed since the acquisition began).
+func (r *registry) noteGrant(keys []string, token string, deadline time.Time, gen uint64, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen != gen {
+		return
+	}
+	if r.grants == nil {
+		r.grants = make(map[string]*knownGrant)
+	}
+	// Notes of keys nobody asks for again would stay for good: each new
+	// note sweeps a few expired ones (Go's map order is random enough, as
+	// Redis's active expiry samples keys).
+	swept := 0
+	for k, g := range r.grants {
+		if swept++; swept > 4 {
+			break
+		}
+		if !now.Before(g.deadline) {
+			delete(r.grants, k)
+		}
+	}
+	for _, k := range keys {
+		r.grants[k] = &knownGrant{token: token, deadline: deadline, checkAt: now.Add(heldRecheck)}
+	}
+}
+
+// heldLocked reports whether an acquisition of keys by token may be
+// answered "held" from the notes alone: some key is noted held by
+// another token (any token when !mine), within its validity, and it is
+// not that key's turn to ask the backends (which this call then takes).
+// r.mu is held.
+func (r *registry) heldLocked(keys []string, token string, mine bool, now time.Time) bool {
+	for _, k := range keys {
+		g := r.grants[k]
+		switch {
+		case g == nil, mine && g.token == token:
+		case !now.Before(g.deadline):
+			delete(r.grants, k)
+		case now.Before(g.checkAt):
+			return true
+		default:
+			g.checkAt = now.Add(heldRecheck)
+			return false
+		}
+	}
+	return false
+}
+
+// extendedGrant moves the deadline of the notes of keys held by token.
+func (r *registry) extendedGrant(keys []string, token string, deadline time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		if g := r.grants[k]; g != nil && g.token == token {
+			g.deadline = deadline
+		}
+	}
+}
+
+// forget drops the notes of keys: they may have changed.
+func (r *registry) forget(keys ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		r.forgetLocked(k)
+	}
+}
+
+func (r *registry) forgetLocked(key string) {
+	r.gen++
+	delete(r.grants, key)
+}
+
+// forgetAll drops every note (a flush).
+func (r *registry) forgetAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gen++
+	clear(r.grants)
 }

@@ -34,7 +34,7 @@ func New(tb testing.TB, n int, opts redlock.Options) (*redlock.Redlock, []*minir
 	nodes := make([]redlock.Node, n)
 	for i := range n {
 		mrs[i] = miniredis.RunT(tb)
-		node, err := redlock.DialNode(mrs[i].Addr())
+		node, err := redlock.DialNodeTLS(mrs[i].Addr(), nil)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -167,6 +167,3 @@ func (m *matcher) append(e *entry) {
 	}
 	m.tail = e
 }
-
-// len is the number of entries (tests).
-func (m *matcher) len() int { return len(m.entries) }

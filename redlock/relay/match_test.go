@@ -138,3 +138,6 @@ func TestGlobMatch(t *testing.T) {
 		}
 	}
 }
+
+// len is the number of entries (tests).
+func (m *matcher) len() int { return len(m.entries) }

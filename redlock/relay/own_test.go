@@ -45,7 +45,7 @@ func realBackends(t *testing.T, n int) []*redlock.RedisNode {
 			}
 			return err == nil
 		})
-		node, err := redlock.DialNode(addr)
+		node, err := redlock.DialNodeTLS(addr, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

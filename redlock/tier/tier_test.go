@@ -69,7 +69,7 @@ func (b *bed) redlock(t *testing.T, down ...int) *redlock.Redlock {
 	t.Helper()
 	nodes := make([]redlock.Node, len(b.mrs))
 	for i, mr := range b.mrs {
-		n, err := redlock.DialNode(mr.Addr())
+		n, err := redlock.DialNodeTLS(mr.Addr(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,309 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+)
+
+// SET's options and the expiry commands, as Redis 7 parses and answers
+// them; docs/compatibility.md says which quorum operation each maps to.
+
+// setRequest is a parsed SET command.
+type setRequest struct {
+	key, value       string
+	nx, xx, get      bool
+	keepTTL, expired bool // expired: an EXAT/PXAT deadline now or past
+	ifeq             *string
+	ttl              time.Duration // 0: the command carried no expiry
+}
+
+// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT ts | PXAT ms | KEEPTTL] [IFEQ old]
+//
+// SET NX is an acquisition with token = value; SET IFEQ a compare-and-set;
+// plain SET an unconditional write on every backend (it steals a lock, as
+// it would on one Redis); SET GET a quorum GETSET. XX, KEEPTTL and a past
+// deadline read the key on a quorum first (lease.Manager.Set).
+func (d *Dispatcher) set(ctx context.Context, c *Client, args [][]byte) Reply {
+	req, r := d.parseSet(args)
+	if r != nil {
+		return r
+	}
+	switch {
+	case req.nx:
+		return d.setNX(ctx, req)
+	case req.ifeq != nil && req.expired:
+		return d.dataReply(d.leases.Release(ctx, req.key, *req.ifeq), OK, Null{})
+	case req.ifeq != nil:
+		err := d.leases.CompareAndSet(ctx, req.key, *req.ifeq, req.value, req.ttl)
+		return d.dataReply(err, OK, Null{})
+	case req.xx || req.keepTTL || req.expired:
+		return d.setRead(ctx, req)
+	case req.get:
+		// A null reply: the key was free, and now holds value.
+		return refusedAs(d.getSet(ctx, req.key, req.value, req.ttl), ResultOK)
+	}
+	err := d.leases.Write(ctx, req.key, req.value, req.ttl)
+	return d.dataReply(err, OK, nil)
+}
+
+// setNX is SET NX [GET]: an acquisition. With GET, the value the key holds
+// is read first (it answers, and nothing is written, when there is one);
+// a deadline already past writes nothing.
+func (d *Dispatcher) setNX(ctx context.Context, req setRequest) Reply {
+	if !req.get && !req.expired {
+		return refusedAs(d.acquireLegacy(ctx, req.key, req.value, req.ttl, OK, Null{}), ResultHeld)
+	}
+	var yes Reply = OK
+	if req.get {
+		yes = Null{}
+	}
+	v, err := d.leases.Get(ctx, req.key)
+	switch {
+	case err != nil:
+		return d.lockError(err)
+	case v.Exists && req.get && v.Type != "":
+		return errWrongType
+	case v.Exists && req.get:
+		return refusedAs(valueReply(v), ResultHeld)
+	case v.Exists:
+		return refusedAs(Null{}, ResultHeld)
+	case req.expired:
+		return yes
+	}
+	r := d.acquireLegacy(ctx, req.key, req.value, req.ttl, yes, nil)
+	if r != nil {
+		return r
+	}
+	// Taken between the read and the acquisition: answer its value.
+	if v, err = d.leases.Get(ctx, req.key); err != nil {
+		return d.lockError(err)
+	}
+	return refusedAs(valueReply(v), ResultHeld)
+}
+
+// setRead is SET with XX, KEEPTTL or a past deadline (and GET): a quorum
+// read, then the write it calls for.
+func (d *Dispatcher) setRead(ctx context.Context, req setRequest) Reply {
+	old, done, err := d.leases.Set(ctx, req.key, req.value, req.ttl, lease.SetOptions{
+		XX: req.xx, KeepTTL: req.keepTTL, Expired: req.expired, Strings: req.get,
+	})
+	var te *lease.TypeError
+	switch {
+	case errors.As(err, &te):
+		return errWrongType
+	case err != nil:
+		return d.lockError(err)
+	case req.get:
+		return valueReply(old)
+	case !done:
+		return refusedAs(Null{}, ResultNotHeld)
+	}
+	return OK
+}
+
+// parseSet reads SET's arguments as Redis does: the options first (a
+// conflict is a syntax error), then the expiry.
+func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
+	req := setRequest{key: string(args[1]), value: string(args[2])}
+	if r := d.checkKeyValue(args[1], args[2]); r != nil {
+		return req, r
+	}
+	var unit string
+	var expiry []byte
+	for i := 3; i < len(args); i++ {
+		opt := option(args[i])
+		switch {
+		case opt == "NX" && !req.xx:
+			req.nx = true
+		case opt == "XX" && !req.nx:
+			req.xx = true
+		case opt == "GET":
+			req.get = true
+		case opt == "KEEPTTL" && unit == "":
+			req.keepTTL = true
+		case (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") &&
+			!req.keepTTL && (unit == "" || unit == opt) && i+1 < len(args):
+			i++
+			unit, expiry = opt, args[i]
+		case opt == "IFEQ" && i+1 < len(args):
+			i++
+			old := string(args[i])
+			req.ifeq = &old
+		default:
+			return req, errSyntax
+		}
+	}
+	if req.ifeq != nil && (req.nx || req.xx || req.get) {
+		return req, errSyntax
+	}
+	if unit != "" {
+		var r Reply
+		req.ttl, req.expired, r = d.parseExpiry(unit, expiry, "set")
+		return req, r
+	}
+	return req, nil
+}
+
+// parseExpiry turns SET's EX/PX/EXAT/PXAT argument into a ttl within
+// [min_ttl, max_ttl], or expired for a deadline now or past; cmd names
+// the command in Redis's error texts. As Redis, a count of 0 or less, or
+// one that overflows once in ms from the epoch, is an invalid expire time.
+func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string) (time.Duration, bool, Reply) {
+	n, err := strconv.ParseInt(string(arg), 10, 64)
+	if err != nil {
+		return 0, false, errNotInteger
+	}
+	invalid := Errorf("ERR invalid expire time in '%s' command", cmd)
+	if n <= 0 {
+		return 0, false, invalid
+	}
+	relative := unit == "EX" || unit == "PX"
+	when, ok := expireMillis(n, unit == "EX" || unit == "EXAT", relative)
+	if !ok {
+		return 0, false, invalid
+	}
+	return d.expiryTTL(n, when, unit == "EX" || unit == "EXAT", relative)
+}
+
+// expireMillis is n (seconds or ms) as ms from the epoch: from now when
+// relative. False when it overflows, as Redis checks it.
+func expireMillis(n int64, seconds, relative bool) (int64, bool) {
+	if seconds {
+		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
+			return 0, false
+		}
+		n *= 1000
+	}
+	if !relative {
+		return n, true
+	}
+	now := time.Now().UnixMilli()
+	if n > math.MaxInt64-now {
+		return 0, false
+	}
+	return n + now, true
+}
+
+// expiryTTL is the ttl of a deadline when (ms from the epoch), from the
+// count n the client gave: expired when the deadline is now or past, else
+// within [min_ttl, max_ttl] (a relative count is checked as today's
+// ttlIn, before multiplying).
+func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative bool) (time.Duration, bool, Reply) {
+	unit := time.Millisecond
+	if seconds {
+		unit = time.Second
+	}
+	if relative {
+		if n <= 0 {
+			return 0, true, nil
+		}
+		ttl, r := d.ttlIn(n, unit)
+		return ttl, false, r
+	}
+	left := when - time.Now().UnixMilli()
+	if left <= 0 {
+		return 0, true, nil
+	}
+	ttl, r := d.checkTTL(time.Duration(left) * time.Millisecond)
+	return ttl, false, r
+}
+
+// EXPIRE key s / PEXPIRE key ms / EXPIREAT key ts / PEXPIREAT key ms,
+// each [NX | XX | GT | LT]: lease.Manager.ExpireIf. A deadline now or past
+// deletes the key (1 when it existed), as on one Redis.
+func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply {
+	name := strings.ToLower(string(args[0]))
+	cond, r := expireCond(args[3:])
+	if r != nil {
+		return r
+	}
+	n, err := strconv.ParseInt(string(args[2]), 10, 64)
+	if err != nil {
+		return errNotInteger
+	}
+	seconds := name == "expire" || name == "expireat"
+	relative := name == "expire" || name == "pexpire"
+	when, ok := expireMillis(n, seconds, relative)
+	if !ok {
+		return Errorf("ERR invalid expire time in '%s' command", name)
+	}
+	ttl, expired, r := d.expiryTTL(n, when, seconds, relative)
+	if r != nil {
+		return r
+	}
+	if r := d.checkKey(args[1]); r != nil {
+		return r
+	}
+	if expired {
+		ttl = 0
+	}
+	done, err := d.leases.ExpireIf(ctx, string(args[1]), ttl, cond)
+	if err != nil {
+		return d.lockError(err)
+	}
+	return boolInt(done)
+}
+
+// expireCond reads EXPIRE's options, with Redis's errors.
+func expireCond(opts [][]byte) (lease.ExpireCond, Reply) {
+	var nx, xx, gt, lt bool
+	for _, o := range opts {
+		switch option(o) {
+		case "NX":
+			nx = true
+		case "XX":
+			xx = true
+		case "GT":
+			gt = true
+		case "LT":
+			lt = true
+		default:
+			return 0, Errorf("ERR Unsupported option %s", o)
+		}
+	}
+	switch {
+	case nx && (xx || gt || lt):
+		return 0, Error("ERR NX and XX, GT or LT options at the same time are not compatible")
+	case gt && lt:
+		return 0, Error("ERR GT and LT options at the same time are not compatible")
+	}
+	var cond lease.ExpireCond
+	for _, f := range []struct {
+		on   bool
+		flag lease.ExpireCond
+	}{{nx, lease.ExpireNX}, {xx, lease.ExpireXX}, {gt, lease.ExpireGT}, {lt, lease.ExpireLT}} {
+		if f.on {
+			cond |= f.flag
+		}
+	}
+	return cond, nil
+}
+
+// EXPIRETIME key / PEXPIRETIME key: the Unix time (s or ms) at which a
+// quorum stops holding the key, on this proxy's clock; -2 when absent, -1
+// without expiry.
+func (d *Dispatcher) expiretime(ctx context.Context, c *Client, args [][]byte) Reply {
+	if r := d.checkKey(args[1]); r != nil {
+		return r
+	}
+	v, err := d.leases.Read(ctx, string(args[1]))
+	switch {
+	case err != nil:
+		return d.lockError(err)
+	case !v.Exists:
+		return Int(-2)
+	case v.PTTL < 0:
+		return Int(-1)
+	}
+	ms := time.Now().Add(v.PTTL).UnixMilli()
+	if strings.EqualFold(string(args[0]), "PEXPIRETIME") {
+		return Int(ms)
+	}
+	return Int((ms + 500) / 1000)
+}

@@ -1,0 +1,157 @@
+package commands
+
+import (
+	"context"
+	"strings"
+
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// Every command a script by vote may call (lua.KeyCommands: key-local and
+// deterministic) that the table has no row for runs outside a script the
+// way it runs inside one: as a fixed script that only calls it, on every
+// voting backend by vote (lease.Manager.Vote), under the gates of its
+// keys and script_timeout, its reply what a quorum agreed on, compared as
+// the command's reply is (unordered replies as multisets). Its keys pass
+// the same checks as a script's declared keys (max_key_bytes, the
+// reserved prefix, the user's key patterns) and its other arguments the
+// value bound. Commands that cannot run by vote are answered with the
+// reason (refusal) instead of "unknown command".
+
+// errCannotServe answers a command Redis has that cannot run by vote.
+const errCannotServe = "ERR redlock-proxy cannot serve this command: %s. See docs/compatibility.md"
+
+// keyed is what the handler of one generated row needs.
+type keyed struct {
+	cmd    lua.KeyCommand
+	script *redlock.Script
+}
+
+// keyedRows returns a row for each command of lua.KeyCommands that fixed
+// has none for.
+func keyedRows(fixed []Command) []Command {
+	have := make(map[string]bool, len(fixed))
+	for _, c := range fixed {
+		have[c.Name] = true
+	}
+	var rows []Command
+	for _, kc := range lua.KeyCommands() {
+		if have[kc.Name] {
+			continue
+		}
+		k := &keyed{cmd: kc, script: keyedScript(kc)}
+		flags := Reads
+		if kc.Writes {
+			flags = Writes
+		}
+		first, last := kc.First, kc.Last
+		if last > 0 && last == first {
+			last = 0
+		}
+		rows = append(rows, Command{
+			Name: kc.Name, Arity: kc.Arity, Flags: flags, Key: first, LastKey: last, KeyStep: kc.Step,
+			Group: keyedGroup(kc.Name), Summary: "Runs on every backend by vote, as a script that only calls it",
+			run: func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte) Reply {
+				return d.keyed(ctx, c, k, args)
+			},
+			keys: kc.Keys,
+		})
+	}
+	return rows
+}
+
+// maxKeyedArgs is the most arguments a keyed command by vote may carry:
+// its script hands them on with unpack(ARGV), and Redis's Lua unpacks at
+// most about 8000 values (LUAI_MAXCSTACK).
+const maxKeyedArgs = 7900
+
+// keyedScript is the script that runs kc with the arguments as sent;
+// pcall hands a command error (WRONGTYPE, a syntax error) back as the
+// reply, as Redis answers it.
+func keyedScript(kc lua.KeyCommand) *redlock.Script {
+	s := redlock.NewScript("return redis.pcall('" + kc.Name + "', unpack(ARGV))")
+	switch {
+	case kc.Pairs:
+		return s.ForVote(redlock.Shape{Order: redlock.PairsAnyOrder}, nil)
+	case kc.Unordered:
+		return s.ForVote(redlock.Shape{Order: redlock.AnyOrder}, nil)
+	}
+	return s
+}
+
+// keyedGroup is the command's group as COMMAND DOCS names it.
+func keyedGroup(name string) string {
+	switch {
+	case strings.HasPrefix(name, "BIT") || name == "SETBIT" || name == "GETBIT":
+		return "bitmap"
+	case name[0] == 'H':
+		return "hash"
+	case name[0] == 'Z':
+		return "sorted-set"
+	case name[0] == 'S' && !strings.HasPrefix(name, "SET") && name != "SUBSTR" && name != "STRLEN":
+		return "set"
+	case name[0] == 'L' && name != "LCS" || strings.HasPrefix(name, "RPOP") || strings.HasPrefix(name, "RPUSH"):
+		return "list"
+	}
+	switch name {
+	case "UNLINK", "TOUCH", "EXPIREAT", "PEXPIREAT", "EXPIRETIME", "PEXPIRETIME", "DEL", "EXISTS", "TYPE", "EXPIRE", "PEXPIRE", "PERSIST", "TTL", "PTTL":
+		return "generic"
+	}
+	return "string"
+}
+
+// keyed runs the generated row k's command by vote. args[0] is the name
+// as sent; the script receives every later argument as ARGV and the keys
+// among them as KEYS, which the gates and a migration follow.
+func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]byte) Reply {
+	if len(args)-1 > maxKeyedArgs {
+		return Errorf("ERR redlock-proxy runs %s by vote as a script, which takes at most %d arguments (the backends' Lua unpacks no more)", k.cmd.Name, maxKeyedArgs)
+	}
+	isKey := make([]bool, len(args))
+	var keys []string
+	for _, p := range k.cmd.KeyPositions(args) {
+		if r := d.checkKey(args[p]); r != nil {
+			return r
+		}
+		isKey[p] = true
+		keys = append(keys, string(args[p]))
+	}
+	argv := make([]string, len(args)-1)
+	for i, a := range args[1:] {
+		if !isKey[i+1] {
+			if r := d.checkValue(a); r != nil {
+				return r
+			}
+		}
+		argv[i] = string(a)
+	}
+	v, err := d.leases.Vote(ctx, k.script, keys, argv, k.cmd.Writes)
+	if err != nil {
+		return d.lockError(err)
+	}
+	r := backendReply(v)
+	if a, ok := r.(Array); ok && c.Proto() == 3 {
+		switch {
+		case k.cmd.Pairs && len(a)%2 == 0:
+			m := make(Map, len(a)/2)
+			for i := range m {
+				key, _ := a[2*i].(BulkString)
+				m[i] = KV{Key: string(key), Value: a[2*i+1]}
+			}
+			return m
+		case k.cmd.Unordered:
+			return Set(a)
+		}
+	}
+	return r
+}
+
+// refusal answers a command the table has no row for: the reason it
+// cannot run by vote when Redis has it, else Redis's unknown command.
+func refusal(args [][]byte) Reply {
+	if why, ok := lua.Refusal(string(args[0])); ok {
+		return Errorf(errCannotServe, why)
+	}
+	return unknownCommand(args)
+}

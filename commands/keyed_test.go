@@ -1,0 +1,148 @@
+package commands
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// TestKeyedByVote: hash, set, sorted-set, list and string commands outside
+// scripts run by vote on five backends, with their replies as Redis's;
+// key positions beyond the first (MSET's every other, ZUNIONSTORE's after
+// the count) are checked as keys; commands that cannot run by vote are
+// refused with the reason.
+func TestKeyedByVote(t *testing.T) {
+	d, mrs := newTestDispatcher(t, 5, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runAll(t, d, c, []run{
+		{[]string{"SADD", "s", "a", "b", "c"}, ":3\r\n"},
+		{[]string{"sadd", "s", "a"}, ":0\r\n"},
+		{[]string{"SISMEMBER", "s", "b"}, ":1\r\n"},
+		{[]string{"SCARD", "s"}, ":3\r\n"},
+		{[]string{"HSET", "h", "f", "1", "g", "2"}, ":2\r\n"},
+		{[]string{"HGET", "h", "g"}, "$1\r\n2\r\n"},
+		{[]string{"HINCRBY", "h", "f", "5"}, ":6\r\n"},
+		{[]string{"ZADD", "z", "1", "one", "2", "two"}, ":2\r\n"},
+		{[]string{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, "*4\r\n$3\r\none\r\n$1\r\n1\r\n$3\r\ntwo\r\n$1\r\n2\r\n"},
+		{[]string{"ZUNIONSTORE", "zu", "2", "z", "z"}, ":2\r\n"},
+		{[]string{"ZSCORE", "zu", "two"}, "$1\r\n4\r\n"},
+		{[]string{"RPUSH", "l", "x", "y"}, ":2\r\n"},
+		{[]string{"LRANGE", "l", "0", "-1"}, "*2\r\n$1\r\nx\r\n$1\r\ny\r\n"},
+		{[]string{"MSET", "m1", "a", "m2", "b"}, "+OK\r\n"},
+		{[]string{"MGET", "m1", "m2", "nope"}, "*3\r\n$1\r\na\r\n$1\r\nb\r\n$-1\r\n"},
+		{[]string{"APPEND", "m1", "bc"}, ":3\r\n"},
+		{[]string{"STRLEN", "m1"}, ":3\r\n"},
+		{[]string{"SREM", "h", "f"}, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"},
+		{[]string{"SADD", "s"}, "-ERR wrong number of arguments for 'sadd' command\r\n"},
+		{[]string{"MSET", "m1", "a", redlock.FenceKey, "b"}, "-" + string(errReservedKey) + "\r\n"},
+		{[]string{"ZUNIONSTORE", "zu", "2", "z", redlock.FenceKey}, "-" + string(errReservedKey) + "\r\n"},
+		{[]string{"SADD", "s", strings.Repeat("v", 5000)}, "-ERR value is too long (max 4096 bytes)\r\n"},
+	})
+	// Unordered replies are compared as sets: every backend holds the same
+	// members, whatever order each answers in.
+	if got := do(d, c, "SMEMBERS", "s"); !strings.HasPrefix(got, "*3\r\n") {
+		t.Fatalf("SMEMBERS = %q", got)
+	}
+	c3 := d.NewClient("127.0.0.1:3", "127.0.0.1:2")
+	do(d, c3, "HELLO", "3")
+	if got := do(d, c3, "HGETALL", "h"); got != "%2\r\n$1\r\nf\r\n:6\r\n$1\r\ng\r\n$1\r\n2\r\n" && got != "%2\r\n$1\r\nf\r\n$1\r\n6\r\n$1\r\ng\r\n$1\r\n2\r\n" {
+		t.Fatalf("HGETALL in RESP3 = %q, want a map", got)
+	}
+	for _, m := range mrs {
+		if ok, _ := m.SIsMember("s", "c"); !ok {
+			t.Fatalf("backend %s lacks the member", m.Addr())
+		}
+	}
+
+	// Refused with the reason, not unknown.
+	for _, cmd := range [][]string{{"SPOP", "s"}, {"SRANDMEMBER", "s"}, {"KEYS", "*"}, {"SCAN", "0"}, {"RANDOMKEY"}, {"MOVE", "s", "1"}, {"DEBUG", "SLEEP", "0"}} {
+		got := do(d, c, cmd...)
+		if !strings.HasPrefix(got, "-ERR redlock-proxy cannot serve this command: "+cmd[0]+" ") {
+			t.Errorf("%q = %q, want the reason", cmd, got)
+		}
+	}
+	if got := do(d, c, "NOSUCHCMD", "x"); !strings.HasPrefix(got, "-ERR unknown command 'NOSUCHCMD'") {
+		t.Errorf("NOSUCHCMD = %q", got)
+	}
+}
+
+// TestKeyedUserKeys: a user's key patterns apply to every key of a keyed
+// command, not only the first.
+func TestKeyedUserKeys(t *testing.T) {
+	d := newUsersDispatcher(t, nil, func(o *Options) {
+		o.Users = []User{{Name: "app", Password: "p", Commands: []string{"*"}, Keys: []string{"app:*"}}}
+	})
+	c := loggedIn(t, d, "app", "p")
+	runAll(t, d, c, []run{
+		{[]string{"SADD", "app:s", "a"}, ":1\r\n"},
+		{[]string{"SADD", "other", "a"}, "-" + string(errNoPermKey) + "\r\n"},
+		{[]string{"MSET", "app:1", "v", "other", "v"}, "-" + string(errNoPermKey) + "\r\n"},
+		{[]string{"SINTERCARD", "2", "app:s", "other"}, "-" + string(errNoPermKey) + "\r\n"},
+		{[]string{"SINTERCARD", "1", "app:s"}, ":1\r\n"},
+	})
+}
+
+// TestKeyedRowsFollowTheAllowList: every keyed command of the scripts'
+// allow-list is served, with COMMAND INFO's key positions, and flags
+// that let tracking and MULTI treat it right.
+func TestKeyedRowsFollowTheAllowList(t *testing.T) {
+	for _, kc := range lua.KeyCommands() {
+		cmd := commandIndex[kc.Name]
+		if cmd == nil {
+			t.Errorf("%s is on the allow-list but not served", kc.Name)
+			continue
+		}
+		if kc.Writes && cmd.Flags&Writes == 0 {
+			t.Errorf("%s writes but its row lacks Writes", kc.Name)
+		}
+		if cmd.Flags&(Reads|Writes) == 0 {
+			t.Errorf("%s has neither Reads nor Writes", kc.Name)
+		}
+	}
+	d, _ := newTestDispatcher(t, 1, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	if got := do(d, c, "COMMAND", "INFO", "mset"); !strings.Contains(got, "$4\r\nmset\r\n:-3\r\n*1\r\n+write\r\n:1\r\n:-1\r\n:2\r\n") {
+		t.Errorf("COMMAND INFO mset = %q", got)
+	}
+	if got := do(d, c, "COMMAND", "INFO", "zunion"); !strings.Contains(got, "+readonly\r\n+movablekeys\r\n") {
+		t.Errorf("COMMAND INFO zunion = %q", got)
+	}
+	if got := do(d, c, "COMMAND", "INFO", "spop"); got != "*1\r\n*-1\r\n" {
+		t.Errorf("COMMAND INFO spop = %q", got)
+	}
+}
+
+// TestKeyedInMulti: keyed reads are queued and run at EXEC; a keyed write
+// is refused inside MULTI, and EXEC then aborts, as for other writes.
+func TestKeyedInMulti(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runAll(t, d, c, []run{
+		{[]string{"SADD", "s", "a"}, ":1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SISMEMBER", "s", "a"}, "+QUEUED\r\n"},
+		{[]string{"SCARD", "s"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*2\r\n:1\r\n:1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SADD", "s", "b"}, "-" + errTxOnly + "\r\n"},
+		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{[]string{"SCARD", "s"}, ":1\r\n"},
+	})
+}
+
+// TestKeyedTooManyArgs: more arguments than the backends' Lua can unpack
+// are refused with the reason, before any backend is asked.
+func TestKeyedTooManyArgs(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	args := []string{"SADD", "s"}
+	for i := range maxKeyedArgs {
+		args = append(args, strconv.Itoa(i))
+	}
+	if r := do(d, c, args...); !strings.HasPrefix(r, "-ERR redlock-proxy runs SADD by vote as a script, which takes at most") {
+		t.Fatalf("SADD with %d arguments = %.120q", len(args)-1, r)
+	}
+}
