@@ -246,23 +246,28 @@ func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error)
 
 // Vote runs script on every node and returns the reply a quorum agreed on
 // (redlock.Vote). When the script writes, keys may have been released:
-// their first waiters try again at once.
+// their first waiters try again at once; and it runs clamped (clamp.go):
+// no copy it leaves outlives the max ttl, and what a quorum wanted longer
+// is held.
 func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv []string, writes bool) (any, error) {
-	vote := m.locker.Vote
-	if writes {
-		vote = m.locker.VoteWrites // on the old instance too, during a migration
+	if !writes {
+		return m.locker.Vote(ctx, script, keys, argv)
+	}
+	if !m.clamping() {
 		for _, k := range keys {
 			m.unkeep(k) // what the script leaves is not the kept write's
 		}
 	}
-	v, err := vote(ctx, script, keys, argv)
-	if writes && err != nil {
-		m.reg.forget(keys...) // it may have written some nodes
+	start := m.now()
+	// On the old instance too, during a migration.
+	v, w, err := m.locker.VoteClamped(ctx, m.clamped(script), keys, argv)
+	m.reg.forget(keys...) // it may have written some nodes
+	if err != nil {
+		return v, err
 	}
-	if err == nil && writes {
-		m.changed(keys)
-	}
-	return v, err
+	m.holdWanted(start, keys, w)
+	m.changed(keys)
+	return v, nil
 }
 
 // MigrateStats is what migrate_from has seen, for INFO and metrics.
