@@ -235,3 +235,64 @@ func equalReplies(a, b any) bool {
 	}
 	return a == b
 }
+
+// TestLongExpiriesHeld: SET … PX, SET … NX PX (a lock), SET … EXAT,
+// PEXPIRE and SETEX beyond max_ttl are written with the lease and held to
+// the deadline the client asked for: PTTL answers the long ttl counting
+// down, every backend's copy stays within max_ttl, the key outlives three
+// leases, and a second SET NX of the lock is refused all along.
+func TestLongExpiriesHeld(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, clampHCL)
+	c := p.Client(nil)
+	ctx := testCtx(t, 60*time.Second)
+	at := time.Now().Add(10 * time.Minute).Unix()
+	writes := map[string]func() error{
+		"long:set": func() error { return c.Set(ctx, "long:set", "v", 600*time.Second).Err() },
+		"long:lock": func() error {
+			return c.SetArgs(ctx, "long:lock", "tok", redis.SetArgs{Mode: "NX", TTL: 600 * time.Second}).Err()
+		},
+		"long:exat":  func() error { return c.Do(ctx, "SET", "long:exat", "v", "EXAT", at).Err() },
+		"long:setex": func() error { return c.SetEx(ctx, "long:setex", "v", 600*time.Second).Err() },
+		"long:pexpire": func() error {
+			if err := c.Set(ctx, "long:pexpire", "v", 2*time.Second).Err(); err != nil {
+				return err
+			}
+			return c.PExpire(ctx, "long:pexpire", 600*time.Second).Err()
+		},
+	}
+	for key, write := range writes {
+		if err := write(); err != nil {
+			t.Fatalf("write of %s: %v", key, err)
+		}
+		if ttl, err := c.PTTL(ctx, key).Result(); err != nil || ttl < 590*time.Second || ttl > 600*time.Second {
+			t.Fatalf("PTTL %s = %v, %v; want about 600 s", key, ttl, err)
+		}
+		backendsBounded(ctx, t, rs, key, clampMax)
+	}
+	first, _ := c.PTTL(ctx, "long:set").Result()
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); { // three leases
+		if ok, err := c.SetNX(ctx, "long:lock", "other", 600*time.Second).Result(); err != nil || ok {
+			t.Fatalf("a second SET NX of the held lock = %v, %v; want refused", ok, err)
+		}
+		time.Sleep(200 * time.Millisecond) // pacing the polls
+	}
+	for key := range writes {
+		if n, err := c.Exists(ctx, key).Result(); err != nil || n != 1 {
+			t.Fatalf("EXISTS %s after three leases = %v, %v; want 1", key, n, err)
+		}
+		backendsBounded(ctx, t, rs, key, clampMax)
+	}
+	if ttl, err := c.PTTL(ctx, "long:set").Result(); err != nil || ttl >= first || ttl < first-10*time.Second {
+		t.Fatalf("PTTL long:set = %v, %v after 6 s; want counting down from %v", ttl, err, first)
+	}
+	// A write with an expiry within max_ttl ends the hold.
+	if err := c.Set(ctx, "long:set", "w", time.Second).Err(); err != nil {
+		t.Fatalf("SET long:set w PX 1000: %v", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "long:set, bounded again, to expire", func() bool {
+		n, err := c.Exists(ctx, "long:set").Result()
+		return err == nil && n == 0
+	})
+}

@@ -16,6 +16,33 @@ import (
 // deleted is no longer held; a key whose expiry the script left as it
 // was keeps whatever hold it had.
 
+// Writes and expiries with a ttl beyond MaxTTL (SET … PX, PEXPIRE, SET NX
+// PX: Write, CompareAndSet, GetSet, Set, ExpireIf, Acquire of one key not
+// remembered) are made with the lease and held, to the deadline the
+// client asked for: while the key holds the value written (an expiry: any
+// value). Native locks are refused above MaxTTL before they reach here.
+
+// HoldsLong reports whether ttls beyond MaxTTL are held (the copies
+// carrying the lease) rather than refused: with a MaxTTL and a KeepTTL.
+func (m *Manager) HoldsLong() bool { return m.clamping() }
+
+// long splits a ttl beyond MaxTTL into the lease the copies carry and the
+// deadline the key is held to (zero: ttl as it is, no hold).
+func (m *Manager) long(ttl time.Duration) (time.Duration, time.Time) {
+	if !m.clamping() || ttl <= m.maxTTL {
+		return ttl, time.Time{}
+	}
+	return min(m.keepTTL, m.maxTTL), m.now().Add(ttl)
+}
+
+// holdUntil holds key while it holds value until until, after a write
+// (err nil) of a ttl beyond MaxTTL (until not zero).
+func (m *Manager) holdUntil(err error, key, value string, until time.Time) {
+	if err == nil && !until.IsZero() {
+		m.HoldKey(key, Hold{Value: value, Deadline: until})
+	}
+}
+
 // clamping reports whether scripts by vote run clamped: with a MaxTTL,
 // and a KeepTTL to renew what they hold.
 func (m *Manager) clamping() bool { return m.maxTTL > 0 && m.keepTTL > 0 }

@@ -42,27 +42,33 @@ func (m *Manager) leaseTTL(ttl time.Duration) time.Duration {
 // Write sets key to value on every node (redlock.Write), with ttl, or
 // without expiry when ttl is 0.
 func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duration) error {
+	ttl, until := m.long(ttl)
 	m.beginWrite(key)
 	err := m.locker.Write(ctx, key, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
+	m.holdUntil(err, key, value, until)
 	return err
 }
 
 // CompareAndSet sets key to value where it holds old (redlock.
 // CompareAndSet), with ttl, or without expiry when ttl is 0.
 func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl time.Duration) error {
+	ttl, until := m.long(ttl)
 	m.beginWrite(key)
 	_, err := m.locker.CompareAndSet(ctx, key, old, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
+	m.holdUntil(err, key, value, until)
 	return err
 }
 
 // GetSet sets key to value and returns what a quorum held before
 // (redlock.GetSet), with ttl, or without expiry when ttl is 0.
 func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Duration) (redlock.Value, error) {
+	ttl, until := m.long(ttl)
 	m.beginWrite(key)
 	old, err := m.locker.GetSet(ctx, key, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
+	m.holdUntil(err, key, value, until)
 	return old, err
 }
 
@@ -148,8 +154,10 @@ func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration,
 		}
 	}
 	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value {
-		_, err := m.Extend(ctx, []string{key}, value, ttl, redlock.Replace)
+		lease, until := m.long(ttl)
+		_, err := m.Extend(ctx, []string{key}, value, lease, redlock.Replace)
 		if !errors.Is(err, redlock.ErrNotHeld) {
+			m.holdUntil(err, key, value, until)
 			return old, err == nil, err
 		}
 	}
@@ -193,7 +201,12 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		n, err := m.Delete(ctx, []string{key})
 		return n > 0, err
 	}
-	return m.Expire(ctx, key, ttl)
+	lease, until := m.long(ttl)
+	ok, err := m.Expire(ctx, key, lease)
+	if err == nil && ok && !until.IsZero() {
+		m.HoldKey(key, Hold{AnyValue: true, Deadline: until}) // a key of any type
+	}
+	return ok, err
 }
 
 // Persist takes away key's expiry as far as clients can tell: the key is

@@ -174,6 +174,10 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	if req.Keep {
 		req.TTL = m.keepTTL
 	}
+	var until time.Time // a lock beyond MaxTTL: granted with the lease, held (clamp.go)
+	if !req.Keep && !req.Remember && len(req.Keys) == 1 {
+		req.TTL, until = m.long(req.TTL)
+	}
 	// Writes without expiry (Keep) are the register's, linearizable across
 	// proxies (docs/safety.md): never answered from memory, never noted.
 	held, gen := m.reg.admit(req.Keys, req.Token, req.Mode == redlock.IfAbsentOrMine, m.now(), req.Wait <= 0 && !req.Keep)
@@ -204,6 +208,8 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	switch {
 	case err == nil && req.Keep:
 		m.keep(g.Keys[0], g.Token)
+	case err == nil && !until.IsZero():
+		m.HoldKey(g.Keys[0], Hold{Value: g.Token, Deadline: until})
 	case err == nil:
 		// A grant with an expiry: a quorum had the keys free (or held by
 		// this token), so whatever was kept for them is stale, and its
