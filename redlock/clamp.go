@@ -17,7 +17,8 @@ import (
 // error keeps the text Redis gives it), then, in the same call, an
 // epilogue that reads the PTTL of every declared key and, where it is -1
 // or above the max ttl, sets the lease (PEXPIRE) and reports what the
-// script wanted. The body starts on the wrapper's first line (after a
+// script wanted (of the keys as declared: the body may change KEYS, not
+// the copy taken before it runs). The body starts on the wrapper's first line (after a
 // shebang line, kept first), so that error lines are the client's.
 //
 // Each backend's reply is {report, reply}: report has one integer per
@@ -35,14 +36,14 @@ import (
 // %[5]s the body's SHA1 (Redis names a failing script by it).
 const clampSource = `%[1]slocal function __redlock_proxy_body(...) %[2]s
 end
-local __rp_before = {}
-for i, k in ipairs(KEYS) do __rp_before[i] = redis.call('PTTL', k) end
+local __rp_keys, __rp_before = {}, {}
+for i, k in ipairs(KEYS) do __rp_keys[i], __rp_before[i] = k, redis.call('PTTL', k) end
 local __rp_t0 = redis.call('TIME')
 local __rp_ok, __rp_r = xpcall(__redlock_proxy_body, rawget(_G, '__redis__err__handler') or function(e) return e end)
 local __rp_t1 = redis.call('TIME')
 local __rp_ran = (__rp_t1[1] - __rp_t0[1]) * 1000 + (__rp_t1[2] - __rp_t0[2]) / 1000
 local __rp_report = {}
-for i, k in ipairs(KEYS) do
+for i, k in ipairs(__rp_keys) do
 	local t, b = redis.call('PTTL', k), __rp_before[i]
 	if t == -1 or t > %[3]d then
 		redis.call('PEXPIRE', k, %[4]d)

@@ -190,6 +190,22 @@ func TestClampRepliesAsRedis(t *testing.T) {
 		}
 	}
 
+	// Scripts that try to hide the key they write from the clamp are
+	// refused, or clamped all the same.
+	for _, src := range []string{
+		"redis.call('SET', KEYS[1], 'v') KEYS[1] = 'elsewhere' return 1",
+		"local t = KEYS redis.call('SET', t[1], 'v') t[1] = 'elsewhere' return 1",
+		"redis.call('SET', KEYS[1], 'v') table.remove(KEYS, 1) return 1",
+		"local k = KEYS[1] KEYS = {} redis.call('SET', k, 'v') return 1",
+	} {
+		err := c.Eval(ctx, src, []string{key}).Err()
+		t.Logf("EVAL %q: %v", src, err)
+		backendsBounded(ctx, t, rs, key, clampMax)
+		if err := c.Del(ctx, key).Err(); err != nil {
+			t.Fatalf("DEL %s: %v", key, err)
+		}
+	}
+
 	half := "redis.call('SET', KEYS[1], 'v', 'PX', 600000)\nerror('half way')"
 	if err := c.Eval(ctx, half, []string{key}).Err(); err == nil || !strings.Contains(err.Error(), "half way") {
 		t.Fatalf("EVAL of a script that errs half-way = %v; want its error", err)
