@@ -49,4 +49,4 @@ bench:
 # and the linearizability checker of plain writes and reads.
 CHAOS_DURATION ?= 2m
 chaos:
-	REDLOCK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestCheckerSynthetic|TestChaosProxy|TestChaosHolds|TestChaosRedsync|TestMigrateNoOverlap|TestLinearizable)$$' ./tests
+	REDLOCK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestCheckerSynthetic|TestChaosProxy|TestChaosHolds|TestChaosVoteLocks|TestChaosRedsync|TestMigrateNoOverlap|TestLinearizable)$$' ./tests

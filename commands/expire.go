@@ -192,11 +192,10 @@ func expireMillis(n int64, seconds, relative bool) (int64, bool) {
 
 // expiryTTL is the ttl of a deadline when (ms from the epoch), from the
 // count n the client gave: expired when the deadline is now or past, else
-// within [min_ttl, max_ttl] (a relative count is checked as ttlIn, before
-// multiplying). A deadline less than min_ttl ahead is taken as now: Redis
-// answers it as it answers a past one, and the key, which would live
-// those few ms, goes at once (no write lands after it, no lock is granted
-// for less than min_ttl).
+// within [min_ttl, max_ttl] unless it is held (ttlHeld). A deadline less
+// than min_ttl ahead is taken as now: Redis answers it as it answers a
+// past one, and the key, which would live those few ms, goes at once (no
+// write lands after it, no lock is granted for less than min_ttl).
 func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative bool) (time.Duration, bool, Reply) {
 	unit := time.Millisecond
 	if seconds {
@@ -206,15 +205,28 @@ func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative bool) (time.Dura
 		if n <= 0 {
 			return 0, true, nil
 		}
-		ttl, r := d.ttlIn(n, unit)
+		ttl, r := d.ttlHeld(n, unit)
 		return ttl, false, r
 	}
 	left := when - time.Now().UnixMilli()
 	if left < d.opts.MinTTL.Milliseconds() {
 		return 0, true, nil
 	}
-	ttl, r := d.checkTTL(time.Duration(left) * time.Millisecond)
+	ttl, r := d.ttlHeld(left, time.Millisecond)
 	return ttl, false, r
+}
+
+// ttlHeld is ttlIn for SET's and the expiry commands' ttls, which may go
+// beyond max_ttl where the proxy holds them (lease.Manager.HoldsLong):
+// the copies carry the lease and the key is renewed to its deadline.
+func (d *Dispatcher) ttlHeld(n int64, unit time.Duration) (time.Duration, Reply) {
+	if !d.leases.HoldsLong() || n <= int64(d.opts.MaxTTL/unit) {
+		return d.ttlIn(n, unit)
+	}
+	if n > int64(math.MaxInt64/unit) {
+		return math.MaxInt64, nil
+	}
+	return time.Duration(n) * unit, nil
 }
 
 // EXPIRE key s / PEXPIRE key ms / EXPIREAT key ts / PEXPIREAT key ms,

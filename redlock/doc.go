@@ -67,6 +67,10 @@
 // fails with ErrNoQuorum. A GetSet without a quorum on the old value
 // returns the value it wrote, so that legacy "old timestamp expired?"
 // checks fail safe.
+// A Script made with Clamped runs the client's text as the body of a
+// function and then, in the same call, gives every declared key left
+// without expiry or beyond a max ttl the lease; VoteClamped returns what
+// a quorum reported of each key (clamp.go).
 // Write, Delete, Expire and FlushAll are unconditional: they break locks
 // as Redis would, which is what the clients sending them expect.
 //

@@ -344,8 +344,16 @@ func (r *Redlock) existsOnOld(ctx context.Context, keys []string) ([]string, int
 // (as for any script by vote, a partial effect stays until its own ttl).
 // An old instance that does not answer fails it with kind ErrNoQuorum.
 func (r *Redlock) VoteWrites(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
+	v, _, err := r.VoteClamped(ctx, script, keys, args)
+	return v, err
+}
+
+// VoteClamped is VoteWrites that also returns, for a script made with
+// Script.Clamped, what a quorum of the backends reported of each declared
+// key (clamp.go; nil for another script).
+func (r *Redlock) VoteClamped(ctx context.Context, script *Script, keys []string, args []string) (any, []Wanted, error) {
 	if r.migrate == nil {
-		return r.Vote(ctx, script, keys, args)
+		return r.voteClamp(ctx, script, keys, args)
 	}
 	var got any
 	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
@@ -353,18 +361,18 @@ func (r *Redlock) VoteWrites(ctx context.Context, script *Script, keys []string,
 		got, err = old.Vote(ctx, script, keys, args)
 		return err
 	})
-	v, err := r.Vote(ctx, script, keys, args)
+	v, w, err := r.voteClamp(ctx, script, keys, args)
 	oldErr := wait()
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	case oldErr != nil:
-		return nil, r.migrate.fail(oldErr, ErrNoQuorum)
+		return nil, nil, r.migrate.fail(oldErr, ErrNoQuorum)
 	}
 	if _, agreed := combine([]any{v, got}, 2, script.reply); agreed < 2 {
-		return nil, &MigrateError{Addr: r.migrate.old.nodes[0].Addr(), Kind: ErrMigrateDiffers}
+		return nil, nil, &MigrateError{Addr: r.migrate.old.nodes[0].Addr(), Kind: ErrMigrateDiffers}
 	}
-	return v, nil
+	return v, w, nil
 }
 
 // anys is keys as command arguments.

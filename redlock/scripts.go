@@ -11,12 +11,14 @@ type Script struct {
 	src, hash string
 	reply     Shape    // how Vote compares its replies
 	builds    []string // Vote: the starts of the keys it builds (ForVote)
+	clamped   bool     // wrapped in the clamp (clamp.go)
+	clamps    *clamps  // its clamped forms, made once
 }
 
 // NewScript returns a Script for src.
 func NewScript(src string) *Script {
 	h := sha1.Sum([]byte(src))
-	return &Script{src: src, hash: hex.EncodeToString(h[:])}
+	return &Script{src: src, hash: hex.EncodeToString(h[:]), clamps: &clamps{}}
 }
 
 // ForVote returns a copy of s for Vote that compares its replies as reply
@@ -25,7 +27,7 @@ func NewScript(src string) *Script {
 // followed by a declared key. Vote holds the gate of every such key.
 func (s *Script) ForVote(reply Shape, builds []string) *Script {
 	c := *s
-	c.reply, c.builds = reply, builds
+	c.reply, c.builds, c.clamps = reply, builds, &clamps{}
 	return &c
 }
 

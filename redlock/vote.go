@@ -51,8 +51,15 @@ import (
 // replies do not combine, and with a *ScriptTimeoutError when the script
 // ran past the script timeout on enough nodes that no quorum answered.
 func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
+	v, _, err := r.voteClamp(ctx, script, keys, args)
+	return v, err
+}
+
+// voteClamp is Vote, and for a clamped script (Script.Clamped) what a quorum
+// reported of each key.
+func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, args []string) (any, []Wanted, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("vote: %w", err)
+		return nil, nil, fmt.Errorf("vote: %w", err)
 	}
 	keys = slices.Clone(keys)
 	argv := make([]any, len(args))
@@ -69,32 +76,36 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 		if slices.Contains(keys, "") {
 			// Keys built from "" are any keys: its prefix hold would stop
 			// every lock of this proxy while the script runs.
-			return nil, fmt.Errorf("%w: an empty key in a script that builds keys from it", ErrInvalid)
+			return nil, nil, fmt.Errorf("%w: an empty key in a script that builds keys from it", ErrInvalid)
 		}
 		end, err := r.gate.enterBuilt(ctx, keys, script.builds)
 		if err != nil {
-			return nil, fmt.Errorf("vote: %w", err)
+			return nil, nil, fmt.Errorf("vote: %w", err)
 		}
 		leave = end
 	case len(keys) > 0:
 		pass, err := r.gate.enter(ctx, keys)
 		if err != nil {
-			return nil, fmt.Errorf("vote: %w", err)
+			return nil, nil, fmt.Errorf("vote: %w", err)
 		}
 		leave = pass.leave
 	}
-	t := &replyTally{counts: r.counts()}
+	t := &replyTally{counts: r.counts(), clamped: script.clamped, keys: len(keys)}
 	err := r.bounded(ctx, func(ctx context.Context, d time.Duration) error {
 		return quorum(r, ctx, "vote", d, run, decider[any](t), leave)
 	}, &t.counts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v, agreed := combine(t.replies, t.q, script.reply)
 	if agreed < t.q {
-		return nil, t.disagreed(agreed)
+		return nil, nil, t.disagreed(agreed)
 	}
-	return v, nil
+	var w []Wanted
+	if script.clamped {
+		w = wanted(t.reports, len(keys), t.q)
+	}
+	return v, w, nil
 }
 
 // replyTally collects every node's reply; a script's error reply is a
@@ -102,10 +113,20 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 type replyTally struct {
 	counts
 	replies []any
+	// A clamped script's reports (clamp.go), of keys keys each.
+	clamped bool
+	keys    int
+	reports [][]int64
 }
 
 func (t *replyTally) add(v any) {
 	t.answered++
+	if t.clamped {
+		if reply, report, ok := splitClamped(v, t.keys); ok {
+			v = reply
+			t.reports = append(t.reports, report)
+		}
+	}
 	t.replies = append(t.replies, v)
 }
 
@@ -119,4 +140,6 @@ func (t *replyTally) fail(err error) {
 }
 
 // NewScriptHash is a Script for src whose SHA1 the caller already knows.
-func NewScriptHash(src, sha1 string) *Script { return &Script{src: src, hash: sha1} }
+func NewScriptHash(src, sha1 string) *Script {
+	return &Script{src: src, hash: sha1, clamps: &clamps{}}
+}

@@ -178,35 +178,49 @@ func TestSetExpireOptions(t *testing.T) {
 	}
 }
 
-// TestSetExpireBeyondMaxTTL: a ttl beyond max_ttl is refused, as for every
-// other write, where one Redis would take it: the bound is a safety
-// parameter. The key keeps what it had.
+// TestSetExpireBeyondMaxTTL: a ttl beyond max_ttl is taken as one Redis
+// takes it: the copies carry the lease and the proxy holds the key to the
+// deadline (docs/compatibility.md, "SET and expiry options"), so the
+// answers are one Redis's and PTTL counts down from the long ttl, while
+// no backend's copy carries more than max_ttl. With default_ttl = 0 (no
+// hold) it is refused as before.
 func TestSetExpireBeyondMaxTTL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server processes")
 	}
-	p := startProxy(t, startCluster(t, 3), `max_ttl = "60s"`)
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, `max_ttl = "60s"`)
 	c := testkit.Dial(t, p.Addr())
 	if got := c.Do("SET", "k", "v", "PX", "20000"); got != "OK" {
 		t.Fatalf("SET: %#v", got)
 	}
-	for _, args := range [][]string{
-		{"SET", "k", "w", "XX", "EX", "120"},
-		{"SET", "k", "w", "GET", "PXAT", expandArg("{ms+120000}", "")},
-		{"EXPIRE", "k", "120", "GT"},
-		{"PEXPIREAT", "k", expandArg("{ms+120000}", "")},
-		{"EXPIREAT", "k", expandArg("{s+120}", ""), "NX"},
+	for _, step := range []struct {
+		args []string
+		want any
+	}{
+		{[]string{"SET", "k", "w", "XX", "EX", "120"}, "OK"},
+		{[]string{"SET", "k", "x", "GET", "PXAT", expandArg("{ms+120000}", "")}, "w"},
+		{[]string{"EXPIRE", "k", "130", "GT"}, int64(1)},
+		{[]string{"PEXPIREAT", "k", expandArg("{ms+140000}", "")}, int64(1)},
+		{[]string{"EXPIREAT", "k", expandArg("{s+150}", ""), "NX"}, int64(0)},
 	} {
-		got, ok := c.Do(args...).(testkit.Error)
-		if !ok || !strings.HasPrefix(string(got), "ERR ttl ") {
-			t.Errorf("%q: %#v, want the ttl range error", args, got)
+		if got := c.Do(step.args...); got != step.want {
+			t.Errorf("%q: %#v, want %#v", step.args, got, step.want)
 		}
 	}
-	if got := c.Do("GET", "k"); got != "v" {
-		t.Errorf("GET after refusals: %#v", got)
+	if got := c.Do("GET", "k"); got != "x" {
+		t.Errorf("GET: %#v, want x", got)
 	}
-	if ms, _ := c.Do("PTTL", "k").(int64); ms <= 0 || ms > 20000 {
-		t.Errorf("PTTL after refusals: %d", ms)
+	if ms, _ := c.Do("PTTL", "k").(int64); ms <= 130000 || ms > 140000 {
+		t.Errorf("PTTL: %d, want about 140000", ms)
+	}
+	ctx := testCtx(t, 10*time.Second)
+	backendsBounded(ctx, t, rs, "k", 60*time.Second)
+
+	q := startProxy(t, rs, `max_ttl = "60s"
+default_ttl = "0s"`)
+	if got, ok := testkit.Dial(t, q.Addr()).Do("SET", "k", "w", "EX", "120").(testkit.Error); !ok || !strings.HasPrefix(string(got), "ERR ttl ") {
+		t.Errorf("SET EX 120 with default_ttl = 0: %#v, want the ttl range error", got)
 	}
 }
 

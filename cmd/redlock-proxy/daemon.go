@@ -149,6 +149,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		Locker:  d.locker,
 		MaxHold: cfg.MaxHold,
 		KeepTTL: cfg.DefaultTTL,
+		MaxTTL:  cfg.MaxTTL,
 		Logger:  logger.Named("lease"),
 		// A release through another proxy wakes this one's waiters.
 		WatchReleases: watchReleases(d.relay),

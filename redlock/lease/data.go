@@ -42,18 +42,22 @@ func (m *Manager) leaseTTL(ttl time.Duration) time.Duration {
 // Write sets key to value on every node (redlock.Write), with ttl, or
 // without expiry when ttl is 0.
 func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duration) error {
+	ttl, until := m.long(ttl)
 	m.beginWrite(key)
 	err := m.locker.Write(ctx, key, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
+	m.holdUntil(err, key, value, until)
 	return err
 }
 
 // CompareAndSet sets key to value where it holds old (redlock.
 // CompareAndSet), with ttl, or without expiry when ttl is 0.
 func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl time.Duration) error {
+	ttl, until := m.long(ttl)
 	m.beginWrite(key)
 	_, err := m.locker.CompareAndSet(ctx, key, old, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
+	m.holdUntil(err, key, value, until)
 	return err
 }
 
@@ -61,12 +65,14 @@ func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl
 // (redlock.GetSet), with ttl, or without expiry when ttl is 0. A key a
 // quorum holds of another type is refused with a *TypeError.
 func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Duration) (redlock.Value, error) {
+	ttl, until := m.long(ttl)
 	m.beginWrite(key)
 	old, err := m.locker.GetSet(ctx, key, value, m.leaseTTL(ttl))
 	if err == nil && old.Exists && old.Type != "" {
 		err = &TypeError{Type: old.Type}
 	}
 	m.endWrite(err, key, value, ttl)
+	m.holdUntil(err, key, value, until)
 	return old, err
 }
 
@@ -152,8 +158,10 @@ func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration,
 		}
 	}
 	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value {
-		_, err := m.Extend(ctx, []string{key}, value, ttl, redlock.Replace)
+		lease, until := m.long(ttl)
+		_, err := m.Extend(ctx, []string{key}, value, lease, redlock.Replace)
 		if !errors.Is(err, redlock.ErrNotHeld) {
+			m.holdUntil(err, key, value, until)
 			return old, err == nil, err
 		}
 	}
@@ -197,7 +205,12 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		n, err := m.Delete(ctx, []string{key})
 		return n > 0, err
 	}
-	return m.Expire(ctx, key, ttl)
+	lease, until := m.long(ttl)
+	ok, err := m.Expire(ctx, key, lease)
+	if err == nil && ok && !until.IsZero() {
+		m.HoldKey(key, Hold{AnyValue: true, Deadline: until}) // a key of any type
+	}
+	return ok, err
 }
 
 // Persist takes away key's expiry as far as clients can tell: the key is
@@ -250,23 +263,28 @@ func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error)
 
 // Vote runs script on every node and returns the reply a quorum agreed on
 // (redlock.Vote). When the script writes, keys may have been released:
-// their first waiters try again at once.
+// their first waiters try again at once; and it runs clamped (clamp.go):
+// no copy it leaves outlives the max ttl, and what a quorum wanted longer
+// is held.
 func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv []string, writes bool) (any, error) {
-	vote := m.locker.Vote
-	if writes {
-		vote = m.locker.VoteWrites // on the old instance too, during a migration
+	if !writes {
+		return m.locker.Vote(ctx, script, keys, argv)
+	}
+	if !m.clamping() {
 		for _, k := range keys {
 			m.unkeep(k) // what the script leaves is not the kept write's
 		}
 	}
-	v, err := vote(ctx, script, keys, argv)
-	if writes && err != nil {
-		m.reg.forget(keys...) // it may have written some nodes
+	start := m.now()
+	// On the old instance too, during a migration.
+	v, w, err := m.locker.VoteClamped(ctx, m.clamped(script), keys, argv)
+	m.reg.forget(keys...) // it may have written some nodes
+	if err != nil {
+		return v, err
 	}
-	if err == nil && writes {
-		m.changed(keys)
-	}
-	return v, err
+	m.holdWanted(start, keys, w)
+	m.changed(keys)
+	return v, nil
 }
 
 // MigrateStats is what migrate_from has seen, for INFO and metrics.

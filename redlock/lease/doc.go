@@ -37,6 +37,12 @@
 //     without expiry keeps its key, any other write, a delete, an expire,
 //     a release or a flush ends it; of writes of one key that overlap in
 //     time, the value a quorum holds after the last decides;
+//   - the holds beyond MaxTTL (clamp.go): a write, expiry or one-key
+//     acquisition with a longer ttl is made with the lease and held to its
+//     deadline; a script by vote that writes runs clamped (redlock.Script.
+//     Clamped), and what a quorum reported it left without expiry or
+//     beyond MaxTTL is held, of any value, until the key is gone or its
+//     deadline passes;
 //   - a note of every grant with an expiry through this proxy (registry.go:
 //     knownGrant): an acquisition without WAIT of a noted key by another
 //     token, within the grant's validity, is refused from the note

@@ -46,6 +46,11 @@ type Options struct {
 	// KeepTTL is the lease of writes without expiry, renewed while the key
 	// holds the value written (keep.go); 0: such writes carry no expiry.
 	KeepTTL time.Duration
+	// MaxTTL bounds every copy a script by vote leaves (clamp.go): where
+	// one would carry no expiry or a longer one, it carries
+	// min(KeepTTL, MaxTTL) and the key is held. 0, or a KeepTTL of 0:
+	// scripts keep the expiries they set.
+	MaxTTL time.Duration
 	// WatchReleases, when set, hears of releases made elsewhere (another
 	// proxy) while this Manager has waiters for a key it does not hold
 	// (wait.go). nil: such waiters only poll.
@@ -122,6 +127,7 @@ type Manager struct {
 	locker  *redlock.Redlock
 	maxHold time.Duration
 	keepTTL time.Duration
+	maxTTL  time.Duration
 	watch   WatchFunc // Options.WatchReleases
 	log     hclog.Logger
 	now     func() time.Time
@@ -144,6 +150,7 @@ func New(opts Options) *Manager {
 		locker:    opts.Locker,
 		maxHold:   opts.MaxHold,
 		keepTTL:   opts.KeepTTL,
+		maxTTL:    opts.MaxTTL,
 		watch:     opts.WatchReleases,
 		log:       opts.Logger,
 		now:       opts.Now,
@@ -166,6 +173,10 @@ func New(opts Options) *Manager {
 func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant, error) {
 	if req.Keep {
 		req.TTL = m.keepTTL
+	}
+	var until time.Time // a lock beyond MaxTTL: granted with the lease, held (clamp.go)
+	if !req.Keep && !req.Remember && len(req.Keys) == 1 {
+		req.TTL, until = m.long(req.TTL)
 	}
 	// Writes without expiry (Keep) are the register's, linearizable across
 	// proxies (docs/safety.md): never answered from memory, never noted.
@@ -197,6 +208,8 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	switch {
 	case err == nil && req.Keep:
 		m.keep(g.Keys[0], g.Token)
+	case err == nil && !until.IsZero():
+		m.HoldKey(g.Keys[0], Hold{Value: g.Token, Deadline: until})
 	case err == nil:
 		// A grant with an expiry: a quorum had the keys free (or held by
 		// this token), so whatever was kept for them is stale, and its

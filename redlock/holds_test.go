@@ -1,0 +1,163 @@
+package redlock
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
+)
+
+// TestHoldsRecord: a hold is written to a quorum under its owner; another
+// proxy cannot overwrite it unless it passes the owner it saw (a claim);
+// a hand-over marks the owner's holds and counts them; only the owner
+// drops its hold. Bad holds are refused.
+func TestHoldsRecord(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	key := HoldsKey(svc)
+	// on counts the nodes whose field of k is f: a quorum write leaves
+	// the last node's call in flight.
+	on := func(k, f string) int {
+		n := 0
+		for _, mr := range c.mrs {
+			if mr.Exists(key) && mr.HGet(key, k) == f {
+				n++
+			}
+		}
+		return n
+	}
+
+	a := Hold{Key: "lock", Owner: "proxyA", Digest: "d1"}
+	if err := c.r.SetHold(ctx, svc, a, "proxyA"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.r.SetHold(ctx, svc, Hold{Key: "other", Owner: "proxyA", Deadline: 42, Digest: "d2"}, "proxyA"); err != nil {
+		t.Fatal(err)
+	}
+	if n := on("lock", "proxyA 0 d1"); n < 2 {
+		t.Fatalf("the hold is on %d nodes", n)
+	}
+	// B may not take A's hold without naming A.
+	b := Hold{Key: "lock", Owner: "proxyB", Digest: "d1"}
+	if err := c.r.SetHold(ctx, svc, b, "proxyB"); !errors.Is(err, ErrHeld) {
+		t.Fatalf("SetHold over another owner = %v, want ErrHeld", err)
+	}
+	if err := c.r.DropHold(ctx, svc, "lock", "proxyB"); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("DropHold of another owner's hold = %v, want ErrNotHeld", err)
+	}
+	// A hands over: both its holds, counted.
+	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != 2 {
+		t.Fatalf("HandOverHolds = %d, %v; want 2", n, err)
+	}
+	if n := on("other", "- 42 d2"); n < 2 {
+		t.Fatalf("handed over on %d nodes", n)
+	}
+	// B claims the handed-over hold.
+	if err := c.r.SetHold(ctx, svc, b, HandedOver); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != 0 {
+		t.Fatalf("HandOverHolds again = %d, %v; want 0", n, err)
+	}
+	if err := c.r.DropHold(ctx, svc, "lock", "proxyB"); err != nil {
+		t.Fatal(err)
+	}
+	if n := on("lock", "proxyB 0 d1"); n > 1 {
+		t.Fatalf("the dropped hold is still on %d nodes", n)
+	}
+	for _, bad := range []Hold{{Owner: "x", Digest: "d"}, {Key: "k", Digest: "d"}, {Key: "k", Owner: "a b", Digest: "d"}, {Key: "k", Owner: "x"}} {
+		if err := c.r.SetHold(ctx, svc, bad, ""); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("SetHold(%+v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := c.r.HandOverHolds(ctx, svc, HandedOver); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("HandOverHolds(-) = %v, want ErrInvalid", err)
+	}
+	if h, err := parseHold("k", "proxyA 42 d"); err != nil || h != (Hold{Key: "k", Owner: "proxyA", Deadline: 42, Digest: "d"}) {
+		t.Fatalf("parseHold = %+v, %v", h, err)
+	}
+	for _, bad := range []string{"", "a b", "a -1 d", "a x d", "a 1 d e"} {
+		if _, err := parseHold("k", bad); err == nil {
+			t.Fatalf("parseHold(%q) accepted", bad)
+		}
+	}
+}
+
+// TestRenewHold: the owner renews while the key holds its value, and
+// writes the field back where a node lost it; once a peer owns the field,
+// or the key holds another value, the renewal fails (ErrHeld, ErrNotHeld)
+// and gives no lease.
+func TestRenewHold(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	hk := HoldsKey(svc)
+	sum := sha1.Sum([]byte("v"))
+	h := Hold{Key: "lock", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	// every waits until every node's field of lock is f (a quorum
+	// operation leaves the last node's call in flight).
+	every := func(what, f string) {
+		t.Helper()
+		testkit.Eventually(t, 10*time.Second, what, func() bool {
+			for _, mr := range c.mrs {
+				if mr.HGet(hk, "lock") != f {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	for _, mr := range c.mrs {
+		if err := mr.Set("lock", "v"); err != nil {
+			t.Fatal(err)
+		}
+		mr.SetTTL("lock", time.Second)
+	}
+	if err := c.r.SetHold(ctx, svc, h, h.Owner); err != nil {
+		t.Fatal(err)
+	}
+	every("the hold on every node", h.field())
+	c.mrs[2].HDel(hk, "lock") // a node that lost the record
+	if err := c.r.RenewHold(ctx, svc, h, 5*time.Second); err != nil {
+		t.Fatalf("RenewHold = %v", err)
+	}
+	every("the field written back", h.field())
+	for i, mr := range c.mrs {
+		if ttl := mr.TTL("lock"); ttl != 5*time.Second {
+			t.Fatalf("node %d: ttl %v after the renewal", i, ttl)
+		}
+	}
+	// A peer took the hold over: A's renewal stops.
+	b := h
+	b.Owner = "proxyB"
+	if err := c.r.SetHold(ctx, svc, b, h.Owner); err != nil {
+		t.Fatal(err)
+	}
+	every("the take-over on every node", b.field())
+	if err := c.r.RenewHold(ctx, svc, h, 9*time.Second); !errors.Is(err, ErrHeld) {
+		t.Fatalf("RenewHold after a take-over = %v, want ErrHeld", err)
+	}
+	// The key was overwritten: B's renewal ends the hold.
+	for _, mr := range c.mrs {
+		if err := mr.Set("lock", "w"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.r.RenewHold(ctx, svc, b, 9*time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("RenewHold of an overwritten key = %v, want ErrNotHeld", err)
+	}
+	every("the hold of an overwritten key dropped", "")
+	for i, mr := range c.mrs {
+		if mr.TTL("lock") == 9*time.Second {
+			t.Fatalf("node %d renewed an overwritten key", i)
+		}
+	}
+	if err := c.r.RenewHold(ctx, svc, Hold{Key: "k", Owner: HandedOver, Digest: "d"}, time.Second); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("RenewHold of a handed-over hold = %v, want ErrInvalid", err)
+	}
+}

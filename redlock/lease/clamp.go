@@ -1,0 +1,74 @@
+package lease
+
+import (
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// The clamp of scripts by vote that write (docs/compatibility.md,
+// "Expiries of scripts by vote"): the script runs wrapped
+// (redlock.Script.Clamped) so that, on each backend and in the same call,
+// every declared key left without expiry or with one beyond MaxTTL gets
+// the lease, min(KeepTTL, MaxTTL). What a quorum reported the script
+// wanted becomes a hold of any value (HoldKey), until the ttl it set
+// (none: until the key is gone); a key a quorum reported bounded or
+// deleted is no longer held; a key whose expiry the script left as it
+// was keeps whatever hold it had.
+
+// Writes and expiries with a ttl beyond MaxTTL (SET … PX, PEXPIRE, SET NX
+// PX: Write, CompareAndSet, GetSet, Set, ExpireIf, Acquire of one key not
+// remembered) are made with the lease and held, to the deadline the
+// client asked for: while the key holds the value written (an expiry: any
+// value). Native locks are refused above MaxTTL before they reach here.
+
+// HoldsLong reports whether ttls beyond MaxTTL are held (the copies
+// carrying the lease) rather than refused: with a MaxTTL and a KeepTTL.
+func (m *Manager) HoldsLong() bool { return m.clamping() }
+
+// long splits a ttl beyond MaxTTL into the lease the copies carry and the
+// deadline the key is held to (zero: ttl as it is, no hold).
+func (m *Manager) long(ttl time.Duration) (time.Duration, time.Time) {
+	if !m.clamping() || ttl <= m.maxTTL {
+		return ttl, time.Time{}
+	}
+	return min(m.keepTTL, m.maxTTL), m.now().Add(ttl)
+}
+
+// holdUntil holds key while it holds value until until, after a write
+// (err nil) of a ttl beyond MaxTTL (until not zero).
+func (m *Manager) holdUntil(err error, key, value string, until time.Time) {
+	if err == nil && !until.IsZero() {
+		m.HoldKey(key, Hold{Value: value, Deadline: until})
+	}
+}
+
+// clamping reports whether scripts by vote run clamped: with a MaxTTL,
+// and a KeepTTL to renew what they hold.
+func (m *Manager) clamping() bool { return m.maxTTL > 0 && m.keepTTL > 0 }
+
+// clamped is script as Vote sends it.
+func (m *Manager) clamped(script *redlock.Script) *redlock.Script {
+	if !m.clamping() {
+		return script
+	}
+	return script.Clamped(m.maxTTL, min(m.keepTTL, m.maxTTL))
+}
+
+// holdWanted holds or ends the holds of keys as a clamped vote begun at
+// start reported (w: nil for a script not clamped).
+func (m *Manager) holdWanted(start time.Time, keys []string, w []redlock.Wanted) {
+	for i, k := range keys {
+		if i >= len(w) {
+			return
+		}
+		switch {
+		case w[i].Hold && w[i].TTL == redlock.PTTLNoExpiry:
+			m.HoldKey(k, Hold{AnyValue: true})
+		case w[i].Hold:
+			m.HoldKey(k, Hold{AnyValue: true, Deadline: start.Add(w[i].TTL)})
+		case w[i].Bounded:
+			m.unkeep(k)
+		}
+	}
+}

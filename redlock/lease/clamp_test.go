@@ -1,0 +1,81 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// TestVoteClampsAndHolds: a script by vote that writes runs clamped: a key
+// it leaves without expiry, or beyond MaxTTL, carries the lease on every
+// backend and is held (without deadline, or to the ttl the script set);
+// a script that leaves the expiry alone keeps the hold; one that bounds
+// the key ends it. A ttl beyond MaxTTL given to Write, ExpireIf or a
+// one-key Acquire is made with the lease and held to its deadline.
+func TestVoteClampsAndHolds(t *testing.T) {
+	const maxTTL = 2 * keepTTL
+	m, mrs := newManager(t, Options{KeepTTL: keepTTL, MaxTTL: maxTTL})
+	ctx := context.Background()
+	run := func(src string, writes bool) {
+		t.Helper()
+		s := redlock.NewScript(src).ForVote(redlock.Shape{}, nil)
+		if _, err := m.Vote(ctx, s, []string{"k"}, nil, writes); err != nil {
+			t.Fatalf("Vote %q: %v", src, err)
+		}
+	}
+	bounded := func(what string) {
+		t.Helper()
+		for i, mr := range mrs {
+			if ttl := mr.TTL("k"); mr.Exists("k") && (ttl <= 0 || ttl > maxTTL) {
+				t.Fatalf("%s: node %d's copy has ttl %v, want within %v", what, i, ttl, maxTTL)
+			}
+		}
+	}
+	held := func(what string, want time.Duration) {
+		t.Helper()
+		got, ok := m.HeldTTL("k", "")
+		switch {
+		case want == 0 && ok:
+			t.Fatalf("%s: held (%v), want not", what, got)
+		case want == redlock.PTTLNoExpiry && (!ok || got != want):
+			t.Fatalf("%s: HeldTTL = %v, %v; want no expiry", what, got, ok)
+		case want > 0 && (!ok || got <= want-time.Minute || got > want):
+			t.Fatalf("%s: HeldTTL = %v, %v; want about %v", what, got, ok, want)
+		}
+	}
+	run("return redis.call('INCR', KEYS[1])", true)
+	bounded("INCR of a new key")
+	held("INCR of a new key", redlock.PTTLNoExpiry)
+	run("return redis.call('INCR', KEYS[1])", true)
+	held("INCR of a held key", redlock.PTTLNoExpiry)
+	run("return redis.call('PEXPIRE', KEYS[1], 600000)", true)
+	bounded("PEXPIRE 600000")
+	held("PEXPIRE 600000", 600*time.Second)
+	run("return redis.call('PEXPIRE', KEYS[1], 100)", true)
+	held("PEXPIRE 100", 0)
+
+	if err := m.Write(ctx, "k", "v", 600*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	bounded("Write of 600 s")
+	if ttl, ok := m.HeldTTL("k", "v"); !ok || ttl <= 590*time.Second {
+		t.Fatalf("Write of 600 s: HeldTTL = %v, %v", ttl, ok)
+	}
+	if ok, err := m.ExpireIf(ctx, "k", 700*time.Second, ExpireGT); err != nil || !ok {
+		t.Fatalf("ExpireIf GT 700 s = %v, %v", ok, err)
+	}
+	bounded("ExpireIf of 700 s")
+	held("ExpireIf of 700 s", 700*time.Second)
+	if _, err := m.Delete(ctx, []string{"k"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: "tok", TTL: 600 * time.Second}); err != nil {
+		t.Fatalf("Acquire of 600 s: %v", err)
+	}
+	bounded("Acquire of 600 s")
+	if ttl, ok := m.HeldTTL("k", "tok"); !ok || ttl <= 590*time.Second {
+		t.Fatalf("Acquire of 600 s: HeldTTL = %v, %v", ttl, ok)
+	}
+}
