@@ -79,14 +79,10 @@ func TestClampVoteLockAcrossRestart(t *testing.T) {
 // same lock until the quarantine and two leases have passed: it must not
 // be granted while the first client holds its 600 s.
 //
-// Skipped: the clamp bounds the copies, but the hold keeps renewing the
-// survivor's copy (a renewal that reached only the survivor still extends
-// it there), and nothing writes the held key back onto the backends that
-// restarted empty: once they vote again the second client is granted on
-// them (docs/safety.md, "Holds": a held key is as safe as the backends
-// that hold it).
+// The clamp bounds the copies; the hold's renewal writes the key back
+// onto the backends that restarted empty before they vote again
+// (redlock.Repair).
 func TestClampVoteLockNoSecondHolder(t *testing.T) {
-	t.Skip("a held key is not written back onto backends restarted empty (docs/safety.md, \"Holds\")")
 	t.Parallel()
 	rs := startCluster(t, 3)
 	p := startProxy(t, rs, clampHCL)
