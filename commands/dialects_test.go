@@ -1,7 +1,13 @@
 package commands
 
 import (
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
 
 // run is a command and the exact RESP2 reply it must get.
@@ -147,4 +153,31 @@ func TestPubSubAccepted(t *testing.T) {
 		{[]string{"UNSUBSCRIBE"}, "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n"},
 		{[]string{"PUBLISH", "a", "m"}, ":0\r\n"},
 	})
+}
+
+// TestNoKeepTTL: with default_ttl = 0 (KeepTTL 0) a plain write without
+// expiry is made without one, while an acquisition without expiry and
+// PERSIST of a key with an expiry are refused with the reason (conf/doc.go
+// says so).
+func TestNoKeepTTL(t *testing.T) {
+	logger := redlocktest.Logger(t)
+	rl, mrs := redlocktest.New(t, 3, redlock.Options{Logger: logger})
+	d := New(Options{
+		Leases: lease.New(lease.Options{Locker: rl, Logger: logger}),
+		MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second, Logger: logger,
+	})
+	shutdownAtEnd(t, d)
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	if r := do(d, c, "SET", "k", "v"); r != "+OK\r\n" {
+		t.Fatalf("SET k v: %q", r)
+	}
+	if ttl := mrs[0].TTL("k"); ttl != 0 {
+		t.Errorf("SET k v wrote a ttl of %v, want none", ttl)
+	}
+	do(d, c, "SET", "p", "v", "PX", "30000")
+	for _, cmd := range [][]string{{"SETNX", "n", "v"}, {"SET", "n", "v", "NX"}, {"PERSIST", "p"}} {
+		if r := do(d, c, cmd...); !strings.HasPrefix(r, "-ERR") || !strings.Contains(r, "default_ttl > 0") {
+			t.Errorf("%q: %q, want the refusal naming default_ttl", cmd, r)
+		}
+	}
 }

@@ -103,12 +103,23 @@ func countReply(n int64) Reply {
 // less is a refusal, counted as refusal.
 func scriptReply(r Reply, refusal Outcome) Reply {
 	switch v := r.(type) {
-	case nil, Null, NullArray:
-		return withOutcome(r, refusal)
+	case Null:
+		if refusal == ResultHeld {
+			return nullHeld
+		}
+		return nullNotHeld
 	case Int:
-		if v <= 0 {
+		if v == 0 && refusal == ResultHeld {
+			return zeroHeld
+		}
+		if v == 0 {
+			return zeroNotHeld
+		}
+		if v < 0 {
 			return withOutcome(r, refusal)
 		}
+	case nil, NullArray:
+		return withOutcome(r, refusal)
 	}
 	return r
 }

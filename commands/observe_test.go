@@ -123,3 +123,19 @@ func TestObserveAllocs(t *testing.T) {
 		t.Fatalf("PING allocates %v times with an observer, %v without (observed %d)", with, base, n)
 	}
 }
+
+// TestRefusalAllocs: a refused script or vote answers with a refusal
+// marked once (0 or null), allocating nothing for the mark.
+func TestRefusalAllocs(t *testing.T) {
+	for _, r := range []Reply{Int(0), Null{}} {
+		for _, o := range []Outcome{ResultHeld, ResultNotHeld} {
+			var got Reply
+			if n := testing.AllocsPerRun(100, func() { got = scriptReply(r, o) }); n != 0 {
+				t.Errorf("scriptReply(%#v, %s): %v allocations, want 0", r, o, n)
+			}
+			if outcomeOf(got) != o || unwrap(got) != r {
+				t.Errorf("scriptReply(%#v, %s) = %#v", r, o, got)
+			}
+		}
+	}
+}

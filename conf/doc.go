@@ -97,15 +97,18 @@
 //
 // Changes lists the keys that differ between two configurations, secrets
 // redacted; cmd/redlock-proxy uses it on SIGHUP to apply what can change at
-// run time (log_level, max_clients) and to refuse, by key, what needs a
-// restart.
+// run time (log_level, max_clients, the tls block's certificate files) and
+// to refuse, by key, what needs a restart.
 //
 // # Where safety depends on this package
 //
 // max_ttl is a safety parameter, not a convenience: a restarted backend's
 // votes are ignored for max_ttl plus drift, so a lock can never outlive the
-// quarantine. default_ttl = 0 lets SETNX-style writes live forever, which a
-// backend restart without persistence turns into two holders; it is allowed
-// because clients asked for it, and warned. Fewer than 3 or an even number of
-// backends is allowed and warned: 2 tolerate no failure, 4 no more than 3.
+// quarantine. default_ttl = 0 lets plain writes without expiry (SET,
+// GETSET, a compare-and-set) live forever, which a backend restart without
+// persistence turns into two holders; it is allowed because clients asked
+// for it, and warned. Acquisitions without expiry (SETNX, SET NX) and
+// PERSIST of a key with an expiry are then refused: they need the
+// renewed lease. Fewer than 3 or an even number of backends is allowed
+// and warned: 2 tolerate no failure, 4 no more than 3.
 package conf
