@@ -408,7 +408,7 @@ func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.
 	req.cmd, st = n.encode(req.cmd[:0], c, st)
 	req.deadline = deadline
 	req.node, req.call, req.step, req.to, req.tag = n, c, st, to, tag
-	if conn.put(req, inline) == nil {
+	if conn.trySend(req, inline) {
 		return true
 	}
 	req.node, req.call, req.to = nil, nil, nil
