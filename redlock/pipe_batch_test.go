@@ -91,7 +91,7 @@ func newCountingPipe(t testing.TB, addr string, hold bool) (*pipe, *countingConn
 }
 
 // TestPipeLoneCommandWrittenByCaller: a command that finds its connection
-// idle is written by its caller before put returns, with no goroutine
+// idle is written by its caller before trySend returns, with no goroutine
 // woken to write it; one that finds replies outstanding is not.
 func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 	mr := miniredis.RunT(t)
@@ -108,7 +108,7 @@ func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 			t.Fatal("not taken")
 		}
 		if w := cc.writes.Load(); w != int64(i+1) {
-			t.Fatalf("after put of command %d on an idle connection: %d writes, want %d (written by the caller)", i, w, i+1)
+			t.Fatalf("after trySend of command %d on an idle connection: %d writes, want %d (written by the caller)", i, w, i+1)
 		}
 		if r := <-req.done; r.err != nil || r.v != strconv.Itoa(i) {
 			t.Fatalf("ECHO %d = %v, %v", i, r.v, r.err)
