@@ -92,7 +92,7 @@ func newCountingPipe(t testing.TB, addr string, hold bool) (*pipe, *countingConn
 
 // TestPipeLoneCommandWrittenByCaller: a command that finds its connection
 // idle is written by its caller before trySend returns, with no goroutine
-// woken to write it; one that finds replies outstanding is not.
+// woken to write it.
 func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 	mr := miniredis.RunT(t)
 	p, cc := newCountingPipe(t, mr.Addr(), false)
