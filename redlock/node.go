@@ -389,7 +389,7 @@ func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, 
 // send starts c on the pipelined connection without blocking (see
 // sender); the reply is finished by onReply on the connection's reader
 // goroutine. What cannot be pipelined now (no live connection, a full
-// queue, a node without a pipe) runs in a goroutine.
+// queue) runs in a goroutine.
 func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int, lone bool) {
 	if !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag, lone) {
 		goSend(n, c, deadline, to, tag)
@@ -397,9 +397,9 @@ func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int, lon
 }
 
 // sendStep queues c at step st on conn without waiting for the backend;
-// false when it could not (no connection, a failed or full one). With
-// inline, an idle connection's command is written by the caller (see
-// pipeConn.put).
+// false when it could not (no connection, a full queue). With inline, an
+// idle connection's command is written by the caller (see
+// pipeConn.tryInline).
 func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.Time, to target, tag int, inline bool) bool {
 	if conn == nil {
 		return false
@@ -408,7 +408,7 @@ func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.
 	req.cmd, st = n.encode(req.cmd[:0], c, st)
 	req.deadline = deadline
 	req.node, req.call, req.step, req.to, req.tag = n, c, st, to, tag
-	if conn.put(req, inline) == nil {
+	if conn.trySend(req, inline) {
 		return true
 	}
 	req.node, req.call, req.to = nil, nil, nil

@@ -16,34 +16,40 @@ import (
 
 // Auto-pipelining. Every lock operation sends one command to each backend,
 // and many operations run at once: a pipe shares one connection among all
-// of them, and a reader goroutine reads the replies in order and hands
-// each to its caller.
+// of them. A writer goroutine takes whatever requests are queued (up to
+// maxBatch) and writes them with one write; a reader goroutine reads the
+// replies in order and hands each to its caller. So N concurrent lock
+// operations cost a few syscalls per backend instead of 2N, and no caller
+// waits for a pooled connection. Requests that arrive while a write is in
+// flight are queued, and the writer takes them all for its next write.
 //
-// Writes batch by design, not by luck of scheduling: at most one write is
-// in progress on a connection at any time. A command that finds the
-// connection idle (nothing being written, nothing awaiting a reply) is
-// written at once by its caller, with no goroutine woken: a lone request
-// pays no latency for batching. A command that finds a write in progress
-// is appended to the pending batch and its caller returns; whoever owns
-// the write hands the pending batch, when it finishes, to the writer
-// goroutine, which writes everything pending with one write, and again
-// for what arrived meanwhile, until nothing is pending. So the batch grows
-// for as long as a write is in flight, the writer is woken once per busy
-// spell rather than once per command, and N concurrent operations cost a
-// few write syscalls per backend instead of N.
+// A request that may be written by its caller (trySend's inline: a direct
+// call, or a flight launched while no other waits) and finds the
+// connection idle (nothing queued, nothing unanswered) is written by its
+// caller at once, so a lone request wakes no writer goroutine. One write
+// at a time: the caller and the writer each hold busy while they put
+// requests in flight and write them, so replies stay in the order written,
+// and no request is written before one queued earlier (see tryInline).
+//
+// The queue and the in-flight list are channels, not a mutex's slices:
+// under more runnable goroutines than cores, a sync.Mutex shared by every
+// caller, the writer and the reader hands itself to a waiter that is not
+// yet running and stalls the reader behind it (measured: more calls past
+// their deadline under load), where a channel's send into its buffer does
+// not wait.
 //
 // A caller waits for its reply until its own context ends; a reply that
 // comes later is read and dropped, so the connection stays in step. A
-// broken connection fails every request queued or in flight (each exactly
-// once, none left waiting) and is dialled again by the next request.
+// broken connection fails every request in flight and is dialled again by
+// the next request.
 
 const (
 	maxBatch   = 256  // requests written with one write
-	queueDepth = 8192 // requests queued or awaiting replies on one connection
+	queueDepth = 4096 // requests waiting for the writer
 	// inlineMax bounds a command its caller writes itself. It is written
-	// only when nothing else awaits a reply, so the socket's buffers are
-	// empty and a command this small cannot block the caller, even on a
-	// backend that has stopped reading.
+	// only when nothing awaits a reply, so the socket's buffers are empty
+	// and a command this small cannot block the caller, even on a backend
+	// that has stopped reading.
 	inlineMax = 16 << 10
 )
 
@@ -122,32 +128,28 @@ type pipe struct {
 
 // pipeConn is one live connection with its writer and reader.
 type pipeConn struct {
-	nc   net.Conn
-	kick chan struct{} // wakes the writer: it owns the write now
-	dead chan struct{} // closed when the connection failed
-	once sync.Once
-	err  error
+	nc       net.Conn
+	queue    chan *request // to the writer
+	inflight chan *request // written, awaiting replies, in order
+	dead     chan struct{} // closed when the connection failed
+	once     sync.Once
+	err      error
 
-	// ibuf is the copy of the command its caller writes itself, used by
-	// whoever owns the write (writing) outside the writer goroutine.
-	ibuf []byte
-
-	mu       sync.Mutex
-	pending  []*request // queued, not yet written
-	inflight []*request // written (or being written), not yet taken by the reader
-	// unanswered counts the requests put in flight and not yet answered
-	// (in inflight, or taken by the reader and not yet replied to).
-	unanswered int
-	writing    bool // a write is owned: by a caller, or by the woken writer
-	failed     bool // dead: nothing more is queued
+	busy atomic.Bool // a write is being made: by the writer or a caller
+	ibuf []byte      // the command a caller writes, under busy
+	// queued counts the requests sent to queue and not yet in flight (or
+	// dropped): counted before the send, so a caller never finds the
+	// connection idle while the writer holds a request it took.
+	queued atomic.Int64
 }
 
 // newPipeConn starts the writer and reader of nc.
 func newPipeConn(nc net.Conn) *pipeConn {
 	c := &pipeConn{
-		nc:   nc,
-		kick: make(chan struct{}, 1),
-		dead: make(chan struct{}),
+		nc:       nc,
+		queue:    make(chan *request, queueDepth),
+		inflight: make(chan *request, queueDepth+maxBatch),
+		dead:     make(chan struct{}),
 	}
 	go c.writeLoop()
 	go c.readLoop()
@@ -168,9 +170,20 @@ func (p *pipe) doWith(ctx context.Context, encode func([]byte) []byte) (any, err
 	req := requestPool.Get().(*request)
 	req.cmd = encode(req.cmd[:0])
 	req.deadline, _ = ctx.Deadline()
-	if err := c.put(req, true); err != nil {
-		requestPool.Put(req)
-		return nil, err
+	if !c.tryInline(req) {
+		c.queued.Add(1)
+		select {
+		case c.queue <- req:
+			c.strandCheck()
+		case <-c.dead:
+			c.queued.Add(-1)
+			requestPool.Put(req)
+			return nil, c.err
+		case <-ctx.Done():
+			c.queued.Add(-1)
+			requestPool.Put(req)
+			return nil, ctx.Err()
+		}
 	}
 	select {
 	case r := <-req.done:
@@ -191,66 +204,72 @@ func (p *pipe) ready() *pipeConn {
 	return nil
 }
 
-// errPipeFull is returned when a connection has queueDepth requests
-// queued or unanswered: its backend has stopped answering.
-var errPipeFull = errors.New("backend connection overloaded: too many requests awaiting replies")
+// trySend queues req for the writer without blocking, or with inline
+// writes it itself when it can (tryInline): false when the queue is full.
+func (c *pipeConn) trySend(req *request, inline bool) bool {
+	if inline && c.tryInline(req) {
+		return true
+	}
+	c.queued.Add(1)
+	select {
+	case c.queue <- req:
+		c.strandCheck()
+		return true
+	default:
+		c.queued.Add(-1)
+		return false
+	}
+}
 
-// put queues req to be written; an error when the connection failed or is
-// full (req is then not taken). With inline, a caller that finds the
-// connection idle writes req itself, before put returns; the pipe's own
-// goroutines pass false, so that the reader never blocks in a write.
-func (c *pipeConn) put(req *request, inline bool) error {
-	c.mu.Lock()
-	switch {
-	case c.failed:
-		c.mu.Unlock()
-		return c.err
-	case len(c.pending)+c.unanswered >= queueDepth:
-		c.mu.Unlock()
-		return errPipeFull
-	case c.writing || len(c.pending) > 0:
-		// A write is in progress: join the next batch. Its owner hands
-		// the batch on when the write ends.
-		c.pending = append(c.pending, req)
-		c.mu.Unlock()
-		return nil
-	case !inline || c.unanswered > 0 || len(req.cmd) > inlineMax:
-		// Replies are outstanding, so more requests are likely to follow
-		// at once: the writer takes this one and whatever joins it.
-		c.pending = append(c.pending, req)
-		c.writing = true
-		c.mu.Unlock()
-		c.kick <- struct{}{} // never blocks: one kick per owned write
-		return nil
+// tryInline writes req on the caller when the connection is idle: nothing
+// queued or held by the writer (queued), nothing unanswered (a request
+// leaves inflight only once its reply was read), no write being made. So
+// it is never written before a request queued earlier, and the socket has
+// nothing unread in it. It reports whether it took req. A request past its
+// deadline is taken and completed without being written.
+func (c *pipeConn) tryInline(req *request) bool {
+	if len(req.cmd) > inlineMax || c.queued.Load() > 0 || len(c.inflight) > 0 || !c.busy.CompareAndSwap(false, true) {
+		return false
 	}
-	// Idle: write it now, on the caller.
+	if c.queued.Load() > 0 || len(c.inflight) > 0 { // the writer got there first
+		c.busy.Store(false)
+		return false
+	}
 	if expired(req, time.Now()) {
-		c.mu.Unlock()
+		c.busy.Store(false)
 		req.complete(nil, context.DeadlineExceeded)
-		return nil
+		return true
 	}
-	c.writing = true
-	c.ibuf = append(c.ibuf[:0], req.cmd...) // req may complete once it is in flight
-	c.inflight = append(c.inflight, req)
-	c.unanswered++
-	c.mu.Unlock()
+	c.ibuf = append(c.ibuf[:0], req.cmd...) // req may complete once in flight
+	select {
+	case c.inflight <- req: // empty: never blocks
+	case <-c.dead:
+		c.busy.Store(false)
+		req.complete(nil, c.err)
+		return true
+	}
 	if _, err := c.nc.Write(c.ibuf); err != nil {
 		c.fail(err)
 	}
-	c.mu.Lock()
-	if len(c.pending) > 0 && !c.failed {
-		c.mu.Unlock()
-		c.kick <- struct{}{} // the writer owns the write now
-		return nil
-	}
-	c.writing = false
-	c.mu.Unlock()
-	return nil
+	c.busy.Store(false)
+	c.strandCheck()
+	return true
 }
 
 // expired reports a request whose caller's deadline has passed at now.
 func expired(r *request, now time.Time) bool {
 	return !r.deadline.IsZero() && !now.Before(r.deadline)
+}
+
+// strandCheck fails what is queued if the connection died meanwhile: the
+// writer and reader drain when it dies, and a request queued just after
+// that would otherwise wait for nobody.
+func (c *pipeConn) strandCheck() {
+	select {
+	case <-c.dead:
+		c.drain()
+	default:
+	}
 }
 
 // get returns the live connection, starting a dial if there is none and
@@ -346,169 +365,139 @@ func (p *pipe) close() error {
 	p.closed = true
 	c := p.conn
 	p.mu.Unlock()
-	if c != nil { // outside p.mu: failing completes requests
+	if c != nil {
 		c.fail(errPipeClosed)
 	}
 	p.dials.Wait()
 	return nil
 }
 
-// fail marks the connection dead, closes it, and fails every request
-// queued or in flight. The reader fails those it has taken itself.
+// fail marks the connection dead, closes it, and fails what is in flight.
 func (c *pipeConn) fail(err error) {
 	c.once.Do(func() {
-		c.mu.Lock()
-		c.err, c.failed = err, true
-		lost := append(c.inflight, c.pending...)
-		c.inflight, c.pending = nil, nil
-		c.mu.Unlock()
+		c.err = err
 		close(c.dead)
 		_ = c.nc.Close()
-		for _, r := range lost {
-			r.complete(nil, err)
-		}
 	})
 }
 
-// writeLoop writes what is pending whenever it is handed the write (kick),
-// batch after batch, until nothing is pending.
 func (c *pipeConn) writeLoop() {
 	var buf []byte
 	batch := make([]*request, 0, maxBatch)
 	for {
+		var req *request
 		select {
-		case <-c.kick:
+		case req = <-c.queue:
 		case <-c.dead:
+			c.drain()
 			return
 		}
-		for {
-			// Under load (replies still outstanding), a lone pending
-			// request yields once so that callers already running can
-			// join its batch.
-			c.mu.Lock()
-			yield := len(c.pending) == 1 && c.unanswered > 0
-			c.mu.Unlock()
-			if yield {
-				runtime.Gosched()
-			}
-			var ok bool
-			buf, batch, ok = c.nextBatch(buf[:0], batch[:0])
-			if !ok {
-				break
-			}
-			if len(buf) > 0 {
-				if _, err := c.nc.Write(buf); err != nil {
-					c.fail(err)
-					return
+		// One write at a time: wait for a caller's own write to end, and
+		// hold off callers' writes until this batch is written, so that
+		// nothing queued after it (an undo) is written before it.
+		for !c.busy.CompareAndSwap(false, true) {
+			runtime.Gosched()
+		}
+		// Under load (replies still outstanding on this connection), yield
+		// once so that callers already running can join this batch: it
+		// turns many writes into one. A lone request is written at once.
+		if len(c.queue) == 0 && len(c.inflight) > 0 {
+			runtime.Gosched()
+		}
+		// A request whose caller has given up is not sent: a backend that
+		// was stalled must not run long-abandoned commands when it resumes.
+		// The clock is read once the batch is taken, after each of its
+		// requests was queued, so a request queued after its deadline is
+		// never written: an undo queued at the deadline cannot be overtaken
+		// by the call it undoes.
+		buf, batch = buf[:0], batch[:0]
+		for req != nil {
+			batch = append(batch, req)
+			req = nil
+			if len(batch) < maxBatch {
+				select {
+				case req = <-c.queue:
+				default:
 				}
 			}
-			clear(batch)
-			if cap(buf) > 64<<10 {
-				buf = nil
-			}
 		}
-	}
-}
-
-// nextBatch takes up to maxBatch pending requests for the writer, which
-// owns the write: their commands appended to buf, the requests put in
-// flight. A request whose caller has given up is not sent: a backend that
-// was stalled must not run long-abandoned commands when it resumes. The
-// clock is read after the batch was taken, so a request queued after its
-// deadline is never written: an undo queued at the deadline cannot be
-// overtaken by the call it undoes. It reports false, giving up the write,
-// when nothing is pending or the connection failed.
-func (c *pipeConn) nextBatch(buf []byte, batch []*request) ([]byte, []*request, bool) {
-	c.mu.Lock()
-	if c.failed {
-		c.mu.Unlock()
-		return buf, batch, false
-	}
-	if len(c.pending) == 0 {
-		c.writing = false
-		c.mu.Unlock()
-		return buf, batch, false
-	}
-	n := min(len(c.pending), maxBatch)
-	batch = append(batch, c.pending[:n]...)
-	rest := copy(c.pending, c.pending[n:])
-	clear(c.pending[rest:])
-	c.pending = c.pending[:rest]
-	c.mu.Unlock()
-
-	// The batch is the writer's alone until it is in flight.
-	now := time.Now()
-	live := batch[:0]
-	for _, r := range batch {
-		if expired(r, now) {
-			r.complete(nil, context.DeadlineExceeded)
+		taken := int64(len(batch))
+		now := time.Now()
+		live := batch[:0]
+		for _, r := range batch {
+			if expired(r, now) {
+				r.complete(nil, context.DeadlineExceeded)
+				continue
+			}
+			buf = append(buf, r.cmd...)
+			live = append(live, r)
+		}
+		clear(batch[len(live):])
+		batch = live
+		if len(batch) == 0 {
+			c.queued.Add(-taken)
+			c.busy.Store(false)
 			continue
 		}
-		buf = append(buf, r.cmd...)
-		live = append(live, r)
-	}
-	clear(batch[len(live):])
-	batch = live
-
-	c.mu.Lock()
-	if c.failed {
-		c.mu.Unlock()
+		// Hand the batch to the reader before writing, so a fast reply
+		// always finds its request.
 		for _, r := range batch {
-			r.complete(nil, c.err)
+			select {
+			case c.inflight <- r:
+			case <-c.dead:
+				r.complete(nil, c.err)
+			}
 		}
-		return buf[:0], batch[:0], false
+		c.queued.Add(-taken) // in flight now: counted there
+		if _, err := c.nc.Write(buf); err != nil {
+			c.fail(err)
+		}
+		c.busy.Store(false)
+		clear(batch)
+		select {
+		case <-c.dead:
+			c.drain()
+			return
+		default:
+		}
+		if cap(buf) > 64<<10 {
+			buf = nil
+		}
 	}
-	c.inflight = append(c.inflight, batch...)
-	c.unanswered += len(batch)
-	c.mu.Unlock()
-	return buf, batch, true
 }
 
-// readLoop reads the replies in order and completes each request. It
-// takes the requests in flight a batch at a time (one lock per batch, taken
-// as it answers the last of the previous one, so that unanswered drops to
-// zero as soon as it is); those it holds when the connection fails, it
-// fails itself.
+// drain fails the requests that will never be answered: queued for the
+// writer, or written and awaiting a reply. Reader and writer may both
+// drain; each request is received once.
+func (c *pipeConn) drain() {
+	for {
+		select {
+		case r := <-c.queue:
+			r.complete(nil, c.err)
+		case r := <-c.inflight:
+			r.complete(nil, c.err)
+		default:
+			return
+		}
+	}
+}
+
 func (c *pipeConn) readLoop() {
 	br := bufio.NewReaderSize(c.nc, 16<<10)
-	var got []*request
-	next := 0
 	for {
 		v, err := readReply(br)
 		if err != nil && !isRedisError(err) {
 			c.fail(err)
 			break
 		}
-		if next == len(got) {
-			got, next = c.take(got), 0
-			if len(got) == 0 {
-				c.fail(errors.New("backend protocol error: a reply to no request"))
-				break
-			}
+		select {
+		case r := <-c.inflight:
+			r.complete(v, err)
+		case <-c.dead:
+			return
 		}
-		r := got[next]
-		got[next] = nil
-		next++
-		if next == len(got) {
-			got, next = c.take(got), 0
-		}
-		r.complete(v, err)
 	}
-	for _, r := range got[next:] {
-		r.complete(nil, c.err)
-	}
-}
-
-// take hands the reader the requests put in flight since it last took
-// them, all of done (its previous batch) having been answered.
-func (c *pipeConn) take(done []*request) []*request {
-	clear(done)
-	c.mu.Lock()
-	c.unanswered -= len(done)
-	got := c.inflight
-	c.inflight = done[:0]
-	c.mu.Unlock()
-	return got
+	c.drain()
 }
 
 func isRedisError(err error) bool {

@@ -91,8 +91,8 @@ func newCountingPipe(t testing.TB, addr string, hold bool) (*pipe, *countingConn
 }
 
 // TestPipeLoneCommandWrittenByCaller: a command that finds its connection
-// idle is written by its caller before put returns, with no goroutine
-// woken to write it; one that finds replies outstanding is not.
+// idle is written by its caller before trySend returns, with no goroutine
+// woken to write it.
 func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 	mr := miniredis.RunT(t)
 	p, cc := newCountingPipe(t, mr.Addr(), false)
@@ -104,11 +104,11 @@ func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 		req := requestPool.Get().(*request)
 		req.cmd = appendCommand(req.cmd[:0], []any{"ECHO", strconv.Itoa(i)})
 		req.deadline = time.Time{}
-		if err := c.put(req, true); err != nil {
-			t.Fatal(err)
+		if !c.trySend(req, true) {
+			t.Fatal("not taken")
 		}
 		if w := cc.writes.Load(); w != int64(i+1) {
-			t.Fatalf("after put of command %d on an idle connection: %d writes, want %d (written by the caller)", i, w, i+1)
+			t.Fatalf("after trySend of command %d on an idle connection: %d writes, want %d (written by the caller)", i, w, i+1)
 		}
 		if r := <-req.done; r.err != nil || r.v != strconv.Itoa(i) {
 			t.Fatalf("ECHO %d = %v, %v", i, r.v, r.err)
@@ -117,49 +117,52 @@ func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 	}
 }
 
-// TestPipeBatchGrowsWhileWriteInFlight: requests that arrive while a write
-// is in flight all go out in the next write, in order, each caller
-// getting its own reply. No timing: the first write is held until the
-// others are queued.
+// echoRequest is a request for ECHO s.
+func echoRequest(s string) *request {
+	return &request{cmd: appendCommand(nil, []any{"ECHO", s}), done: make(chan response, 1)}
+}
+
+// TestPipeBatchGrowsWhileWriteInFlight: requests queued while a write is
+// in flight all go out in the next write, in order, each with its own
+// reply. No timing: the first write is held until the others are queued.
 func TestPipeBatchGrowsWhileWriteInFlight(t *testing.T) {
 	mr := miniredis.RunT(t)
 	p, cc := newCountingPipe(t, mr.Addr(), true)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := p.get(ctx)
+	c, err := p.get(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	const callers = 100
-	var wg sync.WaitGroup
-	echo := func(s string) {
-		defer wg.Done()
-		if v, err := p.do(ctx, "ECHO", s); err != nil || v != s {
-			t.Errorf("ECHO %s = %v, %v", s, v, err)
+	first := echoRequest("first")
+	if !c.trySend(first, false) { // to the writer, whose write is held
+		t.Fatal("not taken")
+	}
+	<-cc.entered
+	reqs := make([]*request, callers)
+	for i := range reqs {
+		reqs[i] = echoRequest(strconv.Itoa(i))
+		if !c.trySend(reqs[i], true) { // not idle: queued, not written here
+			t.Fatal("not taken")
 		}
 	}
-	wg.Add(1)
-	go echo("first") // an idle connection: written by its caller, held
-	<-cc.entered
-	for i := range callers {
-		wg.Add(1)
-		go echo(strconv.Itoa(i))
-	}
-	testkit.Eventually(t, 20*time.Second, "every caller queued behind the write in flight", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.pending) == callers
-	})
 	close(cc.release)
-	wg.Wait()
+	for i, r := range append([]*request{first}, reqs...) {
+		want := "first"
+		if i > 0 {
+			want = strconv.Itoa(i - 1)
+		}
+		if got := <-r.done; got.err != nil || got.v != want {
+			t.Fatalf("ECHO %s = %v, %v", want, got.v, got.err)
+		}
+	}
 	if w, n := cc.writes.Load(), cc.commands.Load(); w != 2 || n != callers+1 {
 		t.Fatalf("%d commands in %d writes, want %d in 2 (one, then all that queued behind it)", n, w, callers+1)
 	}
 }
 
 // TestPipeBackendDiesMidBatch: a backend that answers part of a batch and
-// then closes leaves no caller waiting: the answered ones get their own
-// replies, every other one an error, none its context's deadline.
+// then closes leaves no request waiting: the answered ones get their own
+// replies, every other one an error.
 func TestPipeBackendDiesMidBatch(t *testing.T) {
 	const callers, answered = 50, 10
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -168,73 +171,57 @@ func TestPipeBackendDiesMidBatch(t *testing.T) {
 	}
 	defer ln.Close()
 	go func() {
-		first := true
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		for range answered {
+			v, err := readReply(br)
+			args, _ := v.([]any)
+			if err != nil || len(args) != 2 {
 				return
 			}
-			if !first { // a redial finds a backend that closes at once
-				nc.Close()
-				continue
-			}
-			first = false
-			go func() {
-				defer nc.Close()
-				br := bufio.NewReader(nc)
-				for range answered {
-					v, err := readReply(br)
-					args, _ := v.([]any)
-					if err != nil || len(args) != 2 {
-						return
-					}
-					s := args[1].(string)
-					nc.Write(appendBulk(nil, s))
-				}
-				nc.(*net.TCPConn).CloseWrite() // dies: no more replies
-				bufio.NewReader(nc).WriteTo(discard{})
-			}()
+			nc.Write(appendBulk(nil, args[1].(string)))
 		}
+		nc.(*net.TCPConn).CloseWrite() // dies: no more replies
+		bufio.NewReader(nc).WriteTo(discard{})
 	}()
 	p, cc := newCountingPipe(t, ln.Addr().String(), true)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := p.get(ctx)
+	c, err := p.get(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var ok, failed atomic.Int64
-	echo := func(s string) {
-		defer wg.Done()
-		v, err := p.do(ctx, "ECHO", s)
-		switch {
-		case err == nil && v == s:
-			ok.Add(1)
-		case err == nil:
-			t.Errorf("ECHO %s answered %v: another caller's reply", s, v)
-		case errors.Is(err, context.DeadlineExceeded):
-			t.Errorf("ECHO %s waited until its deadline: %v", s, err)
-		default:
-			failed.Add(1)
+	reqs := make([]*request, callers)
+	for i := range reqs {
+		reqs[i] = echoRequest(strconv.Itoa(i))
+		if !c.trySend(reqs[i], false) {
+			t.Fatal("not taken")
+		}
+		if i == 0 {
+			<-cc.entered // the rest queue behind the held write
 		}
 	}
-	wg.Add(1)
-	go echo("first")
-	<-cc.entered
-	for i := range callers - 1 {
-		wg.Add(1)
-		go echo(strconv.Itoa(i))
-	}
-	testkit.Eventually(t, 20*time.Second, "every caller queued behind the write in flight", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.pending) == callers-1
-	})
 	close(cc.release)
-	wg.Wait()
-	if ok.Load() != answered || failed.Load() != callers-answered {
-		t.Fatalf("%d answered, %d failed; want %d and %d", ok.Load(), failed.Load(), answered, callers-answered)
+	ok, failed := 0, 0
+	for i, r := range reqs {
+		select {
+		case got := <-r.done:
+			switch {
+			case got.err == nil && got.v == strconv.Itoa(i):
+				ok++
+			case got.err == nil:
+				t.Errorf("ECHO %d answered %v: another request's reply", i, got.v)
+			default:
+				failed++
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("ECHO %d still waiting a minute after the backend closed", i)
+		}
+	}
+	if ok != answered || failed != callers-answered {
+		t.Fatalf("%d answered, %d failed; want %d and %d", ok, failed, answered, callers-answered)
 	}
 }
 

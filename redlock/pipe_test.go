@@ -171,17 +171,14 @@ func TestPipeDropsExpiredRequests(t *testing.T) {
 	stale := &request{cmd: appendCommand(nil, []any{"DEL", "k"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
 	staleInline := &request{cmd: appendCommand(nil, []any{"DEL", "k2"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
 	live := &request{cmd: appendCommand(nil, []any{"PING"}), done: make(chan response, 1)}
-	if err := c.put(staleInline, true); err != nil {
-		t.Fatal(err)
+	if !c.trySend(staleInline, true) {
+		t.Fatal("not taken")
 	}
 	if r := <-staleInline.done; !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("stale request on an idle connection answered %v", r.err)
 	}
-	if err := c.put(stale, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.put(live, false); err != nil {
-		t.Fatal(err)
+	if !c.trySend(stale, false) || !c.trySend(live, false) {
+		t.Fatal("not taken")
 	}
 	if r := <-stale.done; !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("stale request answered %v", r.err)
