@@ -168,7 +168,7 @@ func (t *countTally) add(n int64) {
 // it is stale: another value's, of a key that holds this one (two
 // proxies wrote the key and their fields landed in the other order), and
 // neither is an any-value hold. Where the key no longer holds the value,
-// this owner's field is deleted and -1. Else the key's lease becomes
+// this owner's field of this value is deleted and -1. Else the key's lease becomes
 // ARGV[4] ms, the field is written as ARGV[2] where it differs (lost on
 // a restarted node, stale), and 1.
 var renewHoldScript = NewScript(`
@@ -187,7 +187,7 @@ if f then
 	end
 end
 if not ok then
-	if f then redis.call("HDEL", KEYS[1], KEYS[2]) end
+	if f and string.match(f, " (%S+)$") == ARGV[3] then redis.call("HDEL", KEYS[1], KEYS[2]) end
 	return -1
 end
 redis.call("PEXPIRE", KEYS[2], ARGV[4])
@@ -212,7 +212,7 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl tim
 		decode: asInt,
 	}
 	t := &renewTally{tally: *r.tally()}
-	if err := quorum(r, ctx, "renew hold", r.callTimeout(ttl), c, decider[int64](t), nil); err != nil {
+	if err := quorum(r, ctx, "renew hold", r.nodeTimeout, c, decider[int64](t), nil); err != nil {
 		return err
 	}
 	switch {

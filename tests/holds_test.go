@@ -1,9 +1,14 @@
 package tests
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // holdsHCL: a small default_ttl (the lease of a hold's copies) and
@@ -15,14 +20,10 @@ max_ttl = "4s"`
 // Lock(timeout=None) takes it (SET k v NX) through proxy A survives A's
 // stop, by SIGTERM (a routine restart) and by kill -9: a second client
 // polling SET k v2 NX through proxy B for three default_ttl never
-// acquires, and the key still holds A's value. Shutdown logs how many
-// holds it handed over; B logs whose it took over.
-//
-// Skipped until holds are recorded on the backends (docs/safety.md,
-// "Holds"): today the hold lives in A's memory and B acquires about
-// default_ttl after A stops.
+// acquires, and the key still holds A's value, without expiry. Shutdown
+// logs how many holds it handed over; B logs whose it took over. The hold
+// ends when its owner releases it (through B): then B's client acquires.
 func TestHoldOutlivesItsProxy(t *testing.T) {
-	t.Skip("holds on the backends are designed (docs/safety.md, \"Holds\") but not implemented yet")
 	t.Parallel()
 	for _, stop := range []string{"sigterm", "kill"} {
 		t.Run(stop, func(t *testing.T) {
@@ -43,23 +44,128 @@ func TestHoldOutlivesItsProxy(t *testing.T) {
 			} else {
 				a.kill()
 			}
-			stopped := time.Now()
-			for time.Since(stopped) < 6*time.Second { // three default_ttl
-				if ok, err := cb.SetNX(ctx, "held", "second", 0).Result(); err != nil || ok {
-					t.Fatalf("SET held second NX through B, %v after A stopped = %v, %v: the hold died with its proxy",
-						time.Since(stopped).Round(time.Millisecond), ok, err)
-				}
-				time.Sleep(100 * time.Millisecond) // pacing the polls
-			}
-			if v, err := cb.Get(ctx, "held").Result(); err != nil || v != "first" {
-				t.Fatalf("GET held through B = %q, %v; want first", v, err)
-			}
-			if ttl, err := cb.TTL(ctx, "held").Result(); err != nil || ttl != -1 {
-				t.Fatalf("TTL held through B = %v, %v; want -1 (a hold without expiry)", ttl, err)
-			}
+			neverAcquired(t, ctx, cb, "held", 6*time.Second) // three default_ttl
+			heldWithoutExpiry(t, ctx, cb, "held", "first")
 			if !strings.Contains(b.Log(), "took over holds") {
 				t.Errorf("B does not log a take-over:\n%s", b.Log())
 			}
+			releaseThenAcquire(t, ctx, cb, "held", "first")
 		})
+	}
+}
+
+// TestHoldResumesAfterRestart: with a single proxy, a hold without expiry
+// survives a kill -9 and a restart of that proxy (a new member id): the
+// restarted proxy takes over the fields of its former self and renews
+// them. default_ttl 4 s gives the restart room on a loaded machine.
+func TestHoldResumesAfterRestart(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	tier := startTier(t, rs, 1, `default_ttl = "4s"
+max_ttl = "8s"`)
+	p := tier[0]
+	ctx := testCtx(t, 90*time.Second)
+	c := p.proc().Client(nil)
+	if ok, err := c.SetNX(ctx, "held", "first", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET held first NX = %v, %v", ok, err)
+	}
+	p.kill()
+	p.restart()
+	c2 := p.proc().Client(nil)
+	neverAcquired(t, ctx, c2, "held", 12*time.Second) // three default_ttl
+	heldWithoutExpiry(t, ctx, c2, "held", "first")
+	if !strings.Contains(p.proc().Log(), "took over holds") {
+		t.Errorf("the restarted proxy does not log a take-over:\n%s", p.proc().Log())
+	}
+	releaseThenAcquire(t, ctx, c2, "held", "first")
+}
+
+// TestHoldRecordFollowsTheKey: a held key released, overwritten with an
+// expiry or deleted, through its proxy or another, leaves the record, and
+// no proxy renews it after: a key given 1 s through B expires although A
+// held it without expiry, and a released key is free.
+func TestHoldRecordFollowsTheKey(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	a := startProxy(t, rs, holdsHCL)
+	b := startProxy(t, rs, holdsHCL)
+	ctx := testCtx(t, 60*time.Second)
+	ca, cb := a.Client(nil), b.Client(nil)
+	for _, k := range []string{"released", "overwritten", "expired"} {
+		if ok, err := ca.SetNX(ctx, k, "v", 0).Result(); err != nil || !ok {
+			t.Fatalf("SET %s v NX through A = %v, %v", k, ok, err)
+		}
+	}
+	record := rs[0].Client()
+	testkit.Eventually(t, 10*time.Second, "three holds in the record", func() bool {
+		return record.HLen(ctx, "redlock-proxy:holds:redlock").Val() == 3
+	})
+	if n, err := cb.Eval(ctx, redisPyRelease, []string{"released"}, "v").Int(); err != nil || n != 1 {
+		t.Fatalf("release through B = %v, %v", n, err)
+	}
+	if err := cb.Set(ctx, "overwritten", "w", time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ca.Expire(ctx, "expired", time.Second).Result(); err != nil || !ok {
+		t.Fatalf("EXPIRE expired 1 through A = %v, %v", ok, err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the record empty on every backend", func() bool {
+		for _, r := range rs {
+			if r.Client().HLen(ctx, "redlock-proxy:holds:redlock").Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	testkit.Eventually(t, 10*time.Second, "the overwritten and the expired key gone", func() bool {
+		n, err := cb.Exists(ctx, "overwritten", "expired").Result()
+		return err == nil && n == 0
+	})
+	if ok, err := cb.SetNX(ctx, "released", "mine", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET released mine NX through B = %v, %v", ok, err)
+	}
+}
+
+// redisPyRelease is redis-py's Lock release script.
+const redisPyRelease = `local token = redis.call('get', KEYS[1])
+if not token or token ~= ARGV[1] then
+    return 0
+end
+redis.call('del', KEYS[1])
+return 1`
+
+// neverAcquired polls SET key NX through c for d: it must never succeed.
+func neverAcquired(t *testing.T, ctx context.Context, c *redis.Client, key string, d time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < d {
+		if ok, err := c.SetNX(ctx, key, "second", 0).Result(); err != nil || ok {
+			t.Fatalf("SET %s second NX, %v after the proxy stopped = %v, %v: the hold died with its proxy",
+				key, time.Since(start).Round(time.Millisecond), ok, err)
+		}
+		time.Sleep(100 * time.Millisecond) // pacing the polls
+	}
+}
+
+// heldWithoutExpiry checks that key holds value with no expiry as clients see it.
+func heldWithoutExpiry(t *testing.T, ctx context.Context, c *redis.Client, key, value string) {
+	t.Helper()
+	if v, err := c.Get(ctx, key).Result(); err != nil || v != value {
+		t.Fatalf("GET %s = %q, %v; want %s", key, v, err, value)
+	}
+	if ttl, err := c.TTL(ctx, key).Result(); err != nil || ttl != -1 {
+		t.Fatalf("TTL %s = %v, %v; want -1 (a hold without expiry)", key, ttl, err)
+	}
+}
+
+// releaseThenAcquire releases the hold of key by value as redis-py does,
+// through c; then another value acquires key through c.
+func releaseThenAcquire(t *testing.T, ctx context.Context, c *redis.Client, key, value string) {
+	t.Helper()
+	if n, err := c.Eval(ctx, redisPyRelease, []string{key}, value).Int(); err != nil || n != 1 {
+		t.Fatalf("release of %s = %v, %v; want 1", key, n, err)
+	}
+	if ok, err := c.SetNX(ctx, key, "second", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET %s second NX after the release = %v, %v", key, ok, err)
 	}
 }

@@ -42,6 +42,7 @@ func (m *Manager) leaseTTL(ttl time.Duration) time.Duration {
 // Write sets key to value on every node (redlock.Write), with ttl, or
 // without expiry when ttl is 0.
 func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duration) error {
+	m.endsKeep(key, value, ttl)
 	m.beginWrite(key)
 	err := m.locker.Write(ctx, key, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
@@ -51,6 +52,9 @@ func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duratio
 // CompareAndSet sets key to value where it holds old (redlock.
 // CompareAndSet), with ttl, or without expiry when ttl is 0.
 func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl time.Duration) error {
+	if old == value {
+		m.endsKeep(key, value, ttl)
+	}
 	m.beginWrite(key)
 	_, err := m.locker.CompareAndSet(ctx, key, old, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
@@ -60,10 +64,21 @@ func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl
 // GetSet sets key to value and returns what a quorum held before
 // (redlock.GetSet), with ttl, or without expiry when ttl is 0.
 func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Duration) (redlock.Value, error) {
+	m.endsKeep(key, value, ttl)
 	m.beginWrite(key)
 	old, err := m.locker.GetSet(ctx, key, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
 	return old, err
+}
+
+// endsKeep ends the keep of key before a write of the value it keeps with
+// an expiry (ttl > 0): once that write lands, a renewal or a claim must
+// not give the key its lease back. (A write of another value ends the
+// keep after it: the renewal compares the value.)
+func (m *Manager) endsKeep(key, value string, ttl time.Duration) {
+	if ttl > 0 {
+		m.unkeepValue(key, value)
+	}
 }
 
 // Get is the value a quorum holds (redlock.Get).
@@ -99,14 +114,12 @@ func (m *Manager) Delete(ctx context.Context, keys []string) (int, error) {
 	return n, err
 }
 
-// Expire gives key ttl on a quorum (redlock.Expire); when it did, the key
-// is no longer kept.
+// Expire gives key ttl on a quorum (redlock.Expire); the key is no
+// longer kept (before it is sent: a renewal must not undo it).
 func (m *Manager) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	m.unkeep(key)
 	ok, err := m.locker.Expire(ctx, key, ttl)
 	m.reg.forget(key)
-	if err == nil && ok {
-		m.unkeep(key)
-	}
 	return ok, err
 }
 
