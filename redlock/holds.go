@@ -20,6 +20,11 @@ func HoldsKey(service string) string { return ReservedPrefix + "holds:" + servic
 // proxy claims it.
 const HandedOver = "-"
 
+// Ended is the owner of a hold that a write through a proxy that did not
+// keep it ended (an expiry given to the value it holds): nobody renews or
+// claims it, and it is deleted once its key no longer holds the value.
+const Ended = "~"
+
 // AnyDigest is the digest of a hold of any value: a key of any type,
 // kept while it exists.
 const AnyDigest = "*"
@@ -75,6 +80,14 @@ end
 redis.call("HDEL", KEYS[1], ARGV[1])
 return 1`)
 
+// endHoldScript sets the owner of field ARGV[1] of hash KEYS[1] to
+// ARGV[2], if there is one: 1, or 0 when absent.
+var endHoldScript = NewScript(`
+local f = redis.call("HGET", KEYS[1], ARGV[1])
+if not f then return 0 end
+redis.call("HSET", KEYS[1], ARGV[1], ARGV[2] .. string.match(f, "^%S+( .*)$"))
+return 1`)
+
 // handOverScript sets the owner of every field of hash KEYS[1] naming
 // ARGV[1] to ARGV[2]; it returns how many.
 var handOverScript = NewScript(`
@@ -102,20 +115,32 @@ func (r *Redlock) SetHold(ctx context.Context, service string, h Hold, owner str
 	if h.Key == "" || h.Owner == "" || strings.ContainsAny(h.Owner+h.Digest, " ") || h.Digest == "" {
 		return fmt.Errorf("%w: hold %+v", ErrInvalid, h)
 	}
-	return r.holdOp(ctx, "set hold", setHoldScript, service, []any{h.Key, h.field(), owner, h.Owner}, ErrHeld)
+	return r.holdOp(ctx, "set hold", setHoldScript, service, []any{h.Key, h.field(), owner, h.Owner}, ErrHeld, false)
 }
 
 // DropHold deletes the field of key from the record of service where it
 // names owner. It succeeds once a quorum deleted it (or lacked it).
 func (r *Redlock) DropHold(ctx context.Context, service, key, owner string) error {
-	return r.holdOp(ctx, "drop hold", dropHoldScript, service, []any{key, owner}, ErrNotHeld)
+	return r.holdOp(ctx, "drop hold", dropHoldScript, service, []any{key, owner}, ErrNotHeld, false)
 }
 
-func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service string, args []any, no error) error {
+// EndHold marks the hold of key in the record of service as Ended,
+// whoever owns it: its owner's next renewal stops it (ErrHeld) and no
+// proxy claims it. It succeeds once a quorum did it (or had no field).
+func (r *Redlock) EndHold(ctx context.Context, service, key string) error {
+	return r.holdOp(ctx, "end hold", endHoldScript, service, []any{key, Ended}, ErrNoQuorum, true)
+}
+
+// holdOp runs s on every node: a 1 is a yes (with anyYes, every answer is).
+func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service string, args []any, no error, anyYes bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	c := call[bool]{cmd: command{kind: callEval, script: s, keys: []string{HoldsKey(service)}, args: args}, decode: intIs1}
+	decode := intIs1
+	if anyYes {
+		decode = func(v any) (bool, error) { _, err := asInt(v); return err == nil, err }
+	}
+	c := call[bool]{cmd: command{kind: callEval, script: s, keys: []string{HoldsKey(service)}, args: args}, decode: decode}
 	t := r.tally()
 	if err := quorum(r, ctx, op, r.nodeTimeout, c, decider[bool](t), nil); err != nil {
 		return err

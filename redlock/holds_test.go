@@ -255,3 +255,34 @@ func TestRenewHoldTakesStaleField(t *testing.T) {
 		return true
 	})
 }
+
+// TestEndHold: a hold ended by another proxy stops its owner's renewal
+// (ErrHeld) and is no longer claimable as handed over; an absent field is
+// not an error.
+func TestEndHold(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	sum := sha1.Sum([]byte("v"))
+	h := Hold{Key: "k", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	for _, mr := range c.mrs {
+		_ = mr.Set("k", "v")
+	}
+	if err := c.r.SetHold(ctx, svc, h, h.Owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.r.EndHold(ctx, svc, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.r.EndHold(ctx, svc, "absent"); err != nil {
+		t.Fatalf("EndHold of an absent field = %v", err)
+	}
+	if err := c.r.RenewHold(ctx, svc, h, time.Second); !errors.Is(err, ErrHeld) {
+		t.Fatalf("RenewHold of an ended hold = %v, want ErrHeld", err)
+	}
+	claim := h
+	claim.Owner = "proxyB"
+	if err := c.r.SetHold(ctx, svc, claim, HandedOver); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a claim of an ended hold as handed over = %v, want ErrHeld", err)
+	}
+}

@@ -30,14 +30,17 @@ type Holds struct {
 }
 
 // StartHolds records every hold from now on in the record h describes,
-// and takes part in the claims, until HandOverHolds or Shutdown. Call it
-// once, before the first client is served, after the tier's first
-// heartbeat (Live must know the live members). Without a KeepTTL it does
-// nothing.
+// and takes part in the claims, until HandOverHolds or Shutdown: it runs
+// the first claim round before it returns (what a former self left is
+// resumed at once, and fields of keys that expired while no proxy ran are
+// deleted). Call it once, before the first client is served, after the
+// tier's first heartbeat (Live must know the live members). Without a
+// KeepTTL it does nothing.
 func (m *Manager) StartHolds(h Holds) {
 	if m.keepTTL <= 0 || h.ID == "" || h.Live == nil || !m.holds.CompareAndSwap(nil, &h) {
 		return
 	}
+	m.claimRound(&h)
 	m.bg.Go(m.claimLoop)
 }
 
@@ -78,6 +81,28 @@ func (m *Manager) unrecord(key string) {
 	defer cancel()
 	if err := m.locker.DropHold(ctx, h.Service, key, m.holder(h)); err != nil {
 		m.log.Warn("hold not dropped from the record", "key", key, "error", err)
+	}
+}
+
+// endRecorded ends the hold of key in the record whoever owns it, when
+// the last claim round saw one (of value's digest, unless value is nil):
+// a write through this proxy is about to give that value an expiry, and
+// the owner's renewal must not undo it.
+func (m *Manager) endRecorded(key string, value *string) {
+	h := m.holds.Load()
+	if h == nil {
+		return
+	}
+	m.keeper.mu.Lock()
+	d, ok := m.keeper.recorded[key]
+	m.keeper.mu.Unlock()
+	if !ok || value != nil && d != redlock.AnyDigest && d != digestOf(*value) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
+	defer cancel()
+	if err := m.locker.EndHold(ctx, h.Service, key); err != nil {
+		m.log.Warn("hold of another proxy not ended in the record", "key", key, "error", err)
 	}
 }
 
@@ -138,14 +163,23 @@ func (m *Manager) claimRound(h *Holds) {
 		m.log.Debug("holds record not read", "error", err)
 		return
 	}
+	recorded := make(map[string]string, len(scanned))
+	for _, s := range scanned {
+		if s.Owner != redlock.Ended {
+			recorded[s.Key] = s.Digest
+		}
+	}
+	m.keeper.mu.Lock()
+	m.keeper.recorded = recorded
+	m.keeper.mu.Unlock()
 	live := map[string]bool{h.ID: true}
 	for _, id := range h.Live() {
 		live[id] = true
 	}
 	took := map[string]int{}
 	for _, s := range scanned {
-		if m.keeps(s.Key) {
-			continue // renewed here
+		if s.Owner == redlock.Ended || m.keeps(s.Key) {
+			continue // ended, or renewed here
 		}
 		if s.Owner == h.ID {
 			m.unrecord(s.Key) // given up here, dropped on too few nodes

@@ -91,6 +91,7 @@ type keeper struct {
 	running  bool               // the loop runs
 	flights  map[string]*flight // writes in flight, by key
 	settling map[string]*flight // overlapping writes whose keep is being settled
+	recorded map[string]string  // holds in the record at the last claim round: key → digest
 }
 
 // Writes of one key through this proxy that overlap in time may return
@@ -259,8 +260,8 @@ func (m *Manager) holdLocked(key string, h Hold) *kept {
 }
 
 // unkeep stops renewing key: it was overwritten, deleted or given an
-// expiry through this proxy. A key kept here leaves the record before it
-// returns.
+// expiry through this proxy. Before it returns, a key kept here leaves the
+// record, and one another proxy keeps is ended there (endRecorded).
 func (m *Manager) unkeep(key string) {
 	m.keeper.mu.Lock()
 	_, was := m.keeper.keys[key]
@@ -269,12 +270,15 @@ func (m *Manager) unkeep(key string) {
 	m.keeper.mu.Unlock()
 	if was {
 		m.unrecord(key)
+	} else {
+		m.endRecorded(key, nil)
 	}
 }
 
 // unkeepValue stops renewing key if it is kept holding value (a release
 // of that token, or an extend that gave it an expiry), and takes it out
-// of the record before it returns.
+// of the record before it returns, or ends it there if another proxy
+// keeps that value.
 func (m *Manager) unkeepValue(key, value string) {
 	m.keeper.mu.Lock()
 	was := false
@@ -286,6 +290,8 @@ func (m *Manager) unkeepValue(key, value string) {
 	m.keeper.mu.Unlock()
 	if was {
 		m.unrecord(key)
+	} else {
+		m.endRecorded(key, &value)
 	}
 }
 
