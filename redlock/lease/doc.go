@@ -35,7 +35,12 @@
 //     KeepTTL and renewed while they hold the value written: a write
 //     without expiry keeps its key, any other write, a delete, an expire,
 //     a release or a flush ends it; of writes of one key that overlap in
-//     time, the value a quorum holds after the last decides;
+//     time, the value a quorum holds after the last decides. Once
+//     StartHolds ran, each is also a field of the holds record on the
+//     backends (holds.go), written before the write is answered: every
+//     proxy of the tier claims the holds of one that handed them over
+//     (HandOverHolds, on shutdown), died or fell behind, so a hold
+//     survives any one proxy;
 //   - a note of every grant with an expiry through this proxy (registry.go:
 //     knownGrant): an acquisition without WAIT of a noted key by another
 //     token, within the grant's validity, is refused from the note
