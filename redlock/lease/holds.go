@@ -178,6 +178,9 @@ func (m *Manager) claimRound(h *Holds) {
 	}
 	took := map[string]int{}
 	for _, s := range scanned {
+		if m.handedOver.Load() {
+			break // shutting down: the claims are the tier's
+		}
 		if s.Owner == redlock.Ended || m.keeps(s.Key) {
 			continue // ended, or renewed here
 		}
