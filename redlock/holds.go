@@ -16,8 +16,8 @@ import (
 // HoldsKey is the hash of the holds of the tier service.
 func HoldsKey(service string) string { return ReservedPrefix + "holds:" + service }
 
-// HandedOver is the owner of a hold whose proxy gave it up: any live
-// proxy claims it.
+// HandedOver begins the owner of a hold whose proxy gave it up, followed
+// by that proxy's id ("-" then 40 hex digits): any live proxy claims it.
 const HandedOver = "-"
 
 // Ended is the owner of a hold that a write through a proxy that did not
@@ -32,7 +32,7 @@ const AnyDigest = "*"
 // Hold is one field of the record.
 type Hold struct {
 	Key      string
-	Owner    string // a tier member id, or HandedOver
+	Owner    string // a tier member id, HandedOver and one, or Ended
 	Deadline int64  // the client's expiry, Unix ms; 0: none
 	Digest   string // sha1 of the value held, hex
 }
@@ -155,14 +155,14 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 // handed over, on every node; it returns the most any node counted, once
 // a quorum did it.
 func (r *Redlock) HandOverHolds(ctx context.Context, service, owner string) (int, error) {
-	if owner == "" || owner == HandedOver {
+	if owner == "" || strings.HasPrefix(owner, HandedOver) {
 		return 0, fmt.Errorf("%w: hand over the holds of %q", ErrInvalid, owner)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("hand over holds: %w", err)
 	}
 	c := call[int64]{
-		cmd:    command{kind: callEval, script: handOverScript, keys: []string{HoldsKey(service)}, args: []any{owner, HandedOver}},
+		cmd:    command{kind: callEval, script: handOverScript, keys: []string{HoldsKey(service)}, args: []any{owner, HandedOver + owner}},
 		decode: asInt,
 	}
 	t := &countTally{tally: *r.tally()}
@@ -225,7 +225,7 @@ return 1`)
 // name another owner (a peer took it over), ErrNotHeld when the key no
 // longer holds that value, or ErrNoQuorum, as a *QuorumError.
 func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl time.Duration) error {
-	if h.Key == "" || h.Owner == "" || h.Owner == HandedOver || h.Digest == "" || ttl <= 0 {
+	if h.Key == "" || h.Owner == "" || strings.HasPrefix(h.Owner, HandedOver) || h.Digest == "" || ttl <= 0 {
 		return fmt.Errorf("%w: renew hold %+v for %v", ErrInvalid, h, ttl)
 	}
 	if err := ctx.Err(); err != nil {

@@ -55,11 +55,11 @@ func TestHoldsRecord(t *testing.T) {
 	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != 2 {
 		t.Fatalf("HandOverHolds = %d, %v; want 2", n, err)
 	}
-	if n := on("other", "- 42 d2"); n < 2 {
+	if n := on("other", "-proxyA 42 d2"); n < 2 {
 		t.Fatalf("handed over on %d nodes", n)
 	}
 	// B claims the handed-over hold.
-	if err := c.r.SetHold(ctx, svc, b, HandedOver); err != nil {
+	if err := c.r.SetHold(ctx, svc, b, HandedOver+"proxyA"); err != nil {
 		t.Fatalf("claim: %v", err)
 	}
 	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != 0 {

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -46,8 +47,12 @@ func TestHoldOutlivesItsProxy(t *testing.T) {
 			}
 			neverAcquired(t, ctx, cb, "held", 6*time.Second) // three default_ttl
 			heldWithoutExpiry(t, ctx, cb, "held", "first")
-			if !strings.Contains(b.Log(), "took over holds") {
-				t.Errorf("B does not log a take-over:\n%s", b.Log())
+			id := memberID.FindStringSubmatch(a.Log())
+			if id == nil {
+				t.Fatalf("A does not log its member id:\n%s", a.Log())
+			}
+			if took := "took over holds: from=" + id[1]; !strings.Contains(b.Log(), took) {
+				t.Errorf("B does not log %q:\n%s", took, b.Log())
 			}
 			releaseThenAcquire(t, ctx, cb, "held", "first")
 		})
@@ -140,6 +145,9 @@ func TestHoldRecordFollowsTheKey(t *testing.T) {
 		t.Fatalf("SET released mine NX through B = %v, %v", ok, err)
 	}
 }
+
+// memberID finds a proxy's tier member id in its log.
+var memberID = regexp.MustCompile(`id=([0-9a-f]{40})`)
 
 // redisPyRelease is redis-py's Lock release script.
 const redisPyRelease = `local token = redis.call('get', KEYS[1])

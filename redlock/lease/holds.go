@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -44,11 +45,11 @@ func (m *Manager) StartHolds(h Holds) {
 	m.bg.Go(m.claimLoop)
 }
 
-// holder is the owner this proxy writes into fields: its id, or
-// redlock.HandedOver once it handed its holds over.
+// holder is the owner this proxy writes into fields: its id, handed over
+// (redlock.HandedOver and its id) once it handed its holds over.
 func (m *Manager) holder(h *Holds) string {
 	if m.handedOver.Load() {
-		return redlock.HandedOver
+		return redlock.HandedOver + h.ID
 	}
 	return h.ID
 }
@@ -188,7 +189,8 @@ func (m *Manager) claimRound(h *Holds) {
 			m.unrecord(s.Key) // given up here, dropped on too few nodes
 			continue
 		}
-		if s.Owner != redlock.HandedOver && live[s.Owner] && !m.late(s) {
+		_, handed := strings.CutPrefix(s.Owner, redlock.HandedOver)
+		if !handed && live[s.Owner] && !m.late(s) {
 			continue
 		}
 		claim := s.Hold
@@ -201,8 +203,9 @@ func (m *Manager) claimRound(h *Holds) {
 			took[s.Owner]++
 		}
 	}
-	for from, n := range took {
-		m.log.Info("took over holds", "from", from, "count", n)
+	for owner, n := range took {
+		from, handed := strings.CutPrefix(owner, redlock.HandedOver)
+		m.log.Info("took over holds", "from", from, "handed-over", handed, "count", n)
 	}
 }
 
