@@ -45,7 +45,8 @@ func TestHoldOutlivesItsProxy(t *testing.T) {
 			} else {
 				a.kill()
 			}
-			neverAcquired(t, ctx, cb, "held", 6*time.Second) // three default_ttl
+			took := neverAcquired(t, ctx, cb, "held", 6*time.Second, b) // three default_ttl
+			t.Logf("B took the hold over %v after A stopped", took)
 			heldWithoutExpiry(t, ctx, cb, "held", "first")
 			id := memberID.FindStringSubmatch(a.Log())
 			if id == nil {
@@ -77,7 +78,8 @@ max_ttl = "8s"`)
 	p.kill()
 	p.restart()
 	c2 := p.proc().Client(nil)
-	neverAcquired(t, ctx, c2, "held", 12*time.Second) // three default_ttl
+	took := neverAcquired(t, ctx, c2, "held", 12*time.Second, p.proc()) // three default_ttl
+	t.Logf("the restarted proxy took the hold over %v after its start", took)
 	heldWithoutExpiry(t, ctx, c2, "held", "first")
 	if !strings.Contains(p.proc().Log(), "took over holds") {
 		t.Errorf("the restarted proxy does not log a take-over:\n%s", p.proc().Log())
@@ -158,16 +160,23 @@ redis.call('del', KEYS[1])
 return 1`
 
 // neverAcquired polls SET key NX through c for d: it must never succeed.
-func neverAcquired(t *testing.T, ctx context.Context, c *redis.Client, key string, d time.Duration) {
+// It returns when, about, the log of taker first said it took holds over
+// (-1: never).
+func neverAcquired(t *testing.T, ctx context.Context, c *redis.Client, key string, d time.Duration, taker *proxyProc) time.Duration {
 	t.Helper()
 	start := time.Now()
+	took := time.Duration(-1)
 	for time.Since(start) < d {
+		if took < 0 && strings.Contains(taker.Log(), "took over holds") {
+			took = time.Since(start).Round(10 * time.Millisecond)
+		}
 		if ok, err := c.SetNX(ctx, key, "second", 0).Result(); err != nil || ok {
 			t.Fatalf("SET %s second NX, %v after the proxy stopped = %v, %v: the hold died with its proxy",
 				key, time.Since(start).Round(time.Millisecond), ok, err)
 		}
 		time.Sleep(100 * time.Millisecond) // pacing the polls
 	}
+	return took
 }
 
 // heldWithoutExpiry checks that key holds value with no expiry as clients see it.

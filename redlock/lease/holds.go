@@ -129,9 +129,11 @@ func (m *Manager) HandOverHolds(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// claimEvery is how often the record is read: min(1 s, KeepTTL/6).
+// claimEvery is how often the record is read: min(1 s, KeepTTL/12), so
+// that a hold found late (below KeepTTL/3) has at least a quarter of
+// KeepTTL left when it is claimed.
 func (m *Manager) claimEvery() time.Duration {
-	return max(min(time.Second, m.keepTTL/6), time.Millisecond)
+	return max(min(time.Second, m.keepTTL/12), time.Millisecond)
 }
 
 // claimLoop runs claimRound until HandOverHolds or Shutdown.
