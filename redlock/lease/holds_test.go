@@ -81,10 +81,11 @@ func TestHoldsHandedOverAndTakenOver(t *testing.T) {
 		t.Fatalf("HandOverHolds = %d, %v; want 2", n, err)
 	}
 	testkit.Eventually(t, 10*time.Second, "B takes both holds over", func() bool {
-		return owners("k", "B") >= 2 && owners("list", "B") >= 2 && b.Kept("k", "v")
+		_, held := b.HeldTTL("list", "")
+		return owners("k", "B") >= 2 && owners("list", "B") >= 2 && b.Kept("k", "v") && held
 	})
-	if ttl, ok := b.HeldTTL("list", ""); !ok || ttl <= keepTTL {
-		t.Fatalf("B's HeldTTL of the hold with a deadline = %v, %v", ttl, ok)
+	if ttl, _ := b.HeldTTL("list", ""); ttl <= keepTTL {
+		t.Fatalf("B's HeldTTL of the hold with a deadline = %v, want the time left to it", ttl)
 	}
 	// B dies (stops renewing, hands nothing over); C claims from B.
 	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -97,7 +98,8 @@ func TestHoldsHandedOverAndTakenOver(t *testing.T) {
 	<-liveMu
 	c := start("C")
 	testkit.Eventually(t, 10*time.Second, "C takes B's holds over", func() bool {
-		return owners("k", "C") >= 2 && owners("list", "C") >= 2 && c.Kept("k", "v")
+		_, held := c.HeldTTL("list", "")
+		return owners("k", "C") >= 2 && owners("list", "C") >= 2 && c.Kept("k", "v") && held
 	})
 	// C renews them (miniredis ttls do not run: set them as time would).
 	for _, mr := range mrs {
