@@ -181,7 +181,7 @@ func (m *Manager) claimRound(h *Holds) {
 	}
 	took := map[string]int{}
 	for _, s := range scanned {
-		if m.handedOver.Load() {
+		if m.handedOver.Load() || m.closing.Load() {
 			break // shutting down: the claims are the tier's
 		}
 		if s.Owner == redlock.Ended || m.keeps(s.Key) {
