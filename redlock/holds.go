@@ -85,7 +85,7 @@ return 1`)
 var endHoldScript = NewScript(`
 local f = redis.call("HGET", KEYS[1], ARGV[1])
 if not f then return 0 end
-redis.call("HSET", KEYS[1], ARGV[1], ARGV[2] .. string.match(f, "^%S+( .*)$"))
+redis.call("HSET", KEYS[1], ARGV[1], ARGV[2] .. (string.match(f, "^%S+( .*)$") or " 0 -"))
 return 1`)
 
 // handOverScript sets the owner of every field of hash KEYS[1] naming

@@ -277,6 +277,15 @@ func TestEndHold(t *testing.T) {
 	if err := c.r.EndHold(ctx, svc, "absent"); err != nil {
 		t.Fatalf("EndHold of an absent field = %v", err)
 	}
+	for _, mr := range c.mrs {
+		mr.HSet(HoldsKey(svc), "garbage", "nonsense")
+	}
+	if err := c.r.EndHold(ctx, svc, "garbage"); err != nil {
+		t.Fatalf("EndHold of a malformed field = %v", err)
+	}
+	if _, err := c.r.ScanHolds(ctx, svc); err != nil {
+		t.Fatalf("ScanHolds over a malformed field = %v", err)
+	}
 	if err := c.r.RenewHold(ctx, svc, h, time.Second); !errors.Is(err, ErrHeld) {
 		t.Fatalf("RenewHold of an ended hold = %v, want ErrHeld", err)
 	}
