@@ -87,6 +87,33 @@ max_ttl = "8s"`)
 	releaseThenAcquire(t, ctx, c2, "held", "first")
 }
 
+// TestHoldSurvivesRestartsInTurn: the proxies of a tier of two stop in
+// turn while one hold lives: A (its maker) is stopped by SIGTERM and B
+// takes it over; A is started again; B is killed (-9) and the new A takes
+// it over. Polled through whichever proxy runs, SET NX never acquires,
+// and the hold ends when released.
+func TestHoldSurvivesRestartsInTurn(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	tier := startTier(t, rs, 2, holdsHCL)
+	a, b := tier[0], tier[1]
+	ctx := testCtx(t, 90*time.Second)
+	if ok, err := a.proc().Client(nil).SetNX(ctx, "held", "first", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET held first NX through A = %v, %v", ok, err)
+	}
+	a.proc().terminate()
+	neverAcquired(t, ctx, b.proc().Client(nil), "held", 4*time.Second, b.proc())
+	a.restart()
+	b.kill()
+	ca := a.proc().Client(nil)
+	neverAcquired(t, ctx, ca, "held", 6*time.Second, a.proc()) // three default_ttl
+	heldWithoutExpiry(t, ctx, ca, "held", "first")
+	if !strings.Contains(a.proc().Log(), "took over holds") {
+		t.Errorf("the restarted A does not log a take-over:\n%s", a.proc().Log())
+	}
+	releaseThenAcquire(t, ctx, ca, "held", "first")
+}
+
 // TestHoldRecordFollowsTheKey: a held key released, overwritten with an
 // expiry or given one, through its proxy or another, leaves the record,
 // and no proxy renews it after: a key given an expiry through A or B
