@@ -114,6 +114,42 @@ func TestHoldSurvivesRestartsInTurn(t *testing.T) {
 	releaseThenAcquire(t, ctx, ca, "held", "first")
 }
 
+// TestHoldEndsWhenEveryProxyIsDown: as docs/safety.md says, a hold whose
+// every proxy is down longer than its lease ends: the copies expire, the
+// proxy started again deletes the stale field before it serves, and a
+// client acquires the key.
+func TestHoldEndsWhenEveryProxyIsDown(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	tier := startTier(t, rs, 1, holdsHCL)
+	p := tier[0]
+	ctx := testCtx(t, 60*time.Second)
+	if ok, err := p.proc().Client(nil).SetNX(ctx, "held", "first", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET held first NX = %v, %v", ok, err)
+	}
+	p.kill()
+	testkit.Eventually(t, 10*time.Second, "the copies expired on every backend", func() bool {
+		for _, r := range rs {
+			if r.Client().Exists(ctx, "held").Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	p.restart()
+	testkit.Eventually(t, 10*time.Second, "the field of the expired hold deleted", func() bool {
+		for _, r := range rs {
+			if r.Client().HExists(ctx, "redlock-proxy:holds:redlock", "held").Val() {
+				return false
+			}
+		}
+		return true
+	})
+	if ok, err := p.proc().Client(nil).SetNX(ctx, "held", "second", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET held second NX after the hold ended = %v, %v", ok, err)
+	}
+}
+
 // TestHoldRecordFollowsTheKey: a held key released, overwritten with an
 // expiry or given one, through its proxy or another, leaves the record,
 // and no proxy renews it after: a key given an expiry through A or B
