@@ -16,14 +16,23 @@ import (
 // HoldsKey is the hash of the holds of the tier service.
 func HoldsKey(service string) string { return ReservedPrefix + "holds:" + service }
 
-// HandedOver is the owner of a hold whose proxy gave it up: any live
-// proxy claims it.
+// HandedOver begins the owner of a hold whose proxy gave it up, followed
+// by that proxy's id ("-" then 40 hex digits): any live proxy claims it.
 const HandedOver = "-"
+
+// Ended is the owner of a hold that a write through a proxy that did not
+// keep it ended (an expiry given to the value it holds): nobody renews or
+// claims it, and it is deleted once its key no longer holds the value.
+const Ended = "~"
+
+// AnyDigest is the digest of a hold of any value: a key of any type,
+// kept while it exists.
+const AnyDigest = "*"
 
 // Hold is one field of the record.
 type Hold struct {
 	Key      string
-	Owner    string // a tier member id, or HandedOver
+	Owner    string // a tier member id, HandedOver and one, or Ended
 	Deadline int64  // the client's expiry, Unix ms; 0: none
 	Digest   string // sha1 of the value held, hex
 }
@@ -45,12 +54,18 @@ func parseHold(key, field string) (Hold, error) {
 	return Hold{Key: key, Owner: p[0], Deadline: d, Digest: p[2]}, nil
 }
 
-// setHoldScript writes field ARGV[1] of hash KEYS[1] unless it names
-// another owner than ARGV[3] (empty: any): 1 written, 0 not.
+// setHoldScript writes field ARGV[1] of hash KEYS[1] as ARGV[2]. With
+// an owner ARGV[3] (not empty) it is a compare-and-set: a field must name
+// that owner, and an absent field is written only by its own maker
+// (ARGV[3] is the new owner ARGV[4]), not claimed. 1 written, 0 not.
 var setHoldScript = NewScript(`
 local f = redis.call("HGET", KEYS[1], ARGV[1])
-if f and ARGV[3] ~= "" and string.match(f, "^(%S+) ") ~= ARGV[3] then
-	return 0
+if ARGV[3] ~= "" then
+	if f then
+		if string.match(f, "^(%S+) ") ~= ARGV[3] then return 0 end
+	elseif ARGV[3] ~= ARGV[4] then
+		return 0
+	end
 end
 redis.call("HSET", KEYS[1], ARGV[1], ARGV[2])
 return 1`)
@@ -63,6 +78,14 @@ if f and string.match(f, "^(%S+) ") ~= ARGV[2] then
 	return 0
 end
 redis.call("HDEL", KEYS[1], ARGV[1])
+return 1`)
+
+// endHoldScript sets the owner of field ARGV[1] of hash KEYS[1] to
+// ARGV[2], if there is one: 1, or 0 when absent.
+var endHoldScript = NewScript(`
+local f = redis.call("HGET", KEYS[1], ARGV[1])
+if not f then return 0 end
+redis.call("HSET", KEYS[1], ARGV[1], ARGV[2] .. (string.match(f, "^%S+( .*)$") or " 0 -"))
 return 1`)
 
 // handOverScript sets the owner of every field of hash KEYS[1] naming
@@ -82,29 +105,42 @@ repeat
 until cursor == "0"
 return n`)
 
-// SetHold writes h to the record of service on every node, where the
-// field is absent or names owner (empty: whatever it names): a claim
-// passes the owner it saw, the maker of a hold its own id. It succeeds
+// SetHold writes h to the record of service on every node. With owner
+// empty it writes whatever the field holds (the maker of a hold, which
+// has just written the key); else where the field names owner (a claim
+// passes the owner it saw), or is absent and owner is h.Owner. It succeeds
 // once a quorum wrote it; else ErrHeld (another owner on a quorum's
 // fields) or ErrNoQuorum, as a *QuorumError.
 func (r *Redlock) SetHold(ctx context.Context, service string, h Hold, owner string) error {
 	if h.Key == "" || h.Owner == "" || strings.ContainsAny(h.Owner+h.Digest, " ") || h.Digest == "" {
 		return fmt.Errorf("%w: hold %+v", ErrInvalid, h)
 	}
-	return r.holdOp(ctx, "set hold", setHoldScript, service, []any{h.Key, h.field(), owner}, ErrHeld)
+	return r.holdOp(ctx, "set hold", setHoldScript, service, []any{h.Key, h.field(), owner, h.Owner}, ErrHeld, false)
 }
 
 // DropHold deletes the field of key from the record of service where it
 // names owner. It succeeds once a quorum deleted it (or lacked it).
 func (r *Redlock) DropHold(ctx context.Context, service, key, owner string) error {
-	return r.holdOp(ctx, "drop hold", dropHoldScript, service, []any{key, owner}, ErrNotHeld)
+	return r.holdOp(ctx, "drop hold", dropHoldScript, service, []any{key, owner}, ErrNotHeld, false)
 }
 
-func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service string, args []any, no error) error {
+// EndHold marks the hold of key in the record of service as Ended,
+// whoever owns it: its owner's next renewal stops it (ErrHeld) and no
+// proxy claims it. It succeeds once a quorum did it (or had no field).
+func (r *Redlock) EndHold(ctx context.Context, service, key string) error {
+	return r.holdOp(ctx, "end hold", endHoldScript, service, []any{key, Ended}, ErrNoQuorum, true)
+}
+
+// holdOp runs s on every node: a 1 is a yes (with anyYes, every answer is).
+func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service string, args []any, no error, anyYes bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	c := call[bool]{cmd: command{kind: callEval, script: s, keys: []string{HoldsKey(service)}, args: args}, decode: intIs1}
+	decode := intIs1
+	if anyYes {
+		decode = func(v any) (bool, error) { _, err := asInt(v); return err == nil, err }
+	}
+	c := call[bool]{cmd: command{kind: callEval, script: s, keys: []string{HoldsKey(service)}, args: args}, decode: decode}
 	t := r.tally()
 	if err := quorum(r, ctx, op, r.nodeTimeout, c, decider[bool](t), nil); err != nil {
 		return err
@@ -119,14 +155,14 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 // handed over, on every node; it returns the most any node counted, once
 // a quorum did it.
 func (r *Redlock) HandOverHolds(ctx context.Context, service, owner string) (int, error) {
-	if owner == "" || owner == HandedOver {
+	if owner == "" || strings.HasPrefix(owner, HandedOver) {
 		return 0, fmt.Errorf("%w: hand over the holds of %q", ErrInvalid, owner)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("hand over holds: %w", err)
 	}
 	c := call[int64]{
-		cmd:    command{kind: callEval, script: handOverScript, keys: []string{HoldsKey(service)}, args: []any{owner, HandedOver}},
+		cmd:    command{kind: callEval, script: handOverScript, keys: []string{HoldsKey(service)}, args: []any{owner, HandedOver + owner}},
 		decode: asInt,
 	}
 	t := &countTally{tally: *r.tally()}
@@ -152,22 +188,35 @@ func (t *countTally) add(n int64) {
 }
 
 // renewHoldScript renews the hold of key KEYS[2] in hash KEYS[1] for
-// owner ARGV[1]: where the field names another owner, 0; where the key
-// no longer holds the value of digest ARGV[3], the field is deleted and
-// -1; else the key's lease becomes ARGV[4] ms, a field lost (a node
-// restarted) is written back as ARGV[2], and 1.
+// owner ARGV[1], of the value of digest ARGV[3] (AnyDigest: any value,
+// while the key exists). Where the field names another owner, 0; unless
+// it is stale: another value's, of a key that holds this one (two
+// proxies wrote the key and their fields landed in the other order), and
+// neither is an any-value hold. Where the key no longer holds the value,
+// this owner's field of this value is deleted and -1. Else the key's lease becomes
+// ARGV[4] ms, the field is written as ARGV[2] where it differs (lost on
+// a restarted node, stale), and 1.
 var renewHoldScript = NewScript(`
-local f = redis.call("HGET", KEYS[1], KEYS[2])
-if f and string.match(f, "^(%S+) ") ~= ARGV[1] then
-	return 0
+local ok
+if ARGV[3] == "*" then
+	ok = redis.call("EXISTS", KEYS[2]) == 1
+else
+	local v = redis.pcall("GET", KEYS[2])
+	ok = type(v) == "string" and redis.sha1hex(v) == ARGV[3]
 end
-local v = redis.pcall("GET", KEYS[2])
-if type(v) ~= "string" or redis.sha1hex(v) ~= ARGV[3] then
-	if f then redis.call("HDEL", KEYS[1], KEYS[2]) end
+local f = redis.call("HGET", KEYS[1], KEYS[2])
+if f then
+	local owner, digest = string.match(f, "^(%S+) %S+ (%S+)$")
+	if owner ~= ARGV[1] and (not ok or ARGV[3] == "*" or digest == "*" or digest == ARGV[3]) then
+		return 0
+	end
+end
+if not ok then
+	if f and string.match(f, " (%S+)$") == ARGV[3] then redis.call("HDEL", KEYS[1], KEYS[2]) end
 	return -1
 end
 redis.call("PEXPIRE", KEYS[2], ARGV[4])
-if not f then redis.call("HSET", KEYS[1], KEYS[2], ARGV[2]) end
+if f ~= ARGV[2] then redis.call("HSET", KEYS[1], KEYS[2], ARGV[2]) end
 return 1`)
 
 // RenewHold gives h.Key a lease of ttl on every node where h's owner
@@ -176,7 +225,7 @@ return 1`)
 // name another owner (a peer took it over), ErrNotHeld when the key no
 // longer holds that value, or ErrNoQuorum, as a *QuorumError.
 func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl time.Duration) error {
-	if h.Key == "" || h.Owner == "" || h.Owner == HandedOver || h.Digest == "" || ttl <= 0 {
+	if h.Key == "" || h.Owner == "" || strings.HasPrefix(h.Owner, HandedOver) || h.Digest == "" || ttl <= 0 {
 		return fmt.Errorf("%w: renew hold %+v for %v", ErrInvalid, h, ttl)
 	}
 	if err := ctx.Err(); err != nil {
@@ -188,7 +237,7 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl tim
 		decode: asInt,
 	}
 	t := &renewTally{tally: *r.tally()}
-	if err := quorum(r, ctx, "renew hold", r.callTimeout(ttl), c, decider[int64](t), nil); err != nil {
+	if err := quorum(r, ctx, "renew hold", r.nodeTimeout, c, decider[int64](t), nil); err != nil {
 		return err
 	}
 	switch {
@@ -211,4 +260,143 @@ func (t *renewTally) add(n int64) {
 	if n == 0 {
 		t.taken++
 	}
+}
+
+// scanHoldsScript returns, for every field of hash KEYS[1] whose key
+// holds the value of its digest, the key, the field and the key's PTTL;
+// the other fields (released, overwritten, expired) it deletes.
+var scanHoldsScript = NewScript(`
+local out, cursor = {}, "0"
+repeat
+	local r = redis.call("HSCAN", KEYS[1], cursor, "COUNT", 100)
+	cursor = r[1]
+	for i = 1, #r[2], 2 do
+		local k, f = r[2][i], r[2][i + 1]
+		local digest = string.match(f, " (%S+)$")
+		local ok
+		if digest == "*" then
+			ok = redis.call("EXISTS", k) == 1
+		else
+			local v = redis.pcall("GET", k)
+			ok = type(v) == "string" and redis.sha1hex(v) == digest
+		end
+		if ok then
+			out[#out + 1] = k
+			out[#out + 1] = f
+			out[#out + 1] = redis.call("PTTL", k)
+		else
+			redis.call("HDEL", KEYS[1], k)
+		end
+	end
+until cursor == "0"
+return out`)
+
+// ScannedHold is a hold that a quorum of nodes record for a key holding
+// its value: Owner is the one most of them name, Lease how long a quorum
+// of the key's copies lives at least.
+type ScannedHold struct {
+	Hold
+	Lease time.Duration
+}
+
+// ScanHolds reads the record of service on every node, and deletes on
+// each node the fields whose key no longer holds their value. It returns
+// the holds that a quorum of nodes record with one digest and deadline,
+// for a key holding that value there; or ErrNoQuorum when fewer than a
+// quorum answered.
+func (r *Redlock) ScanHolds(ctx context.Context, service string) ([]ScannedHold, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("scan holds: %w", err)
+	}
+	c := call[[]ScannedHold]{
+		cmd:    command{kind: callEval, script: scanHoldsScript, keys: []string{HoldsKey(service)}},
+		decode: decodeScan,
+	}
+	t := &scanTally{counts: r.counts()}
+	if err := quorum(r, ctx, "scan holds", r.nodeTimeout, c, decider[[]ScannedHold](t), nil); err != nil {
+		return nil, err
+	}
+	if t.answered < t.q {
+		return nil, t.noQuorum()
+	}
+	return t.holds(), nil
+}
+
+// decodeScan reads one node's scan: each hold with its key's PTTL there.
+func decodeScan(v any) ([]ScannedHold, error) {
+	a, ok := v.([]any)
+	if !ok || len(a)%3 != 0 {
+		return nil, fmt.Errorf("scan holds: reply %T", v)
+	}
+	out := make([]ScannedHold, 0, len(a)/3)
+	for i := 0; i < len(a); i += 3 {
+		k, _ := a[i].(string)
+		f, _ := a[i+1].(string)
+		ms, ok := a[i+2].(int64)
+		if !ok {
+			return nil, fmt.Errorf("scan holds: pttl %T", a[i+2])
+		}
+		h, err := parseHold(k, f)
+		if err != nil {
+			continue // not ours to read: left alone
+		}
+		out = append(out, ScannedHold{Hold: h, Lease: pttl(ms)})
+	}
+	return out, nil
+}
+
+// scanTally keeps every node's scan and waits for all of them.
+type scanTally struct {
+	counts
+	scans [][]ScannedHold
+}
+
+func (t *scanTally) add(hs []ScannedHold) {
+	t.answered++
+	t.scans = append(t.scans, hs)
+}
+
+// holds are the holds a quorum of scans agree on (key, deadline, digest).
+func (t *scanTally) holds() []ScannedHold {
+	type same struct {
+		key, digest string
+		deadline    int64
+	}
+	type copies struct {
+		owners map[string]int
+		ttls   []time.Duration
+	}
+	seen := map[same]*copies{}
+	var order []same
+	for _, scan := range t.scans {
+		for _, h := range scan {
+			s := same{h.Key, h.Digest, h.Deadline}
+			c := seen[s]
+			if c == nil {
+				c = &copies{owners: map[string]int{}}
+				seen[s] = c
+				order = append(order, s)
+			}
+			c.owners[h.Owner]++
+			c.ttls = append(c.ttls, h.Lease)
+		}
+	}
+	var out []ScannedHold
+	for _, s := range order {
+		c := seen[s]
+		if len(c.ttls) < t.q {
+			continue
+		}
+		owner, most := "", 0
+		for o, n := range c.owners {
+			if n > most || n == most && o < owner {
+				owner, most = o, n
+			}
+		}
+		out = append(out, ScannedHold{
+			Hold:  Hold{Key: s.key, Owner: owner, Deadline: s.deadline, Digest: s.digest},
+			Lease: quorumPTTL(c.ttls, t.q),
+		})
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,11 +55,11 @@ func TestHoldsRecord(t *testing.T) {
 	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != 2 {
 		t.Fatalf("HandOverHolds = %d, %v; want 2", n, err)
 	}
-	if n := on("other", "- 42 d2"); n < 2 {
+	if n := on("other", "-proxyA 42 d2"); n < 2 {
 		t.Fatalf("handed over on %d nodes", n)
 	}
 	// B claims the handed-over hold.
-	if err := c.r.SetHold(ctx, svc, b, HandedOver); err != nil {
+	if err := c.r.SetHold(ctx, svc, b, HandedOver+"proxyA"); err != nil {
 		t.Fatalf("claim: %v", err)
 	}
 	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != 0 {
@@ -159,5 +160,138 @@ func TestRenewHold(t *testing.T) {
 	}
 	if err := c.r.RenewHold(ctx, svc, Hold{Key: "k", Owner: HandedOver, Digest: "d"}, time.Second); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("RenewHold of a handed-over hold = %v, want ErrInvalid", err)
+	}
+}
+
+// TestScanHolds: a scan returns the holds a quorum records for a key that
+// holds their value, with the owner most nodes name and the lease a
+// quorum of copies has; it deletes fields whose key was released or
+// overwritten, and skips holds a quorum does not record. An any-value
+// hold is renewed while its key exists, whatever its type.
+func TestScanHolds(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	hk := HoldsKey(svc)
+	sum := sha1.Sum([]byte("v"))
+	digest := hex.EncodeToString(sum[:])
+	for i, mr := range c.mrs {
+		_ = mr.Set("a", "v")
+		mr.SetTTL("a", time.Duration(i+1)*time.Second)
+		_ = mr.Set("gone", "other")
+		_, _ = mr.Push("list", "x")
+		owner := "proxyA"
+		if i == 2 {
+			owner = HandedOver
+		}
+		mr.HSet(hk, "a", owner+" 0 "+digest)
+		mr.HSet(hk, "gone", "proxyA 0 "+digest)
+		mr.HSet(hk, "list", "proxyB 7 "+AnyDigest)
+	}
+	c.mrs[0].HSet(hk, "lonely", "proxyA 0 "+digest)
+	_ = c.mrs[0].Set("lonely", "v")
+	got, err := c.r.ScanHolds(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]ScannedHold{
+		"a":    {Hold: Hold{Key: "a", Owner: "proxyA", Digest: digest}, Lease: 2 * time.Second},
+		"list": {Hold: Hold{Key: "list", Owner: "proxyB", Deadline: 7, Digest: AnyDigest}, Lease: -1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("ScanHolds = %+v, want %+v", got, want)
+	}
+	for _, h := range got {
+		if w := want[h.Key]; h != w {
+			t.Fatalf("ScanHolds: %+v, want %+v", h, w)
+		}
+	}
+	for i, mr := range c.mrs {
+		if mr.HGet(hk, "gone") != "" {
+			t.Fatalf("node %d keeps the field of an overwritten key", i)
+		}
+	}
+	// The any-value hold is renewed while the list exists.
+	anyHold := Hold{Key: "list", Owner: "proxyB", Deadline: 7, Digest: AnyDigest}
+	if err := c.r.RenewHold(ctx, svc, anyHold, 3*time.Second); err != nil {
+		t.Fatalf("RenewHold of a list = %v", err)
+	}
+	for _, mr := range c.mrs {
+		mr.Del("list")
+	}
+	if err := c.r.RenewHold(ctx, svc, anyHold, 3*time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("RenewHold of a deleted list = %v, want ErrNotHeld", err)
+	}
+	// A claim needs the field it names: an absent one is not claimed.
+	claim := Hold{Key: "nothing", Owner: "proxyC", Digest: digest}
+	if err := c.r.SetHold(ctx, svc, claim, "proxyA"); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a claim of an absent field = %v, want ErrHeld", err)
+	}
+}
+
+// TestRenewHoldTakesStaleField: two proxies wrote one key without expiry
+// and their fields landed in the other order; the proxy whose value the
+// key holds takes the field of the other value back on renewal.
+func TestRenewHoldTakesStaleField(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	hk := HoldsKey(svc)
+	sum := sha1.Sum([]byte("won"))
+	won := Hold{Key: "k", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	for _, mr := range c.mrs {
+		_ = mr.Set("k", "won")
+		mr.HSet(hk, "k", "proxyB 0 "+strings.Repeat("0", 40))
+	}
+	if err := c.r.RenewHold(ctx, svc, won, 3*time.Second); err != nil {
+		t.Fatalf("RenewHold over a stale field = %v", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the field taken on every node", func() bool {
+		for _, mr := range c.mrs {
+			if mr.HGet(hk, "k") != won.field() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestEndHold: a hold ended by another proxy stops its owner's renewal
+// (ErrHeld) and is no longer claimable as handed over; an absent field is
+// not an error.
+func TestEndHold(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	sum := sha1.Sum([]byte("v"))
+	h := Hold{Key: "k", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	for _, mr := range c.mrs {
+		_ = mr.Set("k", "v")
+	}
+	if err := c.r.SetHold(ctx, svc, h, h.Owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.r.EndHold(ctx, svc, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.r.EndHold(ctx, svc, "absent"); err != nil {
+		t.Fatalf("EndHold of an absent field = %v", err)
+	}
+	for _, mr := range c.mrs {
+		mr.HSet(HoldsKey(svc), "garbage", "nonsense")
+	}
+	if err := c.r.EndHold(ctx, svc, "garbage"); err != nil {
+		t.Fatalf("EndHold of a malformed field = %v", err)
+	}
+	if _, err := c.r.ScanHolds(ctx, svc); err != nil {
+		t.Fatalf("ScanHolds over a malformed field = %v", err)
+	}
+	if err := c.r.RenewHold(ctx, svc, h, time.Second); !errors.Is(err, ErrHeld) {
+		t.Fatalf("RenewHold of an ended hold = %v, want ErrHeld", err)
+	}
+	claim := h
+	claim.Owner = "proxyB"
+	if err := c.r.SetHold(ctx, svc, claim, HandedOver); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a claim of an ended hold as handed over = %v, want ErrHeld", err)
 	}
 }

@@ -37,8 +37,8 @@ end
 if ARGV[2] ~= "" then redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
 return redis.call("DUMP", KEYS[1])`)
 
-// Repair copies key, holding the value of sha1 digest (hex; "" for any
-// value of any type), to every node that is quarantined (restarted,
+// Repair copies key, holding the value of sha1 digest (hex; "" or
+// AnyDigest for any value of any type), to every node that is quarantined (restarted,
 // fresh, or its clock jumped) and lacks it, with a lease of ttl, and
 // gives that lease to every voting node's copy that holds the value. It
 // reports how many quarantined nodes it wrote. With no quarantined node
@@ -49,6 +49,9 @@ return redis.call("DUMP", KEYS[1])`)
 func (r *Redlock) Repair(ctx context.Context, key, digest string, ttl time.Duration) (int, error) {
 	if ttl < time.Millisecond || key == "" {
 		return 0, fmt.Errorf("%w: repair %q for %v", ErrInvalid, key, ttl)
+	}
+	if digest == AnyDigest {
+		digest = ""
 	}
 	var targets, sources []Node
 	now := r.now()

@@ -1,9 +1,15 @@
 package tests
 
 import (
+	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // holdsHCL: a small default_ttl (the lease of a hold's copies) and
@@ -15,14 +21,10 @@ max_ttl = "4s"`
 // Lock(timeout=None) takes it (SET k v NX) through proxy A survives A's
 // stop, by SIGTERM (a routine restart) and by kill -9: a second client
 // polling SET k v2 NX through proxy B for three default_ttl never
-// acquires, and the key still holds A's value. Shutdown logs how many
-// holds it handed over; B logs whose it took over.
-//
-// Skipped until holds are recorded on the backends (docs/safety.md,
-// "Holds"): today the hold lives in A's memory and B acquires about
-// default_ttl after A stops.
+// acquires, and the key still holds A's value, without expiry. Shutdown
+// logs how many holds it handed over; B logs whose it took over. The hold
+// ends when its owner releases it (through B): then B's client acquires.
 func TestHoldOutlivesItsProxy(t *testing.T) {
-	t.Skip("holds on the backends are designed (docs/safety.md, \"Holds\") but not implemented yet")
 	t.Parallel()
 	for _, stop := range []string{"sigterm", "kill"} {
 		t.Run(stop, func(t *testing.T) {
@@ -43,23 +45,222 @@ func TestHoldOutlivesItsProxy(t *testing.T) {
 			} else {
 				a.kill()
 			}
-			stopped := time.Now()
-			for time.Since(stopped) < 6*time.Second { // three default_ttl
-				if ok, err := cb.SetNX(ctx, "held", "second", 0).Result(); err != nil || ok {
-					t.Fatalf("SET held second NX through B, %v after A stopped = %v, %v: the hold died with its proxy",
-						time.Since(stopped).Round(time.Millisecond), ok, err)
-				}
-				time.Sleep(100 * time.Millisecond) // pacing the polls
+			took := neverAcquired(t, ctx, cb, "held", 6*time.Second, b) // three default_ttl
+			t.Logf("B took the hold over %v after A stopped", took)
+			heldWithoutExpiry(t, ctx, cb, "held", "first")
+			id := memberID.FindStringSubmatch(a.Log())
+			if id == nil {
+				t.Fatalf("A does not log its member id:\n%s", a.Log())
 			}
-			if v, err := cb.Get(ctx, "held").Result(); err != nil || v != "first" {
-				t.Fatalf("GET held through B = %q, %v; want first", v, err)
+			if took := "took over holds: from=" + id[1]; !strings.Contains(b.Log(), took) {
+				t.Errorf("B does not log %q:\n%s", took, b.Log())
 			}
-			if ttl, err := cb.TTL(ctx, "held").Result(); err != nil || ttl != -1 {
-				t.Fatalf("TTL held through B = %v, %v; want -1 (a hold without expiry)", ttl, err)
-			}
-			if !strings.Contains(b.Log(), "took over holds") {
-				t.Errorf("B does not log a take-over:\n%s", b.Log())
-			}
+			releaseThenAcquire(t, ctx, cb, "held", "first")
 		})
+	}
+}
+
+// TestHoldResumesAfterRestart: with a single proxy, a hold without expiry
+// survives a kill -9 and a restart of that proxy (a new member id): the
+// restarted proxy takes over the fields of its former self and renews
+// them. default_ttl 4 s gives the restart room on a loaded machine.
+func TestHoldResumesAfterRestart(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	tier := startTier(t, rs, 1, `default_ttl = "4s"
+max_ttl = "8s"`)
+	p := tier[0]
+	ctx := testCtx(t, 90*time.Second)
+	c := p.proc().Client(nil)
+	if ok, err := c.SetNX(ctx, "held", "first", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET held first NX = %v, %v", ok, err)
+	}
+	p.kill()
+	p.restart()
+	c2 := p.proc().Client(nil)
+	took := neverAcquired(t, ctx, c2, "held", 12*time.Second, p.proc()) // three default_ttl
+	t.Logf("the restarted proxy took the hold over %v after its start", took)
+	heldWithoutExpiry(t, ctx, c2, "held", "first")
+	if !strings.Contains(p.proc().Log(), "took over holds") {
+		t.Errorf("the restarted proxy does not log a take-over:\n%s", p.proc().Log())
+	}
+	releaseThenAcquire(t, ctx, c2, "held", "first")
+}
+
+// TestHoldSurvivesRestartsInTurn: the proxies of a tier of two stop in
+// turn while one hold lives: A (its maker) is stopped by SIGTERM and B
+// takes it over; A is started again; B is killed (-9) and the new A takes
+// it over. Polled through whichever proxy runs, SET NX never acquires,
+// and the hold ends when released.
+func TestHoldSurvivesRestartsInTurn(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	tier := startTier(t, rs, 2, holdsHCL)
+	a, b := tier[0], tier[1]
+	ctx := testCtx(t, 90*time.Second)
+	if ok, err := a.proc().Client(nil).SetNX(ctx, "held", "first", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET held first NX through A = %v, %v", ok, err)
+	}
+	a.proc().terminate()
+	neverAcquired(t, ctx, b.proc().Client(nil), "held", 4*time.Second, b.proc())
+	a.restart()
+	b.kill()
+	ca := a.proc().Client(nil)
+	neverAcquired(t, ctx, ca, "held", 6*time.Second, a.proc()) // three default_ttl
+	heldWithoutExpiry(t, ctx, ca, "held", "first")
+	if !strings.Contains(a.proc().Log(), "took over holds") {
+		t.Errorf("the restarted A does not log a take-over:\n%s", a.proc().Log())
+	}
+	releaseThenAcquire(t, ctx, ca, "held", "first")
+}
+
+// TestHoldEndsWhenEveryProxyIsDown: as docs/safety.md says, a hold whose
+// every proxy is down longer than its lease ends: the copies expire, the
+// proxy started again deletes the stale field before it serves, and a
+// client acquires the key.
+func TestHoldEndsWhenEveryProxyIsDown(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	tier := startTier(t, rs, 1, holdsHCL)
+	p := tier[0]
+	ctx := testCtx(t, 60*time.Second)
+	if ok, err := p.proc().Client(nil).SetNX(ctx, "held", "first", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET held first NX = %v, %v", ok, err)
+	}
+	p.kill()
+	testkit.Eventually(t, 10*time.Second, "the copies expired on every backend", func() bool {
+		for _, r := range rs {
+			if r.Client().Exists(ctx, "held").Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	p.restart()
+	testkit.Eventually(t, 10*time.Second, "the field of the expired hold deleted", func() bool {
+		for _, r := range rs {
+			if r.Client().HExists(ctx, "redlock-proxy:holds:redlock", "held").Val() {
+				return false
+			}
+		}
+		return true
+	})
+	if ok, err := p.proc().Client(nil).SetNX(ctx, "held", "second", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET held second NX after the hold ended = %v, %v", ok, err)
+	}
+}
+
+// TestHoldRecordFollowsTheKey: a held key released, overwritten with an
+// expiry or given one, through its proxy or another, leaves the record,
+// and no proxy renews it after: a key given an expiry through A or B
+// expires although A held it without expiry, and a released key is free.
+func TestHoldRecordFollowsTheKey(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	a := startProxy(t, rs, holdsHCL)
+	b := startProxy(t, rs, holdsHCL)
+	ctx := testCtx(t, 60*time.Second)
+	ca, cb := a.Client(nil), b.Client(nil)
+	for _, k := range []string{"released", "overwritten", "expired", "expiredByB"} {
+		if ok, err := ca.SetNX(ctx, k, "v", 0).Result(); err != nil || !ok {
+			t.Fatalf("SET %s v NX through A = %v, %v", k, ok, err)
+		}
+	}
+	record := rs[0].Client()
+	const holds = "redlock-proxy:holds:redlock"
+	testkit.Eventually(t, 10*time.Second, "four holds in the record", func() bool {
+		return record.HLen(ctx, holds).Val() == 4
+	})
+	// B ends A's hold in the record once its claim round has seen it; until
+	// then A's renewal undoes the expiry, and it is given again.
+	testkit.Eventually(t, 20*time.Second, "A's hold ended by an EXPIRE through B", func() bool {
+		if err := cb.PExpire(ctx, "expiredByB", 3*time.Second).Err(); err != nil {
+			return false
+		}
+		n := 0
+		for _, r := range rs {
+			if strings.HasPrefix(r.Client().HGet(ctx, holds, "expiredByB").Val(), "~ ") {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	if n, err := cb.Eval(ctx, redisPyRelease, []string{"released"}, "v").Int(); err != nil || n != 1 {
+		t.Fatalf("release through B = %v, %v", n, err)
+	}
+	if err := cb.Set(ctx, "overwritten", "w", time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ca.Expire(ctx, "expired", time.Second).Result(); err != nil || !ok {
+		t.Fatalf("EXPIRE expired 1 through A = %v, %v", ok, err)
+	}
+	testkit.Eventually(t, 15*time.Second, "the overwritten and the expired keys gone", func() bool {
+		n, err := cb.Exists(ctx, "overwritten", "expired", "expiredByB").Result()
+		return err == nil && n == 0
+	})
+	testkit.Eventually(t, 10*time.Second, "the record empty on every backend", func() bool {
+		for _, r := range rs {
+			if r.Client().HLen(ctx, holds).Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if ok, err := cb.SetNX(ctx, "released", "mine", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET released mine NX through B = %v, %v", ok, err)
+	}
+}
+
+// memberID finds a proxy's tier member id in its log.
+var memberID = regexp.MustCompile(`id=([0-9a-f]{40})`)
+
+// redisPyRelease is redis-py's Lock release script.
+const redisPyRelease = `local token = redis.call('get', KEYS[1])
+if not token or token ~= ARGV[1] then
+    return 0
+end
+redis.call('del', KEYS[1])
+return 1`
+
+// neverAcquired polls SET key NX through c for d: it must never succeed.
+// It returns when, about, the log of taker first said it took holds over
+// (-1: never).
+func neverAcquired(t *testing.T, ctx context.Context, c *redis.Client, key string, d time.Duration, taker *proxyProc) time.Duration {
+	t.Helper()
+	start := time.Now()
+	took := time.Duration(-1)
+	for time.Since(start) < d {
+		if took < 0 && strings.Contains(taker.Log(), "took over holds") {
+			took = time.Since(start).Round(10 * time.Millisecond)
+		}
+		if ok, err := c.SetNX(ctx, key, "second", 0).Result(); err != nil || ok {
+			t.Fatalf("SET %s second NX, %v after the proxy stopped = %v, %v: the hold died with its proxy",
+				key, time.Since(start).Round(time.Millisecond), ok, err)
+		}
+		time.Sleep(100 * time.Millisecond) // pacing the polls
+	}
+	return took
+}
+
+// heldWithoutExpiry checks that key holds value with no expiry as clients see it.
+func heldWithoutExpiry(t *testing.T, ctx context.Context, c *redis.Client, key, value string) {
+	t.Helper()
+	if v, err := c.Get(ctx, key).Result(); err != nil || v != value {
+		t.Fatalf("GET %s = %q, %v; want %s", key, v, err, value)
+	}
+	if ttl, err := c.TTL(ctx, key).Result(); err != nil || ttl != -1 {
+		t.Fatalf("TTL %s = %v, %v; want -1 (a hold without expiry)", key, ttl, err)
+	}
+}
+
+// releaseThenAcquire releases the hold of key by value as redis-py does,
+// through c; then another value acquires key through c.
+func releaseThenAcquire(t *testing.T, ctx context.Context, c *redis.Client, key, value string) {
+	t.Helper()
+	if n, err := c.Eval(ctx, redisPyRelease, []string{key}, value).Int(); err != nil || n != 1 {
+		t.Fatalf("release of %s = %v, %v; want 1", key, n, err)
+	}
+	if ok, err := c.SetNX(ctx, key, "second", 0).Result(); err != nil || !ok {
+		t.Fatalf("SET %s second NX after the release = %v, %v", key, ok, err)
 	}
 }

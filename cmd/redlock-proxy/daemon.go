@@ -273,13 +273,28 @@ func (d *daemon) joinTier(cfg conf.Config, logger hclog.Logger) {
 	}
 }
 
-// start runs the health loop, the tier's heartbeat, the client listener
-// and the metrics server.
+// liveIDs is the ids of the tier's live members, for the holds record.
+func liveIDs(t *tier.Tier) func() []string {
+	return func() []string {
+		ms := t.Members()
+		ids := make([]string, len(ms))
+		for i, m := range ms {
+			ids[i] = m.ID
+		}
+		return ids
+	}
+}
+
+// start runs the health loop, the tier's heartbeat, the holds record
+// (what is kept beyond max_ttl is recorded under this proxy's tier id, and
+// the holds of stopped proxies are taken over), the client listener and
+// the metrics server.
 func (d *daemon) start() {
 	hctx, stop := context.WithCancel(context.Background())
 	d.stopHealth, d.healthDone = stop, make(chan struct{})
 	go func() { defer close(d.healthDone); d.locker.RunHealth(hctx) }()
 	d.tier.Start()
+	d.leases.StartHolds(lease.Holds{Service: d.tier.Service(), ID: d.tier.ID(), Live: liveIDs(d.tier)})
 	d.served = make(chan error, 1)
 	go func() { d.served <- d.srv.Serve() }()
 	if d.ops != nil {
@@ -312,14 +327,20 @@ func (d *daemon) run(sigs <-chan os.Signal, load func() (conf.Config, error)) er
 	}
 }
 
-// stop shuts down in order: readiness off, leaving the tier (so the other
-// proxies stop advertising this one at once), clients (in-flight commands
-// finish within shutdown_timeout), SESSION locks, rollbacks, the metrics
-// server, the health loop, the backends.
+// stop shuts down in order: readiness off, handing the holds over to the
+// tier, leaving the tier (so the other proxies stop advertising this one
+// at once), clients (in-flight commands finish within shutdown_timeout),
+// SESSION locks, rollbacks, the metrics server, the health loop, the
+// backends.
 func (d *daemon) stop() error {
 	if d.ops != nil {
 		d.ops.Drain() // /readyz says 503 while the clients drain
 	}
+	hctx, hcancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer hcancel()
+	// A failure is logged: the tier then takes them over as from a
+	// proxy that died.
+	_, _ = d.leases.HandOverHolds(hctx)
 	tctx, tcancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer tcancel()
 	terr := d.tier.Shutdown(tctx)

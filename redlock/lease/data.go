@@ -43,6 +43,9 @@ func (m *Manager) leaseTTL(ttl time.Duration) time.Duration {
 // without expiry when ttl is 0.
 func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duration) error {
 	ttl, until := m.long(ttl)
+	if until.IsZero() { // else the hold to until replaces the keep
+		m.endsKeep(key, value, ttl)
+	}
 	m.beginWrite(key)
 	err := m.locker.Write(ctx, key, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
@@ -54,6 +57,9 @@ func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duratio
 // CompareAndSet), with ttl, or without expiry when ttl is 0.
 func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl time.Duration) error {
 	ttl, until := m.long(ttl)
+	if old == value && until.IsZero() {
+		m.endsKeep(key, value, ttl)
+	}
 	m.beginWrite(key)
 	_, err := m.locker.CompareAndSet(ctx, key, old, value, m.leaseTTL(ttl))
 	m.endWrite(err, key, value, ttl)
@@ -66,6 +72,9 @@ func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl
 // quorum holds of another type is refused with a *TypeError.
 func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Duration) (redlock.Value, error) {
 	ttl, until := m.long(ttl)
+	if until.IsZero() { // else the hold to until replaces the keep
+		m.endsKeep(key, value, ttl)
+	}
 	m.beginWrite(key)
 	old, err := m.locker.GetSet(ctx, key, value, m.leaseTTL(ttl))
 	if err == nil && old.Exists && old.Type != "" {
@@ -74,6 +83,16 @@ func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Durati
 	m.endWrite(err, key, value, ttl)
 	m.holdUntil(err, key, value, until)
 	return old, err
+}
+
+// endsKeep ends the keep of key before a write of the value it keeps with
+// an expiry (ttl > 0): once that write lands, a renewal or a claim must
+// not give the key its lease back. (A write of another value ends the
+// keep after it: the renewal compares the value.)
+func (m *Manager) endsKeep(key, value string, ttl time.Duration) {
+	if ttl > 0 {
+		m.unkeepValue(key, value)
+	}
 }
 
 // Get is the value a quorum holds (redlock.Get).
@@ -109,14 +128,12 @@ func (m *Manager) Delete(ctx context.Context, keys []string) (int, error) {
 	return n, err
 }
 
-// Expire gives key ttl on a quorum (redlock.Expire); when it did, the key
-// is no longer kept.
+// Expire gives key ttl on a quorum (redlock.Expire); the key is no
+// longer kept (before it is sent: a renewal must not undo it).
 func (m *Manager) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	m.unkeep(key)
 	ok, err := m.locker.Expire(ctx, key, ttl)
 	m.reg.forget(key)
-	if err == nil && ok {
-		m.unkeep(key)
-	}
 	return ok, err
 }
 

@@ -36,7 +36,14 @@
 //     KeepTTL and renewed while they hold the value written: a write
 //     without expiry keeps its key, any other write, a delete, an expire,
 //     a release or a flush ends it; of writes of one key that overlap in
-//     time, the value a quorum holds after the last decides;
+//     time, the value a quorum holds after the last decides. Once
+//     StartHolds ran, each is also a field of the holds record on the
+//     backends (holds.go), written before the write is answered: every
+//     proxy of the tier claims the holds of one that handed them over
+//     (HandOverHolds, on shutdown), died or fell behind, so a hold
+//     survives any one proxy; while backends are quarantined, a renewal
+//     first writes the key back onto those that came back empty
+//     (redlock.Repair);
 //   - the holds beyond MaxTTL (clamp.go): a write, expiry or one-key
 //     acquisition with a longer ttl is made with the lease and held to its
 //     deadline; a script by vote that writes runs clamped (redlock.Script.

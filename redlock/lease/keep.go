@@ -16,9 +16,10 @@ import (
 // written with a lease of Options.KeepTTL and kept: renewed, with a
 // compare-and-expire, while it still holds the value written, until it is
 // released, overwritten, deleted or given an expiry. A holder that works
-// longer than KeepTTL keeps its lock, as on one Redis; if this proxy
-// stops, the key expires KeepTTL later (the safe side: a lock that nobody
-// renews does not outlive its proxy).
+// longer than KeepTTL keeps its lock, as on one Redis. Once StartHolds
+// ran, every keep is also a field of the holds record on the backends
+// (holds.go), written before the write is answered, so that the tier
+// renews it when this proxy stops.
 //
 // One goroutine, started on the first keep and ended when nothing is kept,
 // renews what is due every KeepTTL/6, so a key is renewed between a third
@@ -27,9 +28,19 @@ import (
 // kept is one key renewed here.
 type kept struct {
 	Hold
-	due  time.Time // next renewal
-	busy bool      // a renewal is in flight
+	digest string    // of Value, or redlock.AnyDigest: what the renewal compares
+	due    time.Time // next renewal
+	busy   bool      // a renewal is in flight
 }
+
+// digestOf is the record's digest of value: its SHA-1, hex.
+func digestOf(value string) string {
+	sum := sha1.Sum([]byte(value))
+	return hex.EncodeToString(sum[:])
+}
+
+// holds reports whether e keeps value.
+func (e *kept) holds(value string) bool { return e.AnyValue || e.digest == digestOf(value) }
 
 // Hold is what a client asked for beyond the copies' lease: a key kept
 // while it holds Value (or, with AnyValue, while it exists: a key of any
@@ -42,24 +53,19 @@ type Hold struct {
 	Deadline time.Time
 }
 
-// digest names the value held for redlock.Repair: its sha1, or "" for
-// any value.
-func (h Hold) digest() string {
-	if h.AnyValue {
-		return ""
-	}
-	sum := sha1.Sum([]byte(h.Value))
-	return hex.EncodeToString(sum[:])
-}
-
 // HoldKey keeps key as h says (see Hold), replacing what was kept for
 // it. Call it after a write of key bounded to the lease succeeded where
 // the client asked for longer; a deadline within the lease needs no hold.
+//
+// Once StartHolds ran, it records the hold on a quorum of backends before
+// it returns (one quorum round), so that the tier renews it if this proxy
+// stops: call it before the client's write is answered.
 func (m *Manager) HoldKey(key string, h Hold) {
 	m.keeper.mu.Lock()
-	defer m.keeper.mu.Unlock()
 	delete(m.keeper.settling, key)
-	m.holdLocked(key, h)
+	e := m.holdLocked(key, h)
+	m.keeper.mu.Unlock()
+	m.record(key, e)
 }
 
 // HeldTTL is the remaining ttl a client sees of key holding value (any
@@ -70,7 +76,7 @@ func (m *Manager) HeldTTL(key, value string) (time.Duration, bool) {
 	defer m.keeper.mu.Unlock()
 	k := m.keeper.keys[key]
 	switch {
-	case k == nil || (!k.AnyValue && k.Value != value):
+	case k == nil || !k.holds(value):
 		return 0, false
 	case k.Deadline.IsZero():
 		return redlock.PTTLNoExpiry, true
@@ -85,6 +91,7 @@ type keeper struct {
 	running  bool               // the loop runs
 	flights  map[string]*flight // writes in flight, by key
 	settling map[string]*flight // overlapping writes whose keep is being settled
+	recorded map[string]string  // holds in the record at the last claim round: key → digest
 }
 
 // Writes of one key through this proxy that overlap in time may return
@@ -130,7 +137,6 @@ func (m *Manager) endWrite(err error, key, value string, ttl time.Duration) {
 	m.reg.forget(key) // whatever was granted through here may be overwritten
 	k := &m.keeper
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	f := k.flights[key]
 	f.n--
 	if err == nil && ttl == 0 {
@@ -142,6 +148,11 @@ func (m *Manager) endWrite(err error, key, value string, ttl time.Duration) {
 			k.settling[key] = f
 			m.bg.Go(func() { m.settleKeep(key, f) })
 		}
+		k.mu.Unlock()
+		if err == nil && ttl == 0 {
+			// Recorded before it is answered; the settle decides after.
+			m.record(key, &kept{Hold: Hold{Value: value}, digest: digestOf(value)})
+		}
 		return
 	}
 	if f.n == 0 {
@@ -149,10 +160,18 @@ func (m *Manager) endWrite(err error, key, value string, ttl time.Duration) {
 	}
 	switch {
 	case err != nil:
+		k.mu.Unlock()
 	case ttl == 0:
-		m.keepLocked(key, value)
+		e := m.keepLocked(key, value)
+		k.mu.Unlock()
+		m.record(key, e)
 	default:
+		_, was := k.keys[key]
 		delete(k.keys, key)
+		k.mu.Unlock()
+		if was {
+			m.unrecord(key)
+		}
 	}
 }
 
@@ -166,26 +185,34 @@ func (m *Manager) settleKeep(key string, f *flight) {
 	v, err := m.locker.Get(ctx, key)
 	k := &m.keeper
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.settling[key] != f || m.life.Err() != nil {
+		k.mu.Unlock()
 		return // a later write decides, or the Manager shut down
 	}
 	delete(k.settling, key)
 	candidates := f.keep
+	var e *kept
 	switch {
 	case err == nil && v.Exists && v.Type == "" && candidates[v.Data]:
-		m.keepLocked(key, v.Data)
+		e = m.keepLocked(key, v.Data)
 	case err == nil:
 		delete(k.keys, key)
 	default:
 		m.log.Warn("key written by overlapping writes: no quorum read, keeping its renewal", "key", key, "error", err)
 		if e := k.keys[key]; e != nil && candidates[e.Value] {
+			k.mu.Unlock()
 			return
 		}
 		for c := range candidates {
-			m.keepLocked(key, c)
-			return
+			e = m.keepLocked(key, c)
+			break
 		}
+	}
+	k.mu.Unlock()
+	if e != nil {
+		m.record(key, e)
+	} else if len(candidates) > 0 {
+		m.unrecord(key) // recorded when written: no longer kept
 	}
 }
 
@@ -195,48 +222,85 @@ func (m *Manager) settleKeep(key string, f *flight) {
 // expiry at all.
 func (m *Manager) keep(key, value string) {
 	m.keeper.mu.Lock()
-	defer m.keeper.mu.Unlock()
 	delete(m.keeper.settling, key) // this write decides after them
-	m.keepLocked(key, value)
+	e := m.keepLocked(key, value)
+	m.keeper.mu.Unlock()
+	m.record(key, e)
 }
 
-// keepLocked is keep with the keeper's lock held.
-func (m *Manager) keepLocked(key, value string) { m.holdLocked(key, Hold{Value: value}) }
+// keepLocked is keep with the keeper's lock held, but for the record: the
+// caller records what it returns once it let go of the lock.
+func (m *Manager) keepLocked(key, value string) *kept { return m.holdLocked(key, Hold{Value: value}) }
 
-// holdLocked is HoldKey with the keeper's lock held.
-func (m *Manager) holdLocked(key string, h Hold) {
+// holdLocked is HoldKey with the keeper's lock held, but for the record:
+// it returns what the caller records once it let go of the lock (nil:
+// nothing, without a KeepTTL). After HandOverHolds nothing more is
+// renewed here: the hold is only recorded, for a peer to take over.
+func (m *Manager) holdLocked(key string, h Hold) *kept {
 	if m.keepTTL <= 0 {
-		return
+		return nil
+	}
+	e := &kept{Hold: h, digest: redlock.AnyDigest, due: m.now().Add(m.keepTTL / 3)}
+	if !h.AnyValue {
+		e.digest = digestOf(h.Value)
+	}
+	if m.handedOver.Load() {
+		return e
 	}
 	k := &m.keeper
 	if k.keys == nil {
 		k.keys = make(map[string]*kept)
 	}
-	k.keys[key] = &kept{Hold: h, due: m.now().Add(m.keepTTL / 3)}
+	k.keys[key] = e
 	if !k.running && !m.closing.Load() {
 		k.running = true
 		m.bg.Go(m.keepLoop)
 	}
+	return e
 }
 
 // unkeep stops renewing key: it was overwritten, deleted or given an
-// expiry through this proxy.
+// expiry through this proxy. Before it returns, a key kept here leaves the
+// record, and one another proxy keeps is ended there (endRecorded).
 func (m *Manager) unkeep(key string) {
 	m.keeper.mu.Lock()
+	_, was := m.keeper.keys[key]
 	delete(m.keeper.keys, key)
 	delete(m.keeper.settling, key)
 	m.keeper.mu.Unlock()
+	if was {
+		m.unrecord(key)
+	} else {
+		m.endRecorded(key, nil)
+	}
 }
 
 // unkeepValue stops renewing key if it is kept holding value (a release
-// of that token, or an extend that gave it an expiry).
+// of that token, or an extend that gave it an expiry), and takes it out
+// of the record before it returns, or ends it there if another proxy
+// keeps that value.
 func (m *Manager) unkeepValue(key, value string) {
 	m.keeper.mu.Lock()
-	if k := m.keeper.keys[key]; k != nil && (k.AnyValue || k.Value == value) {
+	was := false
+	if k := m.keeper.keys[key]; k != nil && k.holds(value) {
 		delete(m.keeper.keys, key)
+		was = true
 	}
 	delete(m.keeper.settling, key) // a settle of earlier writes must not keep it again
 	m.keeper.mu.Unlock()
+	if was {
+		m.unrecord(key)
+	} else {
+		m.endRecorded(key, &value)
+	}
+}
+
+// keeps reports whether key is kept here, or being decided (a write or a
+// settle in flight): the claims leave it alone.
+func (m *Manager) keeps(key string) bool {
+	m.keeper.mu.Lock()
+	defer m.keeper.mu.Unlock()
+	return m.keeper.keys[key] != nil || m.keeper.flights[key] != nil || m.keeper.settling[key] != nil
 }
 
 // unkeepAll stops renewing every key (FLUSHDB).
@@ -270,7 +334,7 @@ func (m *Manager) keepLoop() {
 		}
 		k := &m.keeper
 		k.mu.Lock()
-		if len(k.keys) == 0 {
+		if len(k.keys) == 0 || m.handedOver.Load() {
 			k.running = false
 			k.mu.Unlock()
 			return
@@ -289,8 +353,9 @@ func (m *Manager) keepLoop() {
 
 // renewKept extends one kept key, for the lease or what is left to its
 // deadline. Not held any more (released elsewhere, overwritten, deleted,
-// expired), or its deadline within the lease: it is forgotten. No quorum:
-// it is tried again at the next tick, while the lease lasts.
+// expired), taken over by a peer, or its deadline within the lease: it
+// is forgotten (and leaves the record, but for a peer's). No quorum: it
+// is tried again at the next tick, while the lease lasts.
 func (m *Manager) renewKept(key string, e *kept) {
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
@@ -298,41 +363,69 @@ func (m *Manager) renewKept(key string, e *kept) {
 	last := false
 	if !e.Deadline.IsZero() {
 		if left := e.Deadline.Sub(m.now()); left <= lease {
-			lease, last = max(left, time.Millisecond), true
+			lease, last = left, true
 		}
 	}
 	// While backends are quarantined, copy the key to those that came
 	// back empty, and keep the copies alive node by node: a hold does not
 	// expire, so the quarantine alone does not protect it (redlock.Repair).
-	if _, err := m.locker.Repair(ctx, key, e.digest(), lease); err != nil {
-		m.log.Warn("repair of a held key failed: retrying", "key", key, "error", err)
+	if lease > 0 {
+		if _, err := m.locker.Repair(ctx, key, e.digest, lease); err != nil {
+			m.log.Warn("repair of a held key failed: retrying", "key", key, "error", err)
+		}
 	}
 	var err error
-	if e.AnyValue {
+	h := m.holds.Load()
+	switch {
+	case lease <= 0:
+		err = redlock.ErrNotHeld // its deadline passed: it expired by itself
+	case h != nil:
+		err = m.locker.RenewHold(ctx, h.Service, redlock.Hold{
+			Key: key, Owner: h.ID, Deadline: unixMs(e.Deadline), Digest: e.digest,
+		}, lease)
+	case e.AnyValue:
 		var ok bool
 		if ok, err = m.locker.Expire(ctx, key, lease); err == nil && !ok {
 			err = redlock.ErrNotHeld
 		}
-	} else {
+	default:
 		_, err = m.locker.ExtendKeys(ctx, []string{key}, e.Value, lease, redlock.Replace)
 	}
 	k := &m.keeper
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	e.busy = false
+	current := k.keys[key] == e
+	drop := false
 	switch {
+	case !current:
+		// Unkept while it was renewed: the renewal may have written the
+		// field back after the unkeep took it out.
+		drop = err == nil && k.keys[key] == nil
 	case err == nil && last:
-		if k.keys[key] == e {
-			delete(k.keys, key) // it expires at its deadline by itself
-		}
+		delete(k.keys, key) // it expires at its deadline by itself
+		drop = true
 	case err == nil:
 		e.due = m.now().Add(m.keepTTL / 3)
+	case errors.Is(err, redlock.ErrHeld):
+		delete(k.keys, key)
+		m.log.Debug("hold taken over by another proxy: not renewed here", "key", key)
 	case errors.Is(err, redlock.ErrNotHeld):
-		if k.keys[key] == e {
-			delete(k.keys, key)
-		}
+		delete(k.keys, key)
+		drop = lease <= 0
 		m.log.Debug("key without expiry no longer holds its value: not renewed", "key", key)
 	default:
 		m.log.Warn("renewal of a key without expiry failed: retrying", "key", key, "error", err)
 	}
+	k.mu.Unlock()
+	if drop {
+		m.unrecord(key)
+	}
+}
+
+// unixMs is t in Unix milliseconds; 0 for the zero time.
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

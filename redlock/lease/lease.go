@@ -142,6 +142,9 @@ type Manager struct {
 	stopWaits chan struct{} // closed when Shutdown begins
 	stopOnce  sync.Once
 	closing   atomic.Bool // Shutdown began: new sessions are released at once
+
+	holds      atomic.Pointer[Holds] // the record, once StartHolds ran
+	handedOver atomic.Bool           // HandOverHolds ran: nothing is renewed here
 }
 
 // New returns a Manager over opts.Locker.
@@ -173,6 +176,10 @@ func New(opts Options) *Manager {
 func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant, error) {
 	if req.Keep {
 		req.TTL = m.keepTTL
+	} else if req.Mode == redlock.IfAbsentOrMine {
+		for _, k := range req.Keys {
+			m.unkeepValue(k, req.Token) // it may get an expiry: no renewal may undo it
+		}
 	}
 	var until time.Time // a lock beyond MaxTTL: granted with the lease, held (clamp.go)
 	if !req.Keep && !req.Remember && len(req.Keys) == 1 {
@@ -335,6 +342,9 @@ func (m *Manager) ReleaseKeys(ctx context.Context, keys []string, token string) 
 // returns the new validity (redlock.ExtendKeys). A remembered lock's
 // validity and expiry move with it.
 func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl time.Duration, mode redlock.ExtendMode) (time.Duration, error) {
+	for _, k := range keys {
+		m.unkeepValue(k, token) // it gets an expiry: no renewal may undo it
+	}
 	start := m.now()
 	validity, err := m.locker.ExtendKeys(ctx, keys, token, ttl, mode)
 	switch {
@@ -343,7 +353,6 @@ func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl t
 		m.reg.extendedGrant(keys, token, m.now().Add(validity))
 		for _, k := range keys {
 			m.reg.extended(k, token, start, m.now(), validity)
-			m.unkeepValue(k, token) // it has an expiry now
 		}
 	case errors.Is(err, redlock.ErrNotHeld), errors.Is(err, redlock.ErrInvalid):
 		m.stats.extendFailed.Add(1)

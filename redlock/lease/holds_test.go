@@ -1,0 +1,117 @@
+package lease
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
+)
+
+// TestHoldsHandedOverAndTakenOver: three Managers of one tier over the
+// same backends. A's keep is recorded on a quorum before Write returns;
+// A hands its holds over and B takes them (a kept value, and a hold of
+// any value with a deadline) and renews them; B stops without handing
+// over and C, for which B is not live, takes them over from B.
+func TestHoldsHandedOverAndTakenOver(t *testing.T) {
+	rl, mrs := redlocktest.New(t, 3, redlock.Options{})
+	const svc = "tier"
+	hk := redlock.HoldsKey(svc)
+	live := map[string]bool{"A": true, "B": true, "C": true}
+	liveMu := make(chan struct{}, 1) // guards live
+	liveIDs := func() []string {
+		liveMu <- struct{}{}
+		defer func() { <-liveMu }()
+		var ids []string
+		for id, ok := range live {
+			if ok {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	start := func(id string) *Manager {
+		m := New(Options{Locker: rl, KeepTTL: keepTTL, Logger: redlocktest.Logger(t)})
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = m.Shutdown(ctx)
+		})
+		m.StartHolds(Holds{Service: svc, ID: id, Live: liveIDs})
+		return m
+	}
+	// owners counts the backends whose field of key names owner.
+	owners := func(key, owner string) int {
+		n := 0
+		for _, mr := range mrs {
+			if strings.HasPrefix(mr.HGet(hk, key), owner+" ") {
+				n++
+			}
+		}
+		return n
+	}
+	a, b := start("A"), start("B")
+	ctx := context.Background()
+	if err := a.Write(ctx, "k", "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := owners("k", "A"); n < 2 {
+		t.Fatalf("the hold is recorded on %d backends when Write returns", n)
+	}
+	for _, mr := range mrs {
+		_, _ = mr.Push("list", "x")
+		mr.SetTTL("list", keepTTL)
+	}
+	deadline := time.Now().Add(20 * keepTTL)
+	a.HoldKey("list", Hold{AnyValue: true, Deadline: deadline})
+	want := "A " + strconv.FormatInt(deadline.UnixMilli(), 10) + " " + redlock.AnyDigest
+	if n := owners("list", "A"); n < 2 {
+		t.Fatalf("the hold of any value is recorded on %d backends when HoldKey returns", n)
+	}
+	for _, mr := range mrs {
+		if f := mr.HGet(hk, "list"); f != "" && f != want {
+			t.Fatalf("the hold of any value is recorded as %q, want %q", f, want)
+		}
+	}
+	if n, err := a.HandOverHolds(ctx); err != nil || n != 2 {
+		t.Fatalf("HandOverHolds = %d, %v; want 2", n, err)
+	}
+	testkit.Eventually(t, 10*time.Second, "B takes both holds over", func() bool {
+		_, held := b.HeldTTL("list", "")
+		return owners("k", "B") >= 2 && owners("list", "B") >= 2 && b.Kept("k", "v") && held
+	})
+	if ttl, _ := b.HeldTTL("list", ""); ttl <= keepTTL {
+		t.Fatalf("B's HeldTTL of the hold with a deadline = %v, want the time left to it", ttl)
+	}
+	// B dies (stops renewing, hands nothing over); C claims from B.
+	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.Shutdown(stop); err != nil {
+		t.Fatal(err)
+	}
+	liveMu <- struct{}{}
+	live["B"] = false
+	<-liveMu
+	c := start("C")
+	testkit.Eventually(t, 10*time.Second, "C takes B's holds over", func() bool {
+		_, held := c.HeldTTL("list", "")
+		return owners("k", "C") >= 2 && owners("list", "C") >= 2 && c.Kept("k", "v") && held
+	})
+	// C renews them (miniredis ttls do not run: set them as time would).
+	for _, mr := range mrs {
+		mr.SetTTL("k", time.Second)
+		mr.SetTTL("list", time.Second)
+	}
+	testkit.Eventually(t, 10*time.Second, "C renews what it took over", func() bool {
+		for _, mr := range mrs {
+			if mr.TTL("k") <= time.Second || mr.TTL("list") <= time.Second {
+				return false
+			}
+		}
+		return true
+	})
+}
