@@ -1,8 +1,10 @@
 package redlock
 
 import (
+	"cmp"
 	"crypto/sha1"
 	"encoding/hex"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,25 +35,51 @@ import (
 
 // clampSource is the wrapper: %[1]s the shebang line (with its newline)
 // or "", %[2]s the body, %[3]d the max ttl and %[4]d the lease (ms),
-// %[5]s the body's SHA1 (Redis names a failing script by it).
-const clampSource = `%[1]slocal function __redlock_proxy_body(...) %[2]s
+// %[5]s the body's SHA1 (Redis names a failing script by it), %[6]s the
+// shadow of a script that builds keys (builtShadow) or "".
+//
+// A script that builds keys from its declared keys ('{' .. KEYS[1] ..
+// '}') may write keys the epilogue cannot name in advance. For it, the
+// body sees a local redis whose call and pcall note every string
+// argument that contains a declared key (a built key does: the analysis
+// only lets a script build keys from them), before the real call; the
+// epilogue then bounds each noted key it finds without expiry or above
+// the max ttl, as it does the declared ones, and reports it by name
+// after the declared keys' numbers: name, then what was wanted. The
+// price: an error that redis.call raises in such a script names the
+// wrapper's first line, not the script's own (the shadow is the frame
+// that called it).
+const clampSource = `%[1]slocal __rp_r0, __rp_seen = redis, {} %[6]slocal function __redlock_proxy_body(...) %[2]s
 end
-local __rp_keys, __rp_before = {}, {}
-for i, k in ipairs(KEYS) do __rp_keys[i], __rp_before[i] = k, redis.call('PTTL', k) end
-local __rp_t0 = redis.call('TIME')
+local __rp_keys, __rp_before, __rp_declared = {}, {}, {}
+for i, k in ipairs(KEYS) do __rp_keys[i], __rp_before[i], __rp_declared[k] = k, __rp_r0.call('PTTL', k), true end
+local __rp_t0 = __rp_r0.call('TIME')
 local __rp_ok, __rp_r = xpcall(__redlock_proxy_body, rawget(_G, '__redis__err__handler') or function(e) return e end)
-local __rp_t1 = redis.call('TIME')
+local __rp_t1 = __rp_r0.call('TIME')
 local __rp_ran = (__rp_t1[1] - __rp_t0[1]) * 1000 + (__rp_t1[2] - __rp_t0[2]) / 1000
 local __rp_report = {}
 for i, k in ipairs(__rp_keys) do
-	local t, b = redis.call('PTTL', k), __rp_before[i]
+	local t, b = __rp_r0.call('PTTL', k), __rp_before[i]
 	if t == -1 or t > %[3]d then
-		redis.call('PEXPIRE', k, %[4]d)
+		__rp_r0.call('PEXPIRE', k, %[4]d)
 		__rp_report[i] = t
 	elseif t == b or (b >= 0 and t >= 0 and t <= b and t >= b - __rp_ran - 2) then
 		__rp_report[i] = 0
 	else
 		__rp_report[i] = -2
+	end
+end
+local __rp_built = {}
+for a in pairs(__rp_seen) do
+	if not __rp_declared[a] then __rp_built[#__rp_built + 1] = a end
+end
+table.sort(__rp_built)
+for _, a in ipairs(__rp_built) do
+	local t = __rp_r0.call('PTTL', a)
+	if t == -1 or t > %[3]d then
+		__rp_r0.call('PEXPIRE', a, %[4]d)
+		__rp_report[#__rp_report + 1] = a
+		__rp_report[#__rp_report + 1] = t
 	end
 end
 if not __rp_ok then
@@ -64,11 +92,82 @@ if not __rp_ok then
 end
 return {__rp_report, __rp_r}`
 
+// builtShadow is the local redis of a script that builds keys (see
+// clampSource), on the wrapper's first line.
+const builtShadow = "local function __rp_note(...) for i = 1, select('#', ...) do local a = select(i, ...) " +
+	"if type(a) == 'string' and #a <= 4096 then for _, k in ipairs(KEYS) do " +
+	"if k ~= '' and string.find(a, k, 1, true) then __rp_seen[a] = true break end end end end end " +
+	"local redis = setmetatable({call = function(c, ...) __rp_note(...) return __rp_r0.call(c, ...) end, " +
+	"pcall = function(c, ...) __rp_note(...) return __rp_r0.pcall(c, ...) end}, {__index = __rp_r0}) "
+
+// guardSource is the wrapper of a script by vote that cannot write (its
+// analysis found no write, or its shebang declares no-writes): the body
+// under xpcall, its error turned into one Redis can send. Redis 7.0
+// crashes on an error object that is a table without a string err field
+// (error({})): unwrapped, one such EVAL would take down every backend at
+// once. %[1]s the shebang line or "", %[2]s the body, %[5]s its SHA1.
+const guardSource = `%[1]slocal function __redlock_proxy_body(...) %[2]s
+end
+local __rp_ok, __rp_r = xpcall(__redlock_proxy_body, rawget(_G, '__redis__err__handler') or function(e) return e end)
+if __rp_ok then return __rp_r end
+local e = __rp_r
+if type(e) ~= 'table' then e = {err = tostring(e)} end
+local m = e.err
+if type(m) ~= 'string' then m = 'ERR ' .. tostring(m) end
+if e.source and e.line then m = m .. ' script: %[5]s, on ' .. e.source .. ':' .. e.line .. '.' end
+return {err = m}`
+
+// Guarded returns s in the wrapper of a script that cannot write (see
+// guardSource): its replies are s's, an error object Redis would crash
+// on answered as an error.
+func (s *Script) Guarded() *Script {
+	if s.clamps == nil {
+		return s.guard()
+	}
+	c := s.clamps
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.guarded == nil {
+		c.guarded = s.guard()
+	}
+	return c.guarded
+}
+
+func (s *Script) guard() *Script {
+	shebang, body := splitShebang(s.src)
+	parts := strings.SplitN(guardSource, "%[2]s", 2)
+	r := strings.NewReplacer("%[1]s", shebang, "%[5]s", s.hash)
+	src := r.Replace(parts[0]) + body + r.Replace(parts[1])
+	h := sha1.Sum([]byte(src))
+	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds}
+}
+
+// NoWrites reports whether s's shebang declares the no-writes flag: Redis
+// then refuses any write it tries, so it needs no clamp.
+func (s *Script) NoWrites() bool {
+	shebang, _ := splitShebang(s.src)
+	return strings.Contains(shebang, "no-writes")
+}
+
+// splitShebang splits a script's "#!" line (with its newline) from its
+// body.
+func splitShebang(src string) (shebang, body string) {
+	if !strings.HasPrefix(src, "#!") {
+		return "", src
+	}
+	i := strings.IndexByte(src, '\n')
+	if i < 0 {
+		return src + "\n", ""
+	}
+	return src[:i+1], src[i+1:]
+}
+
 // clamps caches a Script's clamped forms (one per max ttl and lease: a
 // process has one).
 type clamps struct {
-	mu   sync.Mutex
-	made map[[2]time.Duration]*Script
+	mu      sync.Mutex
+	made    map[[2]time.Duration]*Script
+	guarded *Script
 }
 
 // Clamped returns s wrapped in the clamp for maxTTL and lease (see
@@ -94,24 +193,20 @@ func (s *Script) Clamped(maxTTL, lease time.Duration) *Script {
 }
 
 func (s *Script) clamp(maxTTL, lease time.Duration) *Script {
-	shebang, body := "", s.src
-	if strings.HasPrefix(body, "#!") {
-		i := strings.IndexByte(body, '\n')
-		if i < 0 {
-			shebang, body = body+"\n", ""
-		} else {
-			shebang, body = body[:i+1], body[i+1:]
-		}
+	shebang, body := splitShebang(s.src)
+	shadow := ""
+	if s.builds != nil {
+		shadow = builtShadow
 	}
-	src := clampSprintf(shebang, body, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
+	src := clampSprintf(shebang, body, shadow, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
 	h := sha1.Sum([]byte(src))
 	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, clamped: true}
 }
 
 // clampSprintf fills clampSource without fmt's verbs reaching the body.
-func clampSprintf(shebang, body string, maxMS, leaseMS int64, sha string) string {
+func clampSprintf(shebang, body, shadow string, maxMS, leaseMS int64, sha string) string {
 	r := strings.NewReplacer("%[1]s", shebang, "%[2]s", body, "%[3]d", strconv.FormatInt(maxMS, 10),
-		"%[4]d", strconv.FormatInt(leaseMS, 10), "%[5]s", sha)
+		"%[4]d", strconv.FormatInt(leaseMS, 10), "%[5]s", sha, "%[6]s", shadow)
 	// The body goes in last, so that nothing in it is replaced.
 	parts := strings.SplitN(clampSource, "%[2]s", 2)
 	return r.Replace(parts[0]) + body + r.Replace(parts[1])
@@ -120,6 +215,9 @@ func clampSprintf(shebang, body string, maxMS, leaseMS int64, sha string) string
 // Wanted is what a quorum of backends reported of one declared key of a
 // clamped script (VoteClamped).
 type Wanted struct {
+	// Key is the key: a declared one, in order, then the keys a script
+	// that builds keys was found to leave unbounded.
+	Key string
 	// Hold: a quorum left the key without expiry or beyond the max ttl,
 	// and its copies now carry the lease: it needs holding for TTL
 	// (PTTLNoExpiry: without expiry), what a quorum wanted at least.
@@ -131,60 +229,107 @@ type Wanted struct {
 }
 
 // splitClamped splits one backend's reply to a clamped script of n keys
-// into the body's reply and the report; ok false when v is not such a
-// reply (a top-level error: the script did not run).
-func splitClamped(v any, n int) (reply any, report []int64, ok bool) {
+// into the body's reply and the report: the n declared keys' numbers,
+// and the built keys it bounded with what was wanted of each (clamp
+// Source). ok false when v is not such a reply (a top-level error: the
+// script did not run).
+func splitClamped(v any, n int) (reply any, report []int64, built map[string]int64, ok bool) {
 	a, isArray := v.([]any)
 	if !isArray || len(a) < 1 || len(a) > 2 {
-		return v, nil, false
+		return v, nil, nil, false
 	}
 	rep, isArray := a[0].([]any)
-	if !isArray || len(rep) != n {
-		return v, nil, false
+	if !isArray || len(rep) < n || (len(rep)-n)%2 != 0 {
+		return v, nil, nil, false
 	}
 	report = make([]int64, n)
-	for i, e := range rep {
+	for i, e := range rep[:n] {
 		x, isInt := e.(int64)
 		if !isInt {
-			return v, nil, false
+			return v, nil, nil, false
 		}
 		report[i] = x
+	}
+	for i := n; i < len(rep); i += 2 {
+		k, isString := rep[i].(string)
+		x, isInt := rep[i+1].(int64)
+		if !isString || !isInt {
+			return v, nil, nil, false
+		}
+		if built == nil {
+			built = make(map[string]int64)
+		}
+		built[k] = x
 	}
 	if len(a) == 2 {
 		reply = a[1]
 	}
-	return reply, report, true
+	return reply, report, built, true
 }
 
 // wanted combines the reports of the backends (one []int64 each, per
-// key) for a quorum q.
-func wanted(reports [][]int64, n, q int) []Wanted {
-	out := make([]Wanted, n)
+// declared key, and the built keys each bounded) for a quorum q.
+func wanted(keys []string, reports [][]int64, built []map[string]int64, q int) []Wanted {
+	out := make([]Wanted, len(keys))
 	for i := range out {
-		var want []int64 // -1 ranks above every ttl
+		var want []int64
 		bounded := 0
 		for _, r := range reports {
 			switch x := r[i]; {
-			case x == -1:
-				want = append(want, 1<<62)
-			case x > 0:
+			case x == -1, x > 0:
 				want = append(want, x)
 			case x == -2:
 				bounded++
 			}
 		}
-		switch {
-		case len(want) >= q:
-			slices.Sort(want)
-			slices.Reverse(want)
-			ttl := PTTLNoExpiry
-			if x := want[q-1]; x != 1<<62 {
-				ttl = time.Duration(x) * time.Millisecond
+		out[i] = wantOf(want, q)
+		out[i].Bounded = !out[i].Hold && bounded >= q
+		out[i].Key = keys[i]
+	}
+	var names []string
+	for _, b := range built {
+		for k := range b {
+			if !slices.Contains(names, k) {
+				names = append(names, k)
 			}
-			out[i] = Wanted{Hold: true, TTL: ttl}
-		case bounded >= q:
-			out[i] = Wanted{Bounded: true}
+		}
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		var want []int64
+		for _, b := range built {
+			if x, ok := b[k]; ok && (x == -1 || x > 0) {
+				want = append(want, x)
+			}
+		}
+		if w := wantOf(want, q); w.Hold {
+			w.Key = k
+			out = append(out, w)
 		}
 	}
 	return out
+}
+
+// wantOf is a hold when a quorum wanted more than the max ttl (-1: no
+// expiry, above every ttl), for the q-th largest: no quorum, no hold.
+func wantOf(want []int64, q int) Wanted {
+	if len(want) < q {
+		return Wanted{}
+	}
+	rank := func(x int64) int64 {
+		if x == -1 {
+			return math.MaxInt64
+		}
+		return x
+	}
+	slices.SortFunc(want, func(a, b int64) int { return cmp.Compare(rank(b), rank(a)) })
+	x := want[q-1]
+	if x == -1 {
+		return Wanted{Hold: true, TTL: PTTLNoExpiry}
+	}
+	// Saturate: a ttl past what a Duration holds is as good as none.
+	if x > int64(math.MaxInt64/time.Millisecond) {
+		return Wanted{Hold: true, TTL: PTTLNoExpiry}
+	}
+	return Wanted{Hold: true, TTL: time.Duration(x) * time.Millisecond}
 }

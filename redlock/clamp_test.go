@@ -21,14 +21,32 @@ func TestWanted(t *testing.T) {
 		{"bounded", []int64{-2, -2, -1}, Wanted{Bounded: true}},
 		{"untouched", []int64{0, 0, 0}, Wanted{}},
 		{"no quorum", []int64{-1, -2, 0}, Wanted{}},
+		{"past what a Duration holds", []int64{1e16, 1e16, 0}, Wanted{Hold: true, TTL: PTTLNoExpiry}},
 	} {
 		reports := make([][]int64, len(c.reports))
 		for i, r := range c.reports {
 			reports[i] = []int64{r}
 		}
-		if got := wanted(reports, 1, 2); got[0] != c.want {
+		c.want.Key = "k"
+		if got := wanted([]string{"k"}, reports, nil, 2); got[0] != c.want {
 			t.Errorf("%s: wanted(%v) = %+v, want %+v", c.name, c.reports, got[0], c.want)
 		}
+	}
+}
+
+// TestWantedBuilt: a key a script built and left unbounded on a quorum is
+// held under its name, after the declared keys; on fewer, not.
+func TestWantedBuilt(t *testing.T) {
+	reports := [][]int64{{0}, {0}, {0}}
+	built := []map[string]int64{{"{k}": -1, "{k}:x": 600000}, {"{k}": 600000}, nil}
+	got := wanted([]string{"k"}, reports, built, 2)
+	want := []Wanted{{Key: "k"}, {Key: "{k}", Hold: true, TTL: 600 * time.Second}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("wanted = %+v, want %+v", got, want)
+	}
+	_, rep, b, ok := splitClamped([]any{[]any{int64(0), "{k}", int64(-1)}, int64(1)}, 1)
+	if !ok || len(rep) != 1 || b["{k}"] != -1 {
+		t.Fatalf("splitClamped of a built key's report = %v, %v, %v", rep, b, ok)
 	}
 }
 
@@ -36,14 +54,14 @@ func TestWanted(t *testing.T) {
 // body's reply and the report; anything else (a top-level error, a reply
 // of another form) is the reply as it came, without a report.
 func TestSplitClamped(t *testing.T) {
-	if r, rep, ok := splitClamped([]any{[]any{int64(-1), int64(0)}}, 2); !ok || r != nil || len(rep) != 2 || rep[0] != -1 {
+	if r, rep, _, ok := splitClamped([]any{[]any{int64(-1), int64(0)}}, 2); !ok || r != nil || len(rep) != 2 || rep[0] != -1 {
 		t.Errorf("a nil body reply: %v, %v, %v", r, rep, ok)
 	}
-	if r, _, ok := splitClamped([]any{[]any{int64(0)}, RedisError("ERR x")}, 1); !ok || r != RedisError("ERR x") {
+	if r, _, _, ok := splitClamped([]any{[]any{int64(0)}, RedisError("ERR x")}, 1); !ok || r != RedisError("ERR x") {
 		t.Errorf("an error body reply: %v, %v", r, ok)
 	}
 	for _, v := range []any{RedisError("OOM"), int64(1), []any{int64(1), int64(2)}, []any{[]any{"x"}, int64(1)}} {
-		if r, rep, ok := splitClamped(v, 1); ok || rep != nil || r == nil {
+		if r, rep, _, ok := splitClamped(v, 1); ok || rep != nil || r == nil {
 			t.Errorf("splitClamped(%v) = %v, %v, %v; want it as it came", v, r, rep, ok)
 		}
 	}

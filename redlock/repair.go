@@ -23,7 +23,12 @@ import (
 // node by node, where they still hold the value: the hold's owner keeps
 // its own copies alive until the quarantine ends and the renewal's quorum
 // counts again. A node whose data is older than its quarantine (not
-// restarted) never gets a copy: it holds what it held.
+// restarted) never gets a copy: it holds what it held. A node stays a
+// target for one lease after its quarantine ended: a write sent to it
+// before the restart was noticed (it counted for nothing) may have left
+// a copy of another value there, which Repair leaves alone and which
+// expires (its ttl at most max_ttl) near the quarantine's end; the
+// held key is written once it is gone.
 
 // dumpIfScript answers DUMP of KEYS[1] where it holds the value of sha1
 // ARGV[1] (any value of any type when ARGV[1] is ""), after giving it a
@@ -58,16 +63,18 @@ func (r *Redlock) Repair(ctx context.Context, key, digest string, ttl time.Durat
 	for i, h := range r.health {
 		h.mu.Lock()
 		state, _ := h.state(now)
+		recent := !h.until.IsZero() && now.Before(h.until.Add(ttl))
 		h.mu.Unlock()
-		switch state {
-		case StateQuarantined:
+		switch {
+		case state == StateQuarantined, state == StateUp && recent:
 			targets = append(targets, r.nodes[i])
-		case StateUp:
+		}
+		if state == StateUp {
 			sources = append(sources, r.nodes[i])
 		}
 	}
-	if len(targets) == 0 {
-		return 0, nil
+	if len(targets) == 0 || len(sources) == 0 {
+		return 0, nil // nothing to repair, or nothing to copy from
 	}
 	dump, err := r.dumpFrom(ctx, sources, key, digest, ttl)
 	if err != nil {

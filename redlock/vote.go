@@ -103,7 +103,7 @@ func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, 
 	}
 	var w []Wanted
 	if script.clamped {
-		w = wanted(t.reports, len(keys), t.q)
+		w = wanted(keys, t.reports, t.built, t.q)
 	}
 	return v, w, nil
 }
@@ -117,14 +117,16 @@ type replyTally struct {
 	clamped bool
 	keys    int
 	reports [][]int64
+	built   []map[string]int64
 }
 
 func (t *replyTally) add(v any) {
 	t.answered++
 	if t.clamped {
-		if reply, report, ok := splitClamped(v, t.keys); ok {
+		if reply, report, built, ok := splitClamped(v, t.keys); ok {
 			v = reply
 			t.reports = append(t.reports, report)
+			t.built = append(t.built, built)
 		}
 	}
 	t.replies = append(t.replies, v)

@@ -55,20 +55,46 @@ func (m *Manager) clamped(script *redlock.Script) *redlock.Script {
 	return script.Clamped(m.maxTTL, min(m.keepTTL, m.maxTTL))
 }
 
-// holdWanted holds or ends the holds of keys as a clamped vote begun at
-// start reported (w: nil for a script not clamped).
-func (m *Manager) holdWanted(start time.Time, keys []string, w []redlock.Wanted) {
-	for i, k := range keys {
-		if i >= len(w) {
-			return
-		}
+// holdWanted holds or ends the holds of the keys a clamped vote begun at
+// start reported (w: nil for a script not clamped): its declared keys,
+// and the keys it built and left unbounded.
+func (m *Manager) holdWanted(start time.Time, w []redlock.Wanted) {
+	for _, x := range w {
 		switch {
-		case w[i].Hold && w[i].TTL == redlock.PTTLNoExpiry:
-			m.HoldKey(k, Hold{AnyValue: true})
-		case w[i].Hold:
-			m.HoldKey(k, Hold{AnyValue: true, Deadline: start.Add(w[i].TTL)})
-		case w[i].Bounded:
-			m.unkeep(k)
+		case x.Hold && x.TTL == redlock.PTTLNoExpiry:
+			m.HoldKey(x.Key, Hold{AnyValue: true})
+		case x.Hold:
+			m.HoldKey(x.Key, Hold{AnyValue: true, Deadline: start.Add(x.TTL)})
+		case x.Bounded:
+			m.unkeep(x.Key)
 		}
 	}
+}
+
+// loosen turns the keep of a value into a hold of any value, to the same
+// deadline, for each declared key a clamped vote left as it was (its ttl
+// untouched): the script may have changed the value in place (APPEND,
+// INCR, SETRANGE), and a keep of the old value would let the changed key
+// expire at the next renewal.
+func (m *Manager) loosen(w []redlock.Wanted) {
+	for _, x := range w {
+		if !x.Hold && !x.Bounded {
+			m.loosenKeep(x.Key)
+		}
+	}
+}
+
+// loosenKeep turns the keep of a value of key into a hold of any value.
+func (m *Manager) loosenKeep(key string) {
+	m.keeper.mu.Lock()
+	e := m.keeper.keys[key]
+	var h Hold
+	if e != nil {
+		h = e.Hold
+	}
+	m.keeper.mu.Unlock()
+	if e == nil || h.AnyValue {
+		return
+	}
+	m.HoldKey(key, Hold{AnyValue: true, Deadline: h.Deadline})
 }

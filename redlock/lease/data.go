@@ -275,6 +275,9 @@ func (m *Manager) FlushAll(ctx context.Context) error {
 func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error) {
 	n, err := m.locker.Incr(ctx, key, by)
 	m.reg.forget(key)
+	if err == nil {
+		m.loosenKeep(key) // a kept value it changed stays kept
+	}
 	return n, err
 }
 
@@ -284,8 +287,8 @@ func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error)
 // no copy it leaves outlives the max ttl, and what a quorum wanted longer
 // is held.
 func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv []string, writes bool) (any, error) {
-	if !writes {
-		return m.locker.Vote(ctx, script, keys, argv)
+	if !writes || script.NoWrites() {
+		return m.locker.Vote(ctx, script.Guarded(), keys, argv)
 	}
 	if !m.clamping() {
 		for _, k := range keys {
@@ -299,7 +302,8 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 	if err != nil {
 		return v, err
 	}
-	m.holdWanted(start, keys, w)
+	m.holdWanted(start, w)
+	m.loosen(w)
 	m.changed(keys)
 	return v, nil
 }

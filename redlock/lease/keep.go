@@ -370,7 +370,10 @@ func (m *Manager) renewKept(key string, e *kept) {
 	// back empty, and keep the copies alive node by node: a hold does not
 	// expire, so the quarantine alone does not protect it (redlock.Repair).
 	if lease > 0 {
-		if _, err := m.locker.Repair(ctx, key, e.digest, lease); err != nil {
+		switch _, err := m.locker.Repair(ctx, key, e.digest, lease); {
+		case errors.Is(err, redlock.ErrNotHeld):
+			m.log.Debug("held key not found on a voting backend: nothing to repair from", "key", key)
+		case err != nil:
 			m.log.Warn("repair of a held key failed: retrying", "key", key, "error", err)
 		}
 	}

@@ -1,0 +1,104 @@
+package tests
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestKeptWhenChangedInPlace: a key written without expiry, then changed
+// in place (APPEND, SETRANGE, INCR, or a script doing the same), is still
+// there three leases later, as on one Redis: the keep follows the key,
+// not the value first written.
+func TestKeptWhenChangedInPlace(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, clampHCL)
+	c := p.Client(nil)
+	ctx := testCtx(t, 60*time.Second)
+	changes := []struct {
+		name string
+		do   func(key string) error
+	}{
+		{"APPEND", func(k string) error { return c.Append(ctx, k, "x").Err() }},
+		{"SETRANGE", func(k string) error { return c.SetRange(ctx, k, 0, "9").Err() }},
+		{"INCR", func(k string) error { return c.Incr(ctx, k).Err() }},
+		{"script INCR", func(k string) error { return c.Eval(ctx, "return redis.call('INCR', KEYS[1])", []string{k}).Err() }},
+		{"script APPEND", func(k string) error {
+			return c.Eval(ctx, "return redis.call('APPEND', KEYS[1], 'x')", []string{k}).Err()
+		}},
+	}
+	for i, ch := range changes {
+		key := fmt.Sprintf("inplace:%d", i)
+		if err := c.Set(ctx, key, "5", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.do(key); err != nil {
+			t.Fatalf("%s: %v", ch.name, err)
+		}
+	}
+	time.Sleep(3*2*time.Second + time.Second) // three leases: what is not renewed is gone
+	for i, ch := range changes {
+		key := fmt.Sprintf("inplace:%d", i)
+		if _, err := c.Get(ctx, key).Result(); err != nil {
+			t.Errorf("%s of a key without expiry: GET three leases later = %v (one Redis keeps it)", ch.name, err)
+		}
+		if ttl, err := c.TTL(ctx, key).Result(); err != nil || ttl != -1 {
+			t.Errorf("%s: TTL = %v, %v; want -1", ch.name, ttl, err)
+		}
+		backendsBounded(ctx, t, rs, key, clampMax)
+	}
+}
+
+// TestErrorObjectsDoNotCrashBackends: Redis 7.0 crashes on a script error
+// that is a table without a string err field. A script by vote reaches
+// every backend at once, so the proxy sends none unguarded: the client
+// gets an error, and every backend is alive after, for read-only scripts
+// and writing ones.
+func TestErrorObjectsDoNotCrashBackends(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, clampHCL)
+	c := p.Client(&redis.Options{MaxRetries: -1})
+	ctx := testCtx(t, 30*time.Second)
+	for _, src := range []string{
+		"error({})",
+		"if redis.call('GET', KEYS[1]) == false then error({}) end return 1",
+		"redis.call('SET', KEYS[1], '1', 'PX', 1000) error({err = 5})",
+	} {
+		err := c.Eval(ctx, src, []string{"crash:k"}).Err()
+		if err == nil {
+			t.Errorf("EVAL %q answered no error", src)
+		}
+		for i, r := range rs {
+			if perr := pingRaw(r.Addr(), 2*time.Second); perr != nil {
+				t.Fatalf("EVAL %q (answered %v): backend %d is down: %v", src, err, i, perr)
+			}
+		}
+	}
+}
+
+// TestNoWritesShebang: a script that declares no-writes runs as one Redis
+// runs it (a write in a branch not taken does not matter), on a key left
+// without expiry by a write outside scripts.
+func TestNoWritesShebang(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	single := startRedis(t)
+	p := startProxy(t, rs, clampHCL)
+	c, s := p.Client(nil), single.Client()
+	ctx := testCtx(t, 30*time.Second)
+	const src = "#!lua flags=no-writes\nif ARGV[1] == 'x' then redis.call('SET', KEYS[1], '1') end\nreturn redis.call('GET', KEYS[1])"
+	for _, cl := range []*redis.Client{c, s} {
+		if err := cl.Incr(ctx, "nw:k").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, werr := s.Eval(ctx, src, []string{"nw:k"}, "y").Result()
+	got, gerr := c.Eval(ctx, src, []string{"nw:k"}, "y").Result()
+	if fmt.Sprint(got, gerr) != fmt.Sprint(want, werr) {
+		t.Errorf("EVAL of a no-writes script: proxy %v, %v; one Redis %v, %v", got, gerr, want, werr)
+	}
+}
