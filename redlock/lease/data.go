@@ -72,13 +72,18 @@ func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl
 // quorum holds of another type is refused with a *TypeError.
 func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Duration) (redlock.Value, error) {
 	ttl, until := m.long(ttl)
+	var was *Hold
 	if until.IsZero() { // else the hold to until replaces the keep
-		m.endsKeep(key, value, ttl)
+		was = m.endsKeep(key, value, ttl)
 	}
 	m.beginWrite(key)
 	old, err := m.locker.GetSet(ctx, key, value, m.leaseTTL(ttl))
 	if err == nil && old.Exists && old.Type != "" {
 		err = &TypeError{Type: old.Type}
+	}
+	var wrongType *TypeError
+	if was != nil && was.AnyValue && errors.As(err, &wrongType) {
+		m.HoldKey(key, *was) // nothing was written: the key stays held
 	}
 	m.endWrite(err, key, value, ttl)
 	m.holdUntil(err, key, value, until)
@@ -89,10 +94,20 @@ func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Durati
 // an expiry (ttl > 0): once that write lands, a renewal or a claim must
 // not give the key its lease back. (A write of another value ends the
 // keep after it: the renewal compares the value.)
-func (m *Manager) endsKeep(key, value string, ttl time.Duration) {
-	if ttl > 0 {
-		m.unkeepValue(key, value)
+// It returns the hold it ended, if any.
+func (m *Manager) endsKeep(key, value string, ttl time.Duration) *Hold {
+	if ttl <= 0 {
+		return nil
 	}
+	m.keeper.mu.Lock()
+	var was *Hold
+	if e := m.keeper.keys[key]; e != nil && e.holds(value) {
+		h := e.Hold
+		was = &h
+	}
+	m.keeper.mu.Unlock()
+	m.unkeepValue(key, value)
+	return was
 }
 
 // Get is the value a quorum holds (redlock.Get).

@@ -13,9 +13,10 @@ import (
 // written to a quorum before the write is answered, so that any proxy of
 // the tier can renew it. The owner named in a field renews it; every
 // claimRound each proxy reads the record and takes over the fields whose
-// owner handed them over (HandOverHolds, on SIGTERM), is not a live
-// member of the tier, or let the key's lease run low (a kill -9, before
-// the tier notices).
+// owner handed them over (HandOverHolds, on SIGTERM), let the key's
+// lease run below a third (a kill -9, before the tier notices), or is not
+// a live member of the tier and let it run below a half (it missed a
+// renewal: a member the view does not show yet is not claimed from).
 
 // Holds configures the record (StartHolds).
 type Holds struct {
@@ -26,7 +27,7 @@ type Holds struct {
 	// takes over. It must not contain spaces.
 	ID string
 	// Live returns the ids of the tier's live members; a hold of any other
-	// owner is taken over.
+	// owner is taken over once it missed a renewal.
 	Live func() []string
 }
 
@@ -192,7 +193,12 @@ func (m *Manager) claimRound(h *Holds) {
 			continue
 		}
 		_, handed := strings.CutPrefix(s.Owner, redlock.HandedOver)
-		if !handed && live[s.Owner] && !m.late(s) {
+		// An owner not (yet) in this proxy's view of the tier (a peer that
+		// just started, a view that lags) is claimed from only once it
+		// missed its renewal: its lease fell below a half, which a live
+		// owner's renewal, due between a third and a half in, never lets
+		// happen; a live one's below a third.
+		if !handed && !m.late(s, 3) && (live[s.Owner] || !m.late(s, 2)) {
 			continue
 		}
 		claim := s.Hold
@@ -211,9 +217,9 @@ func (m *Manager) claimRound(h *Holds) {
 	}
 }
 
-// late reports whether s's lease on a quorum fell below a third of what
+// late reports whether s's lease on a quorum fell below 1/part of what
 // its owner's renewal gives (min(KeepTTL, time left to its deadline)).
-func (m *Manager) late(s redlock.ScannedHold) bool {
+func (m *Manager) late(s redlock.ScannedHold, part int64) bool {
 	if s.Lease < 0 {
 		return false // no expiry: nothing runs out
 	}
@@ -221,7 +227,7 @@ func (m *Manager) late(s redlock.ScannedHold) bool {
 	if s.Deadline != 0 {
 		full = min(full, time.UnixMilli(s.Deadline).Sub(m.now()))
 	}
-	return 3*s.Lease < full
+	return time.Duration(part)*s.Lease < full
 }
 
 // adopt keeps a hold claimed from the record, and renews it at once. It
