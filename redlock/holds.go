@@ -222,8 +222,10 @@ return 1`)
 // RenewHold gives h.Key a lease of ttl on every node where h's owner
 // still owns its field and the key holds the value of h.Digest. It
 // succeeds once a quorum renewed it; else ErrHeld when a quorum's fields
-// name another owner (a peer took it over), ErrNotHeld when the key no
-// longer holds that value, or ErrNoQuorum, as a *QuorumError.
+// name another owner (a peer took it over), ErrNotHeld when a quorum's
+// key no longer holds that value, or ErrNoQuorum (anything short of
+// those, e.g. renewed on one node, gone on one, no answer from a third),
+// as a *QuorumError.
 func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl time.Duration) error {
 	if h.Key == "" || h.Owner == "" || strings.HasPrefix(h.Owner, HandedOver) || h.Digest == "" || ttl <= 0 {
 		return fmt.Errorf("%w: renew hold %+v for %v", ErrInvalid, h, ttl)
@@ -245,20 +247,28 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl tim
 		return nil
 	case t.taken >= t.q:
 		return t.failure(ErrHeld)
+	case t.gone >= t.q:
+		return t.failure(ErrNotHeld)
 	}
-	return t.failure(ErrNotHeld)
+	// Renewed on some, gone on some, no answer from others: not a
+	// quorum's "no longer", so the hold is tried again while it lasts.
+	return t.failure(ErrNoQuorum)
 }
 
-// renewTally counts renewals (1) as yes, and fields of another owner (0).
+// renewTally counts renewals (1) as yes, fields of another owner (0) and
+// keys that no longer hold the value (-1).
 type renewTally struct {
 	tally
-	taken int
+	taken, gone int
 }
 
 func (t *renewTally) add(n int64) {
 	t.tally.add(n == 1)
-	if n == 0 {
+	switch n {
+	case 0:
 		t.taken++
+	case -1:
+		t.gone++
 	}
 }
 

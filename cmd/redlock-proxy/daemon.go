@@ -336,11 +336,6 @@ func (d *daemon) stop() error {
 	if d.ops != nil {
 		d.ops.Drain() // /readyz says 503 while the clients drain
 	}
-	hctx, hcancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer hcancel()
-	// A failure is logged: the tier then takes them over as from a
-	// proxy that died.
-	_, _ = d.leases.HandOverHolds(hctx)
 	tctx, tcancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer tcancel()
 	terr := d.tier.Shutdown(tctx)
@@ -350,6 +345,13 @@ func (d *daemon) stop() error {
 	if d.served != nil {
 		err = errors.Join(err, <-d.served)
 	}
+	// The holds are renewed here while the clients drain (a peer does not
+	// claim from a proxy that renews on time, in the tier or not), then
+	// handed over. A failure is logged: the tier then takes them over as
+	// from a proxy that died.
+	hctx, hcancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer hcancel()
+	_, _ = d.leases.HandOverHolds(hctx)
 	// SESSION releases and rollbacks get their own grace, so a drain that
 	// ran out of time does not also leave session locks to expire.
 	rctx, rcancel := context.WithTimeout(context.Background(), shutdownGrace)

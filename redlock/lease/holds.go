@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -81,7 +82,14 @@ func (m *Manager) unrecord(key string) {
 	}
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
-	if err := m.locker.DropHold(ctx, h.Service, key, m.holder(h)); err != nil {
+	err := m.locker.DropHold(ctx, h.Service, key, m.holder(h))
+	if errors.Is(err, redlock.ErrNotHeld) {
+		// Another proxy took it over before it heard of the end (it
+		// claimed from this one while its view of the tier lagged): end it
+		// for whoever owns it, so that its renewal does not undo the end.
+		err = m.locker.EndHold(ctx, h.Service, key)
+	}
+	if err != nil {
 		m.log.Warn("hold not dropped from the record", "key", key, "error", err)
 	}
 }

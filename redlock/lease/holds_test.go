@@ -97,6 +97,17 @@ func TestHoldsHandedOverAndTakenOver(t *testing.T) {
 	live["B"] = false
 	<-liveMu
 	c := start("C")
+	// B is not live, but until it misses a renewal it is not claimed
+	// from: C may simply not see it yet. Its leases run below a half, as
+	// time would leave them (miniredis ttls do not run).
+	time.Sleep(2 * c.claimEvery())
+	if c.Kept("k", "v") {
+		t.Fatal("C claimed from B while B's lease was whole")
+	}
+	for _, mr := range mrs {
+		mr.SetTTL("k", keepTTL*2/5)
+		mr.SetTTL("list", keepTTL*2/5)
+	}
 	testkit.Eventually(t, 10*time.Second, "C takes B's holds over", func() bool {
 		_, held := c.HeldTTL("list", "")
 		return owners("k", "C") >= 2 && owners("list", "C") >= 2 && c.Kept("k", "v") && held
