@@ -84,7 +84,7 @@ for _, a in ipairs(__rp_built) do
 end
 if not __rp_ok then
 	local e = __rp_r
-	if type(e) ~= 'table' then e = {err = tostring(e)} end
+	if type(e) ~= 'table' then e = {err = 'ERR ' .. tostring(e)} end
 	local m = e.err
 	if type(m) ~= 'string' then m = 'ERR ' .. tostring(m) end
 	if e.source and e.line then m = m .. ' script: %[5]s, on ' .. e.source .. ':' .. e.line .. '.' end
@@ -111,7 +111,7 @@ end
 local __rp_ok, __rp_r = xpcall(__redlock_proxy_body, rawget(_G, '__redis__err__handler') or function(e) return e end)
 if __rp_ok then return __rp_r end
 local e = __rp_r
-if type(e) ~= 'table' then e = {err = tostring(e)} end
+if type(e) ~= 'table' then e = {err = 'ERR ' .. tostring(e)} end
 local m = e.err
 if type(m) ~= 'string' then m = 'ERR ' .. tostring(m) end
 if e.source and e.line then m = m .. ' script: %[5]s, on ' .. e.source .. ':' .. e.line .. '.' end
