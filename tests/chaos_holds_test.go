@@ -85,30 +85,6 @@ func (l keepLocker) release(ctx context.Context, g grant) string {
 	return fmt.Sprintf("unlock:%d", n)
 }
 
-// holdThrough takes a lock as worker -1 (trying the resources in turn for
-// up to 5s), runs fault while holding it, keeps it for keep more, then
-// releases it. It reports whether it got the lock.
-func (r *chaosRun) holdThrough(l chaosLocker, fault func(), keep time.Duration) bool {
-	ctx, cancel := context.WithTimeout(r.stop, 5*time.Second)
-	defer cancel()
-	for i := 0; ctx.Err() == nil; i++ {
-		g, kind := l.acquire(ctx, chaosKeys[i%len(chaosKeys)])
-		r.h.count(kind)
-		if kind != "granted" {
-			time.Sleep(5 * time.Millisecond)
-			continue
-		}
-		g.Worker = -1
-		idx := r.h.add(g)
-		fault()
-		time.Sleep(keep)
-		r.h.release(idx, time.Now())
-		r.h.count(l.release(r.ctx, g))
-		return true
-	}
-	return false
-}
-
 func TestChaosHolds(t *testing.T) {
 	t.Parallel()
 	d := chaosDuration(t)
@@ -139,7 +115,7 @@ func TestChaosHolds(t *testing.T) {
 			restartAtOnce(t, rs[1:4])
 			ev.until = time.Now()
 			run.events = append(run.events, ev)
-		}, maxTTL+3*lease)
+		}, func(grant) time.Duration { return maxTTL + 3*lease })
 		if !held {
 			run.cancel()
 			run.wg.Wait()

@@ -255,6 +255,13 @@ func (r *chaosRun) holdFor(l chaosLocker, g grant, d time.Duration) {
 // up to 5s), runs fault while holding it, keeps holding for most of its
 // validity, then releases. It reports whether it got the lock.
 func (r *chaosRun) holdAcross(l chaosLocker, fault func()) bool {
+	return r.holdThrough(l, fault, func(g grant) time.Duration { return time.Until(g.End.Add(-100 * time.Millisecond)) })
+}
+
+// holdThrough takes a lock as worker -1 (trying the resources in turn for
+// up to 5s), runs fault while holding it, keeps it for keep(grant) more,
+// then releases it. It reports whether it got the lock.
+func (r *chaosRun) holdThrough(l chaosLocker, fault func(), keep func(grant) time.Duration) bool {
 	ctx, cancel := context.WithTimeout(r.stop, 5*time.Second)
 	defer cancel()
 	for i := 0; ctx.Err() == nil; i++ {
@@ -267,7 +274,7 @@ func (r *chaosRun) holdAcross(l chaosLocker, fault func()) bool {
 		g.Worker = -1
 		idx := r.h.add(g)
 		fault()
-		time.Sleep(time.Until(g.End.Add(-100 * time.Millisecond)))
+		time.Sleep(keep(g))
 		r.h.release(idx, time.Now())
 		r.h.count(l.release(r.ctx, g))
 		return true
