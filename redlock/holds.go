@@ -57,13 +57,24 @@ func parseHold(key, field string) (Hold, error) {
 // setHoldScript writes field ARGV[1] of hash KEYS[1] as ARGV[2]. With
 // an owner ARGV[3] (not empty) it is a compare-and-set: a field must name
 // that owner, and an absent field is written only by its own maker
-// (ARGV[3] is the new owner ARGV[4]), not claimed. 1 written, 0 not.
+// (ARGV[3] is the new owner ARGV[4]), not claimed. Without an owner (the
+// maker of a hold), it is written only where the key ARGV[1] holds the
+// value of the field's digest (any value for "*"): of two writers of one
+// key that overlapped, the loser's record does not replace the winner's.
+// 1 written, 0 not.
 var setHoldScript = NewScript(`
 local f = redis.call("HGET", KEYS[1], ARGV[1])
 if ARGV[3] ~= "" then
 	if f then
 		if string.match(f, "^(%S+) ") ~= ARGV[3] then return 0 end
 	elseif ARGV[3] ~= ARGV[4] then
+		return 0
+	end
+else
+	local d, t = string.match(ARGV[2], "(%S+)$"), redis.call("TYPE", ARGV[1]).ok
+	if d == "*" then
+		if t == "none" then return 0 end
+	elseif t ~= "string" or redis.sha1hex(redis.call("GET", ARGV[1])) ~= d then
 		return 0
 	end
 end
@@ -106,8 +117,9 @@ until cursor == "0"
 return n`)
 
 // SetHold writes h to the record of service on every node. With owner
-// empty it writes whatever the field holds (the maker of a hold, which
-// has just written the key); else where the field names owner (a claim
+// empty it writes whatever the field holds, where the key holds the
+// value of h's digest (the maker of a hold, which has just written the
+// key); else where the field names owner (a claim
 // passes the owner it saw), or is absent and owner is h.Owner. It succeeds
 // once a quorum wrote it; else ErrHeld (another owner on a quorum's
 // fields) or ErrNoQuorum, as a *QuorumError.

@@ -299,3 +299,38 @@ func TestEndHold(t *testing.T) {
 		t.Fatalf("a claim of an ended hold as handed over = %v, want ErrHeld", err)
 	}
 }
+
+// TestSetHoldByMakerNeedsItsValue: a maker's record (owner "") is written
+// only where the key holds the value of its digest, so the loser of two
+// overlapping writes does not replace the winner's field; a hold of any
+// value needs the key to exist.
+func TestSetHoldByMakerNeedsItsValue(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	sum := func(v string) string { s := sha1.Sum([]byte(v)); return hex.EncodeToString(s[:]) }
+	for _, mr := range c.mrs {
+		if err := mr.Set("k", "winner"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	win := Hold{Key: "k", Owner: "B", Digest: sum("winner")}
+	if err := c.r.SetHold(ctx, svc, win, ""); err != nil {
+		t.Fatalf("the winner's record = %v", err)
+	}
+	lose := Hold{Key: "k", Owner: "A", Digest: sum("loser")}
+	if err := c.r.SetHold(ctx, svc, lose, ""); !errors.Is(err, ErrHeld) {
+		t.Fatalf("the loser's record = %v, want ErrHeld", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the winner's field on every node", func() bool {
+		for _, mr := range c.mrs {
+			if mr.HGet(HoldsKey(svc), "k") != win.field() {
+				return false
+			}
+		}
+		return true
+	})
+	if err := c.r.SetHold(ctx, svc, Hold{Key: "absent", Owner: "A", Digest: AnyDigest}, ""); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a hold of any value of an absent key = %v, want ErrHeld", err)
+	}
+}

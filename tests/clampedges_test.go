@@ -102,3 +102,31 @@ func TestNoWritesShebang(t *testing.T) {
 		t.Errorf("EVAL of a no-writes script: proxy %v, %v; one Redis %v, %v", got, gerr, want, werr)
 	}
 }
+
+// TestLongExpiryHoldEndsWithItsValue: a string given an expiry beyond
+// max_ttl through one proxy is held while it holds its value: deleted
+// and taken again with a short ttl through another proxy, the new value
+// expires when its own ttl says, not renewed by the first proxy's hold.
+func TestLongExpiryHoldEndsWithItsValue(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	pa, pb := startProxy(t, rs, clampHCL), startProxy(t, rs, clampHCL)
+	a, b := pa.Client(nil), pb.Client(nil)
+	ctx := testCtx(t, 60*time.Second)
+	if err := a.Set(ctx, "longexp", "first", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.Expire(ctx, "longexp", time.Hour).Result(); err != nil || !ok {
+		t.Fatalf("EXPIRE longexp 3600 = %v, %v", ok, err)
+	}
+	if err := b.Del(ctx, "longexp").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.SetNX(ctx, "longexp", "second", 2*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("SET longexp second NX PX 2000 = %v, %v", ok, err)
+	}
+	time.Sleep(3*2*time.Second + time.Second) // the 2 s ttl and three leases
+	if n, err := b.Exists(ctx, "longexp").Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS longexp = %v, %v: a 2 s lock taken after the hold's value was deleted is still there", n, err)
+	}
+}

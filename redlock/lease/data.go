@@ -238,6 +238,23 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		return n > 0, err
 	}
 	lease, until := m.long(ttl)
+	if !until.IsZero() {
+		// A string is held while it holds its value, so that the hold ends
+		// when another client takes the key again; a key of another type
+		// while it exists.
+		if v, err := m.Read(ctx, key); err == nil && v.Exists && v.Type == "" {
+			_, err := m.locker.ExtendKeys(ctx, []string{key}, v.Data, lease, redlock.Replace)
+			m.reg.forget(key)
+			if err == nil {
+				m.HoldKey(key, Hold{Value: v.Data, Deadline: until})
+				return true, nil
+			}
+			if !errors.Is(err, redlock.ErrNotHeld) {
+				return false, err
+			}
+			// changed since it was read: as for any key, below
+		}
+	}
 	ok, err := m.Expire(ctx, key, lease)
 	if err == nil && ok && !until.IsZero() {
 		m.HoldKey(key, Hold{AnyValue: true, Deadline: until}) // a key of any type
