@@ -67,7 +67,13 @@ func TestVoteClampsAndHolds(t *testing.T) {
 		t.Fatalf("ExpireIf GT 700 s = %v, %v", ok, err)
 	}
 	bounded("ExpireIf of 700 s")
-	held("ExpireIf of 700 s", 700*time.Second)
+	// A string is held while it holds its value.
+	if ttl, ok := m.HeldTTL("k", "v"); !ok || ttl <= 690*time.Second {
+		t.Fatalf("ExpireIf of 700 s: HeldTTL = %v, %v; want about 700s", ttl, ok)
+	}
+	if _, ok := m.HeldTTL("k", "other"); ok {
+		t.Fatal("ExpireIf of 700 s: held for another value")
+	}
 	if _, err := m.Delete(ctx, []string{"k"}); err != nil {
 		t.Fatal(err)
 	}
