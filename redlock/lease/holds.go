@@ -241,7 +241,8 @@ func (m *Manager) late(s redlock.ScannedHold, part int64) bool {
 // adopt keeps a hold claimed from the record, and renews it at once. It
 // reports false when the Manager handed over or shut down meanwhile.
 func (m *Manager) adopt(r redlock.Hold) bool {
-	e := &kept{Hold: Hold{AnyValue: r.Digest == redlock.AnyDigest}, digest: r.Digest, busy: true}
+	e := &kept{Hold: Hold{AnyValue: r.Digest == redlock.AnyDigest}, digest: r.Digest}
+	e.startRenewal()
 	if r.Deadline != 0 {
 		e.Deadline = time.UnixMilli(r.Deadline)
 	}

@@ -31,6 +31,8 @@ type kept struct {
 	digest string    // of Value, or redlock.AnyDigest: what the renewal compares
 	due    time.Time // next renewal
 	busy   bool      // a renewal is in flight
+	// renewed is closed when the renewal in flight (busy) returns.
+	renewed chan struct{}
 }
 
 // digestOf is the record's digest of value: its SHA-1, hex.
@@ -264,10 +266,12 @@ func (m *Manager) holdLocked(key string, h Hold) *kept {
 // record, and one another proxy keeps is ended there (endRecorded).
 func (m *Manager) unkeep(key string) {
 	m.keeper.mu.Lock()
-	_, was := m.keeper.keys[key]
+	e, was := m.keeper.keys[key]
 	delete(m.keeper.keys, key)
 	delete(m.keeper.settling, key)
+	wait := e.inFlight()
 	m.keeper.mu.Unlock()
+	m.awaitRenewal(wait)
 	if was {
 		m.unrecord(key)
 	} else {
@@ -282,16 +286,52 @@ func (m *Manager) unkeep(key string) {
 func (m *Manager) unkeepValue(key, value string) {
 	m.keeper.mu.Lock()
 	was := false
+	var wait <-chan struct{}
 	if k := m.keeper.keys[key]; k != nil && k.holds(value) {
 		delete(m.keeper.keys, key)
-		was = true
+		was, wait = true, k.inFlight()
 	}
 	delete(m.keeper.settling, key) // a settle of earlier writes must not keep it again
 	m.keeper.mu.Unlock()
+	m.awaitRenewal(wait)
 	if was {
 		m.unrecord(key)
 	} else {
 		m.endRecorded(key, &value)
+	}
+}
+
+// startRenewal marks e as being renewed. The keeper's lock is held.
+func (e *kept) startRenewal() {
+	e.busy = true
+	e.renewed = make(chan struct{})
+}
+
+// inFlight is what closes when e's renewal in flight returns; nil when
+// none is (or e is nil). The keeper's lock is held.
+func (e *kept) inFlight() <-chan struct{} {
+	if e == nil || !e.busy {
+		return nil
+	}
+	return e.renewed
+}
+
+// awaitRenewal waits for a renewal in flight of a key whose keep just
+// ended (wait from inFlight; nil: none), at most releaseTimeout: the write
+// that ends a keep (an expiry, a release) must land after the renewal on
+// every backend, or the renewal's lease would replace the expiry the
+// client gave. The renewal's calls are on each backend's connection once
+// it returns, ahead of the write's.
+func (m *Manager) awaitRenewal(wait <-chan struct{}) {
+	if wait == nil {
+		return
+	}
+	t := time.NewTimer(releaseTimeout)
+	defer t.Stop()
+	select {
+	case <-wait:
+	case <-t.C:
+	case <-m.life.Done():
 	}
 }
 
@@ -344,7 +384,7 @@ func (m *Manager) keepLoop() {
 			if e.busy || now.Before(e.due) {
 				continue
 			}
-			e.busy = true
+			e.startRenewal()
 			m.bg.Go(func() { m.renewKept(key, e) })
 		}
 		k.mu.Unlock()
@@ -397,6 +437,7 @@ func (m *Manager) renewKept(key string, e *kept) {
 	k := &m.keeper
 	k.mu.Lock()
 	e.busy = false
+	close(e.renewed)
 	current := k.keys[key] == e
 	drop := false
 	switch {

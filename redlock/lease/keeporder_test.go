@@ -39,3 +39,44 @@ func TestKeepFollowsTheWinningWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestUnkeepWaitsForTheRenewalInFlight: the end of a keep (an expiry, a
+// release) waits for a renewal of the key in flight, so that the write
+// after it lands after the renewal on every backend and the renewal's
+// lease does not replace the expiry the client gave.
+func TestUnkeepWaitsForTheRenewalInFlight(t *testing.T) {
+	m, _ := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	if err := m.Write(ctx, "k", "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	m.keeper.mu.Lock()
+	e := m.keeper.keys["k"]
+	if e == nil {
+		m.keeper.mu.Unlock()
+		t.Fatal("a write without expiry is not kept")
+	}
+	e.due = time.Now().Add(time.Hour) // no renewal of the loop's own
+	e.startRenewal()                  // as if one were in flight
+	m.keeper.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		m.unkeep("k")
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("unkeep returned while a renewal of the key was in flight")
+	case <-time.After(300 * time.Millisecond): // it waits up to releaseTimeout (2 s)
+	}
+	m.keeper.mu.Lock()
+	e.busy = false
+	close(e.renewed)
+	m.keeper.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("unkeep still waiting after the renewal returned")
+	}
+}
