@@ -351,13 +351,6 @@ func (m *Manager) unkeepAll() {
 	m.keeper.mu.Unlock()
 }
 
-// Kept reports whether key is renewed here while it holds value: to a
-// client it is a key without expiry (PTTL -1).
-func (m *Manager) Kept(key, value string) bool {
-	ttl, ok := m.HeldTTL(key, value)
-	return ok && ttl == redlock.PTTLNoExpiry
-}
-
 // KeepTTL is the lease of writes without expiry; 0: they carry none.
 func (m *Manager) KeepTTL() time.Duration { return m.keepTTL }
 
