@@ -141,6 +141,11 @@ type pipeConn struct {
 	// dropped): counted before the send, so a caller never finds the
 	// connection idle while the writer holds a request it took.
 	queued atomic.Int64
+	// readerGone is set when the reader has stopped. Until then only the
+	// reader takes from inflight: it pairs the reply it has read with the
+	// head of inflight, and a drain that took that head meanwhile would
+	// hand the reply to the next request (a reply to the wrong caller).
+	readerGone atomic.Bool
 }
 
 // newPipeConn starts the writer and reader of nc.
@@ -467,13 +472,22 @@ func (c *pipeConn) writeLoop() {
 }
 
 // drain fails the requests that will never be answered: queued for the
-// writer, or written and awaiting a reply. Reader and writer may both
-// drain; each request is received once.
+// writer and, once the reader has stopped, written and awaiting a reply.
+// Reader, writer and callers may all drain; each request is received once.
+// Whoever puts a request in flight drains after it (strandCheck), so a
+// request put there after the reader's last drain is not left waiting.
 func (c *pipeConn) drain() {
 	for {
 		select {
 		case r := <-c.queue:
 			r.complete(nil, c.err)
+			continue
+		default:
+		}
+		if !c.readerGone.Load() {
+			return
+		}
+		select {
 		case r := <-c.inflight:
 			r.complete(nil, c.err)
 		default:
@@ -483,21 +497,24 @@ func (c *pipeConn) drain() {
 }
 
 func (c *pipeConn) readLoop() {
+	defer func() {
+		c.readerGone.Store(true)
+		c.drain()
+	}()
 	br := bufio.NewReaderSize(c.nc, 16<<10)
 	for {
 		v, err := readReply(br)
 		if err != nil && !isRedisError(err) {
 			c.fail(err)
-			break
+			return
 		}
 		select {
-		case r := <-c.inflight:
+		case r := <-c.inflight: // the head: nobody else takes it while we run
 			r.complete(v, err)
 		case <-c.dead:
 			return
 		}
 	}
-	c.drain()
 }
 
 func isRedisError(err error) bool {
