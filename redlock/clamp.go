@@ -95,7 +95,7 @@ return {__rp_report, __rp_r}`
 // builtShadow is the local redis of a script that builds keys (see
 // clampSource), on the wrapper's first line.
 const builtShadow = "local function __rp_note(...) for i = 1, select('#', ...) do local a = select(i, ...) " +
-	"if type(a) == 'string' and #a <= 4096 then for _, k in ipairs(KEYS) do " +
+	"if type(a) == 'string' then for _, k in ipairs(KEYS) do " +
 	"if k ~= '' and string.find(a, k, 1, true) then __rp_seen[a] = true break end end end end end " +
 	"local redis = setmetatable({call = function(c, ...) __rp_note(...) return __rp_r0.call(c, ...) end, " +
 	"pcall = function(c, ...) __rp_note(...) return __rp_r0.pcall(c, ...) end}, {__index = __rp_r0}) "

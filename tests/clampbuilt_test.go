@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,4 +57,24 @@ func TestClampBuiltKeys(t *testing.T) {
 	if v, err := a.Get(ctx, built).Result(); err != nil || v != "A" {
 		t.Fatalf("GET %s = %q, %v; want A's", built, v, err)
 	}
+}
+
+// TestClampLongBuiltKey: a key built from a declared key and an argument,
+// longer together than any one argument may be (4,200 bytes here; a
+// script's string.rep makes any length), is bounded and held like a short
+// one on every backend (the client cannot name it: it is longer than
+// max_key_bytes): before, the shadow noted only arguments up to 4 KiB,
+// and every backend kept the ten-minute copy.
+func TestClampLongBuiltKey(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, clampHCL)
+	c := p.Client(nil)
+	ctx := testCtx(t, 30*time.Second)
+	key, suffix := strings.Repeat("k", 200), strings.Repeat("x", 4000)
+	const script = `redis.call('SET', KEYS[1] .. ARGV[1], 'owner', 'PX', ARGV[2]) return 1`
+	if n, err := c.Eval(ctx, script, []string{key}, suffix, "600000").Int(); err != nil || n != 1 {
+		t.Fatalf("EVAL = %v, %v", n, err)
+	}
+	backendsBounded(ctx, t, rs, key+suffix, clampMax)
 }
