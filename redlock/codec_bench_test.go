@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"testing"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // cycleReplies is what one lock cycle's commands get back from a backend:
@@ -46,9 +48,9 @@ func BenchmarkCodecEncode(b *testing.B) {
 	args := []any{"SET", "lock:orders", []byte("fa83a2d7c0e5b1946c1e0a3f"), "PX", int64(30000)}
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = appendCommand(buf[:0], args)
-		buf = appendBulk(buf, "lock:orders")
-		buf = appendBulkInt(buf, 30000)
+		buf = resp.AppendCommand(buf[:0], args...)
+		buf = resp.AppendBulk(buf, "lock:orders")
+		buf = resp.AppendBulkInt(buf, 30000)
 	}
 	if !bytes.HasPrefix(buf, []byte("*5\r\n$3\r\nSET\r\n")) {
 		b.Fatal("bad encoding")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // DialConn opens a new connection of its own to the backend, as the
@@ -48,7 +50,7 @@ func (n *RedisNode) DialConn(ctx context.Context) (net.Conn, error) {
 	_ = nc.SetDeadline(deadline)
 	var buf []byte
 	for _, c := range cmds {
-		buf = appendCommand(buf, c)
+		buf = resp.AppendCommand(buf, c...)
 	}
 	if _, err := nc.Write(buf); err != nil {
 		nc.Close()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Client settings for DialNodeTLS.
@@ -197,7 +198,7 @@ func (n *RedisNode) setupPipe(ctx context.Context, nc net.Conn, opts *redis.Opti
 	cmds = append(cmds, []any{"INFO"})
 	var buf []byte
 	for _, c := range cmds {
-		buf = appendCommand(buf, c)
+		buf = resp.AppendCommand(buf, c...)
 	}
 	if _, err := nc.Write(buf); err != nil {
 		return err
@@ -307,36 +308,36 @@ func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 	switch c.kind {
 	case callSetNX:
 		b = append(b, "*6\r\n$3\r\nSET\r\n"...)
-		b = appendBulk(b, c.keys[0])
-		b = appendBulk(b, c.value)
+		b = resp.AppendBulk(b, c.keys[0])
+		b = resp.AppendBulk(b, c.value)
 		b = append(b, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
-		return appendBulkInt(b, millis(c.ttl)), st
+		return resp.AppendBulkInt(b, millis(c.ttl)), st
 	case callCAD:
 		if st == stepNative {
 			switch nativeCAD(n.native.Load()) {
 			case nativeDelex:
 				b = append(b, "*4\r\n$5\r\nDELEX\r\n"...)
-				b = appendBulk(b, c.keys[0])
+				b = resp.AppendBulk(b, c.keys[0])
 				b = append(b, "$4\r\nIFEQ\r\n"...)
-				return appendBulk(b, c.value), st
+				return resp.AppendBulk(b, c.value), st
 			case nativeDelIfEq:
 				b = append(b, "*3\r\n$7\r\nDELIFEQ\r\n"...)
-				b = appendBulk(b, c.keys[0])
-				return appendBulk(b, c.value), st
+				b = resp.AppendBulk(b, c.keys[0])
+				return resp.AppendBulk(b, c.value), st
 			}
 			st = stepSHA // the capability went away since firstStep
 		}
 		b = appendScriptHead(b, delScript, st, c.keys, 1)
-		return appendBulk(b, c.value), st
+		return resp.AppendBulk(b, c.value), st
 	case callCAE:
 		b = appendScriptHead(b, expireScript, st, c.keys, 2)
-		b = appendBulk(b, c.value)
-		return appendBulkInt(b, millis(c.ttl)), st
+		b = resp.AppendBulk(b, c.value)
+		return resp.AppendBulkInt(b, millis(c.ttl)), st
 	case callEval:
 		b = appendScriptHead(b, c.script, st, c.keys, len(c.args))
-		return appendArgs(b, c.args), st
+		return resp.AppendArgs(b, c.args...), st
 	case callDo:
-		return appendCommand(b, c.args), st
+		return resp.AppendCommand(b, c.args...), st
 	}
 	return b, st
 }
@@ -456,14 +457,14 @@ func appendScriptHead(b []byte, s *Script, st step, keys []string, nargs int) []
 	b = strconv.AppendInt(b, int64(3+len(keys)+nargs), 10)
 	if st == stepSource {
 		b = append(b, "\r\n$4\r\nEVAL\r\n"...)
-		b = appendBulk(b, s.src)
+		b = resp.AppendBulk(b, s.src)
 	} else {
 		b = append(b, "\r\n$7\r\nEVALSHA\r\n"...)
-		b = appendBulk(b, s.hash)
+		b = resp.AppendBulk(b, s.hash)
 	}
-	b = appendBulkInt(b, int64(len(keys)))
+	b = resp.AppendBulkInt(b, int64(len(keys)))
 	for _, k := range keys {
-		b = appendBulk(b, k)
+		b = resp.AppendBulk(b, k)
 	}
 	return b
 }

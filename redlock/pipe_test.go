@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // do sends one command and waits for its reply or for ctx to end.
 func (p *pipe) do(ctx context.Context, args ...any) (any, error) {
-	return p.doWith(ctx, func(b []byte) []byte { return appendCommand(b, args) })
+	return p.doWith(ctx, func(b []byte) []byte { return resp.AppendCommand(b, args...) })
 }
 
 func newTestPipe(t *testing.T, addr string) *pipe {
@@ -168,9 +169,9 @@ func TestPipeDropsExpiredRequests(t *testing.T) {
 	defer server.Close()
 	c := newPipeConn(client)
 	defer c.fail(errPipeClosed)
-	stale := &request{cmd: appendCommand(nil, []any{"DEL", "k"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
-	staleInline := &request{cmd: appendCommand(nil, []any{"DEL", "k2"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
-	live := &request{cmd: appendCommand(nil, []any{"PING"}), done: make(chan response, 1)}
+	stale := &request{cmd: resp.AppendCommand(nil, "DEL", "k"), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
+	staleInline := &request{cmd: resp.AppendCommand(nil, "DEL", "k2"), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
+	live := &request{cmd: resp.AppendCommand(nil, "PING"), done: make(chan response, 1)}
 	if !c.trySend(staleInline, true) {
 		t.Fatal("not taken")
 	}
