@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -171,48 +170,23 @@ func selfConnected(nc net.Conn) bool {
 	return ok1 && ok2 && l.Port == r.Port && l.IP.Equal(r.IP)
 }
 
-// setupPipe authenticates, selects the database and checks the backend on
-// a fresh pipelined connection, within dialTimeout.
+// setupPipe starts a fresh pipelined connection as connSetup does (AUTH,
+// SELECT), sets the script limit and runs the connect check: INFO,
+// reported to the observer.
 func (n *RedisNode) setupPipe(ctx context.Context, nc net.Conn, opts *redis.Options) error {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(dialTimeout)
-	}
-	_ = nc.SetDeadline(deadline)
-	defer nc.SetDeadline(time.Time{})
-	var cmds [][]any
-	if opts.Password != "" {
-		if opts.Username != "" {
-			cmds = append(cmds, []any{"AUTH", opts.Username, opts.Password})
-		} else {
-			cmds = append(cmds, []any{"AUTH", opts.Password})
-		}
-	}
-	if opts.DB != 0 {
-		cmds = append(cmds, []any{"SELECT", opts.DB})
-	}
-	limit := len(cmds) // the index of the script limit's reply, if any
+	more := [][]any{{"INFO"}}
 	if c := n.scriptLimitCmd(); c != nil {
-		cmds = append(cmds, c)
+		more = [][]any{c, {"INFO"}}
 	}
-	cmds = append(cmds, []any{"INFO"})
-	var buf []byte
-	for _, c := range cmds {
-		buf = resp.AppendCommand(buf, c...)
-	}
-	if _, err := nc.Write(buf); err != nil {
+	replies, err := connSetup(ctx, nc, opts, more...)
+	if err != nil {
 		return err
 	}
-	br := bufio.NewReader(nc)
-	var info any
-	for i := range cmds {
-		v, err := readReply(br)
-		if err != nil && (i != limit || !isRedisError(err)) {
-			return fmt.Errorf("connect: %w", err)
-		}
-		// A backend that refuses the script limit (CONFIG renamed or not
-		// allowed) still serves: CheckBackends reports it.
-		info = v
+	// A backend that refuses the script limit (CONFIG renamed or not
+	// allowed) still serves: CheckBackends reports it.
+	info := replies[len(replies)-1]
+	if e, isErr := info.(RedisError); isErr {
+		return fmt.Errorf("connect: %w", e)
 	}
 	s, _ := info.(string)
 	p := parseInfo(s)

@@ -128,11 +128,7 @@ func (n *RedisNode) KillScript(ctx context.Context) error {
 	defer stop()
 	var buf []byte
 	nreplies := 1
-	if o.Password != "" {
-		auth := []any{"AUTH", o.Password}
-		if o.Username != "" {
-			auth = []any{"AUTH", o.Username, o.Password}
-		}
+	if auth := authCommand(o); auth != nil {
 		buf = resp.AppendCommand(buf, auth...)
 		nreplies++
 	}
