@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // DialConn opens a new connection of its own to the backend, as the
@@ -30,44 +34,73 @@ func (n *RedisNode) DialConn(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := connSetup(ctx, nc, o); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
+// authCommand is the AUTH that o's credentials call for, or nil.
+func authCommand(o *redis.Options) []any {
+	switch {
+	case o.Password == "":
+		return nil
+	case o.Username != "":
+		return []any{"AUTH", o.Username, o.Password}
+	}
+	return []any{"AUTH", o.Password}
+}
+
+// connSetup is the start of every connection of a node's own: AUTH and
+// SELECT as o says, then more, in one write, before ctx's deadline (or
+// within dialTimeout). An error reply to AUTH or SELECT fails it; more's
+// replies are returned, error replies as RedisError values, for the
+// caller to judge. Nothing else was sent, so nothing may follow the
+// replies, and a reader of the caller's takes the connection over without
+// losing buffered bytes. With nothing to send it sends nothing.
+func connSetup(ctx context.Context, nc net.Conn, o *redis.Options, more ...[]any) ([]any, error) {
 	var cmds [][]any
-	if o.Password != "" {
-		if o.Username != "" {
-			cmds = append(cmds, []any{"AUTH", o.Username, o.Password})
-		} else {
-			cmds = append(cmds, []any{"AUTH", o.Password})
-		}
+	if auth := authCommand(o); auth != nil {
+		cmds = append(cmds, auth)
 	}
 	if o.DB != 0 {
 		cmds = append(cmds, []any{"SELECT", o.DB})
 	}
+	own := len(cmds)
+	cmds = append(cmds, more...)
 	if len(cmds) == 0 {
-		return nc, nil
+		return nil, nil
 	}
-	deadline, _ := ctx.Deadline()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(dialTimeout)
+	}
 	_ = nc.SetDeadline(deadline)
+	defer nc.SetDeadline(time.Time{})
 	var buf []byte
 	for _, c := range cmds {
-		buf = appendCommand(buf, c)
+		buf = resp.AppendCommand(buf, c...)
 	}
 	if _, err := nc.Write(buf); err != nil {
-		nc.Close()
 		return nil, err
 	}
-	// Nothing else was sent: the replies are exactly these, and a reader
-	// of the caller's may take over the connection afterwards without
-	// losing buffered bytes.
 	br := bufio.NewReaderSize(nc, 4096)
-	for range cmds {
-		if _, err := readReply(br); err != nil {
-			nc.Close()
+	replies := make([]any, 0, len(more))
+	for i := range cmds {
+		v, err := resp.Read(br)
+		if e, isErr := v.(RedisError); isErr && i < own {
+			err = e
+		}
+		if err != nil {
 			return nil, fmt.Errorf("connect: %w", err)
+		}
+		if i >= own {
+			replies = append(replies, v)
 		}
 	}
 	if br.Buffered() > 0 {
-		nc.Close()
 		return nil, fmt.Errorf("connect: %d unexpected bytes after the setup replies", br.Buffered())
 	}
-	_ = nc.SetDeadline(time.Time{})
-	return nc, nil
+	return replies, nil
 }

@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Client settings for DialNodeTLS.
@@ -170,48 +170,23 @@ func selfConnected(nc net.Conn) bool {
 	return ok1 && ok2 && l.Port == r.Port && l.IP.Equal(r.IP)
 }
 
-// setupPipe authenticates, selects the database and checks the backend on
-// a fresh pipelined connection, within dialTimeout.
+// setupPipe starts a fresh pipelined connection as connSetup does (AUTH,
+// SELECT), sets the script limit and runs the connect check: INFO,
+// reported to the observer.
 func (n *RedisNode) setupPipe(ctx context.Context, nc net.Conn, opts *redis.Options) error {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(dialTimeout)
-	}
-	_ = nc.SetDeadline(deadline)
-	defer nc.SetDeadline(time.Time{})
-	var cmds [][]any
-	if opts.Password != "" {
-		if opts.Username != "" {
-			cmds = append(cmds, []any{"AUTH", opts.Username, opts.Password})
-		} else {
-			cmds = append(cmds, []any{"AUTH", opts.Password})
-		}
-	}
-	if opts.DB != 0 {
-		cmds = append(cmds, []any{"SELECT", opts.DB})
-	}
-	limit := len(cmds) // the index of the script limit's reply, if any
+	more := [][]any{{"INFO"}}
 	if c := n.scriptLimitCmd(); c != nil {
-		cmds = append(cmds, c)
+		more = [][]any{c, {"INFO"}}
 	}
-	cmds = append(cmds, []any{"INFO"})
-	var buf []byte
-	for _, c := range cmds {
-		buf = appendCommand(buf, c)
-	}
-	if _, err := nc.Write(buf); err != nil {
+	replies, err := connSetup(ctx, nc, opts, more...)
+	if err != nil {
 		return err
 	}
-	br := bufio.NewReader(nc)
-	var info any
-	for i := range cmds {
-		v, err := readReply(br)
-		if err != nil && (i != limit || !isRedisError(err)) {
-			return fmt.Errorf("connect: %w", err)
-		}
-		// A backend that refuses the script limit (CONFIG renamed or not
-		// allowed) still serves: CheckBackends reports it.
-		info = v
+	// A backend that refuses the script limit (CONFIG renamed or not
+	// allowed) still serves: CheckBackends reports it.
+	info := replies[len(replies)-1]
+	if e, isErr := info.(RedisError); isErr {
+		return fmt.Errorf("connect: %w", e)
 	}
 	s, _ := info.(string)
 	p := parseInfo(s)
@@ -307,36 +282,36 @@ func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 	switch c.kind {
 	case callSetNX:
 		b = append(b, "*6\r\n$3\r\nSET\r\n"...)
-		b = appendBulk(b, c.keys[0])
-		b = appendBulk(b, c.value)
+		b = resp.AppendBulk(b, c.keys[0])
+		b = resp.AppendBulk(b, c.value)
 		b = append(b, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
-		return appendBulkInt(b, millis(c.ttl)), st
+		return resp.AppendBulkInt(b, millis(c.ttl)), st
 	case callCAD:
 		if st == stepNative {
 			switch nativeCAD(n.native.Load()) {
 			case nativeDelex:
 				b = append(b, "*4\r\n$5\r\nDELEX\r\n"...)
-				b = appendBulk(b, c.keys[0])
+				b = resp.AppendBulk(b, c.keys[0])
 				b = append(b, "$4\r\nIFEQ\r\n"...)
-				return appendBulk(b, c.value), st
+				return resp.AppendBulk(b, c.value), st
 			case nativeDelIfEq:
 				b = append(b, "*3\r\n$7\r\nDELIFEQ\r\n"...)
-				b = appendBulk(b, c.keys[0])
-				return appendBulk(b, c.value), st
+				b = resp.AppendBulk(b, c.keys[0])
+				return resp.AppendBulk(b, c.value), st
 			}
 			st = stepSHA // the capability went away since firstStep
 		}
 		b = appendScriptHead(b, delScript, st, c.keys, 1)
-		return appendBulk(b, c.value), st
+		return resp.AppendBulk(b, c.value), st
 	case callCAE:
 		b = appendScriptHead(b, expireScript, st, c.keys, 2)
-		b = appendBulk(b, c.value)
-		return appendBulkInt(b, millis(c.ttl)), st
+		b = resp.AppendBulk(b, c.value)
+		return resp.AppendBulkInt(b, millis(c.ttl)), st
 	case callEval:
 		b = appendScriptHead(b, c.script, st, c.keys, len(c.args))
-		return appendArgs(b, c.args), st
+		return resp.AppendArgs(b, c.args...), st
 	case callDo:
-		return appendCommand(b, c.args), st
+		return resp.AppendCommand(b, c.args...), st
 	}
 	return b, st
 }
@@ -456,14 +431,14 @@ func appendScriptHead(b []byte, s *Script, st step, keys []string, nargs int) []
 	b = strconv.AppendInt(b, int64(3+len(keys)+nargs), 10)
 	if st == stepSource {
 		b = append(b, "\r\n$4\r\nEVAL\r\n"...)
-		b = appendBulk(b, s.src)
+		b = resp.AppendBulk(b, s.src)
 	} else {
 		b = append(b, "\r\n$7\r\nEVALSHA\r\n"...)
-		b = appendBulk(b, s.hash)
+		b = resp.AppendBulk(b, s.hash)
 	}
-	b = appendBulkInt(b, int64(len(keys)))
+	b = resp.AppendBulkInt(b, int64(len(keys)))
 	for _, k := range keys {
-		b = appendBulk(b, k)
+		b = resp.AppendBulk(b, k)
 	}
 	return b
 }

@@ -4,14 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Auto-pipelining. Every lock operation sends one command to each backend,
@@ -55,19 +54,15 @@ const (
 
 // Status is a simple string reply from a backend (+OK), as opposed to a
 // bulk string, which reads as a string.
-type Status string
+type Status = resp.Status
 
 // StatusOK is the most common reply.
-const StatusOK Status = "OK"
+const StatusOK = resp.StatusOK
 
 // RedisError is an error reply from a backend: "NOSCRIPT No matching ...".
-type RedisError string
-
-func (e RedisError) Error() string { return string(e) }
-
-// RedisError marks it as a server's error reply for go-redis's helpers
-// (redis.Error, redis.HasErrorPrefix), which health.go uses.
-func (RedisError) RedisError() {}
+// Its RedisError method marks it as a server's error reply for go-redis's
+// helpers (redis.Error, redis.HasErrorPrefix), which health.go uses.
+type RedisError = resp.Error
 
 // errPipeClosed is returned for requests on a closed pipe.
 var errPipeClosed = errors.New("backend connection closed")
@@ -503,10 +498,13 @@ func (c *pipeConn) readLoop() {
 	}()
 	br := bufio.NewReaderSize(c.nc, 16<<10)
 	for {
-		v, err := readReply(br)
-		if err != nil && !isRedisError(err) {
+		v, err := resp.Read(br)
+		if err != nil {
 			c.fail(err)
 			return
+		}
+		if e, ok := v.(error); ok { // an error reply is the call's error
+			v, err = nil, e
 		}
 		select {
 		case r := <-c.inflight: // the head: nobody else takes it while we run
@@ -522,107 +520,12 @@ func isRedisError(err error) bool {
 	return errors.As(err, &re)
 }
 
-// appendCommand encodes args as a RESP array of bulk strings.
-func appendCommand(b []byte, args []any) []byte {
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(len(args)), 10)
-	b = append(b, '\r', '\n')
-	return appendArgs(b, args)
-}
-
-// appendArgs appends each of args as a bulk string.
-func appendArgs(b []byte, args []any) []byte {
-	for _, a := range args {
-		switch v := a.(type) {
-		case string:
-			b = appendBulk(b, v)
-		case []byte:
-			b = appendBulk(b, string(v))
-		case int:
-			b = appendBulk(b, strconv.Itoa(v))
-		case int64:
-			b = appendBulkInt(b, v)
-		default:
-			b = appendBulk(b, fmt.Sprint(v))
-		}
-	}
-	return b
-}
-
-// appendBulkInt appends x in decimal as a bulk string.
-func appendBulkInt(b []byte, x int64) []byte {
-	var digits [20]byte
-	d := strconv.AppendInt(digits[:0], x, 10)
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(d)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, d...)
-	return append(b, '\r', '\n')
-}
-
-func appendBulk(b []byte, s string) []byte {
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, s...)
-	return append(b, '\r', '\n')
-}
-
-// readReply reads one RESP2 reply: Status (simple string), string (bulk),
-// int64, []any, nil, or a RedisError (returned as the error; inside an
-// array, an element).
+// readReply reads one reply with package resp: an error reply at the top
+// is returned as the error (a RedisError); inside an array, an element.
 func readReply(br *bufio.Reader) (any, error) {
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		return nil, err
+	v, err := resp.Read(br)
+	if e, ok := v.(error); ok { // resp.Error: the only value that is one
+		return nil, e
 	}
-	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return nil, fmt.Errorf("backend protocol error: %q", line)
-	}
-	body := line[1 : len(line)-2]
-	switch line[0] {
-	case '+':
-		if string(body) == "OK" { // the common reply, without a copy
-			return StatusOK, nil
-		}
-		return Status(body), nil
-	case '-':
-		return nil, RedisError(body)
-	case ':':
-		return strconv.ParseInt(string(body), 10, 64)
-	case '$':
-		n, err := strconv.Atoi(string(body))
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("backend protocol error: bulk length %q", body)
-		}
-		if n == -1 {
-			return nil, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(string(body))
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("backend protocol error: array length %q", body)
-		}
-		if n == -1 {
-			return nil, nil
-		}
-		out := make([]any, n)
-		for i := range out {
-			v, err := readReply(br)
-			if err != nil && !isRedisError(err) {
-				return nil, err
-			}
-			if err != nil {
-				v = err
-			}
-			out[i] = v
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("backend protocol error: unexpected %q", line)
+	return v, err
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -102,7 +103,7 @@ func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 	}
 	for i := range 3 {
 		req := requestPool.Get().(*request)
-		req.cmd = appendCommand(req.cmd[:0], []any{"ECHO", strconv.Itoa(i)})
+		req.cmd = resp.AppendCommand(req.cmd[:0], "ECHO", strconv.Itoa(i))
 		req.deadline = time.Time{}
 		if !c.trySend(req, true) {
 			t.Fatal("not taken")
@@ -119,7 +120,7 @@ func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 
 // echoRequest is a request for ECHO s.
 func echoRequest(s string) *request {
-	return &request{cmd: appendCommand(nil, []any{"ECHO", s}), done: make(chan response, 1)}
+	return &request{cmd: resp.AppendCommand(nil, "ECHO", s), done: make(chan response, 1)}
 }
 
 // TestPipeBatchGrowsWhileWriteInFlight: requests queued while a write is
@@ -183,7 +184,7 @@ func TestPipeBackendDiesMidBatch(t *testing.T) {
 			if err != nil || len(args) != 2 {
 				return
 			}
-			nc.Write(appendBulk(nil, args[1].(string)))
+			nc.Write(resp.AppendBulk(nil, args[1].(string)))
 		}
 		nc.(*net.TCPConn).CloseWrite() // dies: no more replies
 		bufio.NewReader(nc).WriteTo(discard{})

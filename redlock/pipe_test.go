@@ -4,18 +4,22 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // do sends one command and waits for its reply or for ctx to end.
 func (p *pipe) do(ctx context.Context, args ...any) (any, error) {
-	return p.doWith(ctx, func(b []byte) []byte { return appendCommand(b, args) })
+	return p.doWith(ctx, func(b []byte) []byte { return resp.AppendCommand(b, args...) })
 }
 
 func newTestPipe(t *testing.T, addr string) *pipe {
@@ -168,9 +172,9 @@ func TestPipeDropsExpiredRequests(t *testing.T) {
 	defer server.Close()
 	c := newPipeConn(client)
 	defer c.fail(errPipeClosed)
-	stale := &request{cmd: appendCommand(nil, []any{"DEL", "k"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
-	staleInline := &request{cmd: appendCommand(nil, []any{"DEL", "k2"}), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
-	live := &request{cmd: appendCommand(nil, []any{"PING"}), done: make(chan response, 1)}
+	stale := &request{cmd: resp.AppendCommand(nil, "DEL", "k"), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
+	staleInline := &request{cmd: resp.AppendCommand(nil, "DEL", "k2"), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
+	live := &request{cmd: resp.AppendCommand(nil, "PING"), done: make(chan response, 1)}
 	if !c.trySend(staleInline, true) {
 		t.Fatal("not taken")
 	}
@@ -187,5 +191,57 @@ func TestPipeDropsExpiredRequests(t *testing.T) {
 	got, err := bufio.NewReader(server).ReadString('\n')
 	if err != nil || got != "*1\r\n" {
 		t.Fatalf("the backend received %q (%v), want the PING only", got, err)
+	}
+}
+
+// TestPipeMalformedReply: a backend whose reply is not RESP (a bulk string
+// longer than it declared, a length past the bound) fails the call and
+// the connection with a protocol error; nothing is taken as a reply and
+// the next call dials again.
+func TestPipeMalformedReply(t *testing.T) {
+	for _, bad := range []string{"$3\r\nabcde\r\n", "*536870913\r\n", "$-5\r\n", ":1x\r\n"} {
+		t.Run(fmt.Sprintf("%q", bad), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			var first atomic.Bool
+			first.Store(true)
+			go func() {
+				for { // the bad reply to the first command, then +PONG
+					nc, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer nc.Close()
+						br := bufio.NewReader(nc)
+						for i := 0; ; i++ {
+							if _, err := readReply(br); err != nil {
+								return
+							}
+							reply := "+PONG\r\n"
+							if i == 0 && first.CompareAndSwap(true, false) {
+								reply = bad
+							}
+							if _, err := nc.Write([]byte(reply)); err != nil {
+								return
+							}
+						}
+					}()
+				}
+			}()
+			p := newTestPipe(t, ln.Addr().String())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if v, err := p.do(ctx, "PING"); !errors.Is(err, resp.ErrProtocol) {
+				t.Fatalf("PING = %#v, %v; want a protocol error", v, err)
+			}
+			testkit.Eventually(t, 5*time.Second, "a PONG on a new connection", func() bool {
+				v, err := p.do(ctx, "PING")
+				return err == nil && v == Status("PONG")
+			})
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Runaway scripts. A client's script by vote (Vote) may loop for as long
@@ -127,15 +128,11 @@ func (n *RedisNode) KillScript(ctx context.Context) error {
 	defer stop()
 	var buf []byte
 	nreplies := 1
-	if o.Password != "" {
-		auth := []any{"AUTH", o.Password}
-		if o.Username != "" {
-			auth = []any{"AUTH", o.Username, o.Password}
-		}
-		buf = appendCommand(buf, auth)
+	if auth := authCommand(o); auth != nil {
+		buf = resp.AppendCommand(buf, auth...)
 		nreplies++
 	}
-	buf = appendCommand(buf, []any{"SCRIPT", "KILL"})
+	buf = resp.AppendCommand(buf, "SCRIPT", "KILL")
 	if _, err := nc.Write(buf); err != nil {
 		return err
 	}

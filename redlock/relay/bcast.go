@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Broadcast tracking (CLIENT TRACKING ON BCAST [PREFIX p …]). Each
@@ -297,7 +299,7 @@ func (br *bcastRole) reconcile(c *bconn) error {
 	replies := 1
 	switch {
 	case len(cover) == 0:
-		buf = appendCommand(nil, "CLIENT", "TRACKING", "OFF")
+		buf = resp.AppendCommand(nil, "CLIENT", "TRACKING", "OFF")
 	case covers(cover, sent) && len(sent) > 0 && allIn(sent, cover):
 		var add []string
 		for _, p := range cover {
@@ -305,14 +307,14 @@ func (br *bcastRole) reconcile(c *bconn) error {
 				add = append(add, p)
 			}
 		}
-		buf = appendCommand(nil, bcastOn(add)...)
+		buf = resp.AppendCommand(nil, bcastOn(add)...)
 	case len(sent) == 0:
-		buf = appendCommand(nil, bcastOn(cover)...)
+		buf = resp.AppendCommand(nil, bcastOn(cover)...)
 	default:
-		buf = appendCommand(nil, "MULTI")
-		buf = appendCommand(buf, "CLIENT", "TRACKING", "OFF")
-		buf = appendCommand(buf, bcastOn(cover)...)
-		buf = appendCommand(buf, "EXEC")
+		buf = resp.AppendCommand(nil, "MULTI")
+		buf = resp.AppendCommand(buf, "CLIENT", "TRACKING", "OFF")
+		buf = resp.AppendCommand(buf, bcastOn(cover)...)
+		buf = resp.AppendCommand(buf, "EXEC")
 		replies = 4
 	}
 	ch, err := c.call(buf, replies)

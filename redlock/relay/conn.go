@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Backend is what the relay needs of a backend: a name for logs, and a
@@ -68,16 +70,16 @@ func dial(ctx context.Context, b Backend, setup ...[]any) (*bconn, error) {
 	deadline, _ := ctx.Deadline()
 	_ = nc.SetDeadline(deadline)
 	c := &bconn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10)}
-	buf := appendCommand(nil, "HELLO", "3")
+	buf := resp.AppendCommand(nil, "HELLO", "3")
 	for _, cmd := range setup {
-		buf = appendCommand(buf, cmd...)
+		buf = resp.AppendCommand(buf, cmd...)
 	}
 	if _, err := nc.Write(buf); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	for i := -1; i < len(setup); i++ {
-		v, err := readValue(c.br)
+		v, err := resp.Read(c.br)
 		if err != nil {
 			nc.Close()
 			return nil, err
@@ -102,7 +104,7 @@ func dial(ctx context.Context, b Backend, setup ...[]any) (*bconn, error) {
 func helloID(v any) int64 {
 	kv, _ := v.([]any)
 	for i := 0; i+1 < len(kv); i += 2 {
-		if k, _ := kv[i].(string); k == "id" {
+		if k, _ := str(kv[i]); k == "id" {
 			id, _ := kv[i+1].(int64)
 			return id
 		}

@@ -30,7 +30,8 @@
 // idle and closed as stalled when it stops answering), plus a small pool
 // of connections for blocking pops. They are made with
 // redlock.RedisNode.DialConn, with the node's address, credentials and
-// TLS. Shutdown closes them and waits for every goroutine.
+// TLS, and speak RESP3 through package resp (resp.go: Push and
+// ServerError are its types). Shutdown closes them and waits for every goroutine.
 //
 // # Exactly once
 //

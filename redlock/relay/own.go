@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // A NOLOOP client's own command that reads keys and may write them (a
@@ -139,7 +141,7 @@ func (t *tracker) dumps(ctx context.Context, keys []string) ([][]dump, error) {
 	sent := 0
 	for _, c := range conns {
 		for j, k := range keys {
-			err := c.c.callFunc(appendStrings(nil, "DUMP", []string{k}), 1, func(v any, ok bool) {
+			err := c.c.callFunc(resp.AppendStrings(nil, "DUMP", []string{k}), 1, func(v any, ok bool) {
 				defer func() { done <- struct{}{} }()
 				if _, isErr := v.(ServerError); !ok || isErr {
 					return

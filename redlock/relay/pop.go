@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Blocking pops as wake-up signals. Lock libraries block on a list that
@@ -165,7 +167,7 @@ func (pc *popCall) run(ctx context.Context, req PopRequest, out chan<- popResult
 	if req.Timeout > 0 {
 		d = req.Timeout + popGrace
 	}
-	v, err := c.do(appendStrings(nil, cmd, append(append([]string(nil), req.Keys...), secs)), d)
+	v, err := c.do(resp.AppendStrings(nil, cmd, append(append([]string(nil), req.Keys...), secs)), d)
 	if err != nil {
 		c.close()
 		res.err = err
@@ -211,7 +213,7 @@ func (r *Relay) finishPop(req PopRequest, calls []*popCall, results <-chan popRe
 			push = "RPUSH"
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), popGrace)
-		if err := pc.pool.run(ctx, appendCommand(nil, push, res.key, res.value)); err != nil {
+		if err := pc.pool.run(ctx, resp.AppendCommand(nil, push, res.key, res.value)); err != nil {
 			r.log.Warn("could not push back an element popped after the answer", "backend", pc.pool.b.Addr(), "key", res.key, "error", err)
 		}
 		cancel()
@@ -236,7 +238,7 @@ func (pc *popCall) unblock() {
 	defer cancel()
 	pause := 5 * time.Millisecond
 	for {
-		if err := pc.pool.run(ctx, appendCommand(nil, "CLIENT", "UNBLOCK", c.id)); err != nil {
+		if err := pc.pool.run(ctx, resp.AppendCommand(nil, "CLIENT", "UNBLOCK", c.id)); err != nil {
 			c.close()
 			return
 		}
@@ -263,7 +265,7 @@ func (c *bconn) do(cmd []byte, d time.Duration) (any, error) {
 	if _, err := c.nc.Write(cmd); err != nil {
 		return nil, err
 	}
-	return readValue(c.br)
+	return resp.Read(c.br)
 }
 
 // popPool keeps idle pop connections to one backend.

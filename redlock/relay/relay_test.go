@@ -1,12 +1,10 @@
 package relay
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,39 +16,6 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
-
-func TestReadValue(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want any
-	}{
-		{"+OK\r\n", "OK"},
-		{"-ERR no\r\n", ServerError("ERR no")},
-		{":42\r\n", int64(42)},
-		{"$3\r\nabc\r\n", "abc"},
-		{"$-1\r\n", nil},
-		{"_\r\n", nil},
-		{"#t\r\n", true},
-		{",1.5\r\n", "1.5"},
-		{"=8\r\ntxt:some\r\n", "some"},
-		{"*2\r\n$1\r\na\r\n:1\r\n", []any{"a", int64(1)}},
-		{"%1\r\n+id\r\n:7\r\n", []any{"id", int64(7)}},
-		{"~1\r\n+x\r\n", []any{"x"}},
-		{">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nm\r\n", Push{"message", "ch", "m"}},
-		{">2\r\n$10\r\ninvalidate\r\n_\r\n", Push{"invalidate", nil}},
-		{"|1\r\n+ttl\r\n:3\r\n+after\r\n", "after"},
-	} {
-		got, err := readValue(bufio.NewReader(strings.NewReader(tc.in)))
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("readValue(%q) = %#v, %v; want %#v", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"?\r\n", "$x\r\n", "$5\r\nab", "*-2\r\n", "+OK\n"} {
-		if _, err := readValue(bufio.NewReader(strings.NewReader(bad))); err == nil {
-			t.Errorf("readValue(%q) did not fail", bad)
-		}
-	}
-}
 
 // newRelay returns a Relay over n miniredis backends, shut down when the
 // test ends.

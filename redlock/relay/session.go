@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // A session is one long-lived connection to one backend in one role
@@ -114,7 +115,7 @@ func (s *session) serve(ctx context.Context, c *bconn) error {
 	done := make(chan error, 1)
 	go func() { // owned: serve waits for it below
 		for {
-			v, err := readValue(c.br)
+			v, err := resp.Read(c.br)
 			if err != nil {
 				done <- err
 				return
@@ -159,7 +160,7 @@ func (s *session) serve(ctx context.Context, c *bconn) error {
 				return stop(errStalled)
 			}
 			if idle >= pingEvery {
-				if err := c.send(appendCommand(nil, "PING"), 1); err != nil {
+				if err := c.send(resp.AppendCommand(nil, "PING"), 1); err != nil {
 					return stop(err)
 				}
 			}

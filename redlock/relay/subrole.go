@@ -1,5 +1,7 @@
 package relay
 
+import "github.com/redlock-proxy/redlock-proxy/redlock/resp"
+
 // subRole is a backend's subscriber connection: it holds the union of
 // what this proxy's subscribers want, subscribing when the first local
 // subscriber of a name comes and unsubscribing when the last leaves, and
@@ -86,7 +88,7 @@ func (sr *subRole) reconcile(c *bconn) error {
 func appendBatches(b []byte, cmd string, names []string) []byte {
 	for len(names) > 0 {
 		n := min(len(names), batchNames)
-		b = appendStrings(b, cmd, names[:n])
+		b = resp.AppendStrings(b, cmd, names[:n])
 		names = names[n:]
 	}
 	return b

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Key tracking (client-side caching). Each backend gets one tracking
@@ -181,7 +183,7 @@ func (t *tracker) register(ctx context.Context, keys []string, entries []*tracke
 	if err := t.awaitStarted(ctx); err != nil {
 		return err
 	}
-	cmd := appendStrings(nil, "EXISTS", keys)
+	cmd := resp.AppendStrings(nil, "EXISTS", keys)
 	var conns []*trackRole
 	t.mu.Lock()
 	for _, tr := range t.roles {

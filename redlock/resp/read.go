@@ -1,0 +1,202 @@
+package resp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// Status is a simple string reply (+OK), as opposed to a bulk string,
+// which reads as a string.
+type Status string
+
+// StatusOK is the most common reply; Read returns it without a copy.
+const StatusOK Status = "OK"
+
+// Error is an error reply from a backend: "NOSCRIPT No matching ...".
+// Read returns it as a value; a caller may return it as an error.
+type Error string
+
+func (e Error) Error() string { return string(e) }
+
+// RedisError marks it as a server's error reply for go-redis's helpers
+// (redis.Error, redis.HasErrorPrefix).
+func (Error) RedisError() {}
+
+// Push is an out-of-band RESP3 frame: ["message", channel, payload], …
+type Push []any
+
+// MaxLen bounds a length a backend may declare: a bulk string's bytes
+// (Redis's own proto-max-bulk-len default) or the elements of an array,
+// set, map or push.
+const MaxLen = 512 << 20
+
+const (
+	// maxDepth bounds the nesting of arrays, far beyond any reply Redis
+	// makes, so that a hostile stream cannot grow the reader's stack.
+	maxDepth = 1000
+	// prealloc is how many elements of an array are allocated before
+	// they arrive; a longer array grows as its elements are read.
+	prealloc = 1024
+)
+
+// ErrProtocol is wrapped by every error for bytes that are not RESP.
+var ErrProtocol = errors.New("backend protocol error")
+
+// Read reads one reply; see the package doc for the values it returns.
+func Read(br *bufio.Reader) (any, error) {
+	return read(br, 0)
+}
+
+func read(br *bufio.Reader, depth int) (any, error) {
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			return nil, fmt.Errorf("%w: a line longer than %d bytes", ErrProtocol, br.Size())
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(line) < 3 || line[len(line)-2] != '\r' {
+			return nil, fmt.Errorf("%w: %q", ErrProtocol, line)
+		}
+		kind, body := line[0], line[1:len(line)-2] // body only until br is read again
+		switch kind {
+		case '+':
+			if string(body) == "OK" {
+				return StatusOK, nil
+			}
+			return Status(body), nil
+		case '-':
+			return Error(body), nil
+		case ':':
+			n, ok := parseInt(body)
+			if !ok {
+				return nil, fmt.Errorf("%w: integer %q", ErrProtocol, body)
+			}
+			return n, nil
+		case ',', '(':
+			return string(body), nil
+		case '_':
+			return nil, nil
+		case '#':
+			if len(body) != 1 || (body[0] != 't' && body[0] != 'f') {
+				return nil, fmt.Errorf("%w: boolean %q", ErrProtocol, body)
+			}
+			return body[0] == 't', nil
+		case '$', '=', '!':
+			n, err := length(body)
+			if err != nil || n == -1 {
+				return nil, err
+			}
+			s, err := readBulk(br, n)
+			if err != nil {
+				return nil, err
+			}
+			switch kind {
+			case '!':
+				return Error(s), nil
+			case '=':
+				if len(s) >= 4 && s[3] == ':' { // "txt:", the encoding
+					s = s[4:]
+				}
+			}
+			return s, nil
+		case '*', '~', '>', '%', '|':
+			n, err := length(body)
+			if err != nil || n == -1 {
+				return nil, err
+			}
+			if depth >= maxDepth {
+				return nil, fmt.Errorf("%w: nested deeper than %d", ErrProtocol, maxDepth)
+			}
+			if kind == '%' || kind == '|' {
+				n *= 2 // key, value, …
+			}
+			out := make([]any, 0, min(n, prealloc))
+			for range n {
+				v, err := read(br, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, v)
+			}
+			switch kind {
+			case '>':
+				return Push(out), nil
+			case '|':
+				continue // an attribute: the value follows
+			}
+			return out, nil
+		}
+		return nil, fmt.Errorf("%w: unexpected %q", ErrProtocol, line)
+	}
+}
+
+// readBulk reads n bytes and the CRLF after them.
+func readBulk(br *bufio.Reader, n int) (string, error) {
+	if n+2 <= br.Size() { // read in place: one copy, the string's
+		b, err := br.Peek(n + 2)
+		if err != nil {
+			return "", eofMeansTruncated(err)
+		}
+		if b[n] != '\r' || b[n+1] != '\n' {
+			return "", fmt.Errorf("%w: a bulk string of %d bytes without its CRLF", ErrProtocol, n)
+		}
+		s := string(b[:n])
+		_, _ = br.Discard(n + 2)
+		return s, nil
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(br, buf); err != nil {
+		return "", eofMeansTruncated(err)
+	}
+	if buf[n] != '\r' || buf[n+1] != '\n' {
+		return "", fmt.Errorf("%w: a bulk string of %d bytes without its CRLF", ErrProtocol, n)
+	}
+	return string(buf[:n]), nil
+}
+
+// eofMeansTruncated: a stream that ends inside a value was cut short.
+func eofMeansTruncated(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// length reads a declared length: -1 (none) up to MaxLen.
+func length(b []byte) (int, error) {
+	n, ok := parseInt(b)
+	if !ok || n < -1 || n > MaxLen {
+		return 0, fmt.Errorf("%w: length %q", ErrProtocol, b)
+	}
+	return int(n), nil
+}
+
+// parseInt reads a decimal int64 ("-" and digits) without a copy.
+func parseInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 { // 19 digits cannot overflow a uint64
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	switch {
+	case neg && n <= math.MaxInt64+1:
+		return -int64(n), true // n = 2^63 gives math.MinInt64
+	case !neg && n <= math.MaxInt64:
+		return int64(n), true
+	}
+	return 0, false
+}

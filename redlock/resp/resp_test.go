@@ -1,0 +1,167 @@
+package resp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func reader(s string) *bufio.Reader { return bufio.NewReaderSize(strings.NewReader(s), 32) }
+
+func TestReadValues(t *testing.T) {
+	long := strings.Repeat("x", 40) // longer than the reader's buffer
+	for _, tc := range []struct {
+		in   string
+		want any
+	}{
+		// RESP2
+		{"+OK\r\n", StatusOK},
+		{"+QUEUED\r\n", Status("QUEUED")},
+		{"+\r\n", Status("")},
+		{"-ERR no\r\n", Error("ERR no")},
+		{":42\r\n", int64(42)},
+		{":-7\r\n", int64(-7)},
+		{":9223372036854775807\r\n", int64(math.MaxInt64)},
+		{":-9223372036854775808\r\n", int64(math.MinInt64)},
+		{"$3\r\nabc\r\n", "abc"},
+		{"$0\r\n\r\n", ""},
+		{"$4\r\na\r\nb\r\n", "a\r\nb"},
+		{"$40\r\n" + long + "\r\n", long},
+		{"$-1\r\n", nil},
+		{"*-1\r\n", nil},
+		{"*0\r\n", []any{}},
+		{"*2\r\n$1\r\na\r\n:1\r\n", []any{"a", int64(1)}},
+		{"*2\r\n*1\r\n+OK\r\n*2\r\n$-1\r\n*0\r\n", []any{[]any{StatusOK}, []any{nil, []any{}}}},
+		{"*3\r\n:1\r\n-WRONGTYPE x\r\n$1\r\nv\r\n", []any{int64(1), Error("WRONGTYPE x"), "v"}},
+		// RESP3
+		{"_\r\n", nil},
+		{"#t\r\n", true},
+		{"#f\r\n", false},
+		{",1.5\r\n", "1.5"},
+		{",inf\r\n", "inf"},
+		{"(123456789012345678901234\r\n", "123456789012345678901234"},
+		{"=8\r\ntxt:some\r\n", "some"},
+		{"!21\r\nSYNTAX invalid syntax\r\n", Error("SYNTAX invalid syntax")},
+		{"%1\r\n+id\r\n:7\r\n", []any{Status("id"), int64(7)}},
+		{"%2\r\n$1\r\na\r\n%1\r\n$1\r\nb\r\n:2\r\n$1\r\nc\r\n~0\r\n", []any{"a", []any{"b", int64(2)}, "c", []any{}}},
+		{"~1\r\n$1\r\nx\r\n", []any{"x"}},
+		{">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nm\r\n", Push{"message", "ch", "m"}},
+		{">2\r\n$10\r\ninvalidate\r\n_\r\n", Push{"invalidate", nil}},
+		{">2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n", Push{"invalidate", []any{"a", "b"}}},
+		{"|1\r\n+ttl\r\n:3\r\n+after\r\n", Status("after")},
+		{"*2\r\n|1\r\n+k\r\n+v\r\n:1\r\n:2\r\n", []any{int64(1), int64(2)}},
+	} {
+		got, err := Read(reader(tc.in))
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Read(%q) = %#v, %v; want %#v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestReadStream: replies follow one another with nothing between them.
+func TestReadStream(t *testing.T) {
+	br := reader("+OK\r\n:1\r\n$3\r\nabc\r\n-ERR x\r\n*1\r\n:2\r\n")
+	want := []any{StatusOK, int64(1), "abc", Error("ERR x"), []any{int64(2)}}
+	for i, w := range want {
+		if got, err := Read(br); err != nil || !reflect.DeepEqual(got, w) {
+			t.Fatalf("reply %d = %#v, %v; want %#v", i, got, err, w)
+		}
+	}
+	if _, err := Read(br); err != io.EOF {
+		t.Fatalf("after the last reply: %v, want io.EOF", err)
+	}
+}
+
+// TestReadMalformed: bytes that are not RESP give an error, never a panic
+// or a wait for more input than the stream has.
+func TestReadMalformed(t *testing.T) {
+	deep := strings.Repeat("*1\r\n", maxDepth+1) + ":1\r\n"
+	for _, tc := range []struct {
+		in    string
+		proto bool // a protocol error, not the stream's end
+	}{
+		{"?\r\n", true},
+		{"\r\n", true},
+		{"+OK\n", true},
+		{"+OK\rx\n", true},
+		{":\r\n", true},
+		{":12a\r\n", true},
+		{":9223372036854775808\r\n", true},
+		{":-9223372036854775809\r\n", true},
+		{":99999999999999999999\r\n", true},
+		{"#x\r\n", true},
+		{"$x\r\n", true},
+		{"$-2\r\n", true},
+		{"$\r\n", true},
+		{"$-\r\n", true},
+		{"$536870913\r\n", true},
+		{"*536870913\r\n", true},
+		{"%268435457\r\n", false}, // within the bound: doubled, it ends with the stream
+		{"*-2\r\n", true},
+		{"*x\r\n", true},
+		{"$3\r\nabcde\r\n", true},
+		{"$3\r\nabc", false},
+		{"$3\r\nab", false},
+		{"$40\r\n" + strings.Repeat("x", 40) + "xx", true},
+		{"$40\r\n" + strings.Repeat("x", 20), false},
+		{"*2\r\n:1\r\n", false},
+		{"*2\r\n:1\r\n?\r\n", true},
+		{"*1000000\r\n:1\r\n", false}, // a huge declared array, little sent
+		{"+OK", false},
+		{"", false},
+		{"+" + strings.Repeat("x", 40) + "\r\n", true}, // longer than the buffer
+		{deep, true},
+	} {
+		t.Run(fmt.Sprintf("%.20q", tc.in), func(t *testing.T) {
+			v, err := Read(reader(tc.in))
+			if err == nil {
+				t.Fatalf("Read(%q) = %#v, want an error", tc.in, v)
+			}
+			if got := errors.Is(err, ErrProtocol); got != tc.proto {
+				t.Fatalf("Read(%q): %v; protocol error %v, want %v", tc.in, err, got, tc.proto)
+			}
+		})
+	}
+}
+
+// TestEncodeRoundTrip: a command encodes as an array of bulk strings that
+// Read gives back.
+func TestEncodeRoundTrip(t *testing.T) {
+	type named string
+	args := []any{"SET", "k\r\nv", []byte("bytes"), 42, int64(-9), "", named("other"), 1.5}
+	want := []any{"SET", "k\r\nv", "bytes", "42", "-9", "", "other", "1.5"}
+	b := AppendCommand(nil, args...)
+	b = AppendStrings(b, "DEL", []string{"a", "b"})
+	b = AppendArrayLen(b, 3)
+	b = AppendBulk(b, "PEXPIRE")
+	b = AppendBulk(b, "k")
+	b = AppendBulkInt(b, math.MinInt64)
+	br := reader(string(b))
+	for _, w := range [][]any{want, {"DEL", "a", "b"}, {"PEXPIRE", "k", "-9223372036854775808"}} {
+		if got, err := Read(br); err != nil || !reflect.DeepEqual(got, w) {
+			t.Fatalf("read back %#v, %v; want %#v", got, err, w)
+		}
+	}
+	if got := string(AppendCommand(nil, "PING")); got != "*1\r\n$4\r\nPING\r\n" {
+		t.Fatalf("PING encodes as %q", got)
+	}
+}
+
+func FuzzRead(f *testing.F) {
+	for _, s := range []string{"+OK\r\n", "*2\r\n$1\r\na\r\n:1\r\n", "%1\r\n+a\r\n_\r\n", ">1\r\n#t\r\n", "|1\r\n+a\r\n+b\r\n:1\r\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		br := reader(s)
+		for {
+			if _, err := Read(br); err != nil {
+				return
+			}
+		}
+	})
+}
