@@ -30,8 +30,8 @@ type Config struct {
 	LogLevel          string        `hcl:"log_level,optional" default:"info" bound:"trace|debug|info|warn|error" doc:"log level"`
 	LogFormat         string        `hcl:"log_format,optional" default:"text" bound:"text|json" doc:"log format"`
 	MaxClients        int           `hcl:"max_clients,optional" default:"10000" bound:"[1, 1000000]" doc:"client connections at once"`
-	IdleTimeout       time.Duration `hcl:"idle_timeout,optional" default:"5m" bound:">= 0" doc:"idle clients are closed after this (0: never)"`
-	WriteTimeout      time.Duration `hcl:"write_timeout,optional" default:"10s" bound:"(0, 5m]" doc:"deadline of each write to a client"`
+	IdleTimeout       time.Duration `hcl:"idle_timeout,optional" default:"5m" bound:">= 0" doc:"idle clients are closed after this, at most 1.5× (0: never)"`
+	WriteTimeout      time.Duration `hcl:"write_timeout,optional" default:"10s" bound:"(0, 5m]" doc:"a write to a client stuck this long fails, at most 1.5×"`
 	ShutdownTimeout   time.Duration `hcl:"shutdown_timeout,optional" default:"10s" bound:"(0, 10m]" doc:"graceful drain on SIGTERM"`
 	Strict            bool          `hcl:"strict,optional" default:"false" doc:"refuse to start on backend problems that are otherwise warnings"`
 	ProtectedMode     bool          `hcl:"protected_mode,optional" default:"true" doc:"with no password, accept loopback clients only"`

@@ -4,7 +4,9 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/commands"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -32,4 +34,21 @@ func BenchmarkGuardScan(b *testing.B) {
 		for s.take(p) > 0 {
 		}
 	}
+}
+
+// BenchmarkObserveParallel is what one lock operation reports to the
+// metrics (one command, five backend calls), from 64 goroutines at once.
+func BenchmarkObserveParallel(b *testing.B) {
+	m := NewMetrics("bench")
+	addrs := []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "10.0.0.5:6379"}
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			for _, a := range addrs {
+				m.ObserveBackend(a, time.Millisecond, nil)
+			}
+			m.Observe("lock", "native", commands.ResultOK, time.Millisecond)
+		}
+	})
 }

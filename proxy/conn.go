@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tidwall/redcon"
 
@@ -106,14 +105,22 @@ func newConn(s *Server, nc net.Conn, client *commands.Client) *conn {
 // serve reads and dispatches commands until the client leaves, QUIT, a
 // protocol error, an idle timeout or the server closes the connection.
 func (c *conn) serve() {
-	idle := c.s.cfg.IdleTimeout
+	// A client is idle when no command arrives for idle_timeout (at most
+	// ×3/2: lazyDeadline) and none of its commands is in flight.
+	var idle *lazyDeadline
+	if c.s.cfg.IdleTimeout > 0 {
+		idle = newLazyDeadline(c.s.cfg.IdleTimeout)
+	}
 	for {
-		if idle > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+		if idle != nil {
+			if dl, ok := idle.next(); ok {
+				_ = c.nc.SetReadDeadline(dl)
+				idle.set(dl)
+			}
 		}
 		cmds, err := c.rd.ReadCommands()
 		if err != nil {
-			if idle > 0 && errors.Is(err, os.ErrDeadlineExceeded) && c.busy() {
+			if idle != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.busy() {
 				continue // not idle: its commands are still running
 			}
 			c.protocolError(err)

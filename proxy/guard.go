@@ -507,12 +507,12 @@ func (l *guardListener) Accept() (net.Conn, error) {
 // checked commands. Deadlines and Close pass through to the embedded conn.
 type guardConn struct {
 	net.Conn
-	writeTimeout time.Duration
-	authed       atomic.Bool
-	sc           *frameScanner
-	perr         atomic.Pointer[ProtocolError]
-	replied      bool // the -ERR reply has been written
-	wmu          sync.Mutex
+	wdl     *lazyDeadline // write deadline; nil without a write timeout
+	authed  atomic.Bool
+	sc      *frameScanner
+	perr    atomic.Pointer[ProtocolError]
+	replied bool // the -ERR reply has been written
+	wmu     sync.Mutex
 	// beforeError, when set, runs before the -ERR reply is written: the
 	// connection's replies to the commands before the bad frame go first
 	// (set by the owner before the first Read).
@@ -520,7 +520,10 @@ type guardConn struct {
 }
 
 func newGuardConn(c net.Conn, auth, pre limitSet, writeTimeout time.Duration) *guardConn {
-	g := &guardConn{Conn: c, writeTimeout: writeTimeout}
+	g := &guardConn{Conn: c}
+	if writeTimeout > 0 {
+		g.wdl = newLazyDeadline(writeTimeout)
+	}
 	g.sc = newFrameScanner(&g.authed, auth, pre)
 	return g
 }
@@ -581,20 +584,28 @@ func (g *guardConn) replyError(e *ProtocolError) {
 		return
 	}
 	g.replied = true
+	if g.wdl != nil {
+		g.wdl.forget()
+	}
 	_ = g.Conn.SetWriteDeadline(time.Now().Add(errorWriteTimeout))
 	_, _ = g.Conn.Write([]byte("-ERR " + e.Error() + "\r\n"))
 }
 
-// Write sets a write deadline of now+writeTimeout (if positive), then writes.
+// Write writes p under the write timeout (if positive): a write that
+// starts at t fails between t+writeTimeout and t+writeTimeout×3/2, as
+// lazyDeadline keeps it (the deadline is not set anew for every reply).
 // A whole Write is atomic with respect to other Writes (the connection
 // writes whole replies; push messages come from other goroutines), so
 // replies and pushes never interleave within a frame.
 func (g *guardConn) Write(p []byte) (int, error) {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
-	if g.writeTimeout > 0 {
-		if err := g.Conn.SetWriteDeadline(time.Now().Add(g.writeTimeout)); err != nil {
-			return 0, err
+	if g.wdl != nil {
+		if dl, ok := g.wdl.next(); ok {
+			if err := g.Conn.SetWriteDeadline(dl); err != nil {
+				return 0, err
+			}
+			g.wdl.set(dl)
 		}
 	}
 	return g.Conn.Write(p)

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"maps"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,10 +59,44 @@ type Metrics struct {
 
 	// Children looked up once per label set, so Observe neither hashes
 	// label values nor allocates on the common path.
-	mu      sync.RWMutex
-	opsBy   map[opKey]prometheus.Counter
-	latByOp map[string]prometheus.Observer
-	byAddr  map[string]backendChildren
+	opsBy   children[opKey, prometheus.Counter]
+	latByOp children[string, prometheus.Observer]
+	byAddr  children[string, backendChildren]
+}
+
+// children is a read-mostly map of metric children. A lookup loads an
+// immutable map and takes no lock: a shared RWMutex's reader count is a
+// cache line every core writes, here once per command and once per
+// backend call. A key seen for the first time is added to a copy under
+// mu; the keys are few (backends, commands × dialects × outcomes).
+type children[K comparable, V any] struct {
+	m  atomic.Pointer[map[K]V]
+	mu sync.Mutex
+}
+
+// get returns k's child, made by newV the first time.
+func (c *children[K, V]) get(k K, newV func(K) V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	next := make(map[K]V)
+	if old != nil {
+		maps.Copy(next, *old)
+	}
+	v := newV(k)
+	next[k] = v
+	c.m.Store(&next)
+	return v
 }
 
 type backendChildren struct {
@@ -97,9 +133,6 @@ func NewMetrics(version string) *Metrics {
 			Name: metricPrefix + "backend_call_errors_total",
 			Help: "Backend calls that failed: timeouts, connection errors, error replies.",
 		}, []string{"backend"}),
-		opsBy:   map[opKey]prometheus.Counter{},
-		latByOp: map[string]prometheus.Observer{},
-		byAddr:  map[string]backendChildren{},
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricPrefix + "build_info",
@@ -182,23 +215,12 @@ func (m *Metrics) Observe(cmd, dialect string, result commands.Outcome, d time.D
 	if dialect == "" {
 		return
 	}
-	k := opKey{cmd, dialect, result}
-	m.mu.RLock()
-	c, okC := m.opsBy[k]
-	h, okH := m.latByOp[cmd]
-	m.mu.RUnlock()
-	if !okC || !okH {
-		m.mu.Lock()
-		if c, okC = m.opsBy[k]; !okC {
-			c = m.ops.WithLabelValues(cmd, dialect, result.String())
-			m.opsBy[k] = c
-		}
-		if h, okH = m.latByOp[cmd]; !okH {
-			h = m.latency.WithLabelValues(cmd)
-			m.latByOp[cmd] = h
-		}
-		m.mu.Unlock()
-	}
+	c := m.opsBy.get(opKey{cmd, dialect, result}, func(k opKey) prometheus.Counter {
+		return m.ops.WithLabelValues(k.cmd, k.dialect, k.result.String())
+	})
+	h := m.latByOp.get(cmd, func(cmd string) prometheus.Observer {
+		return m.latency.WithLabelValues(cmd)
+	})
 	c.Inc()
 	h.Observe(d.Seconds())
 }
@@ -207,17 +229,9 @@ func (m *Metrics) Observe(cmd, dialect string, result commands.Outcome, d time.D
 // redlock.Options.ObserveCall's signature and allocates nothing once a
 // backend has been seen.
 func (m *Metrics) ObserveBackend(addr string, d time.Duration, err error) {
-	m.mu.RLock()
-	ch, ok := m.byAddr[addr]
-	m.mu.RUnlock()
-	if !ok {
-		m.mu.Lock()
-		if ch, ok = m.byAddr[addr]; !ok {
-			ch = backendChildren{calls: m.calls.WithLabelValues(addr), errs: m.callErr.WithLabelValues(addr)}
-			m.byAddr[addr] = ch
-		}
-		m.mu.Unlock()
-	}
+	ch := m.byAddr.get(addr, func(addr string) backendChildren {
+		return backendChildren{calls: m.calls.WithLabelValues(addr), errs: m.callErr.WithLabelValues(addr)}
+	})
 	ch.calls.Observe(d.Seconds())
 	if err != nil {
 		ch.errs.Inc()

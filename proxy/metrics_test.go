@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,6 +176,38 @@ func TestMetricsObserveAllocs(t *testing.T) {
 	m.ObserveBackend("10.0.0.1:6379", time.Millisecond, nil)
 	if n := testing.AllocsPerRun(200, func() { m.ObserveBackend("10.0.0.1:6379", time.Millisecond, nil) }); n != 0 {
 		t.Fatalf("ObserveBackend allocates %v times per call", n)
+	}
+}
+
+// TestMetricsObserveConcurrentFirstSight: backends and commands seen for
+// the first time by many goroutines at once are each counted once per
+// call (a child made twice would lose counts).
+func TestMetricsObserveConcurrentFirstSight(t *testing.T) {
+	m := NewMetrics("test")
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 80 {
+				m.ObserveBackend("10.0.0."+strconv.Itoa(i%8)+":6379", time.Millisecond, errors.New("x"))
+				m.Observe("cmd"+strconv.Itoa((g+i)%4), "native", commands.ResultOK, time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	_, body := get(t, m.Handler(), "/metrics")
+	for i := range 8 {
+		want := `redlock_proxy_backend_call_errors_total{backend="10.0.0.` + strconv.Itoa(i) + `:6379"} 160`
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	for i := range 4 {
+		want := `redlock_proxy_lock_operations_total{command="cmd` + strconv.Itoa(i) + `",dialect="native",result="ok"} 320`
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %s", want)
+		}
 	}
 }
 

@@ -21,7 +21,7 @@ type Config struct {
 	Listen        string
 	MaxClients    int
 	IdleTimeout   time.Duration // 0: never close idle clients
-	WriteTimeout  time.Duration // deadline for each write to a client
+	WriteTimeout  time.Duration // a write to a client stuck this long fails (at most ×3/2: lazyDeadline)
 	ProtectedMode bool          // with no password, serve loopback clients only
 	RequirePass   bool          // whether a password (requirepass or a user) is configured
 	MaxPipeline   int           // commands in flight per connection (conn.go); 0: 1024

@@ -79,6 +79,15 @@ func (g *keyGate) enterAs(ctx context.Context, keys []string, self *prefixHold) 
 	g.mu.Unlock()
 
 	for _, e := range p.entries {
+		// A free turn is taken without a select: the select would lock
+		// ctx's done channel too, which every caller of the process
+		// shares.
+		select {
+		case e.turn <- struct{}{}:
+			p.entered++
+			continue
+		default:
+		}
 		select {
 		case e.turn <- struct{}{}:
 			p.entered++

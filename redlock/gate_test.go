@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,4 +64,27 @@ func TestKeyGateHonoursContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	pass2.leave()
+}
+
+// BenchmarkKeyGateParallel is the gate on distinct keys from 64 goroutines
+// sharing one cancellable context, as the proxy's commands share the
+// server's.
+func BenchmarkKeyGateParallel(b *testing.B) {
+	var g keyGate
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		keys := []string{"k" + strconv.FormatInt(next.Add(1), 10)}
+		for pb.Next() {
+			p, err := g.enter(ctx, keys)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.leave()
+		}
+	})
 }
