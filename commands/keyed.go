@@ -50,7 +50,7 @@ func keyedRows(fixed []Command) []Command {
 			last = 0
 		}
 		rows = append(rows, Command{
-			Name: kc.Name, Arity: kc.Arity, Flags: flags, Key: first, LastKey: last, KeyStep: kc.Step, NumKeys: kc.NumKeys,
+			Name: kc.Name, Arity: kc.Arity, Flags: flags, Key: first, LastKey: last, KeyStep: kc.Step, NumKeys: kc.NumKeys, Movable: kc.Movable,
 			Group: keyedGroup(kc.Name), Summary: "Runs on every backend by vote, as a script that only calls it",
 			run: func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte) Reply {
 				return d.keyed(ctx, c, k, args)
@@ -82,7 +82,17 @@ func keyedScript(kc lua.KeyCommand) *redlock.Script {
 
 // keyedGroup is the command's group as COMMAND DOCS names it.
 func keyedGroup(name string) string {
+	switch name {
+	case "COPY", "SORT", "SORT_RO":
+		return "generic"
+	}
 	switch {
+	case strings.HasPrefix(name, "PF"):
+		return "hyperloglog"
+	case strings.HasPrefix(name, "GEO"):
+		return "geo"
+	case name[0] == 'X':
+		return "stream"
 	case strings.HasPrefix(name, "BIT") || name == "SETBIT" || name == "GETBIT":
 		return "bitmap"
 	case name[0] == 'H':
@@ -107,6 +117,9 @@ func keyedGroup(name string) string {
 func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]byte) Reply {
 	if len(args)-1 > maxKeyedArgs {
 		return Errorf("ERR redlock-proxy runs %s by vote as a script, which takes at most %d arguments (the backends' Lua unpacks no more)", k.cmd.Name, maxKeyedArgs)
+	}
+	if why := k.cmd.Form(args); why != "" {
+		return Errorf(errCannotServe, why)
 	}
 	isKey := make([]bool, len(args))
 	var keys []string
