@@ -2,10 +2,12 @@ package commands
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // Every command a script by vote may call (lua.KeyCommands: key-local and
@@ -66,10 +68,26 @@ func keyedRows(fixed []Command) []Command {
 // most about 8000 values (LUAI_MAXCSTACK).
 const maxKeyedArgs = 7900
 
+// copyScript is COPY's: its last ARGV is the expiry the proxy holds the
+// source to ("" when none: the copy keeps the source's own), given to the
+// copy, so that the clamp holds the copy as it holds the source instead
+// of taking the source's lease on the backends for the copy's expiry.
+var copyScript = redlock.NewScript(`local n = #ARGV
+local r = redis.pcall('COPY', unpack(ARGV, 1, n - 1))
+if r == 1 and ARGV[n] == '-1' then
+	redis.call('PERSIST', KEYS[2])
+elseif r == 1 and ARGV[n] ~= '' then
+	redis.call('PEXPIRE', KEYS[2], ARGV[n])
+end
+return r`)
+
 // keyedScript is the script that runs kc with the arguments as sent;
 // pcall hands a command error (WRONGTYPE, a syntax error) back as the
 // reply, as Redis answers it.
 func keyedScript(kc lua.KeyCommand) *redlock.Script {
+	if kc.Name == "COPY" {
+		return copyScript
+	}
 	s := redlock.NewScript("return redis.pcall('" + kc.Name + "', unpack(ARGV))")
 	switch {
 	case kc.Pairs:
@@ -139,6 +157,9 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		}
 		argv[i] = string(a)
 	}
+	if k.script == copyScript {
+		argv = append(argv, heldExpiry(d.leases, keys[0]))
+	}
 	v, err := d.leases.Vote(ctx, k.script, keys, argv, k.cmd.Writes)
 	if err != nil {
 		return d.lockError(err)
@@ -167,4 +188,17 @@ func refusal(args [][]byte) Reply {
 		return Errorf(errCannotServe, why)
 	}
 	return unknownCommand(args)
+}
+
+// heldExpiry is the expiry the proxy holds key to, as copyScript takes
+// it: "-1" for none, ms for a deadline, "" when key is not held here.
+func heldExpiry(m *lease.Manager, key string) string {
+	ttl, ok := m.HeldAnyTTL(key)
+	switch {
+	case !ok:
+		return ""
+	case ttl == redlock.PTTLNoExpiry:
+		return "-1"
+	}
+	return strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
 }
