@@ -18,8 +18,10 @@ import (
 // the command's reply is (unordered replies as multisets). Its keys pass
 // the same checks as a script's declared keys (max_key_bytes, the
 // reserved prefix, the user's key patterns) and its other arguments the
-// value bound. Commands that cannot run by vote are answered with the
-// reason (refusal) instead of "unknown command".
+// value bound. Commands that cannot run by vote, and the forms of served
+// ones that each backend would run its own way (lua.KeyCommand.Form), are
+// answered with the reason (refusal) instead of "unknown command". COPY
+// gives the copy the expiry the proxy answers for its source (copyScript).
 
 // errCannotServe answers a command Redis has that cannot run by vote.
 const errCannotServe = "ERR redlock-proxy cannot serve this command: %s. See docs/compatibility.md"
