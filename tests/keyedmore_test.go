@@ -45,6 +45,7 @@ var keyedMoreRefused = map[string][]any{
 	"its id from each backend's clock":    {"XADD", "st", "*", "f", "v"},
 	"trims where each backend's stream":   {"XTRIM", "st", "MAXLEN", "~", "1"},
 	"XADD with ~":                         {"XADD", "st", "MINID", "~", "1", "20-1", "f", "v"},
+	"XTRIM with ~ trims":                  {"XTRIM", "st", "LIMIT", "1", "MAXLEN", "~", "1"},
 	"COPY with DB reaches another":        {"COPY", "m1", "m4", "DB", "1"},
 	"SORT with BY or GET":                 {"SORT", "nums", "BY", "w_*"},
 	"SORT_RO with BY or GET":              {"SORT_RO", "nums", "GET", "#"},

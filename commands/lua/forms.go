@@ -31,10 +31,8 @@ func formOf(name string, toks []tok, more bool) (why string, store int) {
 		return tok{}, more
 	}
 	switch name {
-	case "XADD":
-		return xaddForm(at), 0
-	case "XTRIM":
-		return trimForm(at, 1, "XTRIM"), 0
+	case "XADD", "XTRIM":
+		return streamForm(name, at), 0
 	case "COPY":
 		for i := 2; ; i++ {
 			t, ok := at(i)
@@ -53,54 +51,48 @@ func formOf(name string, toks []tok, more bool) (why string, store int) {
 	return "", 0
 }
 
-// xaddForm checks XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] n [LIMIT c]]
-// id field value …: the id must be given (ms-seq or ms-*), the trim exact.
-func xaddForm(at func(int) (tok, bool)) string {
+// streamForm checks the options of XADD (key [NOMKSTREAM] [MAXLEN|MINID
+// [=|~] n] [LIMIT c] id field value …) and XTRIM (key MAXLEN|MINID [=|~]
+// n [LIMIT c]), in any order as Redis parses them: the trim must be
+// exact, and XADD's id given (<ms>-<seq> or <ms>-*), not *.
+func streamForm(name string, at func(int) (tok, bool)) string {
+	literals := "in a script run by vote, " + name + "'s options must be string literals (an argument could be ~)"
+	if name == "XADD" {
+		literals = "in a script run by vote, XADD's options and id must be string literals (an argument could be ~ or the id *)"
+	}
 	for i := 1; ; {
 		t, ok := at(i)
 		switch {
 		case !ok:
-			return "" // too few arguments: Redis refuses the call
+			return "" // no id or too few arguments: Redis refuses the call
 		case !t.known:
-			return "in a script run by vote, XADD's options and id must be string literals (an argument could be the id *)"
+			return literals
 		}
 		switch strings.ToUpper(t.s) {
 		case "NOMKSTREAM":
 			i++
+		case "LIMIT":
+			i += 2
 		case "MAXLEN", "MINID":
-			if why := trimForm(at, i, "XADD"); why != "" {
-				return why
-			}
-			i += 2 // the strategy and its threshold
-			if t, _ := at(i - 1); t.known && (t.s == "=" || t.s == "~") {
+			m, ok := at(i + 1)
+			switch {
+			case ok && !m.known:
+				return literals
+			case ok && m.s == "~":
+				return name + " with ~ trims where each backend's stream nodes end, which its configuration and history decide: trim exactly (= or no modifier)"
+			case ok && m.s == "=":
 				i++
 			}
-			if t, ok := at(i); ok && t.known && strings.EqualFold(t.s, "LIMIT") {
-				i += 2
-			}
+			i += 2 // the strategy and its threshold
 		case "*":
-			return "XADD with the id * takes its id from each backend's clock: give it as <ms>-<seq> or <ms>-*"
-		default:
+			if name == "XADD" {
+				return "XADD with the id * takes its id from each backend's clock: give it as <ms>-<seq> or <ms>-*"
+			}
 			return ""
+		default:
+			return "" // XADD's id; for XTRIM, Redis refuses the option
 		}
 	}
-}
-
-// trimForm checks the trim strategy at i (MAXLEN or MINID) and the
-// modifier after it: exact only.
-func trimForm(at func(int) (tok, bool), i int, name string) string {
-	s, ok := at(i)
-	if !ok {
-		return ""
-	}
-	m, ok := at(i + 1)
-	switch {
-	case !s.known || ok && !m.known:
-		return "in a script run by vote, " + name + "'s trim strategy and its = or ~ must be string literals (an argument could be ~)"
-	case ok && m.s == "~":
-		return name + " with ~ trims where each backend's stream nodes end, which its configuration and history decide: trim exactly (= or no modifier)"
-	}
-	return ""
 }
 
 // sortForm checks SORT key [BY p] [LIMIT o c] [GET p …] [ASC|DESC]

@@ -223,6 +223,7 @@ func TestRefused(t *testing.T) {
 		{"BLPOP", "return redis.call('blpop', KEYS[1], 0)", 1, "BLPOP blocks"},
 		{"stream command", "return redis.call('xadd', KEYS[1], '*', 'f', 'v')", 1, "XADD with the id * takes its id from each backend's clock"},
 		{"XADD id from ARGV", "return redis.call('XADD', KEYS[1], ARGV[1], 'f', 'v')", 1, "XADD's options and id must be string literals"},
+		{"XTRIM strategy from ARGV", "return redis.call('XTRIM', KEYS[1], ARGV[1], '~', 10)", 1, "XTRIM's options must be string literals"},
 		{"XADD approximate trim", "return redis.call('XADD', KEYS[1], 'MAXLEN', '~', 10, '1-1', 'f', 'v')", 1, "XADD with ~ trims where each backend's stream nodes end"},
 		{"XTRIM approximate", "return redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[1])", 1, "XTRIM with ~ trims"},
 		{"XTRIM modifier from ARGV", "return redis.call('XTRIM', KEYS[1], 'MAXLEN', ARGV[1])", 1, "an argument could be ~"},
