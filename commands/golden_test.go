@@ -251,6 +251,20 @@ var goldenKeyedCases = []goldenCase{
 	gc(w("ZREMRANGEBYSCORE", "k", "-inf", "+inf")),
 	gc(w("ZUNION", "2", "k", "k2")),
 	gc(w("ZUNIONSTORE", "k2", "1", "k")),
+
+	gc(w("PFADD", "k", "a", "b"), w("PFCOUNT", "k", "k2"), w("PFMERGE", "k2", "k")),
+	gc(w("GEOADD", "k", "13.361389", "38.115556", "a"), w("GEOPOS", "k", "a"), w("GEODIST", "k", "a", "a"), w("GEOHASH", "k", "a")),
+	gc(w("GEOSEARCH", "k", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km")),
+	gc(w("GEOSEARCHSTORE", "k2", "k", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km")),
+	gc(w("GEORADIUS_RO", "k", "15", "37", "200", "km"), w("GEORADIUSBYMEMBER_RO", "k", "a", "200", "km")),
+	gc(w("XADD", "k", "1-1", "f", "v"), w("XADD", "k", "1-*", "f", "w"), w("XLEN", "k"), w("XRANGE", "k", "-", "+"), w("XREVRANGE", "k", "+", "-")),
+	gc(w("XADD", "k", "*", "f", "v"), w("XTRIM", "k", "MAXLEN", "~", "1")),
+	gc(w("XDEL", "k", "1-1")),
+	gc(w("XTRIM", "k", "MAXLEN", "0")),
+	gc(w("XSETID", "k", "5-5")),
+	gc(w("COPY", "k", "k2"), w("COPY", "k", "k2", "DB", "1")),
+	gc(w("RPUSH", "k", "3", "1", "2"), w("SORT", "k", "LIMIT", "0", "2"), w("SORT", "k", "STORE", "k2"), w("SORT", "k", "BY", "w_*")),
+	gc(w("SORT_RO", "k", "DESC")),
 }
 
 // goldenStates are the states key k is in before a case runs.

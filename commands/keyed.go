@@ -2,10 +2,12 @@ package commands
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // Every command a script by vote may call (lua.KeyCommands: key-local and
@@ -16,8 +18,10 @@ import (
 // the command's reply is (unordered replies as multisets). Its keys pass
 // the same checks as a script's declared keys (max_key_bytes, the
 // reserved prefix, the user's key patterns) and its other arguments the
-// value bound. Commands that cannot run by vote are answered with the
-// reason (refusal) instead of "unknown command".
+// value bound. Commands that cannot run by vote, and the forms of served
+// ones that each backend would run its own way (lua.KeyCommand.Form), are
+// answered with the reason (refusal) instead of "unknown command". COPY
+// gives the copy the expiry the proxy answers for its source (copyScript).
 
 // errCannotServe answers a command Redis has that cannot run by vote.
 const errCannotServe = "ERR redlock-proxy cannot serve this command: %s. See docs/compatibility.md"
@@ -50,7 +54,7 @@ func keyedRows(fixed []Command) []Command {
 			last = 0
 		}
 		rows = append(rows, Command{
-			Name: kc.Name, Arity: kc.Arity, Flags: flags, Key: first, LastKey: last, KeyStep: kc.Step, NumKeys: kc.NumKeys,
+			Name: kc.Name, Arity: kc.Arity, Flags: flags, Key: first, LastKey: last, KeyStep: kc.Step, NumKeys: kc.NumKeys, Movable: kc.Movable,
 			Group: keyedGroup(kc.Name), Summary: "Runs on every backend by vote, as a script that only calls it",
 			run: func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte) Reply {
 				return d.keyed(ctx, c, k, args)
@@ -66,10 +70,26 @@ func keyedRows(fixed []Command) []Command {
 // most about 8000 values (LUAI_MAXCSTACK).
 const maxKeyedArgs = 7900
 
+// copyScript is COPY's: its last ARGV is the expiry the proxy holds the
+// source to ("" when none: the copy keeps the source's own), given to the
+// copy, so that the clamp holds the copy as it holds the source instead
+// of taking the source's lease on the backends for the copy's expiry.
+var copyScript = redlock.NewScript(`local n = #ARGV
+local r = redis.pcall('COPY', unpack(ARGV, 1, n - 1))
+if r == 1 and ARGV[n] == '-1' then
+	redis.call('PERSIST', KEYS[2])
+elseif r == 1 and ARGV[n] ~= '' then
+	redis.call('PEXPIRE', KEYS[2], ARGV[n])
+end
+return r`)
+
 // keyedScript is the script that runs kc with the arguments as sent;
 // pcall hands a command error (WRONGTYPE, a syntax error) back as the
 // reply, as Redis answers it.
 func keyedScript(kc lua.KeyCommand) *redlock.Script {
+	if kc.Name == "COPY" {
+		return copyScript
+	}
 	s := redlock.NewScript("return redis.pcall('" + kc.Name + "', unpack(ARGV))")
 	switch {
 	case kc.Pairs:
@@ -82,7 +102,17 @@ func keyedScript(kc lua.KeyCommand) *redlock.Script {
 
 // keyedGroup is the command's group as COMMAND DOCS names it.
 func keyedGroup(name string) string {
+	switch name {
+	case "COPY", "SORT", "SORT_RO":
+		return "generic"
+	}
 	switch {
+	case strings.HasPrefix(name, "PF"):
+		return "hyperloglog"
+	case strings.HasPrefix(name, "GEO"):
+		return "geo"
+	case name[0] == 'X':
+		return "stream"
 	case strings.HasPrefix(name, "BIT") || name == "SETBIT" || name == "GETBIT":
 		return "bitmap"
 	case name[0] == 'H':
@@ -108,6 +138,9 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 	if len(args)-1 > maxKeyedArgs {
 		return Errorf("ERR redlock-proxy runs %s by vote as a script, which takes at most %d arguments (the backends' Lua unpacks no more)", k.cmd.Name, maxKeyedArgs)
 	}
+	if why := k.cmd.Form(args); why != "" {
+		return Errorf(errCannotServe, why)
+	}
 	isKey := make([]bool, len(args))
 	var keys []string
 	for _, p := range k.cmd.KeyPositions(args) {
@@ -125,6 +158,9 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 			}
 		}
 		argv[i] = string(a)
+	}
+	if k.script == copyScript {
+		argv = append(argv, heldExpiry(d.leases, keys[0]))
 	}
 	v, err := d.leases.Vote(ctx, k.script, keys, argv, k.cmd.Writes)
 	if err != nil {
@@ -154,4 +190,17 @@ func refusal(args [][]byte) Reply {
 		return Errorf(errCannotServe, why)
 	}
 	return unknownCommand(args)
+}
+
+// heldExpiry is the expiry the proxy holds key to, as copyScript takes
+// it: "-1" for none, ms for a deadline, "" when key is not held here.
+func heldExpiry(m *lease.Manager, key string) string {
+	ttl, ok := m.HeldAnyTTL(key)
+	switch {
+	case !ok:
+		return ""
+	case ttl == redlock.PTTLNoExpiry:
+		return "-1"
+	}
+	return strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
 }

@@ -90,6 +90,17 @@ func TestKeyedUserKeys(t *testing.T) {
 		{[]string{"MSET", "app:1", "v", "other", "v"}, "-" + string(errNoPermKey) + "\r\n"},
 		{[]string{"SINTERCARD", "2", "app:s", "other"}, "-" + string(errNoPermKey) + "\r\n"},
 		{[]string{"SINTERCARD", "1", "app:s"}, ":1\r\n"},
+		// The keys of the commands added with streams, geo and HLL, and
+		// SORT's STORE destination, found where Redis's parser finds it.
+		{[]string{"RPUSH", "app:l", "2", "1"}, ":2\r\n"},
+		{[]string{"SORT", "app:l", "LIMIT", "0", "1", "STORE", "other"}, "-" + string(errNoPermKey) + "\r\n"},
+		{[]string{"SORT", "app:l", "STORE", "app:d", "STORE", "other"}, "-" + string(errNoPermKey) + "\r\n"},
+		{[]string{"COPY", "app:l", "app:c"}, ":1\r\n"},
+		{[]string{"COPY", "app:l", "other"}, "-" + string(errNoPermKey) + "\r\n"},
+		{[]string{"PFMERGE", "app:h", "other"}, "-" + string(errNoPermKey) + "\r\n"},
+		{[]string{"GEOSEARCHSTORE", "other", "app:g", "FROMLONLAT", "0", "0", "BYRADIUS", "1", "km"}, "-" + string(errNoPermKey) + "\r\n"},
+		{[]string{"XADD", "app:x", "*", "f", "v"}, "-ERR redlock-proxy cannot serve this command: XADD with the id * takes its id from each backend's clock: give it as <ms>-<seq> or <ms>-*. See docs/compatibility.md\r\n"},
+		{[]string{"COPY", "app:l", "app:c", "DB", "0"}, "-ERR redlock-proxy cannot serve this command: COPY with DB reaches another database. See docs/compatibility.md\r\n"},
 	})
 }
 
@@ -117,6 +128,9 @@ func TestKeyedRowsFollowTheAllowList(t *testing.T) {
 	}
 	if got := do(d, c, "COMMAND", "INFO", "zunion"); !strings.Contains(got, "+readonly\r\n+movablekeys\r\n") {
 		t.Errorf("COMMAND INFO zunion = %q", got)
+	}
+	if got := do(d, c, "COMMAND", "INFO", "sort"); !strings.Contains(got, "+write\r\n+movablekeys\r\n") {
+		t.Errorf("COMMAND INFO sort = %q", got)
 	}
 	if got := do(d, c, "COMMAND", "INFO", "spop"); got != "*1\r\n*-1\r\n" {
 		t.Errorf("COMMAND INFO spop = %q", got)

@@ -185,8 +185,8 @@ func commandInfo(cmd *Command) Array {
 	if cmd.Flags&Blocking != 0 {
 		flags = append(flags, Simple("blocking"))
 	}
-	if cmd.NumKeys > 0 {
-		flags = append(flags, Simple("movablekeys")) // ZUNION numkeys key …
+	if cmd.NumKeys > 0 || cmd.Movable {
+		flags = append(flags, Simple("movablekeys")) // ZUNION numkeys key …, SORT … STORE dst
 	}
 	key, last, step := cmd.Key, cmd.LastKey, cmd.KeyStep
 	if last == 0 {

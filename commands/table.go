@@ -58,6 +58,9 @@ type Command struct {
 	// NumKeys is the position of a count of the keys that follow it
 	// (EVAL: 2); 0: none. Such a row finds its keys by parsing (keys).
 	NumKeys int
+	// Movable: keys may also stand where Key, LastKey and NumKeys do not
+	// say (SORT … STORE dst): COMMAND INFO reports movablekeys.
+	Movable bool
 	Group   string
 	// Dialect is how the command reaches a lock, as Observe names it
 	// (observe.go); "" for commands that touch no lock.

@@ -137,6 +137,9 @@ func specKeys(v any, call []string) ([]int, error) {
 	for _, s := range v.([]any) {
 		spec := pairs(s)
 		begin, find := pairs(spec["begin_search"]), pairs(spec["find_keys"])
+		if begin["type"] == "unknown" || find["type"] == "unknown" {
+			continue // SORT's BY, GET and STORE: keys no spec can locate
+		}
 		if begin["type"] != "index" {
 			return nil, fmt.Errorf("begin_search %v not read by this test", begin)
 		}

@@ -488,6 +488,19 @@ func (c *checker) literalSite(e *ast.FuncCallExpr, fn, name string, as []arg, ta
 		c.fail(line, "%s(%s, …): %s", fn, strconv.Quote(name), notFromKeys(p, cmd.name))
 		return
 	}
+	why, store := argForm(cmd.name, as, tail)
+	if why != "" {
+		c.fail(line, "%s(%s, …): %s", fn, strconv.Quote(name), why)
+		return
+	}
+	if store > 0 {
+		a := argAt(as, tail, store)
+		if !a.keyish {
+			c.fail(line, "%s(%s, …): %s", fn, strconv.Quote(name), notFromKeys(store, cmd.name))
+			return
+		}
+		c.builtKey(a)
+	}
 	c.facts.commands[cmd.name] = true
 	c.vote.Writes = c.vote.Writes || cmd.flags&fWrite != 0
 	c.vote.Publishes = c.vote.Publishes || cmd.flags&fPublish != 0

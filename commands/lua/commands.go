@@ -19,6 +19,9 @@ const (
 type keySpec struct {
 	first, last, step int
 	numkeys           int
+	// store: the argument after a STORE keyword is a key too (SORT);
+	// forms.go finds it as Redis's SORT parser does.
+	store bool
 }
 
 // command is one row of the allow-list of key-local commands a script may
@@ -36,8 +39,9 @@ var (
 	kTwo    = keySpec{first: 1, last: 2, step: 1}
 	kAll    = keySpec{first: 1, last: -1, step: 1}
 	kPairs  = keySpec{first: 1, last: -1, step: 2}
-	kNum    = keySpec{numkeys: 1}                             // ZUNION 2 k1 k2 …
-	kDstNum = keySpec{first: 1, last: 1, step: 1, numkeys: 2} // ZUNIONSTORE dst 2 k1 k2 …
+	kNum    = keySpec{numkeys: 1}                              // ZUNION 2 k1 k2 …
+	kDstNum = keySpec{first: 1, last: 1, step: 1, numkeys: 2}  // ZUNIONSTORE dst 2 k1 k2 …
+	kSort   = keySpec{first: 1, last: 1, step: 1, store: true} // SORT k … STORE dst
 )
 
 // allowed is the allow-list. Every command here touches only the keys at
@@ -99,6 +103,23 @@ var allowed = func() map[string]command {
 		{"ZREVRANGEBYLEX", kOne, 0}, {"ZREVRANGEBYSCORE", kOne, 0}, {"ZREVRANK", kOne, 0},
 		{"ZSCORE", kOne, 0}, {"ZUNION", kNum, 0},
 		{"ZUNIONSTORE", kDstNum, fWrite},
+		// HyperLogLogs: registers set by each element's hash, the same on
+		// every backend whatever the encoding (sparse or dense).
+		{"PFADD", kOne, fWrite}, {"PFCOUNT", kAll, 0}, {"PFMERGE", kAll, fWrite},
+		// Geo: a sorted set scored by geohash; searches walk it in its own
+		// (score, member) order, which identical content shares.
+		{"GEOADD", kOne, fWrite}, {"GEOPOS", kOne, 0}, {"GEODIST", kOne, 0},
+		{"GEOHASH", kOne, 0}, {"GEOSEARCH", kOne, 0}, {"GEOSEARCHSTORE", kTwo, fWrite},
+		{"GEORADIUS_RO", kOne, 0}, {"GEORADIUSBYMEMBER_RO", kOne, 0},
+		// Streams, by content only: forms.go refuses the id * (each
+		// backend's clock) and the approximate trim ~ (each backend's node
+		// layout).
+		{"XADD", kOne, fWrite}, {"XLEN", kOne, 0}, {"XRANGE", kOne, 0},
+		{"XREVRANGE", kOne, 0}, {"XDEL", kOne, fWrite}, {"XTRIM", kOne, fWrite},
+		{"XSETID", kOne, fWrite},
+		// Copies and sorts within the declared keys: forms.go refuses
+		// COPY … DB and SORT … BY/GET.
+		{"COPY", kTwo, fWrite}, {"SORT", kSort, fWrite}, {"SORT_RO", kOne, 0},
 		// The clock, read-only: each backend's own, as PEXPIRE uses it, so
 		// it is trusted to agree within the clock drift Redlock assumes.
 		{"TIME", kNone, fTime},
@@ -179,16 +200,35 @@ func whyNotIn(name string, inScript bool) string {
 		return "DBSIZE counts the whole keyspace"
 	case "FLUSHALL", "FLUSHDB":
 		return up + " empties the database"
-	case "SELECT", "SWAPDB", "MOVE", "COPY":
+	case "SELECT", "SWAPDB", "MOVE":
 		return up + " reaches another database"
 	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO", "SCRIPT", "FUNCTION":
 		return up + " runs other scripts"
-	case "SORT", "SORT_RO":
-		return up + " can read keys named by its BY and GET patterns"
 	case "RENAME", "RENAMENX":
 		return up + notListedIn(inScript)
-	case "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "XREAD", "XREADGROUP", "WAIT", "WAITAOF":
+	case "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "WAIT", "WAITAOF":
 		return up + " blocks"
+	case "XREAD":
+		return "XREAD blocks (BLOCK) and names its keys after STREAMS: read a stream with XRANGE or XREVRANGE"
+	case "XREADGROUP":
+		return "XREADGROUP blocks (BLOCK) and records each delivery in a consumer group with the backend's own clock"
+	case "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM":
+		return up + " keeps a stream's consumer groups, whose pending entries carry each backend's own clock (idle times, delivery times)"
+	case "XINFO":
+		return "XINFO reports each backend's own stream layout (radix tree nodes) and consumer groups' clocks"
+	case "GEORADIUS", "GEORADIUSBYMEMBER":
+		return up + " (deprecated) may write to keys named in its STORE and STOREDIST options: use GEOSEARCH, GEOSEARCHSTORE or " + up + "_RO"
+	case "DUMP":
+		return "DUMP answers in each backend's own serialisation, whose encoding follows the key's history"
+	case "RESTORE", "RESTORE-ASKING":
+		return up + " writes a serialised value whose size, type and expiry the proxy cannot check against its bounds"
+	case "MIGRATE":
+		return "MIGRATE moves keys to another server"
+	case "PFDEBUG", "PFSELFTEST", "REPLCONF", "ASKING", "READONLY", "READWRITE":
+		if !inScript {
+			return up + " administers or inspects one server, and the proxy fronts several: administer each backend directly"
+		}
+		return up + " administers or inspects the server"
 	case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR":
 		if !inScript && up == "MONITOR" {
 			return "MONITOR streams the commands one server runs, and behind the proxy each backend runs the proxy's quorum operations, not the clients' commands"

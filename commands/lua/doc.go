@@ -14,8 +14,11 @@
 //
 // KeyCommands exports the allow-list's keyed commands (arity, key
 // positions, writes, unordered replies) for the proxy's command table,
-// which serves each outside scripts too; Refusal says why a command Redis
-// has cannot run by vote. ParseExpireOptions is EXPIRE's NX/XX/GT/LT rule,
+// which serves each outside scripts too; KeyCommand.Form says why a call
+// of one in a form each backend would run its own way (XADD's id *, an
+// approximate trim, COPY … DB, SORT … BY/GET) cannot run by vote, as the
+// analysis refuses the same forms in a script (forms.go); Refusal says
+// why a command Redis has cannot run by vote. ParseExpireOptions is EXPIRE's NX/XX/GT/LT rule,
 // parsed once for the model and for the proxy's own EXPIRE commands.
 //
 // A recognised script also has a Vote (recognition requires the vote
@@ -27,8 +30,8 @@
 // and the data, provided the script also passes CheckArgv for that ARGV:
 // it touches no key outside its reach (below: the declared keys, and with
 // Vote.DerivedKeys the keys built from them); calls only commands of the
-// allow-list, none of which answers differently on two backends holding
-// the same data; selects no database but 0; loads no code and leaves KEYS,
+// allow-list, in forms none of which answers differently on two backends
+// holding the same data (an argument that decides the form is a literal); selects no database but 0; loads no code and leaves KEYS,
 // ARGV and the redis table as they are; every loop it runs has a bound
 // (loops.go; but for a loop over a table that the body grows through
 // another name than the one walked, which is not seen); and no function

@@ -31,6 +31,9 @@ type KeyCommand struct {
 	// NumKeys is the position of a count of the keys that follow it
 	// (ZUNION: 1, ZUNIONSTORE: 2); 0: none.
 	NumKeys int
+	// Movable: keys may stand elsewhere than First..Last (SORT's STORE,
+	// SORT_RO's refused BY and GET), as COMMAND INFO's movablekeys says.
+	Movable bool
 
 	keys keySpec
 }
@@ -67,6 +70,11 @@ var redisArities = map[string]int{
 	"ZUNIONSTORE": -4,
 	"SMEMBERS":    2, "SINTER": -2, "SUNION": -2, "SDIFF": -2,
 	"HKEYS": 2, "HVALS": 2, "HGETALL": 2,
+	"PFADD": -2, "PFCOUNT": -2, "PFMERGE": -2,
+	"GEOADD": -5, "GEOPOS": -2, "GEODIST": -4, "GEOHASH": -2, "GEOSEARCH": -7,
+	"GEOSEARCHSTORE": -8, "GEORADIUS_RO": -6, "GEORADIUSBYMEMBER_RO": -5,
+	"XADD": -5, "XLEN": 2, "XRANGE": -4, "XREVRANGE": -4, "XDEL": -3, "XTRIM": -4,
+	"XSETID": -3, "COPY": -3, "SORT": -2, "SORT_RO": -2,
 }
 
 // keyCommands is KeyCommands' list, built once. A keyed command without
@@ -82,7 +90,8 @@ var keyCommands = func() []KeyCommand {
 			panic("lua: no arity for " + c.name)
 		}
 		k := KeyCommand{Name: c.name, Arity: n, Writes: c.flags&fWrite != 0, keys: c.keys,
-			First: c.keys.first, Last: c.keys.last, Step: c.keys.step, NumKeys: c.keys.numkeys}
+			First: c.keys.first, Last: c.keys.last, Step: c.keys.step, NumKeys: c.keys.numkeys,
+			Movable: c.keys.store || c.name == "SORT_RO"}
 		if unordered {
 			k.Unordered, k.Pairs = c.name != "HGETALL", c.name == "HGETALL"
 		}
@@ -115,6 +124,11 @@ func (c KeyCommand) KeyPositions(args [][]byte) []int {
 			last = n + last
 		}
 		for p := s.first; p <= last && p < n; p += s.step {
+			out = append(out, p)
+		}
+	}
+	if s.store {
+		if p := sortStore(args); p > 0 {
 			out = append(out, p)
 		}
 	}

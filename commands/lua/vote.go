@@ -81,6 +81,13 @@ func (v *Vote) CheckArgv(argv []string) *Problem {
 		if p := c.keys.badKey(s.args, s.tail); p != 0 {
 			return &Problem{Line: s.line, Reason: fmt.Sprintf("redis.call(ARGV[%d], …) with ARGV[%d] = %q: %s", s.n, s.n, name, notFromKeys(p, c.name))}
 		}
+		why, store := argForm(c.name, s.args, s.tail)
+		if why == "" && store > 0 && !argAt(s.args, s.tail, store).keyish {
+			why = notFromKeys(store, c.name)
+		}
+		if why != "" {
+			return &Problem{Line: s.line, Reason: fmt.Sprintf("redis.call(ARGV[%d], …) with ARGV[%d] = %q: %s", s.n, s.n, name, why)}
+		}
 	}
 	return nil
 }

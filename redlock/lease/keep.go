@@ -86,6 +86,21 @@ func (m *Manager) HeldTTL(key, value string) (time.Duration, bool) {
 	return max(k.Deadline.Sub(m.now()), time.Millisecond), true
 }
 
+// HeldAnyTTL is HeldTTL of a hold or keep of key whatever value it is of:
+// the expiry the proxy answers for key, which a copy of it (COPY) takes.
+func (m *Manager) HeldAnyTTL(key string) (time.Duration, bool) {
+	m.keeper.mu.Lock()
+	defer m.keeper.mu.Unlock()
+	k := m.keeper.keys[key]
+	switch {
+	case k == nil:
+		return 0, false
+	case k.Deadline.IsZero():
+		return redlock.PTTLNoExpiry, true
+	}
+	return max(k.Deadline.Sub(m.now()), time.Millisecond), true
+}
+
 // keeper is the set of kept keys and its renewal loop.
 type keeper struct {
 	mu       sync.Mutex
