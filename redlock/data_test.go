@@ -84,6 +84,10 @@ func TestReadSeesQuorumExtend(t *testing.T) {
 		if _, err := c.r.Acquire(ctx, "k", "tok", 100*time.Second); err != nil {
 			t.Fatal(err)
 		}
+		// The acquire answered at the quorum: let the rest land before the
+		// extend, which these test nodes (each call on a goroutine of its
+		// own) could otherwise send to a backend ahead of its SET.
+		c.wait(t)
 		mask := 1<<missed - 1 // the first missed backends
 		c.setMask(mask, modeFail)
 		if _, err := c.r.Extend(ctx, "k", "tok", 200*time.Second); err != nil {

@@ -76,7 +76,7 @@ func TestFenceWriteBackNeedsQuorum(t *testing.T) {
 	for _, n := range c.nodes[:3] {
 		n.failScript.Store(fenceWriteBackScript)
 	}
-	if _, err := c.r.AcquireFenced(ctx, "res", "a", time.Second); !errors.Is(err, ErrNoQuorum) {
+	if _, err := c.r.AcquireFenced(ctx, "res", "a", 20*time.Second); !errors.Is(err, ErrNoQuorum) {
 		t.Fatalf("acquire whose fence write-back reached 2 of 5 = %v, want ErrNoQuorum", err)
 	}
 	c.wait(t)
@@ -86,7 +86,7 @@ func TestFenceWriteBackNeedsQuorum(t *testing.T) {
 	for _, n := range c.nodes[:3] {
 		n.failScript.Store(nil)
 	}
-	if _, err := c.r.AcquireFenced(ctx, "res", "b", time.Second); err != nil {
+	if _, err := c.r.AcquireFenced(ctx, "res", "b", 20*time.Second); err != nil {
 		t.Fatalf("acquire after the fault cleared = %v", err)
 	}
 }
