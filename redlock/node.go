@@ -211,11 +211,26 @@ func redact(rawurl string) string {
 }
 
 // Connect waits until the pipelined connection is up (after its connect
-// check), or for ctx. Calls do not need it: they dial on demand.
+// check), dialling again after a dial that failed to reach the backend, or
+// for ctx. A backend's refusal (WRONGPASS, a bad database) is returned at
+// once. Calls do not need it: they dial on demand.
 func (n *RedisNode) Connect(ctx context.Context) error {
-	_, err := n.p.get(ctx)
-	return err
+	for {
+		_, err := n.p.get(ctx)
+		var refused RedisError
+		if err == nil || ctx.Err() != nil || errors.Is(err, errPipeClosed) || errors.As(err, &refused) {
+			return err
+		}
+		select { // a refused dial fails at once: do not spin on it
+		case <-time.After(connectRetry):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
+
+// connectRetry is Connect's pause between dials.
+const connectRetry = 50 * time.Millisecond
 
 // Client returns the underlying client.
 func (n *RedisNode) Client() *redis.Client { return n.c }

@@ -172,3 +172,34 @@ type addrConn struct {
 
 func (c addrConn) LocalAddr() net.Addr  { return c.local }
 func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// TestConnectDialsAgain: Connect waits for its context, not for the first
+// dial: a backend that comes up after a refused dial is connected (before,
+// Connect returned the refusal, and a loaded machine's slow first dial
+// failed a whole test setup).
+func TestConnectDialsAgain(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens: the first dials are refused
+	n, err := DialNode(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.Connect(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr(addr); err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	t.Cleanup(mr.Close)
+	if err := <-done; err != nil {
+		t.Fatalf("Connect = %v, want connected once the backend is up", err)
+	}
+}
