@@ -263,10 +263,11 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 }
 
 // Persist takes away key's expiry as far as clients can tell: the key is
-// kept (renewed while it holds the value it holds now). True when it did;
-// false when key is absent, already without expiry, or changed since it
-// was read. A key of another type is refused with a *TypeError; without a
-// KeepTTL, with ErrNoKeepTTL.
+// kept (renewed while it holds the value it holds now; a key of another
+// type, a hash lock, while it exists, as a script by vote's is). True
+// when it did; false when key is absent, already without expiry, or
+// changed since it was read. Without a KeepTTL it is refused with
+// ErrNoKeepTTL.
 func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 	v, err := m.Read(ctx, key)
 	switch {
@@ -274,10 +275,17 @@ func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 		return false, err
 	case !v.Exists || v.PTTL < 0:
 		return false, nil
-	case v.Type != "":
-		return false, &TypeError{Type: v.Type}
 	case m.keepTTL == 0:
 		return false, ErrNoKeepTTL
+	case v.Type != "":
+		// The lease on a quorum, then the hold: a renewal of any value
+		// gives it the lease again while the key exists.
+		ok, err := m.locker.Expire(ctx, key, m.keepTTL)
+		m.reg.forget(key)
+		if err == nil && ok {
+			m.HoldKey(key, Hold{AnyValue: true})
+		}
+		return ok, err
 	}
 	_, err = m.locker.ExtendKeys(ctx, []string{key}, v.Data, m.keepTTL, redlock.Replace)
 	m.reg.forget(key)
