@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,4 +56,73 @@ func TestPersistHashAsOneRedis(t *testing.T) {
 	sameAs(ctx, t, ref, c, "HGET", "h", "f")
 	sameAs(ctx, t, ref, c, "TTL", "h")
 	backendsBounded(ctx, t, rs, "h", holdsMax)
+}
+
+// TestPeerAnswersTheHoldsExpiry: keys held through proxy A (SET without
+// expiry, SET EX 600), read and changed through proxy B of the tier, both
+// at once (B's claim rounds have not seen the record yet) and after B's
+// claim rounds did. B answered the copies' lease (TTL 2 where one Redis
+// answers -1), and decided EXPIRE's options and SET KEEPTTL on it, so
+// that a write through B ended a hold one Redis keeps. Every reply is
+// compared with one redis-server given the same commands; after three
+// leases the keys live (or are gone) as there, every copy within max_ttl.
+func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
+	t.Parallel()
+	for _, wait := range []time.Duration{0, 2 * time.Second} {
+		t.Run(fmt.Sprint("after-", wait), func(t *testing.T) {
+			t.Parallel()
+			rs := startCluster(t, 3)
+			ref := startRedis(t).Client()
+			a := startProxy(t, rs, holdsHCL)
+			b := startProxy(t, rs, holdsHCL)
+			ca, cb := a.Client(nil), b.Client(nil)
+			ctx := testCtx(t, 90*time.Second)
+			keys := []string{"forever", "long", "keepttl", "keepttl600", "xx", "gt", "nx", "lt", "persist", "persist600"}
+			for _, k := range keys {
+				args := []any{"SET", k, "v"}
+				if strings.HasSuffix(k, "600") || k == "long" || k == "lt" {
+					args = append(args, "EX", "600")
+				}
+				if err := ref.Do(ctx, args...).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := ca.Do(ctx, args...).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(wait)
+			for _, cmd := range [][]any{
+				{"TTL", "forever"},
+				{"PEXPIRETIME", "forever"},
+				{"SET", "keepttl", "w", "KEEPTTL"},
+				{"SET", "keepttl600", "w", "KEEPTTL"},
+				{"TTL", "keepttl"},
+				{"EXPIRE", "xx", "1", "XX"},
+				{"EXPIRE", "gt", "10", "GT"},
+				{"EXPIRE", "nx", "1", "NX"},
+				{"EXPIRE", "lt", "100", "LT"},
+				{"PERSIST", "persist"},
+				{"PERSIST", "persist600"},
+				{"TTL", "persist600"},
+			} {
+				sameAs(ctx, t, ref, cb, cmd...)
+			}
+			for _, k := range []string{"long", "keepttl600", "lt"} {
+				want, got := ref.TTL(ctx, k).Val(), cb.TTL(ctx, k).Val()
+				if d := want - got; d < -time.Second || d > 2*time.Second {
+					t.Errorf("TTL %s through B = %v; one Redis %v", k, got, want)
+				}
+			}
+			time.Sleep(3 * holdLease)
+			for _, k := range keys {
+				sameAs(ctx, t, ref, cb, "EXISTS", k)
+				sameAs(ctx, t, ref, ca, "GET", k)
+				backendsBounded(ctx, t, rs, k, holdsMax)
+			}
+			for _, k := range []string{"forever", "keepttl", "xx", "gt", "persist", "persist600"} {
+				sameAs(ctx, t, ref, ca, "TTL", k)
+				sameAs(ctx, t, ref, cb, "TTL", k)
+			}
+		})
+	}
 }

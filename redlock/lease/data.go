@@ -116,13 +116,12 @@ func (m *Manager) Get(ctx context.Context, key string) (redlock.Value, error) {
 }
 
 // Read is the value and remaining ttl a quorum holds (redlock.Read); a
-// key held here reads with the expiry its client asked for (HoldKey).
+// held key reads with the expiry its client asked for (clientTTL), held
+// here or through a peer.
 func (m *Manager) Read(ctx context.Context, key string) (redlock.Value, error) {
 	v, err := m.locker.Read(ctx, key)
 	if err == nil && v.Exists {
-		if ttl, ok := m.HeldTTL(key, v.Data); ok {
-			v.PTTL = ttl
-		}
+		v.PTTL, err = m.clientTTL(ctx, key, v)
 	}
 	return v, err
 }
@@ -238,6 +237,11 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		return n > 0, err
 	}
 	lease, until := m.long(ttl)
+	if until.IsZero() {
+		if err := m.endPeerHold(ctx, key); err != nil {
+			return false, err
+		}
+	}
 	if !until.IsZero() {
 		// A string is held while it holds its value, so that the hold ends
 		// when another client takes the key again; a key of another type
