@@ -126,3 +126,78 @@ func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
 		})
 	}
 }
+
+// TestScriptSeesTheHoldsExpiry: a script by vote on a held key (SET
+// without expiry, SET EX 600) sees the client's expiry, as on one Redis:
+// TTL, PTTL, EXPIRETIME; EXPIRE/PEXPIRE/EXPIREAT with NX, XX, GT, LT and
+// PERSIST decided on it (they were decided on the copies' lease: EXPIRE
+// 1 XX answered 1 and the key was gone a second later). Replies compared
+// with one redis-server; after three leases every key lives (or is gone)
+// as there, each copy within max_ttl.
+func TestScriptSeesTheHoldsExpiry(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	ref := startRedis(t).Client()
+	p := startProxy(t, rs, holdsHCL)
+	c := p.Client(nil)
+	ctx := testCtx(t, 90*time.Second)
+	far := fmt.Sprint(time.Now().Add(time.Hour).Unix())
+	cases := []struct {
+		key   string
+		ex    bool // SET with EX 600 (else without expiry)
+		body  string
+		argv  []any
+		exact bool // the reply compares exactly (a ttl within a second else)
+	}{
+		{"ttl", false, "return redis.call('TTL', KEYS[1])", nil, true},
+		{"pttl", false, "return redis.pcall('PTTL', KEYS[1])", nil, true},
+		{"exptime", false, "return redis.call('PEXPIRETIME', KEYS[1])", nil, true},
+		{"xx", false, "return redis.call('EXPIRE', KEYS[1], 1, 'XX')", nil, true},
+		{"gt", false, "return redis.call('EXPIRE', KEYS[1], 10, 'gt')", nil, true},
+		{"nx", false, "return redis.call('EXPIRE', KEYS[1], 1, 'NX')", nil, true},
+		{"lt", false, "return redis.call('PEXPIRE', KEYS[1], 1000, 'LT')", nil, true},
+		{"persist", false, "return redis.call('PERSIST', KEYS[1])", nil, true},
+		{"keepttl", false, "redis.call('SET', KEYS[1], 'w', 'KEEPTTL') return redis.call('PTTL', KEYS[1])", nil, true},
+		{"persistttl", false, "redis.call('PERSIST', KEYS[1]) return redis.call('TTL', KEYS[1])", nil, true},
+		{"ttl600", true, "return redis.call('TTL', KEYS[1])", nil, false},
+		{"lt600", true, "return redis.call('EXPIRE', KEYS[1], 5, 'LT')", nil, true},
+		{"gt600", true, "return redis.call('EXPIRE', KEYS[1], 5, 'GT')", nil, true},
+		{"nx600", true, "return redis.call('EXPIRE', KEYS[1], 5, 'NX')", nil, true},
+		{"xxat600", true, "return redis.call('EXPIREAT', KEYS[1], ARGV[1], 'XX')", []any{far}, true},
+		{"persist600", true, "local n = redis.call('PERSIST', KEYS[1]) return {n, redis.call('TTL', KEYS[1])}", nil, true},
+		{"expthen600", true, "redis.call('EXPIRE', KEYS[1], 3) return redis.call('TTL', KEYS[1])", nil, true},
+	}
+	for _, tc := range cases {
+		args := []any{"SET", tc.key, "v"}
+		if tc.ex {
+			args = append(args, "EX", "600")
+		}
+		for _, cl := range []*redis.Client{ref, c} {
+			if err := cl.Do(ctx, args...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range cases {
+		want, werr := ref.Eval(ctx, tc.body, []string{tc.key}, tc.argv...).Result()
+		got, gerr := c.Eval(ctx, tc.body, []string{tc.key}, tc.argv...).Result()
+		if tc.exact && fmt.Sprint(got, gerr) != fmt.Sprint(want, werr) {
+			t.Errorf("%s: %s: proxy %v, %v; one Redis %v, %v", tc.key, tc.body, got, gerr, want, werr)
+		}
+		if !tc.exact {
+			w, _ := want.(int64)
+			g, _ := got.(int64)
+			if gerr != nil || g < w-1 || g > w+1 {
+				t.Errorf("%s: %s: proxy %v, %v; one Redis %v", tc.key, tc.body, got, gerr, want)
+			}
+		}
+	}
+	time.Sleep(3 * holdLease)
+	for _, tc := range cases {
+		sameAs(ctx, t, ref, c, "GET", tc.key)
+		backendsBounded(ctx, t, rs, tc.key, holdsMax)
+		if !tc.ex {
+			sameAs(ctx, t, ref, c, "TTL", tc.key)
+		}
+	}
+}

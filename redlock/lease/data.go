@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -332,6 +333,10 @@ func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error)
 // is held.
 func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv []string, writes bool) (any, error) {
 	if !writes || script.NoWrites() {
+		if held := m.heldKeys(keys); held != nil {
+			argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
+			return m.locker.Vote(ctx, script.GuardedHeld(), keys, argv)
+		}
 		return m.locker.Vote(ctx, script.Guarded(), keys, argv)
 	}
 	if !m.clamping() {
@@ -340,8 +345,13 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 		}
 	}
 	start := m.now()
+	clamped := m.clamped(script)
+	if held := m.heldKeys(keys); held != nil {
+		clamped = script.ClampedHeld(m.maxTTL, min(m.keepTTL, m.maxTTL))
+		argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
+	}
 	// On the old instance too, during a migration.
-	v, w, err := m.locker.VoteClamped(ctx, m.clamped(script), keys, argv)
+	v, w, err := m.locker.VoteClamped(ctx, clamped, keys, argv)
 	m.reg.forget(keys...) // it may have written some nodes
 	if err != nil {
 		return v, err

@@ -66,3 +66,40 @@ func (m *Manager) endPeerHold(ctx context.Context, key string) error {
 	}
 	return m.locker.EndHold(ctx, h.Service, key)
 }
+
+// heldKeys is, for a clamped script by vote, the hold of each declared
+// key (redlock.ClampedHeld): kept here, or seen in the record at the last
+// claim round (a hold made through a peer since is not known: the script
+// sees its lease). Nil when none is held: the script runs as any other.
+func (m *Manager) heldKeys(keys []string) []redlock.HeldKey {
+	if !m.clamping() {
+		return nil
+	}
+	now := m.now()
+	var out []redlock.HeldKey
+	m.keeper.mu.Lock()
+	defer m.keeper.mu.Unlock()
+	for i, key := range keys {
+		var h redlock.HeldKey
+		if e := m.keeper.keys[key]; e != nil {
+			h = redlock.HeldKey{Held: true, Deadline: unixMs(e.Deadline), Digest: e.digest}
+		} else if r, ok := m.keeper.recorded[key]; ok {
+			h = redlock.HeldKey{Held: true, Deadline: r.Deadline, Digest: r.Digest}
+		}
+		switch {
+		case !h.Held:
+		case h.Deadline == 0:
+			h.Deadline, h.TTL = -1, -1
+		default:
+			h.TTL = time.UnixMilli(h.Deadline).Sub(now).Milliseconds()
+			h.Held = h.TTL > 0 // past its deadline: it expires by itself
+		}
+		if h.Held && out == nil {
+			out = make([]redlock.HeldKey, len(keys))
+		}
+		if out != nil {
+			out[i] = h
+		}
+	}
+	return out
+}
