@@ -90,9 +90,9 @@ func (m *Manager) HeldTTL(key, value string) (time.Duration, bool) {
 type keeper struct {
 	mu       sync.Mutex
 	keys     map[string]*kept
-	running  bool               // the loop runs
-	flights  map[string]*flight // writes in flight, by key
-	settling map[string]*flight // overlapping writes whose keep is being settled
+	running  bool                    // the loop runs
+	flights  map[string]*flight      // writes in flight, by key
+	settling map[string]*flight      // overlapping writes whose keep is being settled
 	recorded map[string]redlock.Hold // holds in the record at the last claim round, by key
 }
 
