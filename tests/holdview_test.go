@@ -77,10 +77,10 @@ func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
 			b := startProxy(t, rs, holdsHCL)
 			ca, cb := a.Client(nil), b.Client(nil)
 			ctx := testCtx(t, 90*time.Second)
-			keys := []string{"forever", "long", "keepttl", "keepttl600", "xx", "gt", "nx", "lt", "persist", "persist600"}
+			keys := []string{"forever", "long", "keepttl", "keepttl600", "xx", "gt", "nx", "lt", "persist", "persist600", "scriptxx", "scriptpersist"}
 			for _, k := range keys {
 				args := []any{"SET", k, "v"}
-				if strings.HasSuffix(k, "600") || k == "long" || k == "lt" {
+				if strings.HasSuffix(k, "600") || k == "long" || k == "lt" || k == "scriptpersist" {
 					args = append(args, "EX", "600")
 				}
 				if err := ref.Do(ctx, args...).Err(); err != nil {
@@ -107,6 +107,10 @@ func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
 			} {
 				sameAs(ctx, t, ref, cb, cmd...)
 			}
+			if wait > 0 { // B's claim round has seen the holds: so do its scripts
+				sameAs(ctx, t, ref, cb, "EVAL", "return redis.call('EXPIRE', KEYS[1], 1, 'XX')", 1, "scriptxx")
+				sameAs(ctx, t, ref, cb, "EVAL", "return {redis.call('PERSIST', KEYS[1]), redis.call('TTL', KEYS[1])}", 1, "scriptpersist")
+			}
 			for _, k := range []string{"long", "keepttl600", "lt"} {
 				want, got := ref.TTL(ctx, k).Val(), cb.TTL(ctx, k).Val()
 				if d := want - got; d < -time.Second || d > 2*time.Second {
@@ -119,7 +123,7 @@ func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
 				sameAs(ctx, t, ref, ca, "GET", k)
 				backendsBounded(ctx, t, rs, k, holdsMax)
 			}
-			for _, k := range []string{"forever", "keepttl", "xx", "gt", "persist", "persist600"} {
+			for _, k := range []string{"forever", "keepttl", "xx", "gt", "persist", "persist600", "scriptxx", "scriptpersist"} {
 				sameAs(ctx, t, ref, ca, "TTL", k)
 				sameAs(ctx, t, ref, cb, "TTL", k)
 			}
