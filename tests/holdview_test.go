@@ -169,6 +169,7 @@ func TestScriptSeesTheHoldsExpiry(t *testing.T) {
 		{"nx600", true, "return redis.call('EXPIRE', KEYS[1], 5, 'NX')", nil, true},
 		{"xxat600", true, "return redis.call('EXPIREAT', KEYS[1], ARGV[1], 'XX')", []any{far}, true},
 		{"persist600", true, "local n = redis.call('PERSIST', KEYS[1]) return {n, redis.call('TTL', KEYS[1])}", nil, true},
+		{"built", false, "redis.call('SET', KEYS[1] .. ':x', 'v') return {redis.call('TTL', KEYS[1]), redis.call('EXPIRE', KEYS[1], 1, 'XX')}", nil, true},
 		{"expthen600", true, "redis.call('EXPIRE', KEYS[1], 3) return redis.call('TTL', KEYS[1])", nil, true},
 	}
 	for _, tc := range cases {
@@ -197,6 +198,8 @@ func TestScriptSeesTheHoldsExpiry(t *testing.T) {
 		}
 	}
 	time.Sleep(3 * holdLease)
+	sameAs(ctx, t, ref, c, "TTL", "built:x")
+	backendsBounded(ctx, t, rs, "built:x", holdsMax)
 	for _, tc := range cases {
 		sameAs(ctx, t, ref, c, "GET", tc.key)
 		backendsBounded(ctx, t, rs, tc.key, holdsMax)
