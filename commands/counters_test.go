@@ -68,7 +68,6 @@ func TestOtherTypes(t *testing.T) {
 		{[]string{"TTL", "h"}, ":20\r\n"},
 		{[]string{"GET", "h"}, "-" + string(errWrongType) + "\r\n"},
 		{[]string{"LOCKINFO", "h"}, "$-1\r\n"},
-		{[]string{"PERSIST", "h"}, "-ERR redlock-proxy keeps only string keys without expiry: PERSIST of a hash is refused\r\n"},
 		{[]string{"SET", "s", "v"}, "+OK\r\n"},
 		{[]string{"TYPE", "s"}, "+string\r\n"},
 		{[]string{"TYPE", "nothing"}, "+none\r\n"},
@@ -77,4 +76,11 @@ func TestOtherTypes(t *testing.T) {
 	if got := do(d, c, "PTTL", "h"); !strings.HasPrefix(got, ":1") && !strings.HasPrefix(got, ":2") {
 		t.Fatalf("PTTL of a hash with a 20 s ttl = %q", got)
 	}
+	// PERSIST of a hash, as on one Redis: 1, then no expiry (held).
+	runAll(t, d, c, []run{
+		{[]string{"PERSIST", "h"}, ":1\r\n"},
+		{[]string{"TTL", "h"}, ":-1\r\n"},
+		{[]string{"PERSIST", "h"}, ":0\r\n"},
+		{[]string{"TYPE", "h"}, "+hash\r\n"},
+	})
 }

@@ -213,10 +213,7 @@ func (d *Dispatcher) persist(ctx context.Context, c *Client, args [][]byte) Repl
 		return r
 	}
 	done, err := d.leases.Persist(ctx, string(args[1]))
-	var te *lease.TypeError
 	switch {
-	case errors.As(err, &te):
-		return Error("ERR redlock-proxy keeps only string keys without expiry: PERSIST of a " + te.Type + " is refused")
 	case errors.Is(err, lease.ErrNoKeepTTL):
 		return Error("ERR PERSIST needs default_ttl > 0 on redlock-proxy: keys without expiry are leases it renews")
 	case err != nil:

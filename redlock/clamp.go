@@ -165,9 +165,11 @@ func splitShebang(src string) (shebang, body string) {
 // clamps caches a Script's clamped forms (one per max ttl and lease: a
 // process has one).
 type clamps struct {
-	mu      sync.Mutex
-	made    map[[2]time.Duration]*Script
-	guarded *Script
+	mu          sync.Mutex
+	made        map[[2]time.Duration]*Script
+	held        map[[2]time.Duration]*Script // ClampedHeld (clampheld.go)
+	guardedHeld *Script                      // GuardedHeld
+	guarded     *Script
 }
 
 // Clamped returns s wrapped in the clamp for maxTTL and lease (see

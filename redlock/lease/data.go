@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -116,13 +117,12 @@ func (m *Manager) Get(ctx context.Context, key string) (redlock.Value, error) {
 }
 
 // Read is the value and remaining ttl a quorum holds (redlock.Read); a
-// key held here reads with the expiry its client asked for (HoldKey).
+// held key reads with the expiry its client asked for (clientTTL), held
+// here or through a peer.
 func (m *Manager) Read(ctx context.Context, key string) (redlock.Value, error) {
 	v, err := m.locker.Read(ctx, key)
 	if err == nil && v.Exists {
-		if ttl, ok := m.HeldTTL(key, v.Data); ok {
-			v.PTTL = ttl
-		}
+		v.PTTL, err = m.clientTTL(ctx, key, v)
 	}
 	return v, err
 }
@@ -238,6 +238,11 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		return n > 0, err
 	}
 	lease, until := m.long(ttl)
+	if until.IsZero() {
+		if err := m.endPeerHold(ctx, key); err != nil {
+			return false, err
+		}
+	}
 	if !until.IsZero() {
 		// A string is held while it holds its value, so that the hold ends
 		// when another client takes the key again; a key of another type
@@ -263,10 +268,11 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 }
 
 // Persist takes away key's expiry as far as clients can tell: the key is
-// kept (renewed while it holds the value it holds now). True when it did;
-// false when key is absent, already without expiry, or changed since it
-// was read. A key of another type is refused with a *TypeError; without a
-// KeepTTL, with ErrNoKeepTTL.
+// kept (renewed while it holds the value it holds now; a key of another
+// type, a hash lock, while it exists, as a script by vote's is). True
+// when it did; false when key is absent, already without expiry, or
+// changed since it was read. Without a KeepTTL it is refused with
+// ErrNoKeepTTL.
 func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 	v, err := m.Read(ctx, key)
 	switch {
@@ -274,10 +280,17 @@ func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 		return false, err
 	case !v.Exists || v.PTTL < 0:
 		return false, nil
-	case v.Type != "":
-		return false, &TypeError{Type: v.Type}
 	case m.keepTTL == 0:
 		return false, ErrNoKeepTTL
+	case v.Type != "":
+		// The lease on a quorum, then the hold: a renewal of any value
+		// gives it the lease again while the key exists.
+		ok, err := m.locker.Expire(ctx, key, m.keepTTL)
+		m.reg.forget(key)
+		if err == nil && ok {
+			m.HoldKey(key, Hold{AnyValue: true})
+		}
+		return ok, err
 	}
 	_, err = m.locker.ExtendKeys(ctx, []string{key}, v.Data, m.keepTTL, redlock.Replace)
 	m.reg.forget(key)
@@ -320,6 +333,10 @@ func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error)
 // is held.
 func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv []string, writes bool) (any, error) {
 	if !writes || script.NoWrites() {
+		if held := m.heldKeys(keys); held != nil {
+			argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
+			return m.locker.Vote(ctx, script.GuardedHeld(), keys, argv)
+		}
 		return m.locker.Vote(ctx, script.Guarded(), keys, argv)
 	}
 	if !m.clamping() {
@@ -328,8 +345,13 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 		}
 	}
 	start := m.now()
+	clamped := m.clamped(script)
+	if held := m.heldKeys(keys); held != nil {
+		clamped = script.ClampedHeld(m.maxTTL, min(m.keepTTL, m.maxTTL))
+		argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
+	}
 	// On the old instance too, during a migration.
-	v, w, err := m.locker.VoteClamped(ctx, m.clamped(script), keys, argv)
+	v, w, err := m.locker.VoteClamped(ctx, clamped, keys, argv)
 	m.reg.forget(keys...) // it may have written some nodes
 	if err != nil {
 		return v, err

@@ -104,9 +104,9 @@ func (m *Manager) endRecorded(key string, value *string) {
 		return
 	}
 	m.keeper.mu.Lock()
-	d, ok := m.keeper.recorded[key]
+	r, ok := m.keeper.recorded[key]
 	m.keeper.mu.Unlock()
-	if !ok || value != nil && d != redlock.AnyDigest && d != digestOf(*value) {
+	if d := r.Digest; !ok || value != nil && d != redlock.AnyDigest && d != digestOf(*value) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
@@ -175,10 +175,10 @@ func (m *Manager) claimRound(h *Holds) {
 		m.log.Debug("holds record not read", "error", err)
 		return
 	}
-	recorded := make(map[string]string, len(scanned))
+	recorded := make(map[string]redlock.Hold, len(scanned))
 	for _, s := range scanned {
 		if s.Owner != redlock.Ended {
-			recorded[s.Key] = s.Digest
+			recorded[s.Key] = s.Hold
 		}
 	}
 	m.keeper.mu.Lock()

@@ -42,8 +42,8 @@ func (m *Manager) Info(ctx context.Context, key string, owner *Owner) (info Info
 		info.Mine = owner != nil && h.owner == owner
 		info.Session = h.session
 	}
-	if ttl, ok := m.HeldTTL(key, v.Data); ok {
-		info.TTL = ttl
+	if info.TTL, err = m.clientTTL(ctx, key, v); err != nil {
+		return Info{}, false, err
 	}
 	if info.TTL == redlock.PTTLNoExpiry {
 		info.Validity = redlock.PTTLNoExpiry

@@ -105,10 +105,10 @@ func (m *Manager) HeldAnyTTL(key string) (time.Duration, bool) {
 type keeper struct {
 	mu       sync.Mutex
 	keys     map[string]*kept
-	running  bool               // the loop runs
-	flights  map[string]*flight // writes in flight, by key
-	settling map[string]*flight // overlapping writes whose keep is being settled
-	recorded map[string]string  // holds in the record at the last claim round: key → digest
+	running  bool                    // the loop runs
+	flights  map[string]*flight      // writes in flight, by key
+	settling map[string]*flight      // overlapping writes whose keep is being settled
+	recorded map[string]redlock.Hold // holds in the record at the last claim round, by key
 }
 
 // Writes of one key through this proxy that overlap in time may return

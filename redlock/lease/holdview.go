@@ -1,0 +1,105 @@
+package lease
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// The client's view of a held key (docs/safety.md, "Holds"): its copies
+// carry a lease of at most KeepTTL, renewed by the hold's owner, while a
+// client asks and decides on the expiry it gave (none, or a deadline
+// beyond max_ttl), through whichever proxy of the tier it talks to. A
+// hold kept here answers from memory (HeldTTL); any other key whose
+// quorum read shows a ttl a lease could be (0..KeepTTL) may be held
+// through a peer, possibly written less than a claim round ago, so its
+// field is read from a quorum of the record (one more quorum round, for
+// such reads only): the record, not the copies, says the expiry.
+
+// clientTTL is the ttl a client sees of v, read of key on a quorum: the
+// hold's (HeldTTL, or the record's when another proxy keeps it), else
+// v.PTTL. A record that cannot be read from a quorum fails the read: an
+// answer from the lease could make the caller end the hold (SET KEEPTTL,
+// EXPIRE XX).
+func (m *Manager) clientTTL(ctx context.Context, key string, v redlock.Value) (time.Duration, error) {
+	if ttl, ok := m.HeldTTL(key, v.Data); ok {
+		return ttl, nil
+	}
+	h := m.holds.Load()
+	if h == nil || v.PTTL < 0 || v.PTTL > m.keepTTL {
+		return v.PTTL, nil // not a lease: no hold gives its copies more
+	}
+	r, ok, err := m.locker.ReadHold(ctx, h.Service, key)
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return v.PTTL, nil
+	case r.Digest != redlock.AnyDigest && (v.Type != "" || r.Digest != digestOf(v.Data)):
+		return v.PTTL, nil // a hold of another value: it ends at the renewal
+	case r.Deadline == 0:
+		return redlock.PTTLNoExpiry, nil
+	}
+	if left := time.UnixMilli(r.Deadline).Sub(m.now()); left > v.PTTL {
+		return left, nil
+	}
+	return v.PTTL, nil // its last lease runs to the deadline
+}
+
+// endPeerHold ends, before an expiry of key is written through this
+// proxy, a hold of key that a peer recorded after this proxy's last claim
+// round (unkeep ends those the round saw): else the owner's next renewal
+// would give the key its lease again over the client's expiry. One
+// quorum write (EndHold) when holds are recorded and key is neither kept
+// here nor seen in the record; it does nothing where no field exists.
+func (m *Manager) endPeerHold(ctx context.Context, key string) error {
+	h := m.holds.Load()
+	if h == nil || m.keeps(key) {
+		return nil
+	}
+	m.keeper.mu.Lock()
+	_, seen := m.keeper.recorded[key]
+	m.keeper.mu.Unlock()
+	if seen {
+		return nil // unkeep ends it (endRecorded)
+	}
+	return m.locker.EndHold(ctx, h.Service, key)
+}
+
+// heldKeys is, for a clamped script by vote, the hold of each declared
+// key (redlock.ClampedHeld): kept here, or seen in the record at the last
+// claim round (a hold made through a peer since is not known: the script
+// sees its lease). Nil when none is held: the script runs as any other.
+func (m *Manager) heldKeys(keys []string) []redlock.HeldKey {
+	if !m.clamping() {
+		return nil
+	}
+	now := m.now()
+	var out []redlock.HeldKey
+	m.keeper.mu.Lock()
+	defer m.keeper.mu.Unlock()
+	for i, key := range keys {
+		var h redlock.HeldKey
+		if e := m.keeper.keys[key]; e != nil {
+			h = redlock.HeldKey{Held: true, Deadline: unixMs(e.Deadline), Digest: e.digest}
+		} else if r, ok := m.keeper.recorded[key]; ok {
+			h = redlock.HeldKey{Held: true, Deadline: r.Deadline, Digest: r.Digest}
+		}
+		switch {
+		case !h.Held:
+		case h.Deadline == 0:
+			h.Deadline, h.TTL = -1, -1
+		default:
+			h.TTL = time.UnixMilli(h.Deadline).Sub(now).Milliseconds()
+			h.Held = h.TTL > 0 // past its deadline: it expires by itself
+		}
+		if h.Held && out == nil {
+			out = make([]redlock.HeldKey, len(keys))
+		}
+		if out != nil {
+			out[i] = h
+		}
+	}
+	return out
+}
