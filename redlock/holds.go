@@ -333,4 +333,3 @@ func decodeScan(v any) ([]ScannedHold, error) {
 	}
 	return out, nil
 }
-
