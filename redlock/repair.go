@@ -15,8 +15,10 @@ import (
 // empty, the survivors alone hold the key, and once the quarantine ends
 // the restarted nodes would grant it to a second client. So the renewal
 // of a hold writes the key back to every quarantined node that lacks it,
-// copied (DUMP, RESTORE) from a voting node that holds the same value,
-// before the quarantine ends: a quarantine outlasts a renewal round
+// copied (DUMP, RESTORE) from a voting node that holds the hold's own
+// copy, together with its field in the record and its stamp (holds.go),
+// so that the record stays readable there (holdrecord.go), before the
+// quarantine ends: a quarantine outlasts a renewal round
 // (max_ttl ≥ default_ttl). While nodes are quarantined a quorum may not
 // vote at all, so the copies on the other nodes are extended there too,
 // node by node, where they still hold the value: the hold's owner keeps
