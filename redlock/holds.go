@@ -24,6 +24,17 @@ func HoldsKey(service string) string { return ReservedPrefix + "holds:" + servic
 // stamp is checked by its digest alone.
 func stampsKey(service string) string { return ReservedPrefix + "holds-at:" + service }
 
+// stampLua, the start of every script that reads or writes stamps,
+// defines stamp(k): the expiry of k's copy as a stamp, or false where the
+// backend has no PEXPIRETIME (before Redis 7.0, or an ACL without it):
+// there no stamp is written, and a hold is checked by its digest alone.
+const stampLua = `local function stamp(k)
+	local t = redis.pcall("PEXPIRETIME", k)
+	if type(t) ~= "number" then return false end
+	return string.format("%.0f", t)
+end
+`
+
 // holdKeys are the keys of a script on the record of service.
 func holdKeys(service string) []string { return []string{HoldsKey(service), stampsKey(service)} }
 
@@ -74,7 +85,7 @@ func parseHold(key, field string) (Hold, error) {
 // writers of one key that overlapped, the loser's record does not replace
 // the winner's; and the key copy's expiry is stamped in KEYS[2]. 1
 // written.
-var setHoldScript = NewScript(`
+var setHoldScript = NewScript(stampLua + `
 local f = redis.call("HGET", KEYS[1], ARGV[1])
 if ARGV[3] ~= "" then
 	if f then
@@ -92,7 +103,7 @@ else
 end
 redis.call("HSET", KEYS[1], ARGV[1], ARGV[2])
 if ARGV[3] == "" or not f then
-	redis.call("HSET", KEYS[2], ARGV[1], string.format("%.0f", redis.call("PEXPIRETIME", ARGV[1])))
+	local s = stamp(ARGV[1]) if s then redis.call("HSET", KEYS[2], ARGV[1], s) end
 end
 return 1`)
 
@@ -190,7 +201,7 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 // owner's field of this value is deleted and -1. Else the key's lease
 // becomes ARGV[4] ms, the field is written as ARGV[2] where it differs,
 // the copy's new expiry stamped, and 1.
-var renewHoldScript = NewScript(`
+var renewHoldScript = NewScript(stampLua + `
 local f = redis.call("HGET", KEYS[1], KEYS[3])
 if not f then return -1 end
 local owner, digest = string.match(f, "^(%S+) %S+ (%S+)$")
@@ -203,7 +214,7 @@ else
 	ok = type(v) == "string" and redis.sha1hex(v) == ARGV[3]
 end
 local at = redis.call("HGET", KEYS[2], KEYS[3])
-if ok and at and at ~= string.format("%.0f", redis.call("PEXPIRETIME", KEYS[3])) then ok = false end
+if ok and at and at ~= stamp(KEYS[3]) then ok = false end
 if not ok then
 	if digest == ARGV[3] then
 		redis.call("HDEL", KEYS[1], KEYS[3])
@@ -213,7 +224,7 @@ if not ok then
 end
 redis.call("PEXPIRE", KEYS[3], ARGV[4])
 if f ~= ARGV[2] then redis.call("HSET", KEYS[1], KEYS[3], ARGV[2]) end
-redis.call("HSET", KEYS[2], KEYS[3], string.format("%.0f", redis.call("PEXPIRETIME", KEYS[3])))
+local s = stamp(KEYS[3]) if s then redis.call("HSET", KEYS[2], KEYS[3], s) end
 return 1`)
 
 // RenewHold gives h.Key a lease of ttl on every node where h's owner
@@ -274,7 +285,7 @@ func (t *renewTally) add(n int64) {
 // stamped), the key, the field and the key's PTTL; the other fields
 // (released, overwritten, expired, written again by someone else) it
 // deletes, with their stamps.
-var scanHoldsScript = NewScript(`
+var scanHoldsScript = NewScript(stampLua + `
 local out, cursor = {}, "0"
 repeat
 	local r = redis.call("HSCAN", KEYS[1], cursor, "COUNT", 100)
@@ -290,7 +301,7 @@ repeat
 			ok = type(v) == "string" and redis.sha1hex(v) == digest
 		end
 		local at = redis.call("HGET", KEYS[2], k)
-		if ok and at and at ~= string.format("%.0f", redis.call("PEXPIRETIME", k)) then ok = false end
+		if ok and at and at ~= stamp(k) then ok = false end
 		if ok then
 			out[#out + 1] = k
 			out[#out + 1] = f

@@ -36,7 +36,7 @@ import (
 // of sha1 ARGV[1] (any value of any type when ARGV[1] is "") and its
 // expiry is the one stamped in KEYS[3] (when stamped); after giving it a
 // lease of ARGV[2] ms and stamping that. Else nil.
-var dumpIfScript = NewScript(`
+var dumpIfScript = NewScript(stampLua + `
 local f = redis.call("HGET", KEYS[2], KEYS[1])
 if not f or string.match(f, "^(%S+) ") ~= ARGV[3] then return false end
 local t = redis.call("TYPE", KEYS[1]).ok
@@ -45,9 +45,9 @@ if ARGV[1] ~= "" then
 	if t ~= "string" or redis.sha1hex(redis.call("GET", KEYS[1])) ~= ARGV[1] then return false end
 end
 local at = redis.call("HGET", KEYS[3], KEYS[1])
-if at and at ~= string.format("%.0f", redis.call("PEXPIRETIME", KEYS[1])) then return false end
+if at and at ~= stamp(KEYS[1]) then return false end
 redis.call("PEXPIRE", KEYS[1], ARGV[2])
-redis.call("HSET", KEYS[3], KEYS[1], string.format("%.0f", redis.call("PEXPIRETIME", KEYS[1])))
+local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
 return redis.call("DUMP", KEYS[1])`)
 
 // restoreHoldScript writes the hold's copy back where KEYS[1] is absent:
@@ -56,22 +56,21 @@ return redis.call("DUMP", KEYS[1])`)
 // the hold's own copy (as dumpIfScript checks, ARGV[4] the owner, ARGV[5]
 // the digest or ""), written back by an earlier round, it gets the lease
 // (2); another value or another copy is left alone (0).
-var restoreHoldScript = NewScript(`
-local stamp = function() return string.format("%.0f", redis.call("PEXPIRETIME", KEYS[1])) end
+var restoreHoldScript = NewScript(stampLua + `
 local t = redis.call("TYPE", KEYS[1]).ok
 if t == "none" then
 	redis.call("RESTORE", KEYS[1], ARGV[1], ARGV[2])
 	redis.call("HSET", KEYS[2], KEYS[1], ARGV[3])
-	redis.call("HSET", KEYS[3], KEYS[1], stamp())
+	local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
 	return 1
 end
 local f = redis.call("HGET", KEYS[2], KEYS[1])
 if not f or string.match(f, "^(%S+) ") ~= ARGV[4] then return 0 end
 if ARGV[5] ~= "" and (t ~= "string" or redis.sha1hex(redis.call("GET", KEYS[1])) ~= ARGV[5]) then return 0 end
 local at = redis.call("HGET", KEYS[3], KEYS[1])
-if at and at ~= stamp() then return 0 end
+if at and at ~= stamp(KEYS[1]) then return 0 end
 redis.call("PEXPIRE", KEYS[1], ARGV[1])
-redis.call("HSET", KEYS[3], KEYS[1], stamp())
+local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
 return 2`)
 
 // Repair copies the hold h (h.Digest AnyDigest: any value of any type),
