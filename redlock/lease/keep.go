@@ -403,13 +403,14 @@ func (m *Manager) renewKept(key string, e *kept) {
 	}
 	// While backends are quarantined, copy the key to those that came
 	// back empty, and keep the copies alive node by node: a hold does not
-	// expire, so the quarantine alone does not protect it (redlock.Repair).
+	// expire, so the quarantine alone does not protect it (redlock.Repair,
+	// which writes the field back with the key).
 	h := m.holds.Load()
 	if h != nil && lease > 0 {
 		m.keeper.mu.Lock()
 		again := e.unrecorded
 		m.keeper.mu.Unlock()
-		if again {
+		if again { // the renewal renews only where its field is
 			m.record(key, e)
 		}
 		switch _, err := m.locker.Repair(ctx, h.Service, redlock.Hold{
