@@ -170,6 +170,9 @@ func newCluster(tb testing.TB, n int, opts Options) *cluster {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(mr.Close)
+		// Its clock stands still, as its ttls do: PEXPIRETIME (the holds'
+		// stamps) then reads the same until a ttl is set.
+		mr.SetTime(time.Now())
 		rn, err := DialNode(mr.Addr())
 		if err != nil {
 			tb.Fatal(err)

@@ -16,6 +16,28 @@ import (
 // HoldsKey is the hash of the holds of the tier service.
 func HoldsKey(service string) string { return ReservedPrefix + "holds:" + service }
 
+// stampsKey is the hash, beside the record, of each held key's copy on
+// that node: the absolute expiry (PEXPIRETIME, ms) the hold's last write
+// gave it. A copy whose expiry differs was written since by someone else
+// (deleted and taken again, overwritten with an expiry, given one): the
+// hold is no longer its own, whatever value it holds. A field without a
+// stamp is checked by its digest alone.
+func stampsKey(service string) string { return ReservedPrefix + "holds-at:" + service }
+
+// stampLua, the start of every script that reads or writes stamps,
+// defines stamp(k): the expiry of k's copy as a stamp, or false where the
+// backend has no PEXPIRETIME (before Redis 7.0, or an ACL without it):
+// there no stamp is written, and a hold is checked by its digest alone.
+const stampLua = `local function stamp(k)
+	local t = redis.pcall("PEXPIRETIME", k)
+	if type(t) ~= "number" then return false end
+	return string.format("%.0f", t)
+end
+`
+
+// holdKeys are the keys of a script on the record of service.
+func holdKeys(service string) []string { return []string{HoldsKey(service), stampsKey(service)} }
+
 // HandedOver begins the owner of a hold whose proxy gave it up, followed
 // by that proxy's id ("-" then 40 hex digits): any live proxy claims it.
 const HandedOver = "-"
@@ -56,19 +78,20 @@ func parseHold(key, field string) (Hold, error) {
 
 // setHoldScript writes field ARGV[1] of hash KEYS[1] as ARGV[2]. With
 // an owner ARGV[3] (not empty) it is a compare-and-set: a field must name
-// that owner, and an absent field is written only by its own maker
-// (ARGV[3] is the new owner ARGV[4]), not claimed. Without an owner (the
-// maker of a hold), it is written only where the key ARGV[1] holds the
-// value of the field's digest (any value for "*"): of two writers of one
-// key that overlapped, the loser's record does not replace the winner's.
-// 1 written, 0 not.
-var setHoldScript = NewScript(`
+// that owner (else 0), and an absent field is written only by its own
+// maker (ARGV[3] is the new owner ARGV[4]), not claimed (-1). Without an
+// owner (the maker of a hold), it is written only where the key ARGV[1]
+// holds the value of the field's digest (any value for "*"): of two
+// writers of one key that overlapped, the loser's record does not replace
+// the winner's; and the key copy's expiry is stamped in KEYS[2]. 1
+// written.
+var setHoldScript = NewScript(stampLua + `
 local f = redis.call("HGET", KEYS[1], ARGV[1])
 if ARGV[3] ~= "" then
 	if f then
 		if string.match(f, "^(%S+) ") ~= ARGV[3] then return 0 end
 	elseif ARGV[3] ~= ARGV[4] then
-		return 0
+		return -1
 	end
 else
 	local d, t = string.match(ARGV[2], "(%S+)$"), redis.call("TYPE", ARGV[1]).ok
@@ -79,16 +102,21 @@ else
 	end
 end
 redis.call("HSET", KEYS[1], ARGV[1], ARGV[2])
+if ARGV[3] == "" or not f then
+	local s = stamp(ARGV[1]) if s then redis.call("HSET", KEYS[2], ARGV[1], s) end
+end
 return 1`)
 
-// dropHoldScript deletes field ARGV[1] of hash KEYS[1] if it names owner
-// ARGV[2]: 1 deleted or absent, 0 another owner's.
+// dropHoldScript deletes field ARGV[1] of hash KEYS[1] (and its stamp
+// in KEYS[2]) if it names owner ARGV[2]: 1 deleted or absent, 0 another
+// owner's.
 var dropHoldScript = NewScript(`
 local f = redis.call("HGET", KEYS[1], ARGV[1])
 if f and string.match(f, "^(%S+) ") ~= ARGV[2] then
 	return 0
 end
 redis.call("HDEL", KEYS[1], ARGV[1])
+redis.call("HDEL", KEYS[2], ARGV[1])
 return 1`)
 
 // endHoldScript sets the owner of field ARGV[1] of hash KEYS[1] to
@@ -152,7 +180,7 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 	if anyYes {
 		decode = func(v any) (bool, error) { _, err := asInt(v); return err == nil, err }
 	}
-	c := call[bool]{cmd: command{kind: callEval, script: s, keys: []string{HoldsKey(service)}, args: args}, decode: decode}
+	c := call[bool]{cmd: command{kind: callEval, script: s, keys: holdKeys(service), args: args}, decode: decode}
 	t := r.tally()
 	if err := quorum(r, ctx, op, r.nodeTimeout, c, decider[bool](t), nil); err != nil {
 		return err
@@ -163,72 +191,40 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 	return nil
 }
 
-// HandOverHolds marks every hold of owner in the record of service as
-// handed over, on every node; it returns the most any node counted, once
-// a quorum did it.
-func (r *Redlock) HandOverHolds(ctx context.Context, service, owner string) (int, error) {
-	if owner == "" || strings.HasPrefix(owner, HandedOver) {
-		return 0, fmt.Errorf("%w: hand over the holds of %q", ErrInvalid, owner)
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("hand over holds: %w", err)
-	}
-	c := call[int64]{
-		cmd:    command{kind: callEval, script: handOverScript, keys: []string{HoldsKey(service)}, args: []any{owner, HandedOver + owner}},
-		decode: asInt,
-	}
-	t := &countTally{tally: *r.tally()}
-	if err := quorum(r, ctx, "hand over holds", r.nodeTimeout, c, decider[int64](t), nil); err != nil {
-		return 0, err
-	}
-	if !t.won() {
-		return 0, t.failure(ErrNoQuorum)
-	}
-	return int(t.most), nil
-}
-
-// countTally is a tally of counts: every answer is a yes, and it keeps
-// the largest.
-type countTally struct {
-	tally
-	most int64
-}
-
-func (t *countTally) add(n int64) {
-	t.tally.add(true)
-	t.most = max(t.most, n)
-}
-
-// renewHoldScript renews the hold of key KEYS[2] in hash KEYS[1] for
+// renewHoldScript renews the hold of key KEYS[3] in hash KEYS[1] for
 // owner ARGV[1], of the value of digest ARGV[3] (AnyDigest: any value,
-// while the key exists). Where the field names another owner, 0; unless
-// it is stale: another value's, of a key that holds this one (two
-// proxies wrote the key and their fields landed in the other order), and
-// neither is an any-value hold. Where the key no longer holds the value,
-// this owner's field of this value is deleted and -1. Else the key's lease becomes
-// ARGV[4] ms, the field is written as ARGV[2] where it differs (lost on
-// a restarted node, stale), and 1.
-var renewHoldScript = NewScript(`
+// while the key exists). Where the field is absent (never written here,
+// or dropped by a release) it is not this owner's to renew: -1. Where it
+// names another owner (a peer took it over, or a write ended it), 0.
+// Where the key no longer holds the value, or its copy is not the one
+// the hold stamped in KEYS[2] (written since by someone else), this
+// owner's field of this value is deleted and -1. Else the key's lease
+// becomes ARGV[4] ms, the field is written as ARGV[2] where it differs,
+// the copy's new expiry stamped, and 1.
+var renewHoldScript = NewScript(stampLua + `
+local f = redis.call("HGET", KEYS[1], KEYS[3])
+if not f then return -1 end
+local owner, digest = string.match(f, "^(%S+) %S+ (%S+)$")
+if owner ~= ARGV[1] then return 0 end
 local ok
 if ARGV[3] == "*" then
-	ok = redis.call("EXISTS", KEYS[2]) == 1
+	ok = redis.call("EXISTS", KEYS[3]) == 1
 else
-	local v = redis.pcall("GET", KEYS[2])
+	local v = redis.pcall("GET", KEYS[3])
 	ok = type(v) == "string" and redis.sha1hex(v) == ARGV[3]
 end
-local f = redis.call("HGET", KEYS[1], KEYS[2])
-if f then
-	local owner, digest = string.match(f, "^(%S+) %S+ (%S+)$")
-	if owner ~= ARGV[1] and (not ok or ARGV[3] == "*" or digest == "*" or digest == ARGV[3]) then
-		return 0
-	end
-end
+local at = redis.call("HGET", KEYS[2], KEYS[3])
+if ok and at and at ~= stamp(KEYS[3]) then ok = false end
 if not ok then
-	if f and string.match(f, " (%S+)$") == ARGV[3] then redis.call("HDEL", KEYS[1], KEYS[2]) end
+	if digest == ARGV[3] then
+		redis.call("HDEL", KEYS[1], KEYS[3])
+		redis.call("HDEL", KEYS[2], KEYS[3])
+	end
 	return -1
 end
-redis.call("PEXPIRE", KEYS[2], ARGV[4])
-if f ~= ARGV[2] then redis.call("HSET", KEYS[1], KEYS[2], ARGV[2]) end
+redis.call("PEXPIRE", KEYS[3], ARGV[4])
+if f ~= ARGV[2] then redis.call("HSET", KEYS[1], KEYS[3], ARGV[2]) end
+local s = stamp(KEYS[3]) if s then redis.call("HSET", KEYS[2], KEYS[3], s) end
 return 1`)
 
 // RenewHold gives h.Key a lease of ttl on every node where h's owner
@@ -246,7 +242,7 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl tim
 		return fmt.Errorf("renew hold: %w", err)
 	}
 	c := call[int64]{
-		cmd: command{kind: callEval, script: renewHoldScript, keys: []string{HoldsKey(service), h.Key},
+		cmd: command{kind: callEval, script: renewHoldScript, keys: append(holdKeys(service), h.Key),
 			args: []any{h.Owner, h.field(), h.Digest, millis(ttl)}},
 		decode: asInt,
 	}
@@ -285,9 +281,11 @@ func (t *renewTally) add(n int64) {
 }
 
 // scanHoldsScript returns, for every field of hash KEYS[1] whose key
-// holds the value of its digest, the key, the field and the key's PTTL;
-// the other fields (released, overwritten, expired) it deletes.
-var scanHoldsScript = NewScript(`
+// holds the value of its digest, in the copy stamped in KEYS[2] (when
+// stamped), the key, the field and the key's PTTL; the other fields
+// (released, overwritten, expired, written again by someone else) it
+// deletes, with their stamps.
+var scanHoldsScript = NewScript(stampLua + `
 local out, cursor = {}, "0"
 repeat
 	local r = redis.call("HSCAN", KEYS[1], cursor, "COUNT", 100)
@@ -302,12 +300,15 @@ repeat
 			local v = redis.pcall("GET", k)
 			ok = type(v) == "string" and redis.sha1hex(v) == digest
 		end
+		local at = redis.call("HGET", KEYS[2], k)
+		if ok and at and at ~= stamp(k) then ok = false end
 		if ok then
 			out[#out + 1] = k
 			out[#out + 1] = f
 			out[#out + 1] = redis.call("PTTL", k)
 		else
 			redis.call("HDEL", KEYS[1], k)
+			redis.call("HDEL", KEYS[2], k)
 		end
 	end
 until cursor == "0"
@@ -319,29 +320,6 @@ return out`)
 type ScannedHold struct {
 	Hold
 	Lease time.Duration
-}
-
-// ScanHolds reads the record of service on every node, and deletes on
-// each node the fields whose key no longer holds their value. It returns
-// the holds that a quorum of nodes record with one digest and deadline,
-// for a key holding that value there; or ErrNoQuorum when fewer than a
-// quorum answered.
-func (r *Redlock) ScanHolds(ctx context.Context, service string) ([]ScannedHold, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("scan holds: %w", err)
-	}
-	c := call[[]ScannedHold]{
-		cmd:    command{kind: callEval, script: scanHoldsScript, keys: []string{HoldsKey(service)}},
-		decode: decodeScan,
-	}
-	t := &scanTally{counts: r.counts()}
-	if err := quorum(r, ctx, "scan holds", r.nodeTimeout, c, decider[[]ScannedHold](t), nil); err != nil {
-		return nil, err
-	}
-	if t.answered < t.q {
-		return nil, t.noQuorum()
-	}
-	return t.holds(), nil
 }
 
 // decodeScan reads one node's scan: each hold with its key's PTTL there.
@@ -365,60 +343,4 @@ func decodeScan(v any) ([]ScannedHold, error) {
 		out = append(out, ScannedHold{Hold: h, Lease: pttl(ms)})
 	}
 	return out, nil
-}
-
-// scanTally keeps every node's scan and waits for all of them.
-type scanTally struct {
-	counts
-	scans [][]ScannedHold
-}
-
-func (t *scanTally) add(hs []ScannedHold) {
-	t.answered++
-	t.scans = append(t.scans, hs)
-}
-
-// holds are the holds a quorum of scans agree on (key, deadline, digest).
-func (t *scanTally) holds() []ScannedHold {
-	type same struct {
-		key, digest string
-		deadline    int64
-	}
-	type copies struct {
-		owners map[string]int
-		ttls   []time.Duration
-	}
-	seen := map[same]*copies{}
-	var order []same
-	for _, scan := range t.scans {
-		for _, h := range scan {
-			s := same{h.Key, h.Digest, h.Deadline}
-			c := seen[s]
-			if c == nil {
-				c = &copies{owners: map[string]int{}}
-				seen[s] = c
-				order = append(order, s)
-			}
-			c.owners[h.Owner]++
-			c.ttls = append(c.ttls, h.Lease)
-		}
-	}
-	var out []ScannedHold
-	for _, s := range order {
-		c := seen[s]
-		if len(c.ttls) < t.q {
-			continue
-		}
-		owner, most := "", 0
-		for o, n := range c.owners {
-			if n > most || n == most && o < owner {
-				owner, most = o, n
-			}
-		}
-		out = append(out, ScannedHold{
-			Hold:  Hold{Key: s.key, Owner: owner, Deadline: s.deadline, Digest: s.digest},
-			Lease: quorumPTTL(c.ttls, t.q),
-		})
-	}
-	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -16,8 +15,10 @@ import (
 // empty, the survivors alone hold the key, and once the quarantine ends
 // the restarted nodes would grant it to a second client. So the renewal
 // of a hold writes the key back to every quarantined node that lacks it,
-// copied (DUMP, RESTORE) from a voting node that holds the same value,
-// before the quarantine ends: a quarantine outlasts a renewal round
+// copied (DUMP, RESTORE) from a voting node that holds the hold's own
+// copy, together with its field in the record and its stamp (holds.go),
+// so that the record stays readable there (holdrecord.go), before the
+// quarantine ends: a quarantine outlasts a renewal round
 // (max_ttl ≥ default_ttl). While nodes are quarantined a quorum may not
 // vote at all, so the copies on the other nodes are extended there too,
 // node by node, where they still hold the value: the hold's owner keeps
@@ -30,41 +31,74 @@ import (
 // expires (its ttl at most max_ttl) near the quarantine's end; the
 // held key is written once it is gone.
 
-// dumpIfScript answers DUMP of KEYS[1] where it holds the value of sha1
-// ARGV[1] (any value of any type when ARGV[1] is ""), after giving it a
-// lease of ARGV[2] ms (unless ""), else nil.
-var dumpIfScript = NewScript(`
+// dumpIfScript answers DUMP of KEYS[1] where it is the hold's own copy:
+// its field in hash KEYS[2] names owner ARGV[3], the key holds the value
+// of sha1 ARGV[1] (any value of any type when ARGV[1] is "") and its
+// expiry is the one stamped in KEYS[3] (when stamped); after giving it a
+// lease of ARGV[2] ms and stamping that. Else nil.
+var dumpIfScript = NewScript(stampLua + `
+local f = redis.call("HGET", KEYS[2], KEYS[1])
+if not f or string.match(f, "^(%S+) ") ~= ARGV[3] then return false end
 local t = redis.call("TYPE", KEYS[1]).ok
 if t == "none" then return false end
 if ARGV[1] ~= "" then
 	if t ~= "string" or redis.sha1hex(redis.call("GET", KEYS[1])) ~= ARGV[1] then return false end
 end
-if ARGV[2] ~= "" then redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
+local at = redis.call("HGET", KEYS[3], KEYS[1])
+if at and at ~= stamp(KEYS[1]) then return false end
+redis.call("PEXPIRE", KEYS[1], ARGV[2])
+local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
 return redis.call("DUMP", KEYS[1])`)
 
-// Repair copies key, holding the value of sha1 digest (hex; "" or
-// AnyDigest for any value of any type), to every node that is quarantined (restarted,
-// fresh, or its clock jumped) and lacks it, with a lease of ttl, and
-// gives that lease to every voting node's copy that holds the value. It
-// reports how many quarantined nodes it wrote. With no quarantined node
-// it does no I/O, so a renewal may call it every round. It fails when no
-// voting node holds the value (ErrNotHeld) or a quarantined node could
-// not be written; a node that holds another value of key is left as it
-// is.
-func (r *Redlock) Repair(ctx context.Context, key, digest string, ttl time.Duration) (int, error) {
-	if ttl < time.Millisecond || key == "" {
-		return 0, fmt.Errorf("%w: repair %q for %v", ErrInvalid, key, ttl)
+// restoreHoldScript writes the hold's copy back where KEYS[1] is absent:
+// RESTORE with a lease of ARGV[1] ms from DUMP ARGV[2], its field ARGV[3]
+// in hash KEYS[2] and its expiry stamped in KEYS[3]; 1. Where the key is
+// the hold's own copy (as dumpIfScript checks, ARGV[4] the owner, ARGV[5]
+// the digest or ""), written back by an earlier round, it gets the lease
+// (2); another value or another copy is left alone (0).
+var restoreHoldScript = NewScript(stampLua + `
+local t = redis.call("TYPE", KEYS[1]).ok
+if t == "none" then
+	redis.call("RESTORE", KEYS[1], ARGV[1], ARGV[2])
+	redis.call("HSET", KEYS[2], KEYS[1], ARGV[3])
+	local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
+	return 1
+end
+local f = redis.call("HGET", KEYS[2], KEYS[1])
+if not f or string.match(f, "^(%S+) ") ~= ARGV[4] then return 0 end
+if ARGV[5] ~= "" and (t ~= "string" or redis.sha1hex(redis.call("GET", KEYS[1])) ~= ARGV[5]) then return 0 end
+local at = redis.call("HGET", KEYS[3], KEYS[1])
+if at and at ~= stamp(KEYS[1]) then return 0 end
+redis.call("PEXPIRE", KEYS[1], ARGV[1])
+local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
+return 2`)
+
+// Repair copies the hold h (h.Digest AnyDigest: any value of any type),
+// its key with its field in the record of service, to every node that is
+// quarantined (restarted, fresh, or its clock jumped) and lacks the key,
+// with a lease of ttl, and gives that lease to every other copy of the
+// hold (voting nodes, and quarantined ones written back before). A copy
+// of the hold is one whose field names h.Owner and whose expiry is the
+// one the hold stamped. It reports how many quarantined nodes it wrote.
+// With no quarantined node it does no I/O, so a renewal may call it every
+// round. It fails when no voting node holds the hold's copy (ErrNotHeld)
+// or a quarantined node could not be written; a node that holds another
+// value or another copy of the key is left as it is.
+func (r *Redlock) Repair(ctx context.Context, service string, h Hold, ttl time.Duration) (int, error) {
+	if ttl < time.Millisecond || h.Key == "" || h.Owner == "" {
+		return 0, fmt.Errorf("%w: repair %+v for %v", ErrInvalid, h, ttl)
 	}
+	digest := h.Digest
 	if digest == AnyDigest {
 		digest = ""
 	}
 	var targets, sources []Node
 	now := r.now()
-	for i, h := range r.health {
-		h.mu.Lock()
-		state, _ := h.state(now)
-		recent := !h.until.IsZero() && now.Before(h.until.Add(ttl))
-		h.mu.Unlock()
+	for i, nh := range r.health {
+		nh.mu.Lock()
+		state, _ := nh.state(now)
+		recent := !nh.until.IsZero() && now.Before(nh.until.Add(ttl))
+		nh.mu.Unlock()
 		switch {
 		case state == StateQuarantined, state == StateUp && recent:
 			targets = append(targets, r.nodes[i])
@@ -76,7 +110,8 @@ func (r *Redlock) Repair(ctx context.Context, key, digest string, ttl time.Durat
 	if len(targets) == 0 || len(sources) == 0 {
 		return 0, nil // nothing to repair, or nothing to copy from
 	}
-	dump, err := r.dumpFrom(ctx, sources, key, digest, ttl)
+	keys := []string{h.Key, HoldsKey(service), stampsKey(service)}
+	dump, err := r.dumpFrom(ctx, sources, keys, digest, h.Owner, ttl)
 	if err != nil {
 		return 0, err
 	}
@@ -84,26 +119,24 @@ func (r *Redlock) Repair(ctx context.Context, key, digest string, ttl time.Durat
 	var errs []error
 	for _, t := range targets {
 		cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
-		_, err := t.Do(cctx, "RESTORE", key, millis(ttl), dump)
+		v, err := t.Eval(cctx, restoreHoldScript, keys, millis(ttl), dump, h.field(), h.Owner, digest)
 		cancel()
-		switch {
-		case err == nil:
-			n++
-		case strings.HasPrefix(err.Error(), "BUSYKEY"):
-			// it holds key already (written since the restart)
-		default:
+		switch x, _ := asInt(v); {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", t.Addr(), err))
+		case x == 1:
+			n++
 		}
 	}
 	if n > 0 {
-		r.log.Info("wrote a held key back to backends that restarted empty", "key", key, "nodes", n)
+		r.log.Info("wrote a held key back to backends that restarted empty", "key", h.Key, "nodes", n)
 	}
 	return n, errors.Join(errs...)
 }
 
-// dumpFrom gives ttl to the copies of key on nodes that hold the value of
-// digest, and returns the DUMP of one of them.
-func (r *Redlock) dumpFrom(ctx context.Context, nodes []Node, key, digest string, ttl time.Duration) (string, error) {
+// dumpFrom gives ttl to the hold's copies on nodes (keys: the key, the
+// record, the stamps), and returns the DUMP of one of them.
+func (r *Redlock) dumpFrom(ctx context.Context, nodes []Node, keys []string, digest, owner string, ttl time.Duration) (string, error) {
 	dumps := make([]string, len(nodes))
 	done := make(chan struct{}, len(nodes))
 	for i, n := range nodes {
@@ -111,7 +144,7 @@ func (r *Redlock) dumpFrom(ctx context.Context, nodes []Node, key, digest string
 			defer func() { done <- struct{}{} }()
 			cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
 			defer cancel()
-			if v, err := n.Eval(cctx, dumpIfScript, []string{key}, digest, millis(ttl)); err == nil {
+			if v, err := n.Eval(cctx, dumpIfScript, keys, digest, millis(ttl), owner); err == nil {
 				dumps[i], _ = v.(string)
 			}
 		})
@@ -127,5 +160,5 @@ func (r *Redlock) dumpFrom(ctx context.Context, nodes []Node, key, digest string
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("repair: %w", err)
 	}
-	return "", fmt.Errorf("repair %q: %w on any voting node", key, ErrNotHeld)
+	return "", fmt.Errorf("repair %q: %w on any voting node", keys[0], ErrNotHeld)
 }

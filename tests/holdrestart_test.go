@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,4 +57,63 @@ startup_quarantine = false`)
 		t.Fatalf("SET NX after the release = %v, %v", ok, err)
 	}
 	t.Logf("FIGURES hold across a majority restart: %d attempts by a second client over %v, none granted", attempts, maxTTL+3*lease)
+}
+
+// TestHoldOwnerStopsDuringMajorityRestart: two faults at once. A hold
+// without expiry taken through proxy A (SET NX), two of three backends
+// killed -9 and restarted empty, and then A stops: killed -9 at once
+// (before its renewal wrote anything back), killed -9 or stopped by
+// SIGTERM 1.5 s later (after it did). While the majority is quarantined
+// the record is read and claimed through the backends that have it, so
+// proxy B takes the hold over and writes it back with its field: a
+// second client polling SET NX through B for the quarantine and three
+// leases after never acquires.
+func TestHoldOwnerStopsDuringMajorityRestart(t *testing.T) {
+	t.Parallel()
+	const maxTTL, lease = 4 * time.Second, 2 * time.Second
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // from the restart to the owner's stop
+		term  bool
+	}{
+		{"kill-at-once", 0, false},
+		{"kill-after-1.5s", 1500 * time.Millisecond, false},
+		{"sigterm-after-1.5s", 1500 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rs := startCluster(t, 3)
+			hcl := holdsHCL + "\nhealth_interval = \"200ms\""
+			a := startProxy(t, rs, hcl)
+			b := startProxy(t, rs, hcl)
+			ctx := testCtx(t, 90*time.Second)
+			if ok, err := a.Client(nil).SetNX(ctx, "held", "A", 0).Result(); err != nil || !ok {
+				t.Fatalf("SET held A NX through A = %v, %v", ok, err)
+			}
+			time.Sleep(500 * time.Millisecond) // B's claim rounds have seen the record
+			restartAtOnce(t, rs[:2])
+			time.Sleep(tc.after)
+			if tc.term {
+				a.terminate()
+			} else {
+				a.kill()
+			}
+			cb := b.Client(nil)
+			start := time.Now()
+			took := time.Duration(-1)
+			for time.Since(start) < maxTTL+3*lease {
+				if took < 0 && strings.Contains(b.Log(), "took over holds") {
+					took = time.Since(start).Round(10 * time.Millisecond)
+				}
+				// NOQUORUM while the majority is quarantined is a refusal.
+				if ok, err := cb.SetNX(ctx, "held", "B", 0).Result(); err == nil && ok {
+					t.Fatalf("B acquired held %v after A stopped", time.Since(start).Round(time.Millisecond))
+				}
+				time.Sleep(100 * time.Millisecond) // pacing the polls
+			}
+			heldWithoutExpiry(t, ctx, cb, "held", "A")
+			t.Logf("FIGURES owner stopped (%s) during a majority restart: B took the hold over %v after, never acquired in %v",
+				tc.name, took, maxTTL+3*lease)
+		})
+	}
 }

@@ -41,9 +41,12 @@
 //     backends (holds.go), written before the write is answered: every
 //     proxy of the tier claims the holds of one that handed them over
 //     (HandOverHolds, on shutdown), died or fell behind, so a hold
-//     survives any one proxy; while backends are quarantined, a renewal
-//     first writes the key back onto those that came back empty
-//     (redlock.Repair);
+//     survives any one proxy. A hold renews only the copy of its key it
+//     wrote (each node stamps the copy's expiry): a key deleted, given an
+//     expiry or written again through any proxy is no longer its own.
+//     While backends are quarantined, a renewal first writes the key and
+//     its field back onto those that came back empty (redlock.Repair),
+//     and the record is read and claimed through the nodes that have it;
 //   - the holds beyond MaxTTL (clamp.go): a write, expiry or one-key
 //     acquisition with a longer ttl is made with the lease and held to its
 //     deadline; a script by vote that writes runs clamped (redlock.Script.

@@ -57,8 +57,9 @@ func (m *Manager) holder(h *Holds) string {
 }
 
 // record writes e, the hold of key, to the record (whatever the field
-// held: this proxy has just written the key). A failure is logged: the
-// renewal writes the field where it lacks.
+// held: this proxy has just written the key). A failure is logged and
+// marks e unrecorded: its renewal records it first (a renewal renews
+// only where the field is).
 func (m *Manager) record(key string, e *kept) {
 	h := m.holds.Load()
 	if h == nil || e == nil {
@@ -69,6 +70,9 @@ func (m *Manager) record(key string, e *kept) {
 	err := m.locker.SetHold(ctx, h.Service, redlock.Hold{
 		Key: key, Owner: m.holder(h), Deadline: unixMs(e.Deadline), Digest: e.digest,
 	}, "")
+	m.keeper.mu.Lock()
+	e.unrecorded = err != nil
+	m.keeper.mu.Unlock()
 	if err != nil {
 		m.log.Warn("hold not recorded on a quorum: its renewal records it", "key", key, "error", err)
 	}
@@ -211,7 +215,7 @@ func (m *Manager) claimRound(h *Holds) {
 		}
 		claim := s.Hold
 		claim.Owner = h.ID
-		if err := m.locker.SetHold(ctx, h.Service, claim, s.Owner); err != nil {
+		if err := m.locker.ClaimHold(ctx, h.Service, claim, s.Owner); err != nil {
 			m.log.Debug("hold not claimed", "key", s.Key, "from", s.Owner, "error", err)
 			continue
 		}

@@ -104,22 +104,16 @@ func TestHoldsHandedOverAndTakenOver(t *testing.T) {
 	if c.Kept("k", "v") {
 		t.Fatal("C claimed from B while B's lease was whole")
 	}
-	for _, mr := range mrs {
-		mr.SetTTL("k", keepTTL*2/5)
-		mr.SetTTL("list", keepTTL*2/5)
-	}
+	redlocktest.Elapse(keepTTL*3/5, mrs...)
 	testkit.Eventually(t, 10*time.Second, "C takes B's holds over", func() bool {
 		_, held := c.HeldTTL("list", "")
 		return owners("k", "C") >= 2 && owners("list", "C") >= 2 && c.Kept("k", "v") && held
 	})
-	// C renews them (miniredis ttls do not run: set them as time would).
-	for _, mr := range mrs {
-		mr.SetTTL("k", time.Second)
-		mr.SetTTL("list", time.Second)
-	}
+	// C renews them (miniredis ttls do not run: let time pass).
+	redlocktest.Elapse(keepTTL/5, mrs...)
 	testkit.Eventually(t, 10*time.Second, "C renews what it took over", func() bool {
 		for _, mr := range mrs {
-			if mr.TTL("k") <= time.Second || mr.TTL("list") <= time.Second {
+			if mr.TTL("k") <= keepTTL*4/5 || mr.TTL("list") <= keepTTL*4/5 {
 				return false
 			}
 		}

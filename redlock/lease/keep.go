@@ -31,6 +31,8 @@ type kept struct {
 	digest string    // of Value, or redlock.AnyDigest: what the renewal compares
 	due    time.Time // next renewal
 	busy   bool      // a renewal is in flight
+	// unrecorded: its record failed; the renewal records it first.
+	unrecorded bool
 	// renewed is closed when the renewal in flight (busy) returns.
 	renewed chan struct{}
 }
@@ -416,9 +418,19 @@ func (m *Manager) renewKept(key string, e *kept) {
 	}
 	// While backends are quarantined, copy the key to those that came
 	// back empty, and keep the copies alive node by node: a hold does not
-	// expire, so the quarantine alone does not protect it (redlock.Repair).
-	if lease > 0 {
-		switch _, err := m.locker.Repair(ctx, key, e.digest, lease); {
+	// expire, so the quarantine alone does not protect it (redlock.Repair,
+	// which writes the field back with the key).
+	h := m.holds.Load()
+	if h != nil && lease > 0 {
+		m.keeper.mu.Lock()
+		again := e.unrecorded
+		m.keeper.mu.Unlock()
+		if again { // the renewal renews only where its field is
+			m.record(key, e)
+		}
+		switch _, err := m.locker.Repair(ctx, h.Service, redlock.Hold{
+			Key: key, Owner: h.ID, Deadline: unixMs(e.Deadline), Digest: e.digest,
+		}, lease); {
 		case errors.Is(err, redlock.ErrNotHeld):
 			m.log.Debug("held key not found on a voting backend: nothing to repair from", "key", key)
 		case err != nil:
@@ -426,7 +438,6 @@ func (m *Manager) renewKept(key string, e *kept) {
 		}
 	}
 	var err error
-	h := m.holds.Load()
 	switch {
 	case lease <= 0:
 		err = redlock.ErrNotHeld // its deadline passed: it expired by itself

@@ -2,6 +2,7 @@ package redlocktest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ func New(tb testing.TB, n int, opts redlock.Options) (*redlock.Redlock, []*minir
 	nodes := make([]redlock.Node, n)
 	for i := range n {
 		mrs[i] = miniredis.RunT(tb)
+		// Its clock stands still, as its ttls do: PEXPIRETIME (the holds'
+		// stamps) reads the same until a ttl is set. Elapse moves both.
+		setTime(mrs[i], time.Now())
 		node, err := redlock.DialNodeTLS(mrs[i].Addr(), nil)
 		if err != nil {
 			tb.Fatal(err)
@@ -63,4 +67,23 @@ func New(tb testing.TB, n int, opts redlock.Options) (*redlock.Redlock, []*minir
 		tb.Fatalf("%d of %d miniredis backends connected", up, n)
 	}
 	return rl, mrs
+}
+
+// Elapse moves the clocks of backends from New on by d, and their ttls
+// with them, as that much time would.
+func Elapse(d time.Duration, mrs ...*miniredis.Miniredis) {
+	for _, mr := range mrs {
+		t, _ := clocks.Load(mr)
+		now, _ := t.(time.Time)
+		setTime(mr, now.Add(d))
+		mr.FastForward(d)
+	}
+}
+
+// clocks holds the time each backend from New was set to.
+var clocks sync.Map
+
+func setTime(mr *miniredis.Miniredis, t time.Time) {
+	clocks.Store(mr, t)
+	mr.SetTime(t)
 }

@@ -1,0 +1,69 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
+)
+
+// TestEndedHoldDoesNotRenewTheNextLock: a key held through proxy A beyond
+// max_ttl (SET k 1 NX EX 3600, a string kept while it holds "1"; HSET
+// without expiry, a hash kept while it exists) is deleted or given an
+// expiry through proxy B, at once, before any claim round of B saw the
+// hold; another client then takes the key through B with a 1 s lock of
+// the same value. A's renewal must not extend that lock: every copy the
+// hold did not write is not its own. Each 1 s lock is gone within three
+// leases (it lived as long as A's hour before).
+func TestEndedHoldDoesNotRenewTheNextLock(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	a := startProxy(t, rs, holdsHCL)
+	b := startProxy(t, rs, holdsHCL)
+	ca, cb := a.Client(nil), b.Client(nil)
+	ctx := testCtx(t, 60*time.Second)
+	str := func(ctx context.Context, k string) error { return ca.SetNX(ctx, k, "1", time.Hour).Err() }
+	hash := func(ctx context.Context, k string) error { return ca.HSet(ctx, k, "f", "v").Err() }
+	relock := func(p redis.Pipeliner, k string) *redis.BoolCmd { return p.SetNX(ctx, k, "1", time.Second) }
+	cases := []struct {
+		name string
+		hold func(context.Context, string) error
+		end  func(p redis.Pipeliner, k string) *redis.BoolCmd // what B's client sends; nil: nothing more
+	}{
+		{"string-del", str, func(p redis.Pipeliner, k string) *redis.BoolCmd { p.Del(ctx, k); return relock(p, k) }},
+		{"string-unlink", str, func(p redis.Pipeliner, k string) *redis.BoolCmd { p.Unlink(ctx, k); return relock(p, k) }},
+		{"string-getdel", str, func(p redis.Pipeliner, k string) *redis.BoolCmd { p.GetDel(ctx, k); return relock(p, k) }},
+		{"string-set-px", str, func(p redis.Pipeliner, k string) *redis.BoolCmd { p.Set(ctx, k, "1", time.Second); return nil }},
+		{"string-expire", str, func(p redis.Pipeliner, k string) *redis.BoolCmd { p.Expire(ctx, k, time.Second); return nil }},
+		{"hash-del", hash, func(p redis.Pipeliner, k string) *redis.BoolCmd { p.Del(ctx, k); return relock(p, k) }},
+		{"hash-unlink", hash, func(p redis.Pipeliner, k string) *redis.BoolCmd { p.Unlink(ctx, k); return relock(p, k) }},
+		{"hash-expire", hash, func(p redis.Pipeliner, k string) *redis.BoolCmd { p.Expire(ctx, k, time.Second); return nil }},
+	}
+	var keys []string
+	for _, tc := range cases {
+		k := "ended:" + tc.name
+		keys = append(keys, k)
+		if err := tc.hold(ctx, k); err != nil {
+			t.Fatalf("%s: the hold through A: %v", tc.name, err)
+		}
+		pipe := cb.Pipeline()
+		lock := tc.end(pipe, k)
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("%s through B: %v", tc.name, err)
+		}
+		if lock != nil && !lock.Val() {
+			t.Fatalf("%s: SET %s 1 NX PX 1000 through B after the delete was refused", tc.name, k)
+		}
+	}
+	start := time.Now()
+	for _, k := range keys {
+		testkit.Eventually(t, 3*2*time.Second, fmt.Sprintf("%s expires", k), func() bool {
+			return cb.Exists(ctx, k).Val() == 0 && ca.Exists(ctx, k).Val() == 0
+		})
+	}
+	t.Logf("FIGURES %d holds ended through another proxy: every 1 s key gone %v after", len(keys), time.Since(start).Round(100*time.Millisecond))
+}
