@@ -78,15 +78,15 @@ const heldShadow = "local __rp_h, __rp_ht0 = {}, __rp_r0.call('TIME') " +
 	"local has = h.d ~= -1 " +
 	"if (nx and has) or (xx and not has) or (gt and (not has or new <= cur)) or (lt and has and new >= cur) then return 0 end " +
 	"h.touched = true return f(c, k, n) end " +
-	"local function __rp_hc(f, c, k, ...) " +
-	"if type(c) == 'string' and type(k) == 'string' and __rp_h[k] then local l = string.lower(c) local extra = select('#', ...) " +
+	"local function __rp_hc(f, c, ...) local k = ... " +
+	"if type(c) == 'string' and type(k) == 'string' and __rp_h[k] then local l = string.lower(c) local extra = select('#', ...) - 1 " +
 	"if (l == 'ttl' or l == 'pttl' or l == 'expiretime' or l == 'pexpiretime') and extra == 0 then local h = __rp_held(k) " +
 	"if h then if h.d == -1 then return -1 elseif l == 'pttl' then return h.r elseif l == 'ttl' then return math.floor((h.r + 500) / 1000) " +
 	"elseif l == 'pexpiretime' then return h.d else return math.floor((h.d + 500) / 1000) end end " +
 	"elseif l == 'persist' and extra == 0 then local h = __rp_held(k) if h then if h.d == -1 then return 0 end h.touched = true end " +
 	"elseif (l == 'expire' or l == 'pexpire' or l == 'expireat' or l == 'pexpireat') and extra >= 1 then " +
-	"local r = __rp_exp(f, l, k, ...) if r ~= nil then return r end end end " +
-	"return f(c, k, ...) end " +
+	"local r = __rp_exp(f, l, ...) if r ~= nil then return r end end end " +
+	"return f(c, ...) end " +
 	"local __rp_hr = setmetatable({call = function(...) return __rp_hc(__rp_r0.call, ...) end, " +
 	"pcall = function(...) return __rp_hc(__rp_r0.pcall, ...) end}, {__index = __rp_r0}) " +
 	"local redis = __rp_hr "
