@@ -160,7 +160,11 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		argv[i] = string(a)
 	}
 	if k.script == copyScript {
-		argv = append(argv, heldExpiry(d.leases, keys[0]))
+		e, err := heldExpiry(ctx, d.leases, keys[0])
+		if err != nil {
+			return d.lockError(err)
+		}
+		argv = append(argv, e)
 	}
 	v, err := d.leases.Vote(ctx, k.script, keys, argv, k.cmd.Writes)
 	if err != nil {
@@ -192,15 +196,16 @@ func refusal(args [][]byte) Reply {
 	return unknownCommand(args)
 }
 
-// heldExpiry is the expiry the proxy holds key to, as copyScript takes
-// it: "-1" for none, ms for a deadline, "" when key is not held here.
-func heldExpiry(m *lease.Manager, key string) string {
-	ttl, ok := m.HeldAnyTTL(key)
+// heldExpiry is the expiry the client gave key when it is held, here or
+// through a peer, as copyScript takes it: "-1" for none, ms for a
+// deadline, "" when key is not held.
+func heldExpiry(ctx context.Context, m *lease.Manager, key string) (string, error) {
+	ttl, ok, err := m.HeldExpiry(ctx, key)
 	switch {
-	case !ok:
-		return ""
+	case err != nil || !ok:
+		return "", err
 	case ttl == redlock.PTTLNoExpiry:
-		return "-1"
+		return "-1", nil
 	}
-	return strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
+	return strconv.FormatInt(max(ttl.Milliseconds(), 1), 10), nil
 }

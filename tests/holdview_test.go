@@ -212,3 +212,37 @@ func TestScriptSeesTheHoldsExpiry(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyOfAPeersHold: COPY through a proxy that does not keep its source,
+// a key held through a peer (without expiry, or for ten minutes), gives
+// the copy the source's expiry as one Redis does, and the copy is held:
+// before, it took the copies' lease and was gone after it.
+func TestCopyOfAPeersHold(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	ref := startRedis(t).Client()
+	a := startProxy(t, rs, holdsHCL)
+	b := startProxy(t, rs, holdsHCL)
+	ca, cb := a.Client(nil), b.Client(nil)
+	ctx := testCtx(t, 60*time.Second)
+	for _, cl := range []*redis.Client{ref, ca} {
+		if err := cl.Set(ctx, "src", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Set(ctx, "src600", "v", 600*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"src", "src600"} {
+		sameAs(ctx, t, ref, cb, "COPY", k, k+":copy")
+	}
+	time.Sleep(3 * holdLease) // the copies' leases would have run out
+	sameAs(ctx, t, ref, cb, "TTL", "src:copy")
+	sameAs(ctx, t, ref, cb, "GET", "src:copy")
+	if ttl, err := cb.TTL(ctx, "src600:copy").Result(); err != nil || ttl < 590*time.Second {
+		t.Fatalf("TTL src600:copy through B = %v, %v; want about 600s", ttl, err)
+	}
+	for _, k := range []string{"src:copy", "src600:copy"} {
+		backendsBounded(ctx, t, rs, k, holdsMax)
+	}
+}

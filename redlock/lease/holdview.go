@@ -103,3 +103,23 @@ func (m *Manager) heldKeys(keys []string) []redlock.HeldKey {
 	}
 	return out
 }
+
+// HeldExpiry is the expiry the client gave key, held here or through a
+// peer (the record), whatever its value, for a command that copies it
+// (COPY): ok false when key is not held. A key this proxy does not keep
+// costs a quorum read, and the record's field when the ttl could be a
+// lease (clientTTL).
+func (m *Manager) HeldExpiry(ctx context.Context, key string) (time.Duration, bool, error) {
+	if ttl, ok := m.HeldAnyTTL(key); ok {
+		return ttl, true, nil
+	}
+	v, err := m.locker.Read(ctx, key)
+	if err != nil || !v.Exists {
+		return 0, false, err
+	}
+	ttl, err := m.clientTTL(ctx, key, v)
+	if err != nil || ttl == v.PTTL {
+		return 0, false, err
+	}
+	return ttl, true, nil
+}
