@@ -121,16 +121,7 @@ return {err = m}`
 // guardSource): its replies are s's, an error object Redis would crash
 // on answered as an error.
 func (s *Script) Guarded() *Script {
-	if s.clamps == nil {
-		return s.guard()
-	}
-	c := s.clamps
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.guarded == nil {
-		c.guarded = s.guard()
-	}
-	return c.guarded
+	return s.wrapped(wrapKey{kind: wrapGuard}, s.guard)
 }
 
 func (s *Script) guard() *Script {
@@ -162,44 +153,66 @@ func splitShebang(src string) (shebang, body string) {
 	return src[:i+1], src[i+1:]
 }
 
-// clamps caches a Script's clamped forms (one per max ttl and lease: a
-// process has one).
+// clamps caches a Script's wrapped forms (the clamps, one per max ttl and
+// lease: a process has one; the guards), each made once.
 type clamps struct {
-	mu          sync.Mutex
-	made        map[[2]time.Duration]*Script
-	held        map[[2]time.Duration]*Script // ClampedHeld (clampheld.go)
-	guardedHeld *Script                      // GuardedHeld
-	guarded     *Script
+	mu   sync.Mutex
+	made map[wrapKey]*Script
+}
+
+// wrapKey names one wrapped form of a Script.
+type wrapKey struct {
+	kind          wrapKind
+	maxTTL, lease time.Duration // the clamps'
+}
+
+type wrapKind uint8
+
+const (
+	wrapClamp     wrapKind = iota // Clamped
+	wrapClampHeld                 // ClampedHeld (clampheld.go)
+	wrapGuard                     // Guarded
+	wrapGuardHeld                 // GuardedHeld
+)
+
+// wrapped returns s's form k, made by make on first use.
+func (s *Script) wrapped(k wrapKey, make func() *Script) *Script {
+	if s.clamps == nil {
+		return make()
+	}
+	c := s.clamps
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.made[k]; w != nil {
+		return w
+	}
+	w := make()
+	if c.made == nil {
+		c.made = map[wrapKey]*Script{}
+	}
+	c.made[k] = w
+	return w
 }
 
 // Clamped returns s wrapped in the clamp for maxTTL and lease (see
 // above): Vote answers the body's reply, compared as s's, and
 // VoteClamped reports what a quorum wanted of each key.
 func (s *Script) Clamped(maxTTL, lease time.Duration) *Script {
-	if s.clamps == nil {
-		return s.clamp(maxTTL, lease)
-	}
-	c := s.clamps
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := [2]time.Duration{maxTTL, lease}
-	if w := c.made[k]; w != nil {
-		return w
-	}
-	w := s.clamp(maxTTL, lease)
-	if c.made == nil {
-		c.made = make(map[[2]time.Duration]*Script)
-	}
-	c.made[k] = w
-	return w
+	return s.wrapped(wrapKey{wrapClamp, maxTTL, lease}, func() *Script { return s.clamp(maxTTL, lease) })
 }
 
 func (s *Script) clamp(maxTTL, lease time.Duration) *Script {
-	shebang, body := splitShebang(s.src)
 	shadow := ""
 	if s.builds != nil {
 		shadow = builtShadow
 	}
+	return s.clampWith(shadow, maxTTL, lease)
+}
+
+// clampWith is s in the clamp for maxTTL and lease with shadow, the local
+// redis the body calls (or "" for Redis's own).
+func (s *Script) clampWith(shadow string, maxTTL, lease time.Duration) *Script {
+	shebang, body := splitShebang(s.src)
 	src := clampSprintf(shebang, body, shadow, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
 	h := sha1.Sum([]byte(src))
 	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, clamped: true}

@@ -94,48 +94,21 @@ const heldShadow = "local __rp_h, __rp_ht0 = {}, __rp_r0.call('TIME') " +
 // ClampedHeld is Clamped with the held shadow (see above): call it with
 // HeldArgs appended to the client's ARGV.
 func (s *Script) ClampedHeld(maxTTL, lease time.Duration) *Script {
-	if s.clamps == nil {
-		return s.clampHeld(maxTTL, lease)
-	}
-	c := s.clamps
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := [2]time.Duration{maxTTL, lease}
-	if w := c.held[k]; w != nil {
-		return w
-	}
-	w := s.clampHeld(maxTTL, lease)
-	if c.held == nil {
-		c.held = make(map[[2]time.Duration]*Script)
-	}
-	c.held[k] = w
-	return w
+	return s.wrapped(wrapKey{wrapClampHeld, maxTTL, lease}, func() *Script { return s.clampHeld(maxTTL, lease) })
 }
 
 func (s *Script) clampHeld(maxTTL, lease time.Duration) *Script {
-	shebang, body := splitShebang(s.src)
 	shadow := heldShadow
 	if s.builds != nil {
 		shadow += strings.NewReplacer("__rp_r0.call(c", "__rp_hr.call(c", "__rp_r0.pcall(c", "__rp_hr.pcall(c").Replace(builtShadow)
 	}
-	src := clampSprintf(shebang, body, shadow, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
-	h := sha1.Sum([]byte(src))
-	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, clamped: true}
+	return s.clampWith(shadow, maxTTL, lease)
 }
 
 // GuardedHeld is Guarded with the held shadow: call it with HeldArgs
 // appended to the client's ARGV.
 func (s *Script) GuardedHeld() *Script {
-	if s.clamps == nil {
-		return s.guardHeld()
-	}
-	c := s.clamps
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.guardedHeld == nil {
-		c.guardedHeld = s.guardHeld()
-	}
-	return c.guardedHeld
+	return s.wrapped(wrapKey{kind: wrapGuardHeld}, s.guardHeld)
 }
 
 func (s *Script) guardHeld() *Script {
