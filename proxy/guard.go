@@ -584,6 +584,8 @@ func (g *guardConn) replyError(e *ProtocolError) {
 		return
 	}
 	g.replied = true
+	g.wmu.Lock() // as Write: a push may be writing, and wdl is Write's
+	defer g.wmu.Unlock()
 	if g.wdl != nil {
 		g.wdl.forget()
 	}

@@ -218,7 +218,7 @@ func (n *RedisNode) Connect(ctx context.Context) error {
 	for {
 		_, err := n.p.get(ctx)
 		var refused RedisError
-		if err == nil || ctx.Err() != nil || errors.Is(err, errPipeClosed) || errors.As(err, &refused) {
+		if err == nil || ctx.Err() != nil || n.p.isClosed() || errors.As(err, &refused) {
 			return err
 		}
 		select { // a refused dial fails at once: do not spin on it

@@ -358,6 +358,14 @@ func (c *pipeConn) alive() bool {
 	}
 }
 
+// isClosed reports a pipe that close closed (not a connection that
+// failed: the next request dials again).
+func (p *pipe) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
 // close closes the connection (requests in flight fail) and waits for a
 // dial in progress.
 func (p *pipe) close() error {
