@@ -79,9 +79,9 @@ func (g *keyGate) enterAs(ctx context.Context, keys []string, self *prefixHold) 
 	g.mu.Unlock()
 
 	for _, e := range p.entries {
-		// A free turn is taken without a select: the select would lock
-		// ctx's done channel too, which every caller of the process
-		// shares.
+		// A free turn is taken by a non-blocking send first: the blocking
+		// select below also locks ctx's done channel, which every caller
+		// of the process shares.
 		select {
 		case e.turn <- struct{}{}:
 			p.entered++
