@@ -99,9 +99,26 @@ func (d *Dispatcher) subscribe(ctx context.Context, c *Client, args [][]byte) Re
 		}
 	}
 	ps := c.ps
+	// The names are listened to before the backends are asked: a backend
+	// that has the subscription counts it in PUBLISH and sends its copy,
+	// which must reach the client even while the other backends confirm
+	// (it is written after this command's reply, see proxy/push.go).
+	before := ps.count(kind)
+	fresh := make(map[string]bool) // the names this command adds
+	for _, n := range names {
+		if _, ok := ps.names[kind][n]; !ok {
+			ps.names[kind][n] = struct{}{}
+			fresh[n] = true
+		}
+	}
 	c.pmu.Unlock()
 	// Never into the relay with pmu held: it calls back with its own locks.
 	if err := ps.sub.Subscribe(ctx, kind, names...); err != nil {
+		c.pmu.Lock()
+		for n := range fresh {
+			delete(ps.names[kind], n)
+		}
+		c.pmu.Unlock()
 		var le *relay.LimitError
 		if errors.As(err, &le) {
 			return Errorf("ERR too many subscriptions: %d would exceed redlock-proxy's limit of %d %s (see docs/operations.md)",
@@ -112,13 +129,18 @@ func (d *Dispatcher) subscribe(ctx context.Context, c *Client, args [][]byte) Re
 		}
 		return errCancelled
 	}
-	c.pmu.Lock()
-	defer c.pmu.Unlock()
+	// Each confirmation counts the subscriptions up to its name, as Redis
+	// does for SUBSCRIBE a b (1, then 2).
 	out := make(Replies, len(names))
 	for i, n := range names {
-		ps.names[kind][n] = struct{}{}
-		out[i] = Push{BulkString(word), BulkString(n), Int(ps.count(kind))}
+		if fresh[n] {
+			fresh[n] = false
+			before++
+		}
+		out[i] = Push{BulkString(word), BulkString(n), Int(before)}
 	}
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
 	c.setModeLocked()
 	return out
 }

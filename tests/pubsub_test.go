@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -107,9 +108,12 @@ func TestPubSubExactlyOnce(t *testing.T) {
 			if err := ps.PSubscribe(ctx, ch+"*"); err != nil {
 				t.Fatalf("PSUBSCRIBE: %v", err)
 			}
+			// go-redis's PSubscribe and Ping only send: the confirmation
+			// is read here, before anything is published.
+			if _, err := ps.Receive(ctx); err != nil {
+				t.Fatalf("PSUBSCRIBE's confirmation: %v", err)
+			}
 			msgs := collect(t, ps)
-			// The PSUBSCRIBE's confirmation has been read once PING's
-			// reply is.
 			if err := ps.Ping(ctx); err != nil {
 				t.Fatalf("PING while subscribed: %v", err)
 			}
@@ -144,6 +148,59 @@ func TestPubSubExactlyOnce(t *testing.T) {
 				t.Fatalf("PUBSUB NUMSUB through the subscriber's proxy = %v, %v", n, err)
 			}
 		})
+	}
+}
+
+// TestPubSubCountedIsDelivered: a message that PUBLISH counted for a
+// subscription is delivered to it, even when it is published while the
+// subscription is still being confirmed (the subscriber's PSUBSCRIBE not
+// yet answered). PUBLISH answers the largest count a backend reported, so
+// a count that includes the pattern means some backend had it and sent
+// its copy; a count without it means none did. Messages are published in
+// a loop across the PSUBSCRIBE, through the same proxy and the other.
+func TestPubSubCountedIsDelivered(t *testing.T) {
+	t.Parallel()
+	_, pa, pb := pubsubSetup(t)
+	ctx := testCtx(t, 2*time.Minute)
+	for _, pub := range []*proxyProc{pa, pb} {
+		for round := range 3 {
+			ch := fmt.Sprintf("counted-%s-%d", pub.Addr(), round)
+			ps := pa.Client(nil).Subscribe(ctx, ch)
+			if _, err := ps.Receive(ctx); err != nil {
+				t.Fatalf("SUBSCRIBE: %v", err)
+			}
+			msgs := collect(t, ps)
+			publisher := pub.Client(nil)
+			var withPattern, without []string
+			for i := 0; i < 5000 && len(withPattern) < 20; i++ {
+				if i == 10 {
+					if err := ps.PSubscribe(ctx, ch+"*"); err != nil {
+						t.Fatalf("PSUBSCRIBE: %v", err)
+					}
+				}
+				payload := strconv.Itoa(i)
+				n, err := publisher.Publish(ctx, ch, payload).Result()
+				switch {
+				case err != nil:
+					t.Fatalf("PUBLISH: %v", err)
+				case n >= 2:
+					withPattern = append(withPattern, payload)
+				default:
+					without = append(without, payload)
+				}
+			}
+			if len(withPattern) < 20 {
+				t.Fatalf("PUBLISH never counted the pattern subscription (%d publishes)", len(without))
+			}
+			var want []string
+			for _, p := range without {
+				want = append(want, ch+":"+p)
+			}
+			for _, p := range withPattern {
+				want = append(want, ch+":"+p, "p:"+ch+":"+p)
+			}
+			msgs.expect(t, want...)
+		}
 	}
 }
 
