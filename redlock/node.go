@@ -458,22 +458,18 @@ func appendScriptHead(b []byte, s *Script, st step, keys []string, nargs int) []
 	return b
 }
 
-// Do sends one command. A nil reply is (nil, nil).
+// Do sends one command on the pipelined connection, in order with the
+// node's other calls: a nil reply is (nil, nil), a simple string a
+// Status, an error reply a RedisError. The command must not block the
+// backend (BLPOP and the like take a connection of their own: DialConn).
 func (n *RedisNode) Do(ctx context.Context, args ...any) (any, error) {
-	return nilReply(n.c.Do(ctx, args...).Result())
+	return n.runPipe(ctx, &command{kind: callDo, args: args})
 }
 
 // isUnknownCommand reports a backend's "ERR unknown command …" reply.
 func isUnknownCommand(err error) bool {
 	var re RedisError
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "ERR unknown command")
-}
-
-func nilReply(v any, err error) (any, error) {
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	return v, err
 }
 
 // Close closes the pipelined connection and the client.

@@ -124,7 +124,7 @@ func TestRedisNodeEvalDo(t *testing.T) {
 			t.Fatalf("Eval of a nil reply = %v, %v", v, err)
 		}
 	}
-	if v, err := n.Do(ctx, "SET", "k", "v"); v != "OK" || err != nil {
+	if v, err := n.Do(ctx, "SET", "k", "v"); v != StatusOK || err != nil { // a simple string reads as a Status
 		t.Fatalf("Do SET = %v, %v", v, err)
 	}
 	if v, err := n.Eval(ctx, get, []string{"k"}); v != "v" || err != nil {
