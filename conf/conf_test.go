@@ -82,6 +82,7 @@ max_hold         = "2h"
 log_level        = "debug"
 log_format       = "json"
 max_clients      = 500
+procs            = 1
 idle_timeout     = "0"
 write_timeout    = "2s"
 shutdown_timeout = "30s"
@@ -122,6 +123,7 @@ metrics_listen   = "127.0.0.1:9121"
 		LogLevel:          "debug",
 		LogFormat:         "json",
 		MaxClients:        500,
+		Procs:             1,
 		IdleTimeout:       0,
 		WriteTimeout:      2 * time.Second,
 		ShutdownTimeout:   30 * time.Second,

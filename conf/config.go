@@ -30,6 +30,7 @@ type Config struct {
 	LogLevel          string        `hcl:"log_level,optional" default:"info" bound:"trace|debug|info|warn|error" doc:"log level"`
 	LogFormat         string        `hcl:"log_format,optional" default:"text" bound:"text|json" doc:"log format"`
 	MaxClients        int           `hcl:"max_clients,optional" default:"10000" bound:"[1, 1000000]" doc:"client connections at once"`
+	Procs             int           `hcl:"procs,optional" default:"0" bound:"[0, 1024]" doc:"threads that run the proxy's code at once (Go's GOMAXPROCS); 0: the runtime's choice (the CPUs, or the container's CPU limit); 1 costs the least CPU per lock on a small machine shared with its backends (docs/benchmarks.md)"`
 	IdleTimeout       time.Duration `hcl:"idle_timeout,optional" default:"5m" bound:">= 0" doc:"idle clients are closed after this, at most 1.5× (0: never)"`
 	WriteTimeout      time.Duration `hcl:"write_timeout,optional" default:"10s" bound:"(0, 5m]" doc:"a write to a client stuck this long fails, at most 1.5×"`
 	ShutdownTimeout   time.Duration `hcl:"shutdown_timeout,optional" default:"10s" bound:"(0, 10m]" doc:"graceful drain on SIGTERM"`

@@ -415,3 +415,21 @@ func TestBatch(t *testing.T) {
 		t.Errorf("-batch -1: exit %d, %q", code, errs.String())
 	}
 }
+
+// TestProxySetUsage: -proxy-set takes key=value, and configures only a
+// proxy that -spawn starts.
+func TestProxySetUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-proxy-set", "procs=1", "-modes", "proxy"}, "needs -spawn"},
+		{[]string{"-spawn", "3", "-proxy-set", "procs", "-modes", "proxy"}, "want key=value"},
+		{[]string{"-spawn", "3", "-proxy-set", "=1", "-modes", "proxy"}, "want key=value"},
+	} {
+		var errs bytes.Buffer
+		if code := run(tc.args, &bytes.Buffer{}, &errs); code != 2 || !strings.Contains(errs.String(), tc.want) {
+			t.Errorf("%q: exit %d, %q; want 2 and %q", tc.args, code, errs.String(), tc.want)
+		}
+	}
+}

@@ -39,8 +39,10 @@
 //
 // With -spawn N it starts N redis-server processes on free loopback ports
 // and a redlock-proxy built from this module (or -proxy-bin) in front of
-// them, and kills them all on exit or interrupt. Without it, -proxy and
-// -backend name running servers; the benchmark writes keys under "bench:".
+// them, and kills them all on exit or interrupt. -proxy-set key=value
+// (repeatable) adds a line to that proxy's config file (-proxy-set
+// procs=1). Without -spawn, -proxy and -backend name running servers;
+// the benchmark writes keys under "bench:".
 //
 // With -spawn the proxy also serves its Prometheus metrics on a free
 // loopback port (metrics_listen), and the proxy and proxy-setnx rows get

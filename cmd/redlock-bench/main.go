@@ -30,7 +30,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("redlock-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg config
-	var backends listFlag
+	var backends, proxySet listFlag
 	clients := fs.String("c", "1", "client counts, comma separated (`1,16,64`); each mode runs at each")
 	fs.DurationVar(&cfg.duration, "d", 5*time.Second, "measured `duration` per mode and client count")
 	fs.IntVar(&cfg.cycles, "n", 0, "measure this many successful cycles per mode and client count instead of -d")
@@ -43,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.handoff, "handoff", 0, "first measure N lock hand-offs through the proxy, then across two proxies (-proxy2, or a second one -spawn starts): UNLOCK sent → a WAIT-ing client's grant")
 	fs.IntVar(&cfg.batch, "batch", 0, "first time N SET NX PX on fresh keys sent on one connection one at a time against all at once (pipelined), through the proxy and on the first backend")
 	fs.StringVar(&cfg.proxyBin, "proxy-bin", "", "with -spawn: run this redlock-proxy `binary` instead of building ./cmd/redlock-proxy")
+	fs.Var(&proxySet, "proxy-set", "with -spawn: one more `key=value` of the spawned proxy's config file, in HCL (repeatable): procs=1, log_level=\"info\"")
 	fs.StringVar(&cfg.proxyAddr, "proxy", "127.0.0.1:6380", "proxy `address` (without -spawn)")
 	fs.StringVar(&cfg.proxy2Addr, "proxy2", "", "a second proxy's `address` over the same backends (without -spawn): -handoff also measures hand-offs from -proxy to it")
 	fs.Var(&backends, "backend", "backend `address` (repeatable, without -spawn); redsync uses all, single the first")
@@ -53,6 +54,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.args = args
 	cfg.backends = backends
+	for _, kv := range proxySet {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			fmt.Fprintf(stderr, "redlock-bench: -proxy-set %q: want key=value\n", kv)
+			return 2
+		}
+		cfg.proxySet = append(cfg.proxySet, strings.TrimSpace(k)+" = "+strings.TrimSpace(v))
+	}
 	var err error
 	if cfg.clients, err = parseClients(*clients); err == nil {
 		if cfg.keys, err = parseKeys(*keys); err == nil {

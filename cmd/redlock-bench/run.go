@@ -26,6 +26,7 @@ type config struct {
 	handoff    int // -handoff: hand-offs to measure
 	batch      int // -batch: SET NX per batch
 	proxyBin   string
+	proxySet   []string // -proxy-set: more lines of the spawned proxy's config, "key = value"
 	proxyAddr  string
 	proxy2Addr string
 	backends   []string
@@ -53,6 +54,8 @@ func (c *config) validate() error {
 		return errors.New("-handoff must not be negative")
 	case c.batch < 0:
 		return errors.New("-batch must not be negative")
+	case len(c.proxySet) > 0 && c.spawn == 0:
+		return errors.New("-proxy-set configures the proxy -spawn starts: it needs -spawn N")
 	case c.idle > 0 && c.spawn == 0:
 		return errors.New("-idle measures the proxy's memory: it needs -spawn N")
 	case c.keys.held && c.cycles > 0:
@@ -107,16 +110,16 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	var spawned *cluster
 	if cfg.spawn > 0 {
 		var err error
-		maxClients := 0 // the proxy's default
+		settings := cfg.proxySet
 		if cfg.idle > 0 {
 			// Before spawning: the proxy inherits the limit.
 			if err := raiseFileLimit(cfg.idle + fdHeadroom); err != nil {
 				fmt.Fprintln(stderr, "redlock-bench:", err)
 				return 1
 			}
-			maxClients = cfg.idle + 100
+			settings = append(settings, "max_clients = "+strconv.Itoa(cfg.idle+100))
 		}
-		if spawned, err = spawnCluster(ctx, cfg.spawn, cfg.proxyBin, maxClients, cfg.handoff > 0); err != nil {
+		if spawned, err = spawnCluster(ctx, cfg.spawn, cfg.proxyBin, settings, cfg.handoff > 0); err != nil {
 			fmt.Fprintln(stderr, "redlock-bench:", err)
 			return 1
 		}

@@ -19,10 +19,10 @@ import (
 // them (two with -handoff), all on loopback, all killed by close.
 type cluster struct {
 	targets
-	dir        string
-	procs      []*proc // backends first, the proxies last
-	proxy      *proc   // the first proxy
-	maxClients int     // the proxy's max_clients; 0 for its default
+	dir      string
+	procs    []*proc  // backends first, the proxies last
+	proxy    *proc    // the first proxy
+	settings []string // more lines of the proxies' config file, "key = value"
 }
 
 // proc is one child process whose output goes to a log file in the
@@ -36,14 +36,14 @@ type proc struct {
 
 // spawnCluster starts n redis-servers and a proxy over them, and a second
 // proxy over the same backends when second is set. The proxy is proxyBin,
-// or built from the enclosing module when proxyBin is empty; maxClients >
-// 0 sets its max_clients.
-func spawnCluster(ctx context.Context, n int, proxyBin string, maxClients int, second bool) (*cluster, error) {
+// or built from the enclosing module when proxyBin is empty; settings are
+// more lines of its config file ("key = value").
+func spawnCluster(ctx context.Context, n int, proxyBin string, settings []string, second bool) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "redlock-bench-")
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{dir: dir, maxClients: maxClients}
+	c := &cluster{dir: dir, settings: settings}
 	if err := c.start(ctx, n, proxyBin, second); err != nil {
 		c.close()
 		return nil, err
@@ -216,8 +216,8 @@ func (c *cluster) startProxy(ctx context.Context, bin, name string) (*proc, stri
 			metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
 			hcl += "metrics_listen = " + strconv.Quote(metrics) + "\n"
 		}
-		if c.maxClients > 0 {
-			hcl += "max_clients = " + strconv.Itoa(c.maxClients) + "\n"
+		for _, line := range c.settings {
+			hcl += line + "\n"
 		}
 		file := filepath.Join(c.dir, fmt.Sprintf("%s-%d.hcl", name, attempt))
 		if err := os.WriteFile(file, []byte(hcl), 0o600); err != nil {

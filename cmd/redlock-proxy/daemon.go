@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -84,6 +85,9 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		backends = d.dev.Addrs()
 	}
 	logger.Info("starting", "version", version, "config", cfg.String())
+	if cfg.Procs > 0 {
+		setProcs(cfg.Procs)
+	}
 
 	clientTLS, nodeTLS, err := loadTLS(cfg)
 	if err != nil {
@@ -396,4 +400,15 @@ func (d *daemon) close() {
 		_ = d.locker.CloseNodes()
 	}
 	d.dev.Close()
+}
+
+// setProcs sets how many threads run Go code at once: n, or for 0 the
+// runtime's own choice (GOMAXPROCS from the environment, else the CPUs or
+// the container's limit).
+func setProcs(n int) {
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
+		return
+	}
+	runtime.SetDefaultGOMAXPROCS()
 }

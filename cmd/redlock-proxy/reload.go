@@ -11,7 +11,7 @@ import (
 
 // reload applies a re-read configuration to the running proxy on SIGHUP.
 // Only what is safe to change under live connections is applied: the log
-// level (hclog's level is shared by every Named sub-logger), max_clients
+// level (hclog's level is shared by every Named sub-logger), procs, max_clients
 // (for connections accepted from then on), and the listener's TLS files,
 // read again on every SIGHUP so that a rotated certificate is served from
 // the next handshake on (paths may change too; turning TLS on or off may
@@ -47,6 +47,10 @@ func (d *daemon) reload(load func() (conf.Config, error)) {
 		case "max_clients":
 			d.srv.SetMaxClients(next.MaxClients)
 			d.cfg.MaxClients = next.MaxClients
+			d.changed(ch)
+		case "procs":
+			setProcs(next.Procs)
+			d.cfg.Procs = next.Procs
 			d.changed(ch)
 		case "tls":
 			if !certsReloaded {
