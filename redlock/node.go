@@ -23,10 +23,11 @@ const (
 	minIdleConns = 2
 )
 
-// RedisNode is a Node over one backend. The lock operations (SetNX, the
-// compare scripts, Eval) go through one auto-pipelined connection (pipe.go)
-// shared by all callers; everything else (probes, Do) through a go-redis
-// client. Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
+// RedisNode is a Node over one backend. Its calls (SetNX, the compare
+// scripts, Eval, Do) go through one auto-pipelined connection (pipe.go)
+// shared by all callers; the health probes and SCRIPT KILL through a
+// go-redis client. Scripts run with EVALSHA and fall back to EVAL on
+// NOSCRIPT.
 //
 // Compare-and-delete uses the backend's own command when it has one:
 // Redis ≥ 8.4 has DELEX key IFEQ value (and SET key value IFEQ old), Valkey
@@ -462,6 +463,8 @@ func appendScriptHead(b []byte, s *Script, st step, keys []string, nargs int) []
 // node's other calls: a nil reply is (nil, nil), a simple string a
 // Status, an error reply a RedisError. The command must not block the
 // backend (BLPOP and the like take a connection of their own: DialConn).
+// It waits until ctx ends: give it a deadline (the pipe has none of its
+// own, and a stalled backend never answers).
 func (n *RedisNode) Do(ctx context.Context, args ...any) (any, error) {
 	return n.runPipe(ctx, &command{kind: callDo, args: args})
 }

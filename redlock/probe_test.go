@@ -160,8 +160,8 @@ func TestRedisRestartQuarantine(t *testing.T) {
 
 	srv.kill()
 	redisOnPort(t, port)
-	// Pooled connections to the old server fail once each; the first new
-	// connection reports the new run_id before its first command.
+	// The pipelined connection to the old server fails once; the new one
+	// reports the new run_id before its first command.
 	for range 10 {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, _ = n.Do(cctx, "PING")

@@ -263,6 +263,10 @@ func (r *Redlock) Quorum() int { return r.quorum }
 // Nodes returns a copy of the node list.
 func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
 
+// NodeTimeout is the deadline of one node call (Options.NodeTimeout): a
+// caller of a node's Do gives it at most this long.
+func (r *Redlock) NodeTimeout() time.Duration { return r.nodeTimeout }
+
 // Close waits for the background work of earlier operations (rollbacks of
 // failed acquires, node calls still in flight after an early decision). It
 // returns ctx.Err() if ctx ends first. It is idempotent, does not close the

@@ -287,6 +287,7 @@ func TestOpsSighupReload(t *testing.T) {
 		"config changed: key=log_level old=debug new=info",
 		"config changed: key=max_clients",
 		"config changed: key=procs old=0 new=1",
+		"threads: threads=1",
 		"config change refused: restart to apply: key=max_wait running=10s file=5s",
 	}
 	testkit.Eventually(t, 5*time.Second, fmt.Sprintf("the reload logged as %q", reloaded), func() bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -110,14 +111,16 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	var spawned *cluster
 	if cfg.spawn > 0 {
 		var err error
-		settings := cfg.proxySet
+		settings := slices.Clone(cfg.proxySet)
 		if cfg.idle > 0 {
 			// Before spawning: the proxy inherits the limit.
 			if err := raiseFileLimit(cfg.idle + fdHeadroom); err != nil {
 				fmt.Fprintln(stderr, "redlock-bench:", err)
 				return 1
 			}
-			settings = append(settings, "max_clients = "+strconv.Itoa(cfg.idle+100))
+			if _, set := settingOf(settings, "max_clients"); !set {
+				settings = append(settings, "max_clients = "+strconv.Itoa(cfg.idle+100))
+			}
 		}
 		if spawned, err = spawnCluster(ctx, cfg.spawn, cfg.proxyBin, settings, cfg.handoff > 0); err != nil {
 			fmt.Fprintln(stderr, "redlock-bench:", err)

@@ -203,18 +203,27 @@ func (c *cluster) startProxy(ctx context.Context, bin, name string) (*proc, stri
 			return nil, "", "", err
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		hcl := "log_level = \"warn\"\n"
+		// The tool's own lines, each unless the caller sets its key.
+		hcl := ""
+		own := func(key, value string) {
+			if !c.sets(key) {
+				hcl += key + " = " + value + "\n"
+			}
+		}
+		own("log_level", `"warn"`)
 		if quarantineOff {
-			hcl += "startup_quarantine = false\n"
+			own("startup_quarantine", "false")
 		}
 		metrics := ""
-		if metricsOn {
+		if v, ok := c.setting("metrics_listen"); ok {
+			metrics, _ = strconv.Unquote(v) // the caller's: scraped there
+		} else if metricsOn {
 			mport, err := freePort()
 			if err != nil {
 				return nil, "", "", err
 			}
 			metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
-			hcl += "metrics_listen = " + strconv.Quote(metrics) + "\n"
+			own("metrics_listen", strconv.Quote(metrics))
 		}
 		for _, line := range c.settings {
 			hcl += line + "\n"
@@ -247,6 +256,27 @@ func (c *cluster) startProxy(ctx context.Context, bin, name string) (*proc, stri
 		}
 	}
 	return nil, "", "", fmt.Errorf("redlock-proxy: %w", lastErr)
+}
+
+// sets reports whether the caller's settings give key.
+func (c *cluster) sets(key string) bool {
+	_, ok := c.setting(key)
+	return ok
+}
+
+// setting is the value the caller's settings give key, as written.
+func (c *cluster) setting(key string) (string, bool) {
+	return settingOf(c.settings, key)
+}
+
+// settingOf finds key in "key = value" lines.
+func settingOf(lines []string, key string) (string, bool) {
+	for _, line := range lines {
+		if k, v, _ := strings.Cut(line, "="); strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
 
 // launch starts cmd with its output in a log file and remembers it for close.

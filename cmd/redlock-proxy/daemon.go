@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -84,10 +85,10 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		}
 		backends = d.dev.Addrs()
 	}
-	logger.Info("starting", "version", version, "config", cfg.String())
 	if cfg.Procs > 0 {
 		setProcs(cfg.Procs)
 	}
+	logger.Info("starting", "version", version, "threads", runtime.GOMAXPROCS(0), "config", cfg.String())
 
 	clientTLS, nodeTLS, err := loadTLS(cfg)
 	if err != nil {
@@ -402,10 +403,16 @@ func (d *daemon) close() {
 	d.dev.Close()
 }
 
-// setProcs sets how many threads run Go code at once: n, or for 0 the
-// runtime's own choice (GOMAXPROCS from the environment, else the CPUs or
-// the container's limit).
+// setProcs sets how many threads run Go code at once: n, or for 0 what
+// the process would start with (GOMAXPROCS from the environment, else the
+// runtime's choice: the CPUs or the container's limit, which
+// SetDefaultGOMAXPROCS computes without looking at the environment).
 func setProcs(n int) {
+	if n == 0 {
+		if env, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil && env > 0 {
+			n = env
+		}
+	}
 	if n > 0 {
 		runtime.GOMAXPROCS(n)
 		return

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -52,6 +53,7 @@ func (d *daemon) reload(load func() (conf.Config, error)) {
 			setProcs(next.Procs)
 			d.cfg.Procs = next.Procs
 			d.changed(ch)
+			d.log.Info("threads", "threads", runtime.GOMAXPROCS(0))
 		case "tls":
 			if !certsReloaded {
 				d.log.Warn("config change refused: restart to turn TLS on or off, or fix the files", "key", ch.Key, "running", ch.Old, "file", ch.New)

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
 
 // TestDataKeepsWritesWithoutExpiry: the data operations own the keep
@@ -128,5 +132,70 @@ func TestStaleKeepEnds(t *testing.T) {
 	}
 	if m.Kept("k2", "1") {
 		t.Fatal("still kept after a grant with an expiry: its renewal would make the lock endless")
+	}
+}
+
+// stallPush is a node whose list pushes never answer: a backend that
+// stalled right after answering a pop.
+type stallPush struct{ redlock.Node }
+
+func (n stallPush) Do(ctx context.Context, args ...any) (any, error) {
+	if cmd, _ := args[0].(string); cmd == "LPUSH" || cmd == "RPUSH" {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return n.Node.Do(ctx, args...)
+}
+
+// TestPopPushBackBounded: pushing an outvoted element back is a node call
+// like any other, bounded by the node timeout: a backend that stalls
+// after its pop does not hold the client's pop.
+func TestPopPushBackBounded(t *testing.T) {
+	nodes := make([]redlock.Node, 3)
+	mrs := make([]*miniredis.Miniredis, 3)
+	for i := range nodes {
+		mrs[i] = miniredis.RunT(t)
+		n, err := redlock.DialNodeTLS(mrs[i].Addr(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		nodes[i] = n
+	}
+	nodes[2] = stallPush{nodes[2]}
+	rl := redlock.New(nodes, redlock.Options{NodeTimeout: 200 * time.Millisecond, Logger: redlocktest.Logger(t)})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rl.Close(ctx)
+	})
+	m := New(Options{Locker: rl, Logger: redlocktest.Logger(t)})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = m.Shutdown(ctx)
+	})
+	for i, v := range []string{"x", "x", "y"} {
+		if _, err := mrs[i].Push("l", v, "rest"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type popped struct {
+		v   string
+		ok  bool
+		err error
+	}
+	done := make(chan popped, 1)
+	go func() { // owned: the test waits for it below or fails
+		v, ok, err := m.Pop(context.Background(), "l", false)
+		done <- popped{v, ok, err}
+	}()
+	select {
+	case p := <-done:
+		if p.err != nil || !p.ok || p.v != "x" {
+			t.Fatalf("Pop = %q, %v, %v; want x", p.v, p.ok, p.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Pop still waiting 30s for a push-back to a stalled backend")
 	}
 }

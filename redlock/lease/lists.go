@@ -125,7 +125,12 @@ func (m *Manager) Pop(ctx context.Context, key string, right bool) (string, bool
 	nodes := m.locker.Nodes()
 	for i, nr := range replies {
 		if s, ok := nr.Value.(string); ok && nr.Err == nil && s != best {
-			if _, err := nodes[i].Do(context.WithoutCancel(ctx), pushCommand(right), key, s); err != nil {
+			// Bounded like any node call: a backend that stalls after
+			// its pop must not hold the client's pop forever.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.locker.NodeTimeout())
+			_, err := nodes[i].Do(cctx, pushCommand(right), key, s)
+			cancel()
+			if err != nil {
 				m.log.Warn("could not push back a popped element", "node", nr.Addr, "key", key, "error", err)
 			}
 		}
