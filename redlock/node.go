@@ -464,9 +464,35 @@ func appendScriptHead(b []byte, s *Script, st step, keys []string, nargs int) []
 // Status, an error reply a RedisError. The command must not block the
 // backend (BLPOP and the like take a connection of their own: DialConn).
 // It waits until ctx ends: give it a deadline (the pipe has none of its
-// own, and a stalled backend never answers).
+// own, and a stalled backend never answers). A command longer than
+// inlineMax (a list push of many values) goes on the go-redis client
+// instead, out of order with the rest: on the pipelined connection every
+// lock call to this node would wait behind its bytes.
 func (n *RedisNode) Do(ctx context.Context, args ...any) (any, error) {
+	if argBytes(args) > inlineMax {
+		v, err := n.c.Do(ctx, args...).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		return v, err
+	}
 	return n.runPipe(ctx, &command{kind: callDo, args: args})
+}
+
+// argBytes is about the size of args encoded.
+func argBytes(args []any) int {
+	size := 0
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			size += len(v) + 16
+		case []byte:
+			size += len(v) + 16
+		default:
+			size += 32
+		}
+	}
+	return size
 }
 
 // isUnknownCommand reports a backend's "ERR unknown command …" reply.

@@ -136,6 +136,18 @@ func TestRedisNodeEvalDo(t *testing.T) {
 	if _, err := n.Do(ctx, "NOSUCHCOMMAND"); err == nil {
 		t.Fatal("Do of an unknown command succeeded")
 	}
+	// A command past inlineMax goes on the go-redis client: same answers.
+	big := strings.Repeat("v", inlineMax)
+	if v, err := n.Do(ctx, "RPUSH", "l", big, "x"); v != int64(2) || err != nil {
+		t.Fatalf("Do RPUSH of %d bytes = %v, %v; want 2", len(big), v, err)
+	}
+	if v, err := n.Do(ctx, "GET", strings.Repeat("k", inlineMax)); v != nil || err != nil {
+		t.Fatalf("Do GET of a long missing key = %v, %v; want nil", v, err)
+	}
+	var reply interface{ RedisError() } // what DoAll counts as an answer
+	if _, err := n.Do(ctx, "INCR", "l", big); !errors.As(err, &reply) {
+		t.Fatalf("Do of a long bad command: %v, want an error reply", err)
+	}
 	if NewScript("return 1").Hash() != "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" {
 		t.Fatal("Hash is not the SHA1 Redis uses")
 	}
