@@ -25,9 +25,9 @@ const (
 
 // RedisNode is a Node over one backend. Its calls (SetNX, the compare
 // scripts, Eval, Do) go through one auto-pipelined connection (pipe.go)
-// shared by all callers; the health probes and SCRIPT KILL through a
-// go-redis client. Scripts run with EVALSHA and fall back to EVAL on
-// NOSCRIPT.
+// shared by all callers; the health probes, SCRIPT KILL and a Do longer
+// than inlineMax through a go-redis client. Scripts run with EVALSHA and
+// fall back to EVAL on NOSCRIPT.
 //
 // Compare-and-delete uses the backend's own command when it has one:
 // Redis ≥ 8.4 has DELEX key IFEQ value (and SET key value IFEQ old), Valkey
