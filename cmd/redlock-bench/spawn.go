@@ -206,7 +206,7 @@ func (c *cluster) startProxy(ctx context.Context, bin, name string) (*proc, stri
 		// The tool's own lines, each unless the caller sets its key.
 		hcl := ""
 		own := func(key, value string) {
-			if !c.sets(key) {
+			if _, set := settingOf(c.settings, key); !set {
 				hcl += key + " = " + value + "\n"
 			}
 		}
@@ -215,7 +215,7 @@ func (c *cluster) startProxy(ctx context.Context, bin, name string) (*proc, stri
 			own("startup_quarantine", "false")
 		}
 		metrics := ""
-		if v, ok := c.setting("metrics_listen"); ok {
+		if v, ok := settingOf(c.settings, "metrics_listen"); ok {
 			metrics, _ = strconv.Unquote(v) // the caller's: scraped there
 		} else if metricsOn {
 			mport, err := freePort()
@@ -258,18 +258,7 @@ func (c *cluster) startProxy(ctx context.Context, bin, name string) (*proc, stri
 	return nil, "", "", fmt.Errorf("redlock-proxy: %w", lastErr)
 }
 
-// sets reports whether the caller's settings give key.
-func (c *cluster) sets(key string) bool {
-	_, ok := c.setting(key)
-	return ok
-}
-
-// setting is the value the caller's settings give key, as written.
-func (c *cluster) setting(key string) (string, bool) {
-	return settingOf(c.settings, key)
-}
-
-// settingOf finds key in "key = value" lines.
+// settingOf finds key in "key = value" lines: its value as written.
 func settingOf(lines []string, key string) (string, bool) {
 	for _, line := range lines {
 		if k, v, _ := strings.Cut(line, "="); strings.TrimSpace(k) == key {
