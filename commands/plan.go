@@ -128,6 +128,22 @@ func (d *Dispatcher) PlanFor(c *Client, args [][]byte) Plan {
 	return p
 }
 
+// Rebind points what p holds of its command's arguments (the keys) at
+// args, a copy of those arguments: a connection copies a command's
+// arguments out of its read buffer before the command runs on another
+// goroutine, and the buffer is read into again meanwhile.
+func (p *Plan) Rebind(args [][]byte) {
+	if p.cmd == nil {
+		return
+	}
+	if p.parsed.ok {
+		p.parsed.keys = p.cmd.keys(args)
+	}
+	if p.Keys != nil {
+		p.Keys = p.cmd.keysOf(args, p.parsed.keys)
+	}
+}
+
 // DoPlanned runs a command PlanFor planned (see run), without a second
 // look-up of its row.
 func (d *Dispatcher) DoPlanned(ctx context.Context, c *Client, p Plan, args [][]byte) Reply {

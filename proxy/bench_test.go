@@ -11,8 +11,8 @@ import (
 )
 
 // BenchmarkGuardScan runs the input guard's frame scanner over a typical
-// pipelined stream, 64 LOCK/UNLOCK pairs, taking the released bytes as
-// guardConn.Read does.
+// pipelined stream, 64 LOCK/UNLOCK pairs, taking each command's arguments
+// as the commandReader does.
 func BenchmarkGuardScan(b *testing.B) {
 	var stream []byte
 	for i := range 64 {
@@ -24,15 +24,21 @@ func BenchmarkGuardScan(b *testing.B) {
 	authed.Store(true)
 	auth, pre := scanLimits(Limits{})
 	s := newFrameScanner(&authed, auth, pre)
-	p := make([]byte, 16<<10)
+	var args [][]byte
 	b.SetBytes(int64(len(stream)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.scan(stream); err != nil {
+		if err := s.feed(stream); err != nil {
 			b.Fatal(err)
 		}
-		for s.take(p) > 0 {
+		for {
+			_, a, ok := s.next(args)
+			if !ok {
+				break
+			}
+			args = a
 		}
+		s.idle()
 	}
 }
 

@@ -5,17 +5,14 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
-
-	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/commands"
 )
 
 // A connection's commands run concurrently and are answered in arrival
-// order. Its goroutine reads the socket (through the guard, with redcon's
-// parser) and dispatches each command as commands.Plan says:
+// order. Its goroutine reads the socket (through the guard: input.go) and
+// dispatches each command as commands.Plan says:
 //
 //   - with nothing in flight, a command that needs no other goroutine runs
 //     on the reader itself, as a plain request/response connection always
@@ -46,9 +43,9 @@ const defaultMaxPipeline = 1024
 type conn struct {
 	s      *Server
 	nc     net.Conn
-	g      *guardConn // nil when the listener was not guarded (tests)
+	g      *guardConn
 	client *commands.Client
-	rd     *redcon.Reader
+	in     *commandReader
 	max    int
 
 	// Dispatch state, the reader's only.
@@ -88,12 +85,13 @@ type epoch struct {
 }
 
 func newConn(s *Server, nc net.Conn, client *commands.Client) *conn {
-	c := &conn{s: s, nc: nc, client: client, rd: redcon.NewReader(nc), max: s.cfg.MaxPipeline}
-	c.g, _ = nc.(*guardConn)
-	if c.g != nil {
-		// Replies to the commands before a bad frame precede its error.
-		c.g.beforeError = c.drain
+	g, ok := nc.(*guardConn)
+	if !ok { // a connection a test made: the default limits
+		auth, pre := scanLimits(Limits{})
+		g = newGuardConn(nc, auth, pre, 0)
+		nc = g
 	}
+	c := &conn{s: s, nc: nc, g: g, client: client, in: newCommandReader(g), max: s.cfg.MaxPipeline}
 	if c.max <= 0 {
 		c.max = defaultMaxPipeline
 	}
@@ -107,39 +105,30 @@ func newConn(s *Server, nc net.Conn, client *commands.Client) *conn {
 func (c *conn) serve() {
 	// A client is idle when no command arrives for idle_timeout (at most
 	// ×3/2: lazyDeadline) and none of its commands is in flight.
-	var idle *lazyDeadline
+	beforeWait := func() {}
 	if c.s.cfg.IdleTimeout > 0 {
-		idle = newLazyDeadline(c.s.cfg.IdleTimeout)
-	}
-	for {
-		if idle != nil {
+		idle := newLazyDeadline(c.s.cfg.IdleTimeout)
+		beforeWait = func() {
 			if dl, ok := idle.next(); ok {
 				_ = c.nc.SetReadDeadline(dl)
 				idle.set(dl)
 			}
 		}
-		cmds, err := c.rd.ReadCommands()
-		if err != nil {
-			if idle != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.busy() {
-				continue // not idle: its commands are still running
-			}
-			c.protocolError(err)
+	}
+	for {
+		err := c.in.run(c.dispatch, beforeWait)
+		if err == nil {
 			return
 		}
-		for i, cmd := range cmds {
-			if !c.dispatch(cmd.Args, i == len(cmds)-1) {
-				return
-			}
+		if errors.Is(err, os.ErrDeadlineExceeded) && c.busy() {
+			continue // not idle: its commands are still running
 		}
-	}
-}
-
-// protocolError answers redcon's own parse errors; the guard answers its
-// own and reports EOF, so these come only from an unguarded listener.
-func (c *conn) protocolError(err error) {
-	if strings.HasPrefix(err.Error(), "Protocol error") {
-		c.drain()
-		_, _ = c.nc.Write([]byte("-ERR " + err.Error() + "\r\n"))
+		var perr *ProtocolError
+		if errors.As(err, &perr) {
+			c.drain() // the replies to the commands before the bad frame first
+			c.g.refuse(perr)
+		}
+		return
 	}
 }
 
@@ -174,7 +163,9 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 	sl := &slot{done: make(chan struct{})}
 	deps, ep := c.plan(sl, p)
 	c.push(sl, ep)
-	args = commands.CopyArgs(args) // the reader's buffer is reused by the next read
+	// The arguments are in the reader's buffer, which the next read reuses.
+	args = commands.CopyArgs(args)
+	p.Rebind(args)
 	c.s.work.Go(func() {
 		defer c.s.inflight.Done()
 		for _, d := range deps {
@@ -192,11 +183,7 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 }
 
 // afterRun applies what a command changed that the guard must know.
-func (c *conn) afterRun() {
-	if c.g != nil {
-		c.g.SetAuthenticated(c.client.Authenticated())
-	}
-}
+func (c *conn) afterRun() { c.g.SetAuthenticated(c.client.Authenticated()) }
 
 // plan returns the channels a new slot must wait for, and its epoch; a
 // barrier starts a new epoch.
@@ -300,7 +287,7 @@ func (c *conn) flush() {
 		c.mu.Lock()
 		if err != nil {
 			c.broken = true
-			_ = c.nc.Close()
+			c.g.hangUp()
 		}
 		c.open -= n
 		c.room.Broadcast()
@@ -313,7 +300,7 @@ func (c *conn) flush() {
 	c.room.Broadcast()
 	c.mu.Unlock()
 	if quit {
-		_ = c.nc.Close()
+		c.g.hangUp()
 	}
 }
 

@@ -1,13 +1,16 @@
-// Package proxy is the network face of redlock-proxy: a redcon server with
-// an input guard in front of redcon's parser, per-connection sessions,
-// client limits and graceful shutdown.
+// Package proxy is the network face of redlock-proxy: the listener, an
+// input guard that checks every byte a client sends before it is parsed,
+// per-connection sessions, client limits and graceful shutdown.
 //
 // Every accepted connection is wrapped by the guard (guard.go), which
 // validates RESP framing with limits (multibulk count, bulk length, inline
-// length; stricter before AUTH) and hands redcon whole commands only; a
-// violation is answered -ERR Protocol error: ... and the connection is
-// closed. Each connection's goroutine reads commands with redcon's parser
-// and dispatches them (conn.go): a lone command runs on the reader itself;
+// length; stricter before AUTH) and locates each multibulk command's
+// arguments as it checks them; an inline line, once whole, is split by
+// redcon's parser. A violation is answered -ERR Protocol error: ... and the
+// connection is closed. Each connection's goroutine reads the socket into
+// the guard (input.go: a plain socket from inside one RawConn.Read, so an
+// empty socket costs no read that finds it empty) and dispatches the
+// commands (conn.go): a lone command runs on the reader itself;
 // pipelined commands run concurrently on reused worker goroutines
 // (workers.go), ordered per key and behind barriers as commands.Plan says,
 // and are answered in arrival order, at most max_pipeline in flight.
@@ -15,7 +18,7 @@
 // reply is encoded for the session's RESP version.
 //
 // With Config.TLS the listener is TLS-only (tls.go): each handshake runs
-// on its own goroutine under a deadline before redcon sees the connection,
+// on its own goroutine under a deadline before the connection is served,
 // so the guard reads plaintext and a stalled handshake holds neither
 // the accept loop nor a client slot. A plaintext client is answered
 // with one clear-text -ERR line and closed. Client certificates do not
@@ -32,8 +35,8 @@
 // (with no password, only loopback clients are served).
 //
 // Shutdown(ctx) stops accepting, lets commands in flight finish until ctx
-// is done (then cancels them), and closes every connection. It is
-// idempotent.
+// is done (then cancels them), and closes every connection (hangs it up:
+// its goroutine closes it, guardConn.hangUp). It is idempotent.
 //
 // Observability (metrics.go, ops.go): Metrics holds the Prometheus metrics
 // in a private registry, fed by commands.Options.Observe (lock operations

@@ -1,28 +1,32 @@
 package proxy
 
-// The input guard sits between the socket and redcon. redcon's reader trusts
-// declared lengths, has no limits, and while a command is incomplete it
-// re-scans its buffer from the start and recurses once per Read, so a client
-// trickling one large command byte by byte costs O(n²) CPU and a deep stack.
+// The input guard checks every byte a client sends before any parser acts
+// on it. redcon's reader trusts declared lengths, has no limits, and while
+// a command is incomplete it re-scans its buffer from the start and
+// recurses once per Read, so a client trickling one large command byte by
+// byte would cost O(n²) CPU and a deep stack.
 //
-// The guard reads the socket itself and hands redcon only whole commands
-// (complete frames), after checking them against Limits. Its core,
-// frameScanner, is an incremental state machine that examines every input
-// byte exactly once, whatever the chunking, and keeps no socket state, so
-// tests and the fuzz target drive it directly.
+// The guard's core, frameScanner, is an incremental state machine that
+// examines every input byte exactly once, whatever the chunking, checks
+// each frame against Limits, and locates a multibulk command's arguments
+// as it goes, so that no second parser reads them; an inline (telnet-style)
+// line, once whole and within its limit, is split by redcon. It keeps no
+// socket state, so tests and the fuzz target drive it directly; the
+// commandReader (input.go) reads the socket into it.
 
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"math"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
-// Limits bounds what a client may send before redcon parses it.
+// Limits bounds what a client may send.
 // A zero or negative field takes its default (see defaultLimits).
 type Limits struct {
 	MaxArgs        int // multibulk count, authenticated
@@ -147,10 +151,13 @@ const (
 )
 
 // frameScanner splits a byte stream into frames (whole commands) and checks
-// them. It keeps the kept bytes in buf: buf[off:ready] are complete frames
-// not yet taken, buf[ready:] is the frame in progress. Frames redcon would
-// ignore (a multibulk count <= 0, an inline line of only spaces) are
-// swallowed: dropped from buf, never released.
+// them. The socket is read straight into its buffer (space, then scanned),
+// and each frame is examined in place: buf[head():pos] holds the complete
+// frames not yet taken (frames) and the frame in progress, which starts at
+// frameAt. A multibulk frame's arguments are located while it is scanned
+// (marks), so taking it costs no second parse. Frames Redis ignores (a
+// multibulk count <= 0, an inline line of only spaces) are swallowed:
+// never released.
 //
 // A frame's header fixes its limits: the authenticated flag is read when a
 // count or bulk header (or an inline line's first byte) is checked. So
@@ -160,9 +167,13 @@ type frameScanner struct {
 	authed    *atomic.Bool
 	auth, pre limitSet
 
-	buf        []byte
-	off, ready int
-	err        *ProtocolError
+	buf     []byte     // bytes read; buf[:pos] scanned
+	pos     int        // end of the scanned bytes
+	frameAt int        // first byte of the frame in progress
+	frames  []frameRef // complete frames not yet taken, in order
+	marks   []int      // payload bounds (from, to) of the bulks of frames and of the frame in progress
+	fmark   int        // marks of the frame in progress start here
+	err     *ProtocolError
 
 	state scanState
 	// number being parsed in a count or bulk header
@@ -184,51 +195,105 @@ type frameScanner struct {
 	examined, moved int
 }
 
+// frameRef is one complete frame in buf: its bytes, and for a multibulk
+// frame its n arguments' bounds in marks from mark on (mark -1: an inline
+// line, which redcon parses).
+type frameRef struct {
+	from, to int
+	mark, n  int
+}
+
 func newFrameScanner(authed *atomic.Bool, auth, pre limitSet) *frameScanner {
 	return &frameScanner{authed: authed, auth: auth, pre: pre}
 }
 
-// scan consumes data (appended to any held partial frame) and returns how
-// many bytes at the front of the scanner's buffer (see pending) form
-// complete frames that may be released. After a violation it returns the
-// complete frames that preceded it together with a *ProtocolError, and
-// every later call returns the same error without consuming anything.
-func (s *frameScanner) scan(data []byte) (int, error) {
-	if s.err != nil {
-		return s.ready - s.off, s.err
+// space returns where the next socket read goes: the free end of the
+// buffer, made room for by moving the kept bytes to the front (only once
+// every frame before them was taken: the arguments of a taken frame stay
+// valid until then) or by growing it. The frame in progress never exceeds
+// the command limit, so neither does the buffer by more than one read.
+func (s *frameScanner) space() []byte {
+	if s.buf == nil {
+		s.buf = scanBufs.Get().(*[initialBufSize]byte)[:0]
 	}
-	s.compact()
-	for len(data) > 0 {
-		n, err := s.step(data)
-		s.examined += n
-		data = data[n:]
-		if err != nil {
-			s.err = err
-			s.buf = s.buf[:s.ready] // drop the bad frame
-			return s.ready - s.off, err
-		}
+	if len(s.buf) == cap(s.buf) {
+		s.compact()
 	}
-	return s.ready - s.off, nil
+	if len(s.buf) == cap(s.buf) {
+		s.buf = slices.Grow(s.buf, cap(s.buf))
+	}
+	return s.buf[len(s.buf):cap(s.buf)]
 }
 
-// take copies released bytes into p and drops them from the buffer.
-func (s *frameScanner) take(p []byte) int {
-	n := copy(p, s.buf[s.off:s.ready])
-	s.off += n
-	if s.off == len(s.buf) {
-		s.reset()
+// scanned takes n bytes just read into space and scans them. It returns
+// the scanner's error: after a violation the complete frames that preceded
+// it can still be taken, and every later call returns the same error
+// without consuming anything.
+func (s *frameScanner) scanned(n int) error {
+	if s.err != nil {
+		return s.err
 	}
-	return n
+	s.buf = s.buf[:len(s.buf)+n]
+	for s.pos < len(s.buf) {
+		n, err := s.step(s.buf[s.pos:])
+		s.examined += n
+		s.pos += n
+		if err != nil {
+			s.err = err
+			return err
+		}
+	}
+	return nil
+}
+
+// next takes the first complete frame: its raw bytes and, for a multibulk
+// frame, its arguments appended to args[:0] (inline: args nil, raw to be
+// parsed). Both point into the buffer and stay valid until the next space.
+func (s *frameScanner) next(args [][]byte) (raw []byte, out [][]byte, ok bool) {
+	if len(s.frames) == 0 {
+		return nil, nil, false
+	}
+	f := s.frames[0]
+	s.frames = s.frames[1:]
+	raw = s.buf[f.from:f.to:f.to]
+	if f.mark < 0 {
+		return raw, nil, true
+	}
+	out = args[:0]
+	for i := f.mark; i < f.mark+2*f.n; i += 2 {
+		out = append(out, s.buf[s.marks[i]:s.marks[i+1]:s.marks[i+1]])
+	}
+	return raw, out, true
+}
+
+// fail stops the scanner at a frame found bad after it was scanned: the
+// frames after it are dropped.
+func (s *frameScanner) fail(e *ProtocolError) {
+	s.err = e
+	s.frames = s.frames[:0]
+}
+
+// head is the first byte the scanner still needs.
+func (s *frameScanner) head() int {
+	if len(s.frames) > 0 {
+		return s.frames[0].from
+	}
+	return s.frameAt
 }
 
 // scanBufs holds drained buffers of initialBufSize, so that an idle
 // connection holds none.
 var scanBufs = sync.Pool{New: func() any { return new([initialBufSize]byte) }}
 
-// reset empties the buffer. One of the first size goes back to the pool;
-// one that a pipelining client made grow is kept up to keepBufSize, and
-// dropped beyond (a large command made it grow).
-func (s *frameScanner) reset() {
+// idle gives the buffer up when it holds nothing: called when the
+// connection is about to wait for the client, after every frame taken was
+// served. One of the first size goes back to the pool; one that a
+// pipelining client made grow is kept up to keepBufSize, and dropped
+// beyond (a large command made it grow).
+func (s *frameScanner) idle() {
+	if s.buf == nil || s.head() != len(s.buf) || s.err != nil {
+		return
+	}
 	switch c := cap(s.buf); {
 	case c == initialBufSize:
 		scanBufs.Put((*[initialBufSize]byte)(s.buf[:initialBufSize]))
@@ -238,47 +303,45 @@ func (s *frameScanner) reset() {
 	default:
 		s.buf = nil
 	}
-	s.off, s.ready = 0, 0
+	s.pos, s.frameAt, s.frames, s.marks, s.fmark = 0, 0, s.frames[:0], s.marks[:0], 0
 }
 
-// compact moves the held bytes to the front of the buffer. Between two
-// compactions at least one frame is taken, and what is moved arrived in the
-// same scan as that frame's end, so the moves total at most the input.
+// compact moves the kept bytes (from head) to the front of the buffer, once
+// every complete frame was taken. Between two compactions at least one
+// frame is taken, and what is moved arrived in the same read as that
+// frame's end, so the moves total at most the input.
 func (s *frameScanner) compact() {
-	if s.off == 0 {
+	h := s.head()
+	if h == 0 || len(s.frames) > 0 {
 		return
 	}
-	if s.off == len(s.buf) {
-		s.reset()
-		return
-	}
-	n := copy(s.buf, s.buf[s.off:])
+	n := copy(s.buf, s.buf[h:])
 	s.moved += n
 	s.buf = s.buf[:n]
-	s.ready -= s.off
-	s.off = 0
-}
-
-func (s *frameScanner) keep(b []byte) {
-	if s.buf == nil {
-		if len(b) <= initialBufSize {
-			s.buf = scanBufs.Get().(*[initialBufSize]byte)[:0]
-		} else {
-			s.buf = make([]byte, 0, len(b))
-		}
+	s.pos -= h
+	s.frameAt -= h
+	s.marks = append(s.marks[:0], s.marks[s.fmark:]...)
+	for i := range s.marks {
+		s.marks[i] -= h
 	}
-	s.buf = append(s.buf, b...)
+	s.fmark = 0
 }
 
-// frameDone marks the frame in progress complete.
-func (s *frameScanner) frameDone() {
-	s.ready = len(s.buf)
+// frameDone marks the frame in progress complete; it ends at end.
+func (s *frameScanner) frameDone(end int, inline bool) {
+	f := frameRef{from: s.frameAt, to: end, mark: s.fmark, n: (len(s.marks) - s.fmark) / 2}
+	if inline {
+		f.mark = -1
+	}
+	s.frames = append(s.frames, f)
+	s.frameAt, s.fmark = end, len(s.marks)
 	s.state = stFrame
 }
 
-// frameSwallow drops the frame in progress.
-func (s *frameScanner) frameSwallow() {
-	s.buf = s.buf[:s.ready]
+// frameSwallow drops the frame in progress, which ends at end.
+func (s *frameScanner) frameSwallow(end int) {
+	s.frameAt = end
+	s.marks = s.marks[:s.fmark]
 	s.state = stFrame
 }
 
@@ -299,7 +362,6 @@ func (s *frameScanner) step(data []byte) (int, *ProtocolError) {
 	switch s.state {
 	case stFrame:
 		if data[0] == '*' {
-			s.keep(data[:1])
 			s.startNumber()
 			s.state = stCount
 			return 1, nil
@@ -322,28 +384,24 @@ func (s *frameScanner) step(data []byte) (int, *ProtocolError) {
 				return i + 1, &ProtocolError{Reason: reasonBulkLen}
 			}
 			if done {
-				s.keep(data[:i+1])
 				if s.state == stCount {
-					return i + 1, s.countDone()
+					return i + 1, s.countDone(s.pos + i + 1)
 				}
-				return i + 1, s.bulkLenDone()
+				return i + 1, s.bulkLenDone(s.pos + i + 1)
 			}
 		}
-		s.keep(data)
 		return len(data), nil
 
 	case stBulkStart:
 		if data[0] != '$' {
 			return 1, unexpectedByte(data[0])
 		}
-		s.keep(data[:1])
 		s.startNumber()
 		s.state = stBulkLen
 		return 1, nil
 
 	case stBulkData:
 		n := min(s.remain, len(data))
-		s.keep(data[:n])
 		s.remain -= n
 		if s.remain == 0 {
 			s.state = stBulkCR
@@ -354,7 +412,6 @@ func (s *frameScanner) step(data []byte) (int, *ProtocolError) {
 		if data[0] != '\r' {
 			return 1, &ProtocolError{Reason: reasonBulkLen}
 		}
-		s.keep(data[:1])
 		s.state = stBulkLF
 		return 1, nil
 
@@ -362,10 +419,9 @@ func (s *frameScanner) step(data []byte) (int, *ProtocolError) {
 		if data[0] != '\n' {
 			return 1, &ProtocolError{Reason: reasonBulkLen}
 		}
-		s.keep(data[:1])
 		s.args--
 		if s.args == 0 {
-			s.frameDone()
+			s.frameDone(s.pos+1, false)
 		} else {
 			s.state = stBulkStart
 		}
@@ -391,17 +447,15 @@ func (s *frameScanner) stepInline(data []byte) (int, *ProtocolError) {
 		return len(line), &ProtocolError{Reason: reasonInlineTooBig}
 	}
 	if end < 0 {
-		s.keep(data)
 		return len(data), nil
 	}
-	s.keep(data[:end+1])
 	// redcon splits inline lines on spaces only; a line of spaces (and a
 	// final '\r') yields no command, so redcon would read again for
 	// nothing: drop it here.
 	if s.nonBlank == 0 || (s.nonBlank == 1 && s.lastCR) {
-		s.frameSwallow()
+		s.frameSwallow(s.pos + end + 1)
 	} else {
-		s.frameDone()
+		s.frameDone(s.pos+end+1, true)
 	}
 	return end + 1, nil
 }
@@ -444,9 +498,9 @@ func (s *frameScanner) numberByte(c byte, signed bool) (done, ok bool) {
 // authenticated limit is invalid whatever the state (as Redis does for bulk
 // lengths); one within it but beyond the pre-authentication limit is
 // refused as unauthenticated.
-func (s *frameScanner) countDone() *ProtocolError {
+func (s *frameScanner) countDone(end int) *ProtocolError {
 	if s.neg || s.num == 0 {
-		s.frameSwallow() // Redis ignores "*0" and "*-1"
+		s.frameSwallow(end) // Redis ignores "*0" and "*-1"
 		return nil
 	}
 	if s.num > int64(s.auth.args) {
@@ -460,8 +514,9 @@ func (s *frameScanner) countDone() *ProtocolError {
 	return nil
 }
 
-// bulkLenDone checks a complete "$<len>\r\n" and the command's total size.
-func (s *frameScanner) bulkLenDone() *ProtocolError {
+// bulkLenDone checks a complete "$<len>\r\n", which ends at end, and the
+// command's total size, and records where the payload lies.
+func (s *frameScanner) bulkLenDone(end int) *ProtocolError {
 	authed := s.isAuthed()
 	if s.num > int64(s.auth.bulk) {
 		return &ProtocolError{Reason: reasonBulkLen}
@@ -471,9 +526,10 @@ func (s *frameScanner) bulkLenDone() *ProtocolError {
 	}
 	// Written as a difference, so that huge configured limits cannot
 	// overflow it; the frame so far is never far above the cap.
-	if int(s.num) > s.limits(authed).command-(len(s.buf)-s.ready)-2 {
+	if int(s.num) > s.limits(authed).command-(end-s.frameAt)-2 {
 		return &ProtocolError{Reason: reasonCommandTooBig}
 	}
+	s.marks = append(s.marks, end, end+int(s.num))
 	s.remain = int(s.num)
 	s.state = stBulkData
 	if s.remain == 0 {
@@ -503,8 +559,10 @@ func (l *guardListener) Accept() (net.Conn, error) {
 	return newGuardConn(c, l.auth, l.pre, l.writeTimeout), nil
 }
 
-// guardConn is an accepted connection whose Read yields only whole,
-// checked commands. Deadlines and Close pass through to the embedded conn.
+// guardConn is an accepted connection with its guard: the scanner that
+// checks what the client sends (read through a commandReader, input.go),
+// the limits in force, and replies written under the write timeout.
+// Deadlines and Close pass through to the embedded conn.
 type guardConn struct {
 	net.Conn
 	wdl     *lazyDeadline // write deadline; nil without a write timeout
@@ -513,10 +571,6 @@ type guardConn struct {
 	perr    atomic.Pointer[ProtocolError]
 	replied bool // the -ERR reply has been written
 	wmu     sync.Mutex
-	// beforeError, when set, runs before the -ERR reply is written: the
-	// connection's replies to the commands before the bad frame go first
-	// (set by the owner before the first Read).
-	beforeError func()
 }
 
 func newGuardConn(c net.Conn, auth, pre limitSet, writeTimeout time.Duration) *guardConn {
@@ -541,42 +595,30 @@ func (g *guardConn) ProtocolErr() error {
 	return nil
 }
 
-// Read returns only bytes that form complete frames. It blocks until at
-// least one frame is complete or the socket fails. After a protocol error it
-// first returns the complete frames that preceded it; the next call writes
-// "-ERR <error>" to the client (after beforeError) and returns io.EOF.
-func (g *guardConn) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
+// hangUp ends the connection without waiting for its reader: the socket
+// is shut down both ways, so a write in progress or to come fails and the
+// reader sees the end of input, and the connection's goroutine closes it
+// once its reader returns. Close would wait instead: a commandReader holds
+// the socket for as long as it runs (input.go), and may be the caller. A
+// shutdown that fails found the socket reset already, which the reader
+// sees too. A connection without a socket of its own (TLS) is closed.
+func (g *guardConn) hangUp() {
+	sc, ok := g.Conn.(syscall.Conn)
+	if !ok {
+		_ = g.Conn.Close()
+		return
 	}
-	for {
-		if n := g.sc.take(p); n > 0 {
-			return n, nil
-		}
-		if e := g.perr.Load(); e != nil {
-			if g.beforeError != nil && !g.replied {
-				g.beforeError()
-			}
-			g.replyError(e)
-			return 0, io.EOF
-		}
-		// p serves as scratch space for the socket read.
-		n, err := g.Conn.Read(p)
-		if n > 0 {
-			g.sc.scan(p[:n])
-			if e := g.sc.err; e != nil {
-				g.perr.Store(e)
-			}
-		}
-		if err != nil {
-			// Frames first: redcon drops data returned with an error.
-			// The socket reports the error again on the next call.
-			if n := g.sc.take(p); n > 0 {
-				return n, nil
-			}
-			return 0, err
-		}
+	if raw, err := sc.SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
 	}
+}
+
+// refuse ends the connection for a bad frame: it records e and writes
+// "-ERR <e>" to the client (once). The caller first writes the replies to
+// the commands before the frame.
+func (g *guardConn) refuse(e *ProtocolError) {
+	g.perr.Store(e)
+	g.replyError(e)
 }
 
 func (g *guardConn) replyError(e *ProtocolError) {

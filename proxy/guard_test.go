@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,44 +15,68 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/commands"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // scanResult is what a scanner released for a whole input, and where.
 type scanResult struct {
 	released []byte
-	ends     []int // len(released) after each release
+	ends     []int      // len(released) after each read that completed frames
+	cmds     [][][]byte // the multibulk frames' arguments, copied (inline: nil)
 	err      error
 }
 
+// feed scans data as reads into the scanner's buffer would bring it.
+func (s *frameScanner) feed(data []byte) error {
+	for len(data) > 0 && s.err == nil {
+		n := copy(s.space(), data)
+		data = data[n:]
+		s.scanned(n)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return nil
+}
+
 // runScanner feeds input to a fresh scanner in the chunks that chunk picks
-// (nil: all at once), taking every released byte after each scan, the way
-// guardConn.Read does.
+// (nil: all at once), taking every complete frame after each read, the way
+// the commandReader does.
 func runScanner(t testing.TB, auth, pre limitSet, authed bool, input []byte, chunk func() int) scanResult {
 	t.Helper()
 	var flag atomic.Bool
 	flag.Store(authed)
 	s := newFrameScanner(&flag, auth, pre)
 	var r scanResult
-	p := make([]byte, 4096)
 	for len(input) > 0 {
 		n := len(input)
 		if chunk != nil {
 			n = min(max(chunk(), 1), len(input))
 		}
-		ready, err := s.scan(input[:n])
+		err := s.feed(input[:n])
 		input = input[n:]
-		if ready != len(s.pending()) {
-			t.Fatalf("scan returned %d, pending holds %d", ready, len(s.pending()))
-		}
+		took := false
 		for {
-			k := s.take(p)
-			if k == 0 {
+			raw, args, ok := s.next(nil)
+			if !ok {
 				break
 			}
-			r.released = append(r.released, p[:k]...)
+			took = true
+			r.released = append(r.released, raw...)
+			var cmd [][]byte
+			if args != nil {
+				// The arguments located while scanning are redcon's.
+				want, err := redcon.Parse(raw)
+				if err != nil || !slices.EqualFunc(args, want.Args, bytes.Equal) {
+					t.Fatalf("frame %q: arguments %q, redcon parses %q (%v)", raw, args, want.Args, err)
+				}
+				cmd = commands.CopyArgs(args)
+			}
+			r.cmds = append(r.cmds, cmd)
 		}
-		if ready > 0 {
+		s.idle()
+		if took {
 			r.ends = append(r.ends, len(r.released))
 		}
 		if err != nil {
@@ -199,12 +224,12 @@ func TestScannerFrames(t *testing.T) {
 func TestScannerStickyError(t *testing.T) {
 	auth, pre := scanDefaultSets()
 	s := newFrameScanner(new(atomic.Bool), auth, pre)
-	if _, err := s.scan([]byte("*x\r\n")); err == nil {
+	if err := s.feed([]byte("*x\r\n")); err == nil {
 		t.Fatal("no error")
 	}
-	n, err := s.scan([]byte("PING\r\n"))
-	if n != 0 || scanErrText(err) != "Protocol error: invalid multibulk length" {
-		t.Fatalf("after error: %d, %v", n, err)
+	err := s.feed([]byte("PING\r\n"))
+	if _, _, ok := s.next(nil); ok || scanErrText(err) != "Protocol error: invalid multibulk length" {
+		t.Fatalf("after error: a frame %v, %v", ok, err)
 	}
 }
 
@@ -270,14 +295,14 @@ func TestScannerLinear(t *testing.T) {
 	in = append(in, "\r\n"...)
 	start := time.Now()
 	released := 0
-	p := make([]byte, 4096)
 	for i := range in {
-		if _, err := s.scan(in[i : i+1]); err != nil {
+		if err := s.feed(in[i : i+1]); err != nil {
 			t.Fatal(err)
 		}
-		for n := s.take(p); n > 0; n = s.take(p) {
-			released += n
+		for raw, _, ok := s.next(nil); ok; raw, _, ok = s.next(nil) {
+			released += len(raw)
 		}
+		s.idle()
 	}
 	t.Logf("1 MiB bulk in 1-byte chunks: %v", time.Since(start))
 	if released != len(in) {
@@ -292,9 +317,10 @@ func TestScannerLinear(t *testing.T) {
 	}
 }
 
-// startGuarded serves redcon behind the guard on loopback. The handler
-// answers PING with PONG and AUTH with OK (and marks the conn authed).
-func startGuardedRedcon(t *testing.T, lim Limits) (addr string, closedErr <-chan error) {
+// startGuarded serves clients on loopback through the guard and a
+// commandReader. The handler answers PING with PONG, ECHO with its
+// argument and AUTH with OK (and marks the conn authed).
+func startGuarded(t *testing.T, lim Limits) (addr string, closedErr <-chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -305,22 +331,36 @@ func startGuardedRedcon(t *testing.T, lim Limits) (addr string, closedErr <-chan
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = redcon.Serve(newGuardListener(ln, lim, time.Second),
-			func(conn redcon.Conn, cmd redcon.Command) {
-				switch strings.ToUpper(string(cmd.Args[0])) {
-				case "AUTH":
-					conn.NetConn().(*guardConn).SetAuthenticated(true)
-					conn.WriteString("OK")
-				case "ECHO":
-					conn.WriteBulk(cmd.Args[1])
-				default:
-					conn.WriteString("PONG")
+		gl := newGuardListener(ln, lim, time.Second)
+		for {
+			nc, err := gl.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer nc.Close()
+				g := nc.(*guardConn)
+				err := newCommandReader(g).run(func(args [][]byte, _ bool) bool {
+					reply := "+PONG\r\n"
+					switch strings.ToUpper(string(args[0])) {
+					case "AUTH":
+						g.SetAuthenticated(true)
+						reply = "+OK\r\n"
+					case "ECHO":
+						reply = "$" + strconv.Itoa(len(args[1])) + "\r\n" + string(args[1]) + "\r\n"
+					}
+					_, err := g.Write([]byte(reply))
+					return err == nil
+				}, func() {})
+				var perr *ProtocolError
+				if errors.As(err, &perr) {
+					g.refuse(perr)
 				}
-			},
-			nil,
-			func(conn redcon.Conn, err error) {
-				errs <- conn.NetConn().(*guardConn).ProtocolErr()
-			})
+				errs <- g.ProtocolErr()
+			}()
+		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
@@ -330,7 +370,7 @@ func startGuardedRedcon(t *testing.T, lim Limits) (addr string, closedErr <-chan
 }
 
 func TestGuardConnServesCommands(t *testing.T) {
-	addr, closed := startGuardedRedcon(t, Limits{})
+	addr, closed := startGuarded(t, Limits{})
 	c := testkit.Dial(t, addr)
 	// A command trickled byte by byte, then a pipeline in one write.
 	for _, b := range []byte("*1\r\n$4\r\nPING\r\n") {
@@ -352,7 +392,7 @@ func TestGuardConnServesCommands(t *testing.T) {
 }
 
 func TestGuardConnRejectsHugeBulk(t *testing.T) {
-	addr, closed := startGuardedRedcon(t, Limits{})
+	addr, closed := startGuarded(t, Limits{})
 	c := testkit.Dial(t, addr)
 	c.Send([]byte("PING\r\n*1\r\n$99999999999\r\n"))
 	if v := c.ReadReply(); v != "PONG" {
@@ -367,8 +407,27 @@ func TestGuardConnRejectsHugeBulk(t *testing.T) {
 	}
 }
 
+// TestGuardConnUnbalancedQuotes: an inline line redcon cannot split is a
+// protocol error after the replies to the commands before it; the commands
+// after it do not run.
+func TestGuardConnUnbalancedQuotes(t *testing.T) {
+	addr, closed := startGuarded(t, Limits{})
+	c := testkit.Dial(t, addr)
+	c.Send([]byte("PING\r\nECHO \"abc\r\nECHO after\r\n"))
+	if v := c.ReadReply(); v != "PONG" {
+		t.Fatalf("PING = %#v", v)
+	}
+	if v := c.ReadReply(); v != testkit.Error("ERR Protocol error: unbalanced quotes in request") {
+		t.Fatalf("unbalanced line = %#v", v)
+	}
+	c.ExpectClosed(5 * time.Second)
+	if err := <-closed; scanErrText(err) != "Protocol error: unbalanced quotes in request" {
+		t.Fatalf("ProtocolErr() = %v", err)
+	}
+}
+
 func TestGuardConnAuthLimits(t *testing.T) {
-	addr, _ := startGuardedRedcon(t, Limits{})
+	addr, _ := startGuarded(t, Limits{})
 	c := testkit.Dial(t, addr)
 	arg := strings.Repeat("z", preAuthMaxBulk+1)
 	if v := c.Do("AUTH", "pw"); v != "OK" {
@@ -409,9 +468,6 @@ func TestGuardConnWriteDeadline(t *testing.T) {
 		t.Fatalf("write error %v, want a timeout", err)
 	}
 }
-
-// pending returns the complete frames not yet taken.
-func (s *frameScanner) pending() []byte { return s.buf[s.off:s.ready] }
 
 // Addr is the bound address; nil before Listen.
 func (o *OpsServer) Addr() net.Addr {

@@ -275,3 +275,27 @@ func TestPipelineErrorAfterReplies(t *testing.T) {
 	}
 	c.ExpectClosed(5 * time.Second)
 }
+
+// TestPipelineArgsOutliveTheRead: a command handed to a worker keeps its
+// own arguments while the reader reads the next commands into the same
+// buffer: a long pipeline of distinct values (many reads of the buffer)
+// written and read back, by GET and by a script whose keys were parsed
+// when it was planned (Plan.Rebind).
+func TestPipelineArgsOutliveTheRead(t *testing.T) {
+	s := startServer(t, Config{}, "", false)
+	var cmds [][]string
+	for i := range 300 {
+		k := fmt.Sprintf("k%d", i%7)
+		v := fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%50))
+		cmds = append(cmds, []string{"SET", k, v, "PX", "30000"}, []string{"GET", k},
+			[]string{"EVAL", "return redis.call('GET', KEYS[1])", "1", k})
+	}
+	got := replies(t, s, cmds, true)
+	for i := 0; i < len(cmds); i += 3 {
+		v := cmds[i][2]
+		want := fmt.Sprintf("$%d\r\n%s\r\n", len(v), v)
+		if string(got[i]) != "+OK\r\n" || string(got[i+1]) != want || string(got[i+2]) != want {
+			t.Fatalf("command %d: SET %q, GET %q, EVAL %q; want %q", i, got[i], got[i+1], got[i+2], want)
+		}
+	}
+}

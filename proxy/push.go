@@ -70,7 +70,7 @@ func (c *conn) pushOutOfBand(r commands.Reply) bool {
 		c.broken = true
 		c.mu.Unlock()
 		c.s.log.Warn("client not reading its pushes: disconnected", "client-id", c.client.ID, "backlog-bytes", waiting)
-		_ = c.nc.Close()
+		c.g.hangUp()
 		return false
 	}
 	c.mu.Unlock()

@@ -137,7 +137,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.work.close()
 	s.mu.Lock()
 	for nc := range s.open {
-		_ = nc.Close()
+		if g, ok := nc.(*guardConn); ok {
+			g.hangUp() // its goroutine closes it (Close would wait for its reader)
+		} else {
+			_ = nc.Close()
+		}
 	}
 	s.mu.Unlock()
 	if s.ln == nil {
@@ -185,10 +189,8 @@ func (s *Server) serveConn(nc net.Conn) {
 
 	client := s.disp.NewClient(remote, nc.LocalAddr().String())
 	c := newConn(s, nc, client)
-	if c.g != nil {
-		c.g.SetAuthenticated(client.Authenticated())
-		client.SetHooks(commands.Hooks{Push: c.pushOutOfBand})
-	}
+	c.g.SetAuthenticated(client.Authenticated())
+	client.SetHooks(commands.Hooks{Push: c.pushOutOfBand})
 	c.serve()
 	defer c.stopPushes()
 	// The client left (or QUIT, or a bad frame): its waits give up, its
@@ -196,10 +198,8 @@ func (s *Server) serveConn(nc net.Conn) {
 	// back; then what is still queued is written, as far as it goes.
 	s.disp.CloseClient(client)
 	c.drain()
-	if c.g != nil {
-		if perr := c.g.ProtocolErr(); perr != nil {
-			s.log.Debug("client sent bad input", "client-id", client.ID, "error", perr)
-		}
+	if perr := c.g.ProtocolErr(); perr != nil {
+		s.log.Debug("client sent bad input", "client-id", client.ID, "error", perr)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -308,16 +309,27 @@ func (p *proc) waitPing(ctx context.Context, addr string) error {
 	return fmt.Errorf("%s did not answer PING on %s within 10s: %s", p.name, addr, strings.TrimSpace(p.output()))
 }
 
-// kill ends the process and waits for it.
+// kill ends the process and waits for it: SIGTERM first, so that a proxy
+// run with -cpuprofile (through a -proxy-bin wrapper) writes its profile,
+// then SIGKILL after killGrace.
 func (p *proc) kill() {
 	select {
 	case <-p.done:
 		return
 	default:
 	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(killGrace):
+	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
+
+// killGrace is how long kill waits after SIGTERM.
+const killGrace = 5 * time.Second
 
 func (p *proc) output() string {
 	b, _ := os.ReadFile(p.log)
