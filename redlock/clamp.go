@@ -35,26 +35,42 @@ import (
 
 // clampSource is the wrapper: %[1]s the shebang line (with its newline)
 // or "", %[2]s the body, %[3]d the max ttl and %[4]d the lease (ms),
-// %[5]s the body's SHA1 (Redis names a failing script by it), %[6]s the
-// shadow of a script that builds keys (builtShadow) or "".
+// %[5]s the body's SHA1 (Redis names a failing script by it), %[6]s and
+// %[7]s a shadow's two parts (shadowSource): __rp_mk, which makes the
+// redis the body calls, and the state it is made from.
+//
+// The body is a function of one parameter, redis, and what it may see
+// is chosen by where things are declared: a local is visible only to code
+// after its declaration, and the body's own name is not visible inside it
+// (local x = function, not local function x). Before the body stands only
+// __rp_mk, a function of its arguments (it makes a shadow of whatever
+// redis it is given: nothing the body does not have); after it, the state
+// (the real redis the epilogue calls, the keys noted, the holds). So
+// whatever the body does, it cannot change what the epilogue bounds nor
+// call itself; it sees Redis's globals and the redis it was given. A
+// shadow's metatable is protected (__metatable), so the body cannot take
+// Redis's own redis from it and call past the shadow. __rp_mk shares the
+// body's line, so that an error redis.call raises through a shadow names
+// the line Redis would (the first: the shadow is the frame that called).
 //
 // A script that builds keys from its declared keys ('{' .. KEYS[1] ..
 // '}') may write keys the epilogue cannot name in advance. For it, the
-// body sees a local redis whose call and pcall note every string
-// argument that contains a declared key (a built key does: the analysis
-// only lets a script build keys from them), before the real call; the
-// epilogue then bounds each noted key it finds without expiry or above
-// the max ttl, as it does the declared ones, and reports it by name
-// after the declared keys' numbers: name, then what was wanted. The
-// price: an error that redis.call raises in such a script names the
-// wrapper's first line, not the script's own (the shadow is the frame
-// that called it).
-const clampSource = `%[1]slocal __rp_r0, __rp_seen = redis, {} %[6]slocal function __redlock_proxy_body(...) %[2]s
+// body is given a redis whose call and pcall note every string argument
+// that contains a declared key (a built key does: the analysis only lets
+// a script build keys from them), before the real call; the epilogue
+// then bounds each noted key it finds without expiry or above the max
+// ttl, as it does the declared ones, and reports it by name after the
+// declared keys' numbers: name, then what was wanted. The price: an
+// error that redis.call raises in such a script names the script's first
+// line, not the line of the call (the shadow is the frame that called it).
+const clampSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, ...) %[2]s
 end
+local __rp_r0, __rp_seen = redis, {}
+%[7]slocal __rp_redis = __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0)
 local __rp_keys, __rp_before, __rp_declared = {}, {}, {}
 for i, k in ipairs(KEYS) do __rp_keys[i], __rp_before[i], __rp_declared[k] = k, __rp_r0.call('PTTL', k), true end
 local __rp_t0 = __rp_r0.call('TIME')
-local __rp_ok, __rp_r = xpcall(__redlock_proxy_body, rawget(_G, '__redis__err__handler') or function(e) return e end)
+local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
 local __rp_t1 = __rp_r0.call('TIME')
 local __rp_ran = (__rp_t1[1] - __rp_t0[1]) * 1000 + (__rp_t1[2] - __rp_t0[2]) / 1000
 local __rp_report = {}
@@ -92,13 +108,35 @@ if not __rp_ok then
 end
 return {__rp_report, __rp_r}`
 
-// builtShadow is the local redis of a script that builds keys (see
-// clampSource), on the wrapper's first line.
+// shadowSource returns a shadow's two parts (clampSource): mk defines
+// __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0), which returns the redis
+// the body is given; prep, run after the body's definition, sets __rp_h
+// and __rp_ht0. Without holds and built keys the body gets Redis's own
+// redis.
+func shadowSource(held, builds bool) (mk, prep string) {
+	if !held && !builds {
+		return "local __rp_mk = function(r0) return r0 end ", "local __rp_h, __rp_ht0 "
+	}
+	mk = "local __rp_mk = function(__rp_r0, __rp_seen, __rp_h, __rp_ht0) local __rp_base = __rp_r0 "
+	prep = "local __rp_h, __rp_ht0 "
+	if held {
+		mk += heldShadow + "__rp_base = __rp_hr "
+		prep = heldPrep
+	}
+	if builds {
+		mk += builtShadow
+	}
+	return mk + "return __rp_base end ", prep
+}
+
+// builtShadow wraps __rp_base in a redis that notes the keys a script
+// that builds keys writes, in __rp_seen (see clampSource).
 const builtShadow = "local function __rp_note(...) for i = 1, select('#', ...) do local a = select(i, ...) " +
 	"if type(a) == 'string' then for _, k in ipairs(KEYS) do " +
 	"if k ~= '' and string.find(a, k, 1, true) then __rp_seen[a] = true break end end end end end " +
-	"local redis = setmetatable({call = function(c, ...) __rp_note(...) return __rp_r0.call(c, ...) end, " +
-	"pcall = function(c, ...) __rp_note(...) return __rp_r0.pcall(c, ...) end}, {__index = __rp_r0}) "
+	"local __rp_b = __rp_base " +
+	"__rp_base = setmetatable({call = function(c, ...) __rp_note(...) return __rp_b.call(c, ...) end, " +
+	"pcall = function(c, ...) __rp_note(...) return __rp_b.pcall(c, ...) end}, {__index = __rp_r0, __metatable = false}) "
 
 // guardSource is the wrapper of a script by vote that cannot write (its
 // analysis found no write, or its shebang declares no-writes): the body
@@ -106,9 +144,11 @@ const builtShadow = "local function __rp_note(...) for i = 1, select('#', ...) d
 // crashes on an error object that is a table without a string err field
 // (error({})): unwrapped, one such EVAL would take down every backend at
 // once. %[1]s the shebang line or "", %[2]s the body, %[5]s its SHA1.
-const guardSource = `%[1]slocal function __redlock_proxy_body(...) %[2]s
+const guardSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, ...) %[2]s
 end
-local __rp_ok, __rp_r = xpcall(__redlock_proxy_body, rawget(_G, '__redis__err__handler') or function(e) return e end)
+local __rp_r0 = redis
+%[7]slocal __rp_redis = __rp_mk(__rp_r0, {}, __rp_h, __rp_ht0)
+local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
 if __rp_ok then return __rp_r end
 local e = __rp_r
 if type(e) ~= 'table' then e = {err = 'ERR ' .. tostring(e)} end
@@ -124,10 +164,14 @@ func (s *Script) Guarded() *Script {
 	return s.wrapped(wrapKey{kind: wrapGuard}, s.guard)
 }
 
-func (s *Script) guard() *Script {
+func (s *Script) guard() *Script { return s.guardWith(false) }
+
+// guardWith is s in guardSource, with the held shadow when held.
+func (s *Script) guardWith(held bool) *Script {
 	shebang, body := splitShebang(s.src)
+	mk, prep := shadowSource(held, false)
 	parts := strings.SplitN(guardSource, "%[2]s", 2)
-	r := strings.NewReplacer("%[1]s", shebang, "%[5]s", s.hash)
+	r := strings.NewReplacer("%[1]s", shebang, "%[5]s", s.hash, "%[6]s", mk, "%[7]s", prep)
 	src := r.Replace(parts[0]) + body + r.Replace(parts[1])
 	h := sha1.Sum([]byte(src))
 	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds}
@@ -201,27 +245,22 @@ func (s *Script) Clamped(maxTTL, lease time.Duration) *Script {
 	return s.wrapped(wrapKey{wrapClamp, maxTTL, lease}, func() *Script { return s.clamp(maxTTL, lease) })
 }
 
-func (s *Script) clamp(maxTTL, lease time.Duration) *Script {
-	shadow := ""
-	if s.builds != nil {
-		shadow = builtShadow
-	}
-	return s.clampWith(shadow, maxTTL, lease)
-}
+func (s *Script) clamp(maxTTL, lease time.Duration) *Script { return s.clampWith(false, maxTTL, lease) }
 
-// clampWith is s in the clamp for maxTTL and lease with shadow, the local
-// redis the body calls (or "" for Redis's own).
-func (s *Script) clampWith(shadow string, maxTTL, lease time.Duration) *Script {
+// clampWith is s in the clamp for maxTTL and lease, with the held shadow
+// when held (and the built keys' shadow when s builds keys).
+func (s *Script) clampWith(held bool, maxTTL, lease time.Duration) *Script {
 	shebang, body := splitShebang(s.src)
-	src := clampSprintf(shebang, body, shadow, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
+	mk, prep := shadowSource(held, s.builds != nil)
+	src := clampSprintf(shebang, body, mk, prep, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
 	h := sha1.Sum([]byte(src))
 	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, clamped: true}
 }
 
 // clampSprintf fills clampSource without fmt's verbs reaching the body.
-func clampSprintf(shebang, body, shadow string, maxMS, leaseMS int64, sha string) string {
+func clampSprintf(shebang, body, mk, prep string, maxMS, leaseMS int64, sha string) string {
 	r := strings.NewReplacer("%[1]s", shebang, "%[2]s", body, "%[3]d", strconv.FormatInt(maxMS, 10),
-		"%[4]d", strconv.FormatInt(leaseMS, 10), "%[5]s", sha, "%[6]s", shadow)
+		"%[4]d", strconv.FormatInt(leaseMS, 10), "%[5]s", sha, "%[6]s", mk, "%[7]s", prep)
 	// The body goes in last, so that nothing in it is replaced.
 	parts := strings.SplitN(clampSource, "%[2]s", 2)
 	return r.Replace(parts[0]) + body + r.Replace(parts[1])

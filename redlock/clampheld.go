@@ -1,10 +1,7 @@
 package redlock
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -51,17 +48,21 @@ func HeldArgs(held []HeldKey) []string {
 	return out
 }
 
-// heldShadow is the local redis of a script run with holds (see above),
-// on the wrapper's first line; builtShadow, when the script builds keys,
-// follows it and calls it.
-const heldShadow = "local __rp_h, __rp_ht0 = {}, __rp_r0.call('TIME') " +
+// heldPrep reads the holds off ARGV (three strings per declared key,
+// which it then takes off ARGV) into __rp_h, after the body's definition
+// (clampSource): a declared key is held while its copy holds the value
+// digested (its PTTL then noted).
+const heldPrep = "local __rp_h, __rp_ht0 = {}, __rp_r0.call('TIME') " +
 	"do local n = #KEYS local b = #ARGV - 3 * n " +
 	"for i = 1, n do local d = tonumber(ARGV[b + 3 * i - 2]) " +
 	"if d and d ~= -2 then local k, g = KEYS[i], ARGV[b + 3 * i] local ok = g == '*' " +
 	"if not ok then local v = __rp_r0.pcall('GET', k) ok = type(v) == 'string' and __rp_r0.sha1hex(v) == g end " +
 	"if ok then __rp_h[k] = {d = d, r = tonumber(ARGV[b + 3 * i - 1]), p = __rp_r0.call('PTTL', k)} end end end " +
-	"for i = 1, 3 * n do ARGV[#ARGV] = nil end end " +
-	"local function __rp_held(k) local h = __rp_h[k] if not h or h.touched then return nil end " +
+	"for i = 1, 3 * n do ARGV[#ARGV] = nil end end "
+
+// heldShadow is the body of __rp_mk for a script run with holds (see
+// above and shadowSource): it answers from __rp_h and defines __rp_hr.
+const heldShadow = "local function __rp_held(k) local h = __rp_h[k] if not h or h.touched then return nil end " +
 	"local t, now = __rp_r0.call('PTTL', k), __rp_r0.call('TIME') " +
 	"local ran = (now[1] - __rp_ht0[1]) * 1000 + (now[2] - __rp_ht0[2]) / 1000 " +
 	"if t < 0 or t > h.p or t < h.p - ran - 2 then return nil end return h end " +
@@ -88,8 +89,7 @@ const heldShadow = "local __rp_h, __rp_ht0 = {}, __rp_r0.call('TIME') " +
 	"local r = __rp_exp(f, l, ...) if r ~= nil then return r end end end " +
 	"return f(c, ...) end " +
 	"local __rp_hr = setmetatable({call = function(...) return __rp_hc(__rp_r0.call, ...) end, " +
-	"pcall = function(...) return __rp_hc(__rp_r0.pcall, ...) end}, {__index = __rp_r0}) " +
-	"local redis = __rp_hr "
+	"pcall = function(...) return __rp_hc(__rp_r0.pcall, ...) end}, {__index = __rp_r0, __metatable = false}) "
 
 // ClampedHeld is Clamped with the held shadow (see above): call it with
 // HeldArgs appended to the client's ARGV.
@@ -98,11 +98,7 @@ func (s *Script) ClampedHeld(maxTTL, lease time.Duration) *Script {
 }
 
 func (s *Script) clampHeld(maxTTL, lease time.Duration) *Script {
-	shadow := heldShadow
-	if s.builds != nil {
-		shadow += strings.NewReplacer("__rp_r0.call(c", "__rp_hr.call(c", "__rp_r0.pcall(c", "__rp_hr.pcall(c").Replace(builtShadow)
-	}
-	return s.clampWith(shadow, maxTTL, lease)
+	return s.clampWith(true, maxTTL, lease)
 }
 
 // GuardedHeld is Guarded with the held shadow: call it with HeldArgs
@@ -111,11 +107,4 @@ func (s *Script) GuardedHeld() *Script {
 	return s.wrapped(wrapKey{kind: wrapGuardHeld}, s.guardHeld)
 }
 
-func (s *Script) guardHeld() *Script {
-	shebang, body := splitShebang(s.src)
-	parts := strings.SplitN(guardSource, "%[2]s", 2)
-	r := strings.NewReplacer("%[1]s", shebang+"local __rp_r0 = redis "+heldShadow, "%[5]s", s.hash)
-	src := r.Replace(parts[0]) + body + r.Replace(parts[1])
-	h := sha1.Sum([]byte(src))
-	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds}
-}
+func (s *Script) guardHeld() *Script { return s.guardWith(true) }

@@ -80,6 +80,58 @@ func TestErrorObjectsDoNotCrashBackends(t *testing.T) {
 	}
 }
 
+// TestScriptCannotReachTheWrapper: the body of a script by vote cannot
+// name the wrapper's state (the real redis the epilogue calls, the keys
+// noted, its own function), nor take Redis's own redis from a shadow's
+// metatable: each such reach fails, no key escapes its bound, no backend
+// is flushed or crashes, and the lock held meanwhile stays held. Before,
+// the wrapper's locals were upvalues of the body: a user limited to
+// orders:* wrote any key with no expiry, flushed every backend with
+// allow_flush off, or crashed them with the epilogue's redis replaced.
+func TestScriptCannotReachTheWrapper(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, clampHCL+`
+user "orders" {
+  password = "pw1"
+  commands = ["EVAL", "EVALSHA", "GET", "LOCK"]
+  keys     = ["orders:*"]
+}
+`)
+	c := p.Client(&redis.Options{Username: "orders", Password: "pw1", MaxRetries: -1})
+	ctx := testCtx(t, 60*time.Second)
+	lock, err := c.Do(ctx, "LOCK", "orders:lock", 3000).Slice()
+	if err != nil {
+		t.Fatalf("LOCK: %v", err)
+	}
+	for _, src := range []string{
+		"redis.call('SET', KEYS[1], 'x', 'PX', 100) __rp_r0.call('SET', 'other:victim', 'forever') return 1",
+		"redis.call('SET', KEYS[1], 'v') __rp_r0 = nil return 'ok'",
+		"redis.call('SET', KEYS[1], 'x', 'PX', 100) return __rp_r0.call('FLUSHALL')",
+		"redis.call('SET', KEYS[1], 'x', 'PX', 100) __rp_r0 = {call = function() error({}) end} return 1",
+		"redis.call('SET', KEYS[1], 'x', 'PX', 100) return __redlock_proxy_body(redis)",
+		"redis.call('SET', KEYS[1], 'x', 'PX', 100) __rp_seen = nil return 1",
+		// A script that builds keys gets a shadow redis: its metatable is closed.
+		"redis.call('SET', KEYS[1] .. ':b', 'x') local m = getmetatable(redis) return m and m.__index.call('SET', 'other:victim', 'y') or 0",
+	} {
+		_, err := c.Eval(ctx, src, []string{"orders:k"}).Result()
+		t.Logf("%q: %v", src, err)
+		for i, r := range rs {
+			if perr := pingRaw(r.Addr(), 2*time.Second); perr != nil {
+				t.Fatalf("EVAL %q (answered %v): backend %d is down: %v", src, err, i, perr)
+			}
+			if n := r.Client().Exists(ctx, "other:victim").Val(); n != 0 {
+				t.Errorf("EVAL %q wrote other:victim on backend %d", src, i)
+			}
+		}
+	}
+	// orders:k had no expiry only if the epilogue was skipped.
+	backendsBounded(ctx, t, rs, "orders:k", clampMax)
+	if v, err := c.Do(ctx, "LOCK", "orders:lock", 3000).Result(); err != redis.Nil {
+		t.Errorf("LOCK of orders:lock, held by %v: %v, %v; want nil (still held)", lock[0], v, err)
+	}
+}
+
 // TestNoWritesShebang: a script that declares no-writes runs as one Redis
 // runs it (a write in a branch not taken does not matter), on a key left
 // without expiry by a write outside scripts.
