@@ -63,6 +63,9 @@ func (s *script) analysis() *lua.Analysis {
 				builds = append([]string{""}, v.KeyPrefixes...)
 			}
 			s.run = s.run.ForVote(replyShape(v.Reply), builds)
+			if v.CapsReplies {
+				s.run = s.run.CapReplies(lua.ReplyCap)
+			}
 		}
 		s.analysed.Store(true)
 	})
@@ -237,7 +240,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 		if v.Selects && d.opts.OtherDB != "" {
 			return Errorf(errRefused, s.sha, v.SelectProblem(d.opts.OtherDB).Error())
 		}
-		if p := v.CheckArgv(argv); p != nil {
+		if p := v.CheckRun(numKeys, argv); p != nil {
 			return Errorf(errRefused, s.sha, p.Error())
 		}
 	}

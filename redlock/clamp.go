@@ -111,10 +111,10 @@ return {__rp_report, __rp_r}`
 // shadowSource returns a shadow's two parts (clampSource): mk defines
 // __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0), which returns the redis
 // the body is given; prep, run after the body's definition, sets __rp_h
-// and __rp_ht0. Without holds and built keys the body gets Redis's own
-// redis.
-func shadowSource(held, builds bool) (mk, prep string) {
-	if !held && !builds {
+// and __rp_ht0. Without holds, built keys and a reply cap the body gets
+// Redis's own redis.
+func shadowSource(held, builds bool, replyCap int) (mk, prep string) {
+	if !held && !builds && replyCap == 0 {
 		return "local __rp_mk = function(r0) return r0 end ", "local __rp_h, __rp_ht0 "
 	}
 	mk = "local __rp_mk = function(__rp_r0, __rp_seen, __rp_h, __rp_ht0) local __rp_base = __rp_r0 "
@@ -126,8 +126,24 @@ func shadowSource(held, builds bool) (mk, prep string) {
 	if builds {
 		mk += builtShadow
 	}
+	if replyCap > 0 {
+		mk += strings.ReplaceAll(cappedShadow, "%[1]d", strconv.Itoa(replyCap))
+	}
 	return mk + "return __rp_base end ", prep
 }
+
+// cappedShadow wraps __rp_base in a redis whose call and pcall fail the
+// script on a reply of more than %[1]d elements (Script.CapReplies): an
+// array by its length, a RESP3 map or set (a table in its map or set
+// field) counted up to one past the cap.
+const cappedShadow = "local __rp_cb = __rp_base " +
+	"local function __rp_cap(r) if type(r) == 'table' then local n = #r " +
+	"local m = rawget(r, 'map') or rawget(r, 'set') " +
+	"if type(m) == 'table' then for _ in next, m do n = n + 1 if n > %[1]d then break end end end " +
+	"if n > %[1]d then error({err = 'ERR a reply of more than %[1]d elements, more than a script by vote may walk (redlock-proxy: see docs/compatibility.md)'}) end end " +
+	"return r end " +
+	"__rp_base = setmetatable({call = function(...) return __rp_cap(__rp_cb.call(...)) end, " +
+	"pcall = function(...) return __rp_cap(__rp_cb.pcall(...)) end}, {__index = __rp_cb, __metatable = false}) "
 
 // builtShadow wraps __rp_base in a redis that notes the keys a script
 // that builds keys writes, in __rp_seen (see clampSource).
@@ -169,7 +185,7 @@ func (s *Script) guard() *Script { return s.guardWith(false) }
 // guardWith is s in guardSource, with the held shadow when held.
 func (s *Script) guardWith(held bool) *Script {
 	shebang, body := splitShebang(s.src)
-	mk, prep := shadowSource(held, false)
+	mk, prep := shadowSource(held, false, s.replyCap)
 	parts := strings.SplitN(guardSource, "%[2]s", 2)
 	r := strings.NewReplacer("%[1]s", shebang, "%[5]s", s.hash, "%[6]s", mk, "%[7]s", prep)
 	src := r.Replace(parts[0]) + body + r.Replace(parts[1])
@@ -251,7 +267,7 @@ func (s *Script) clamp(maxTTL, lease time.Duration) *Script { return s.clampWith
 // when held (and the built keys' shadow when s builds keys).
 func (s *Script) clampWith(held bool, maxTTL, lease time.Duration) *Script {
 	shebang, body := splitShebang(s.src)
-	mk, prep := shadowSource(held, s.builds != nil)
+	mk, prep := shadowSource(held, s.builds != nil, s.replyCap)
 	src := clampSprintf(shebang, body, mk, prep, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
 	h := sha1.Sum([]byte(src))
 	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, clamped: true}

@@ -11,6 +11,7 @@ type Script struct {
 	src, hash string
 	reply     Shape    // how Vote compares its replies
 	builds    []string // Vote: the starts of the keys it builds (ForVote)
+	replyCap  int      // Vote: the most elements a reply may have (CapReplies)
 	clamped   bool     // wrapped in the clamp (clamp.go)
 	clamps    *clamps  // its clamped forms, made once
 }
@@ -28,6 +29,17 @@ func NewScript(src string) *Script {
 func (s *Script) ForVote(reply Shape, builds []string) *Script {
 	c := *s
 	c.reply, c.builds, c.clamps = reply, builds, &clamps{}
+	return &c
+}
+
+// CapReplies returns a copy of s whose wrapper (Guarded, Clamped) fails
+// the script, with an error, when one of its redis.call or redis.pcall
+// replies is an array, map or set of more than n elements; 0 caps
+// nothing. A script whose work was counted with replies of at most n
+// elements (one that walks or measures them) then does no more.
+func (s *Script) CapReplies(n int) *Script {
+	c := *s
+	c.replyCap, c.clamps = n, &clamps{}
 	return &c
 }
 

@@ -19,14 +19,59 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
-// runawayScript runs 10^12 turns: each loop's bound is one the analysis
-// accepts (an ARGV number up to 10^6), but nested loops multiply, which
-// the analysis does not bound (docs/compatibility.md, Loops). A backend
-// running it serves nobody else until it is stopped. Call it with
-// runawayArgv.
-const runawayScript = `local n = tonumber(ARGV[1]) for i = 1, n do for j = 1, n do redis.call('hlen', KEYS[1]) end end return 0`
+// runawayScript runs about 10^10 Lua instructions: its one loop turns
+// 900,000 times, within the work a run may do (docs/compatibility.md,
+// Loops), but each turn is 4,000 statements long, which no count of
+// turns bounds. A backend running it serves nobody else until it is
+// stopped (Redis looks for SCRIPT KILL every 100,000 instructions, so
+// it is stopped at once). Call it with runawayArgv.
+var runawayScript = "local s = 0 for i = 1, tonumber(ARGV[1]) do " + strings.Repeat("s = s + i ", 4000) + "end return s"
 
-var runawayArgv = []any{"1000000"}
+var runawayArgv = []any{"900000"}
+
+// TestScriptWorkBounded: loops nested in loops are counted together:
+// over a reply (each counted as its cap), and over ARGV numbers (counted
+// on each run); a reply longer than the cap fails a script that walks
+// it, at the call, with a clear error, and a shorter one is walked.
+func TestScriptWorkBounded(t *testing.T) {
+	t.Parallel()
+	backends := startCluster(t, 3)
+	p := startProxy(t, backends, "")
+	ctx := testCtx(t, 60*time.Second)
+	c := p.Client(nil)
+	nested := "local t = redis.call('lrange', KEYS[1], 0, -1) local n = 0\n" +
+		"for _, a in ipairs(t) do for _, b in ipairs(t) do n = n + 1 end end return n"
+	if err := c.Eval(ctx, nested, []string{"list"}).Err(); err == nil || !strings.Contains(err.Error(), "times in all") {
+		t.Fatalf("EVAL of loops nested over a reply = %v, want refused for its work", err)
+	}
+	byArgs := "local n = 0 for i = 1, tonumber(ARGV[1]) do for j = 1, tonumber(ARGV[2]) do n = n + 1 end end return n"
+	if n, err := c.Eval(ctx, byArgs, []string{"k"}, 100, 100).Int(); err != nil || n != 10000 {
+		t.Fatalf("EVAL of 100 x 100 turns = %v, %v; want 10000", n, err)
+	}
+	if err := c.Eval(ctx, byArgs, []string{"k"}, 2000, 2000).Err(); err == nil || !strings.Contains(err.Error(), "times in all") {
+		t.Fatalf("EVAL of 2000 x 2000 turns = %v, want refused for its work", err)
+	}
+	walk := "local n = 0 for _, v in ipairs(redis.call('lrange', KEYS[1], 0, -1)) do n = n + 1 end return n"
+	for _, size := range []int{5000, 20000} {
+		key := fmt.Sprintf("list%d", size)
+		for i := 0; i < size; i += 1000 {
+			vals := make([]any, 1000)
+			for j := range vals {
+				vals[j] = i + j
+			}
+			if err := c.RPush(ctx, key, vals...).Err(); err != nil {
+				t.Fatalf("RPUSH: %v", err)
+			}
+		}
+		n, err := c.Eval(ctx, walk, []string{key}).Int()
+		switch {
+		case size <= 10000 && (err != nil || n != size):
+			t.Errorf("walk of %d elements = %v, %v", size, n, err)
+		case size > 10000 && (err == nil || !strings.Contains(err.Error(), "more than 10000 elements")):
+			t.Errorf("walk of %d elements = %v, %v; want the reply cap's error", size, n, err)
+		}
+	}
+}
 
 // TestRunawayScriptStopped: a script by vote that never ends is stopped
 // on every backend at script_timeout (SCRIPT KILL), its client gets a

@@ -35,6 +35,7 @@ type checker struct {
 	line    int         // of the statement being checked
 	seen    map[lit]int // 1 seen, 2 seen compared
 	bounds  map[*binding]*boundOf
+	turns   map[ast.Stmt]bexpr // each for loop's most turns (loops.go)
 	// returned are the calls whose reply is the script's own reply, as
 	// it stands or as an element of a returned table (returnedCalls).
 	returned map[*ast.FuncCallExpr]bool
@@ -521,10 +522,18 @@ func checkStatic(chunk []ast.Stmt) (*Vote, *Problem, facts, *resolver) {
 	r.stmts(chunk)
 	r.pop()
 	r.solve()
-	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}, bounds: map[*binding]*boundOf{}, returned: returnedCalls(chunk, r)}
+	c := &checker{r: r, vote: &Vote{}, seen: map[lit]int{}, facts: facts{commands: map[string]bool{}}, bounds: map[*binding]*boundOf{}, turns: map[ast.Stmt]bexpr{}, returned: returnedCalls(chunk, r)}
 	c.stmts(chunk)
 	if line := recursion(chunk, r); line != 0 {
 		c.fail(line, "a function may call itself here, directly or through others: recursion has no bound the analysis can see, and could hold every backend")
+	}
+	if c.problem == nil {
+		ws := newWorkShape(chunk, r, c.turns)
+		if p := ws.check(zeroArgs); p != nil {
+			c.problem = p // too much whatever the run brings
+		} else if ws.check(worstArgs) != nil {
+			c.vote.work = ws // the run's arguments decide: counted on each run
+		}
 	}
 	seen := map[int]bool{}
 	for _, s := range c.vote.sites {

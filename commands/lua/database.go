@@ -18,7 +18,7 @@ import (
 //   - the literal 0 (or "0"), or
 //   - an ARGV element, directly, through tonumber(…), or through a local
 //     that only ever holds one of those: Vote.SelectArgs lists its index
-//     and Vote.CheckArgv requires it to be exactly "0" on every run.
+//     and Vote.CheckRun requires it to be exactly "0" on every run.
 //
 // Vote.Selects tells the caller that the script selects database 0 of
 // each backend, which it must refuse (Vote.SelectProblem) unless every
@@ -90,7 +90,7 @@ func (c *checker) selectIndex(e ast.Expr, depth int) (int, bool) {
 	return 0, false
 }
 
-// checkSelects is CheckArgv's part for SELECT: each ARGV element passed to
+// checkSelects is CheckRun's part for SELECT: each ARGV element passed to
 // SELECT must be "0".
 func (v *Vote) checkSelects(argv []string) *Problem {
 	for _, s := range v.selects {

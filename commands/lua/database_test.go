@@ -101,19 +101,19 @@ redis.call('SELECT', db) return 1`,
 	}
 }
 
-// TestSelectCheckArgv: each run checks that the ARGV elements passed to
+// TestSelectCheckRun: each run checks that the ARGV elements passed to
 // SELECT are "0", recognised or not; SelectProblem names the first SELECT.
-func TestSelectCheckArgv(t *testing.T) {
+func TestSelectCheckRun(t *testing.T) {
 	src := `local x = 1
 redis.pcall('SELECT', tonumber(ARGV[1]))
 if redis.call('get', KEYS[1]) == ARGV[2] then return redis.call('del', KEYS[1]) end
 return 0`
 	v := analyze(t, src).Vote
-	if p := v.CheckArgv([]string{"0", "tok"}); p != nil {
+	if p := v.CheckRun(1, []string{"0", "tok"}); p != nil {
 		t.Fatalf("ARGV[1] = 0: %v", p)
 	}
 	for _, argv := range [][]string{{"1", "tok"}, {"00", "tok"}, {" 0", "tok"}, {"0.0", "tok"}, {}} {
-		p := v.CheckArgv(argv)
+		p := v.CheckRun(1, argv)
 		if p == nil || p.Line != 2 || !strings.Contains(p.Reason, "may only SELECT 0") {
 			t.Errorf("ARGV %q: %v, want a problem at line 2", argv, p)
 		}
@@ -124,7 +124,7 @@ return 0`
 	}
 	// A literal SELECT 0 needs no run-time check, but still selects.
 	lit := analyze(t, `redis.call('select', 0) return redis.call('get', KEYS[1])`).Vote
-	if !lit.Selects || len(lit.SelectArgs) != 0 || lit.CheckArgv(nil) != nil {
+	if !lit.Selects || len(lit.SelectArgs) != 0 || lit.CheckRun(1, nil) != nil {
 		t.Errorf("literal SELECT 0: %+v", lit)
 	}
 	if none := analyze(t, `return redis.call('get', KEYS[1])`).Vote; none.Selects {

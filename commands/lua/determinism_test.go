@@ -59,12 +59,12 @@ func TestNondeterministicFromArgvRefused(t *testing.T) {
 		t.Fatalf("verdict %v (%v), want by vote", a.Verdict(), a.Problem)
 	}
 	for _, name := range []string{"spop", "SRANDMEMBER", "smembers", "hgetall"} {
-		p := a.Vote.CheckArgv([]string{name})
+		p := a.Vote.CheckRun(1, []string{name})
 		if p == nil || p.Line != 2 || !strings.Contains(p.Reason, strings.ToUpper(name)) {
 			t.Errorf("ARGV[1] = %q: %v, want refused at line 2", name, p)
 		}
 	}
-	if p := a.Vote.CheckArgv([]string{"scard"}); p != nil {
+	if p := a.Vote.CheckRun(1, []string{"scard"}); p != nil {
 		t.Errorf("ARGV[1] = scard: %v", p)
 	}
 	for _, name := range []string{"spop", "srandmember", "hrandfield", "zrandmember", "randomkey", "smembers", "hgetall", "sscan"} {

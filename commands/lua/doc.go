@@ -8,7 +8,7 @@
 //	a := lua.Analyze(src)
 //	switch {
 //	case a.Meaning != nil: // recognised: a.Meaning.Select(argv): acquire, extend, release or read
-//	case a.Vote != nil:    // by vote: check a.Vote.CheckArgv(argv), then run everywhere
+//	case a.Vote != nil:    // by vote: check a.Vote.CheckRun(len(keys), argv), then run everywhere
 //	default:               // refused: a.Problem: "line 4: redis.call("KEYS", …): …"
 //	}
 //
@@ -27,7 +27,7 @@
 // # What the analysis is sound for, and what it is not
 //
 // For a script by vote (Vote not nil), on every run, whatever KEYS, ARGV
-// and the data, provided the script also passes CheckArgv for that ARGV:
+// and the data, provided the script also passes CheckRun for that ARGV:
 // it touches no key outside its reach (below: the declared keys, and with
 // Vote.DerivedKeys the keys built from them); calls only commands of the
 // allow-list, in forms none of which answers differently on two backends
@@ -130,7 +130,7 @@
 //     (strings, hashes, lists, sets, sorted sets, expiry, DEL, UNLINK,
 //     EXISTS, TYPE, TOUCH, read-only TIME, PUBLISH and SPUBLISH) with a
 //     string literal, or with ARGV[n]; then Vote.ArgCommands lists n and
-//     Vote.CheckArgv checks the name and its key arguments for each call.
+//     Vote.CheckRun checks the name and its key arguments for each call.
 //     The list holds no command whose answer is each backend's own given
 //     the same data (ownAnswer: random picks, unordered replies, cursors);
 //     an unordered reply (SMEMBERS, HGETALL) may only be the script's own
@@ -147,7 +147,7 @@
 //     of Vote.KeyPrefixes followed by one; what orders or gates the script
 //     (a pipeline plan, a key gate) must cover that.
 //   - SELECT only with 0: the literal 0, or an ARGV element (directly,
-//     through tonumber or a local) that Vote.CheckArgv requires to be "0"
+//     through tonumber or a local) that Vote.CheckRun requires to be "0"
 //     on every run (Vote.SelectArgs); Vote.Selects tells the caller to
 //     refuse such scripts unless every backend uses database 0
 //     (database.go). Recognition sees through it: the probes pin those
@@ -158,7 +158,7 @@
 //     string.dump, redis.setresp or other redis fields; no goto (Lua 5.2).
 //   - Every loop has a bound the analysis sees (loops.go): no while or
 //     repeat loop; a numeric for over literals, lengths and ARGV numbers
-//     (Vote.CheckArgv checks those on each run), with a literal step; a
+//     (Vote.CheckRun checks those on each run), with a literal step; a
 //     for … in over ipairs, pairs, next or string.gmatch of a table the
 //     body does not add to; no recursion.
 //   - Anything the analysis cannot follow (a command name computed or taken

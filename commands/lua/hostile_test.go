@@ -35,7 +35,7 @@ func TestHostileInputsAreBounded(t *testing.T) {
 		{"quadratic gsub", "local s = string.rep('a', 200000)\nreturn (string.gsub(s, 'a', 'b'))", true, "Lua instructions"},
 		{"backtracking pattern", "local s = string.rep('a', 4000)\nreturn string.find(s, '.-.-.-.-b')", true, "Lua instructions"},
 		{"slow format", "local s = ''\nfor i = 1, 100 do s = string.format('%099999d', i) end\nreturn s", true, "Lua instructions"},
-		{"table growth", "local t = {}\nfor i = 1, 1e9 do t[i] = {i} end\nreturn #t", true, "more than 10000000 times"},
+		{"table growth", "local t = {}\nfor i = 1, 1e9 do t[i] = {i} end\nreturn #t", true, "more than 1000000 times in all"},
 		{"unpack of a billion", "return unpack({}, 1, 1e9)", true, "Lua instructions"},
 		{"nested parentheses", deep("(", ")", 100000), true, "200 levels"},
 		{"nested tables", deep("{", "}", 100000), true, "200 levels"},

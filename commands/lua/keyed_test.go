@@ -103,10 +103,10 @@ func TestFormsByVote(t *testing.T) {
 	if a.Vote == nil {
 		t.Fatalf("refused: %v", a.Problem)
 	}
-	if p := a.Vote.CheckArgv([]string{"XADD", "1-1"}); p == nil || !strings.Contains(p.Reason, "must be string literals") {
+	if p := a.Vote.CheckRun(1, []string{"XADD", "1-1"}); p == nil || !strings.Contains(p.Reason, "must be string literals") {
 		t.Errorf("XADD by ARGV with the id from ARGV: %v, want refused", p)
 	}
-	if p := a.Vote.CheckArgv([]string{"HSET", "f"}); p != nil {
+	if p := a.Vote.CheckRun(1, []string{"HSET", "f"}); p != nil {
 		t.Errorf("HSET by ARGV: %v", p)
 	}
 	for _, c := range []struct{ call, why string }{

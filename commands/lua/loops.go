@@ -18,7 +18,7 @@ import (
 // bound the analysis sees:
 //   - while and repeat loops are refused (their condition may never change);
 //   - a numeric for loop's start and limit are each made of literals, #x
-//     (bounded by what exists), and numbers from ARGV that CheckArgv
+//     (bounded by what exists), and numbers from ARGV that CheckRun
 //     requires to be at most loopArgMax on each run, added or subtracted
 //     (through tonumber, math.floor, math.ceil, math.abs and locals that
 //     only hold such values); its step is a non-zero literal; and with those
@@ -26,13 +26,21 @@ import (
 //   - a for … in loop walks ipairs, pairs or next over a table it does not
 //     add to, or string.gmatch;
 //   - no function may call itself, directly or through others (calls the
-//     analysis cannot follow may reach any function used as a value).
+//     analysis cannot follow may reach any function used as a value);
+//   - and all the loops together make at most workMax turns (work.go):
+//     loops nested in loops multiply, a function called in a loop turns
+//     its loops as often. A table's length, and the turns of a for … in
+//     loop, count as iterMax each; a script that walks or measures a table
+//     that is not KEYS, ARGV or its own (a reply) gets the replies of its
+//     redis.call capped at iterMax elements on the backends (CapsReplies),
+//     so that what the count assumed holds when it runs.
 //
-// Loops nested in loops multiply; the backends' run time is bounded at run
-// time, not here.
+// A script that already wrote cannot be killed, so this bound, not
+// script_timeout, is what limits its run on every backend.
 const (
-	loopArgMax = 1_000_000  // largest ARGV number a loop bound may take
-	loopMax    = 10_000_000 // most turns of one numeric for loop
+	loopArgMax = 1_000_000 // largest ARGV number a loop bound may take
+	iterMax    = 10_000    // turns of a for … in loop, and a table's length, as counted
+	workMax    = 1_000_000 // most loop turns of a script, all loops together
 )
 
 // loopNumber is a number as Lua's tonumber reads it, restricted to plain
@@ -97,19 +105,28 @@ func (c *checker) loop(s ast.Stmt) {
 			c.fail(s.Line(), "%s", noBound("the loop's start or limit has no bound the analysis can see"))
 			return
 		}
-		if (from+to)/step+1 > loopMax {
-			c.fail(s.Line(), "the loop may turn more than %d times, which would hold every backend", loopMax)
-		}
+		c.turns[s] = loopTurns{from: from, to: to, step: step}
 	case *ast.GenericForStmt:
-		t, ok := c.iterated(s.Exprs)
+		t, turns, ok := c.iterated(s.Exprs)
 		if !ok {
 			c.fail(s.Line(), "%s", noBound("the loop's iterator is not ipairs, pairs, next or string.gmatch"))
 			return
 		}
+		c.turns[s] = turns
 		if t != nil && c.grows(s, t) {
 			c.fail(s.Line(), "%s", noBound("the loop adds to the table it walks"))
 		}
 	}
+}
+
+// loopTurns is the most turns of a numeric for loop.
+type loopTurns struct {
+	from, to bexpr
+	step     float64
+}
+
+func (t loopTurns) eval(a *runArgs) float64 {
+	return math.Floor((t.from.eval(a)+t.to.eval(a))/t.step) + 1
 }
 
 // literalNumber reads a number literal, possibly negated.
@@ -130,56 +147,112 @@ func literalNumber(e ast.Expr) (float64, bool) {
 
 // boundOf is a local's bound, once worked out (busy while it is).
 type boundOf struct {
-	v        float64
+	v        bexpr
 	ok, busy bool
 }
 
+// A bexpr is the largest absolute value a loop bound (or a loop's turns)
+// may take, as a formula of what a run brings: the ARGV numbers it reads
+// and the lengths of KEYS and ARGV. The analysis evaluates it at the
+// largest (runArgs.worst), each run with its own (Vote.CheckRun).
+type bexpr interface {
+	eval(a *runArgs) float64
+}
+
+// runArgs is what a run brings to the count.
+type runArgs struct {
+	num        func(n int) float64 // |ARGV[n]| as a number
+	keys, argv float64             // #KEYS, #ARGV
+}
+
+// worstArgs is every ARGV number at loopArgMax and KEYS and ARGV of
+// iterMax elements; zeroArgs is nothing at all.
+var (
+	worstArgs = &runArgs{num: func(int) float64 { return loopArgMax }, keys: iterMax, argv: iterMax}
+	zeroArgs  = &runArgs{num: func(int) float64 { return 0 }}
+)
+
+type (
+	bConst float64  // a literal, or the length of a table (iterMax)
+	bArg   int      // |ARGV[n]|
+	bLen   provKind // #KEYS (pKeys) or #ARGV (pArgv)
+	bSum   [2]bexpr
+	bMax   []bexpr // a local that may hold any of them
+)
+
+func (b bConst) eval(*runArgs) float64 { return float64(b) }
+func (b bArg) eval(a *runArgs) float64 { return a.num(int(b)) }
+func (b bSum) eval(a *runArgs) float64 { return b[0].eval(a) + b[1].eval(a) }
+func (b bLen) eval(a *runArgs) float64 {
+	if provKind(b) == pKeys {
+		return a.keys
+	}
+	return a.argv
+}
+func (b bMax) eval(a *runArgs) float64 {
+	m := 0.0
+	for _, e := range b {
+		m = max(m, e.eval(a))
+	}
+	return m
+}
+
+// lengthOf is the bound of #t, or of the turns of a loop over t.
+func (c *checker) lengthOf(t ast.Expr) bexpr {
+	c.walksData(t)
+	switch k := c.r.exprProv(t).kind; k {
+	case pKeys, pArgv:
+		return bLen(k)
+	}
+	return bConst(iterMax)
+}
+
 // bound is the largest absolute value e may take as a loop bound (a length
-// counts 0: it is bounded by what exists), or false. ARGV elements it reads
-// are noted for CheckArgv.
-func (c *checker) bound(e ast.Expr) (float64, bool) {
+// counts iterMax), or false. ARGV elements it reads are noted for
+// CheckRun.
+func (c *checker) bound(e ast.Expr) (bexpr, bool) {
 	if v, ok := literalNumber(e); ok {
-		return math.Abs(v), true
+		return bConst(math.Abs(v)), true
 	}
 	switch e := e.(type) {
 	case *ast.UnaryLenOpExpr:
-		return 0, true
+		return c.lengthOf(e.Expr), true
 	case *ast.UnaryMinusOpExpr:
 		return c.bound(e.Expr)
 	case *ast.ArithmeticOpExpr:
 		if e.Operator != "+" && e.Operator != "-" {
-			return 0, false
+			return nil, false
 		}
 		l, ok1 := c.bound(e.Lhs)
 		r, ok2 := c.bound(e.Rhs)
-		return l + r, ok1 && ok2
+		return bSum{l, r}, ok1 && ok2
 	case *ast.AttrGetExpr:
 		if p := c.r.exprProv(e); p.kind == pArg {
 			c.vote.loopArgs = append(c.vote.loopArgs, loopArg{n: p.n, line: c.line})
-			return loopArgMax, true
+			return bArg(p.n), true
 		}
 	case *ast.FuncCallExpr:
 		if len(e.Args) != 1 {
-			return 0, false
+			return nil, false
 		}
 		if c.r.global(e.Func, "tonumber") || c.libCall(e.Func, "math", "floor", "abs") {
 			return c.bound(e.Args[0])
 		}
 		if c.libCall(e.Func, "math", "ceil") {
 			v, ok := c.bound(e.Args[0])
-			return v + 1, ok
+			return bSum{v, bConst(1)}, ok
 		}
 	case *ast.IdentExpr:
 		if b := c.r.uses[e]; b != nil {
 			return c.localBound(b)
 		}
 	}
-	return 0, false
+	return nil, false
 }
 
 // localBound is the bound of every value a local may hold (none when it
 // depends on itself: n = n + 1).
-func (c *checker) localBound(b *binding) (float64, bool) {
+func (c *checker) localBound(b *binding) (bexpr, bool) {
 	if m := c.bounds[b]; m != nil {
 		return m.v, m.ok && !m.busy
 	}
@@ -187,7 +260,7 @@ func (c *checker) localBound(b *binding) (float64, bool) {
 	c.bounds[b] = m
 	defer func() { m.busy = false }()
 	if b.anon || (b.owner != nil && b.owner.escaped) {
-		return 0, false // a parameter of a function called from anywhere
+		return nil, false // a parameter of a function called from anywhere
 	}
 	srcs := slices.Clone(b.forRange)
 	for i, s := range b.sources {
@@ -195,19 +268,20 @@ func (c *checker) localBound(b *binding) (float64, bool) {
 		case i == 0 && b.forRange != nil:
 			// the loop's own srcOther
 		case s.kind != srcExpr:
-			return 0, false
+			return nil, false
 		default:
 			srcs = append(srcs, s.expr)
 		}
 	}
+	var all bMax
 	for _, s := range srcs {
 		v, ok := c.bound(s)
 		if !ok {
-			return 0, false
+			return nil, false
 		}
-		m.v = max(m.v, v)
+		all = append(all, v)
 	}
-	m.ok = len(srcs) > 0
+	m.v, m.ok = all, len(srcs) > 0
 	return m.v, m.ok
 }
 
@@ -231,34 +305,50 @@ func (c *checker) libCall(f ast.Expr, lib string, names ...string) bool {
 }
 
 // iterated checks a for … in loop's iterator: ipairs(t), pairs(t), next, t
-// or string.gmatch. It returns t's local binding, when there is one.
-func (c *checker) iterated(es []ast.Expr) (*binding, bool) {
+// or string.gmatch. It returns t's local binding, when there is one, and
+// the loop's most turns.
+func (c *checker) iterated(es []ast.Expr) (*binding, bexpr, bool) {
 	var t ast.Expr
 	switch {
 	case len(es) == 1:
 		call, ok := es[0].(*ast.FuncCallExpr)
 		switch {
 		case !ok:
-			return nil, false
+			return nil, nil, false
 		case call.Func == nil: // s:gmatch(p), on a string (not a table's own gmatch)
 			k := c.r.exprProv(call.Receiver).kind
-			return nil, call.Method == "gmatch" && (k == pArg || k == pLit || k == pKey || k == pDerived)
+			c.vote.CapsReplies = true // a string from a reply: as long as the data
+			return nil, bConst(iterMax), call.Method == "gmatch" && (k == pArg || k == pLit || k == pKey || k == pDerived)
 		case c.libCall(call.Func, "string", "gmatch"):
-			return nil, true
+			c.vote.CapsReplies = true
+			return nil, bConst(iterMax), true
 		case (c.r.global(call.Func, "ipairs") || c.r.global(call.Func, "pairs")) && len(call.Args) == 1:
 			t = call.Args[0]
 		default:
-			return nil, false
+			return nil, nil, false
 		}
 	case len(es) == 2 || len(es) == 3:
 		if !c.r.global(es[0], "next") {
-			return nil, false
+			return nil, nil, false
 		}
 		t = es[1]
 	default:
-		return nil, false
+		return nil, nil, false
 	}
-	return c.local(t), true
+	return c.local(t), c.lengthOf(t), true
+}
+
+// walksData notes a table walked or measured: unless it is KEYS, ARGV or a
+// table the script built, it may be a reply, whose length the backends
+// must then cap (Vote.CapsReplies).
+func (c *checker) walksData(t ast.Expr) {
+	switch c.r.exprProv(t).kind {
+	case pKeys, pArgv, pLit:
+	default:
+		if _, built := t.(*ast.TableExpr); !built {
+			c.vote.CapsReplies = true
+		}
+	}
 }
 
 // grows reports whether the body of loop may add to the table held by t:

@@ -25,8 +25,8 @@ func TestUnboundedLoopsRefused(t *testing.T) {
 		{"limit counted up in a loop", "local n = 0\nfor _, k in ipairs(KEYS) do n = n + 1 end\nfor i = 1, n do redis.call('lpush', KEYS[1], i) end", 3, "start or limit has no bound"},
 		{"zero step", "for i = 1, 10, 0 do redis.call('lpush', KEYS[1], i) end", 1, "step is not a non-zero number literal"},
 		{"step from ARGV", "for i = 1, 10, ARGV[1] do redis.call('lpush', KEYS[1], i) end", 1, "step is not a non-zero number literal"},
-		{"a trillion turns", "for i = 1, 1e12 do redis.call('hincrby', KEYS[1], 'n', 1) end", 1, "more than 10000000 times"},
-		{"tiny step", "for x = 0, 100, 1e-6 do redis.call('hincrby', KEYS[1], 'n', 1) end", 1, "more than 10000000 times"},
+		{"a trillion turns", "for i = 1, 1e12 do redis.call('hincrby', KEYS[1], 'n', 1) end", 1, "more than 1000000 times in all"},
+		{"tiny step", "for x = 0, 100, 1e-6 do redis.call('hincrby', KEYS[1], 'n', 1) end", 1, "more than 1000000 times in all"},
 		{"own iterator", "for x in function() return 1 end do\n  redis.call('hincrby', KEYS[1], 'n', 1)\nend", 1, "iterator is not ipairs"},
 		{"ipairs over a growing table", "local t = {KEYS[1]}\nfor _, k in ipairs(t) do t[#t + 1] = k end", 2, "adds to the table it walks"},
 		{"table.insert into the walked table", "local t = {1}\nfor _, v in ipairs(t) do\n  table.insert(t, v)\nend", 2, "adds to the table it walks"},
@@ -96,9 +96,9 @@ func TestLoopArgvChecked(t *testing.T) {
 	if a.Verdict() != ByVote {
 		t.Fatalf("verdict %v (%v), want by vote", a.Verdict(), a.Problem)
 	}
-	for arg, ok := range map[string]bool{"10": true, " 10 ": true, "0x10": true, "-5": true, "1e6": true, "2.5": true,
+	for arg, ok := range map[string]bool{"10": true, " 10 ": true, "0x10": true, "-5": true, "9e5": true, "2.5": true,
 		"1e9": false, "1000001": false, "inf": false, "nan": false, "0x1p40": false, "": false, "ten": false, "-1e7": false} {
-		p := a.Vote.CheckArgv([]string{arg})
+		p := a.Vote.CheckRun(1, []string{arg})
 		if ok && p != nil {
 			t.Errorf("ARGV[1] = %q refused: %v", arg, p)
 		}
@@ -106,7 +106,57 @@ func TestLoopArgvChecked(t *testing.T) {
 			t.Errorf("ARGV[1] = %q: %v, want refused at line 2", arg, p)
 		}
 	}
-	if p := a.Vote.CheckArgv(nil); p != nil {
+	// A million turns is a plain number within bounds, but with the
+	// loop's own two (1 .. n counts n+2 at most) more work than a run may do.
+	if p := a.Vote.CheckRun(1, []string{"1e6"}); p == nil || p.Line != 2 || !strings.Contains(p.Reason, "times in all") {
+		t.Errorf("ARGV[1] = 1e6: %v, want refused for its work at line 2", p)
+	}
+	if p := a.Vote.CheckRun(1, nil); p != nil {
 		t.Errorf("no ARGV: %v (the loop fails on the backend)", p)
+	}
+}
+
+// TestWorkCounted: the turns of all loops are counted together (nested
+// loops multiply, a call counts its function's turns), refused when first
+// seen past a million, and counted per run when KEYS or ARGV decide.
+func TestWorkCounted(t *testing.T) {
+	for _, c := range []struct {
+		name, src string
+		line      int // 0: runs by vote
+	}{
+		{"nested within", "for i = 1, 500 do\n  for j = 1, 500 do redis.call('hlen', KEYS[1]) end\nend", 0},
+		{"nested past", "for i = 1, 1000 do\n  for j = 1, 1000 do redis.call('hlen', KEYS[1]) end\nend", 2},
+		{"nested walks of a reply", "local t = redis.call('lrange', KEYS[1], 0, -1)\nfor _, a in ipairs(t) do\n  for _, b in ipairs(t) do redis.call('hlen', KEYS[1]) end\nend", 3},
+		{"function called in a loop", "local function f()\n  for i = 1, 1000 do redis.call('hlen', KEYS[1]) end\nend\nfor i = 1, 2000 do f() end", 4},
+		{"function called twice", "local function f()\n  for i = 1, 1000 do redis.call('hlen', KEYS[1]) end\nend\nf() f()", 0},
+		{"comparator of a sort", "local t = redis.call('lrange', KEYS[1], 0, -1)\ntable.sort(t, function(a, b)\n  for i = 1, 100 do end\n  return a < b\nend)", 2},
+		{"loop over a measured reply", "local n = #redis.call('lrange', KEYS[1], 0, -1)\nfor i = 1, n do\n  for j = 1, 200 do redis.call('hlen', KEYS[1]) end\nend", 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := analyze(t, c.src)
+			if c.line == 0 {
+				if a.Verdict() != ByVote {
+					t.Fatalf("verdict %v (%v), want by vote", a.Verdict(), a.Problem)
+				}
+				return
+			}
+			if a.Verdict() != Refused || a.Problem.Line != c.line || !strings.Contains(a.Problem.Reason, "times in all") {
+				t.Fatalf("verdict %v, %v; want refused for its work at line %d", a.Verdict(), a.Problem, c.line)
+			}
+		})
+	}
+	// Over #KEYS, the run's keys count.
+	a := analyze(t, "for i = 1, #KEYS do\n  for j = 1, #KEYS do redis.call('hlen', KEYS[i]) end\nend")
+	if a.Verdict() != ByVote {
+		t.Fatalf("verdict %v (%v), want by vote", a.Verdict(), a.Problem)
+	}
+	if p := a.Vote.CheckRun(100, nil); p != nil {
+		t.Errorf("100 keys: %v", p)
+	}
+	if p := a.Vote.CheckRun(2000, nil); p == nil || !strings.Contains(p.Reason, "times in all") {
+		t.Errorf("2000 keys: %v, want refused for its work", p)
+	}
+	if a.Vote.CapsReplies {
+		t.Error("a loop over KEYS caps replies")
 	}
 }

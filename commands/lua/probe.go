@@ -53,7 +53,7 @@ type probeValues struct {
 	names   [][]string
 	argVals []string // values a free argument takes, besides its default
 	// pinned are arguments with the only value a run can give them: an
-	// ARGV index passed to SELECT is "0" (Vote.CheckArgv refuses any
+	// ARGV index passed to SELECT is "0" (Vote.CheckRun refuses any
 	// other). They are never the token, the ttl or a free argument.
 	pinned map[int]string
 }

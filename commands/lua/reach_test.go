@@ -64,7 +64,7 @@ func TestReachCoversWrites(t *testing.T) {
 		if a.Vote == nil {
 			t.Fatalf("%s: refused: %v", src, a.Problem)
 		}
-		if p := a.Vote.CheckArgv(argv); p != nil {
+		if p := a.Vote.CheckRun(1, argv); p != nil {
 			t.Fatalf("%s: %v", src, p)
 		}
 		if err := rdb.Eval(ctx, src, keys, argv).Err(); err != nil && err != redis.Nil {

@@ -1,6 +1,9 @@
 package lua
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Problem is why a script cannot run by vote, at a line of its source.
 type Problem struct {
@@ -13,7 +16,7 @@ func (p *Problem) Error() string { return fmt.Sprintf("line %d: %s", p.Line, p.R
 // Vote is what the proxy needs to run an eligible script on every backend.
 type Vote struct {
 	// ArgCommands lists the ARGV indices (1-based, sorted) that name a
-	// command: check each call with CheckArgv before running the script.
+	// command: check each call with CheckRun before running the script.
 	ArgCommands []int
 	// DerivedKeys: some key argument is built by concatenating an element
 	// of KEYS with other values (KEYS[1] .. ':' .. ARGV[1]).
@@ -34,17 +37,23 @@ type Vote struct {
 	// ReadsTime: TIME, which reads each backend's own clock.
 	ReadsTime bool
 	// Selects: the script calls SELECT, with 0 or with an ARGV element
-	// that CheckArgv requires to be "0" (database.go). It reaches database
+	// that CheckRun requires to be "0" (database.go). It reaches database
 	// 0 of each backend, which holds the proxy's keys only when every
 	// backend uses database 0: refuse it otherwise (SelectProblem).
 	Selects bool
 	// SelectArgs lists the ARGV indices (1-based, sorted) passed to
-	// SELECT; CheckArgv requires each to be "0".
+	// SELECT; CheckRun requires each to be "0".
 	SelectArgs []int
+	// CapsReplies: the script walks or measures a table that may be a
+	// reply (or a string from one, with gmatch): run it with its
+	// redis.call replies capped at ReplyCap elements (loops.go), so that
+	// its loops turn no more than the analysis counted.
+	CapsReplies bool
 
 	sites    []argSite
 	selects  []selectSite
 	loopArgs []loopArg
+	work     *workShape // counted on each run: the ARGV numbers decide (work.go)
 }
 
 // argSite is a call whose command name is ARGV[n].
@@ -55,19 +64,32 @@ type argSite struct {
 	tail *arg
 }
 
-// CheckArgv checks the arguments of one run: every ARGV element passed to
-// SELECT must be "0" (also for a recognised script, before the proxy
-// carries out its meaning); every ARGV element that bounds a loop must be
-// a number of at most loopArgMax (loops.go); and for every call that takes its command name
-// from ARGV, the name must be Allowed and that command's key arguments
-// must come from KEYS. A command name ARGV does not supply is left to
-// Redis (the call fails there).
-func (v *Vote) CheckArgv(argv []string) *Problem {
+// CheckRun checks one run's arguments (nkeys declared keys, then argv):
+// every ARGV element passed to SELECT must be "0" (also for a recognised
+// script, before the proxy carries out its meaning); every ARGV element
+// that bounds a loop must be a number of at most loopArgMax, and with
+// them the loops may turn at most workMax times in all (loops.go,
+// work.go); and for every call that takes its command name from ARGV,
+// the name must be Allowed and that command's key arguments must come
+// from KEYS. A command name ARGV does not supply is left to Redis (the
+// call fails there).
+func (v *Vote) CheckRun(nkeys int, argv []string) *Problem {
 	if p := v.checkSelects(argv); p != nil {
 		return p
 	}
 	if p := v.checkLoopArgs(argv); p != nil {
 		return p
+	}
+	if v.work != nil {
+		if p := v.work.check(&runArgs{num: func(n int) float64 {
+			if n > len(argv) {
+				return 0 // nil: the loop raises an error on the backend
+			}
+			f, _ := parseLoopNumber(argv[n-1]) // checkLoopArgs read it
+			return math.Abs(f)
+		}, keys: float64(nkeys), argv: float64(len(argv))}); p != nil {
+			return p
+		}
 	}
 	for _, s := range v.sites {
 		if s.n > len(argv) {

@@ -60,18 +60,18 @@ return result`, func(t *testing.T, v *Vote) {
 				t.Errorf("vote %+v", v)
 			}
 			for _, name := range []string{"publish", "SPUBLISH", "lpush"} {
-				if p := v.CheckArgv([]string{"m", "30000", "id", name, "5000"}); p != nil {
+				if p := v.CheckRun(1, []string{"m", "30000", "id", name, "5000"}); p != nil {
 					t.Errorf("ARGV[4] = %s refused: %v", name, p)
 				}
 			}
-			p := v.CheckArgv([]string{"m", "30000", "id", "flushall", "5000"})
+			p := v.CheckRun(1, []string{"m", "30000", "id", "flushall", "5000"})
 			if p == nil || p.Line != 13 || !strings.Contains(p.Reason, "FLUSHALL empties the database") {
 				t.Errorf("ARGV[4] = flushall: %v", p)
 			}
-			if p := v.CheckArgv([]string{"m", "30000", "id", "del", "5000"}); p == nil || !strings.Contains(p.Reason, "argument 2 is a key of DEL") {
+			if p := v.CheckRun(1, []string{"m", "30000", "id", "del", "5000"}); p == nil || !strings.Contains(p.Reason, "argument 2 is a key of DEL") {
 				t.Errorf("ARGV[4] = del: %v", p)
 			}
-			if p := v.CheckArgv([]string{"m", "30000", "id"}); p != nil {
+			if p := v.CheckRun(1, []string{"m", "30000", "id"}); p != nil {
 				t.Errorf("ARGV[4] missing: %v", p)
 			}
 		}},
@@ -319,7 +319,7 @@ func TestAllowed(t *testing.T) {
 
 // Allowed reports whether a script run by vote may call command (any case).
 // It is the run-time check for command names a script takes from ARGV;
-// Vote.CheckArgv does it and also checks those calls' key arguments.
+// Vote.CheckRun does it and also checks those calls' key arguments.
 func Allowed(command string) bool {
 	_, ok := allowed[strings.ToUpper(command)]
 	return ok
