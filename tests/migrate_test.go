@@ -421,3 +421,89 @@ func TestMigrateWaitForLegacy(t *testing.T) {
 		t.Fatalf("old instance holds %q, want the proxy's token %v", got, v[0])
 	}
 }
+
+// TestMigrateHoldsKeepTheOldCopy: every kind of hold the tier keeps (a
+// write without expiry, an expiry beyond max_ttl, a script by vote and a
+// keyed command that leave a key without expiry, PERSIST, EXPIRE beyond
+// max_ttl, GETSET) keeps its copy on the old instance for as long as the
+// hold lasts, not only for the first lease: a client that has not moved
+// cannot take the key there. Released through the proxy, it is free on
+// both sides.
+func TestMigrateHoldsKeepTheOldCopy(t *testing.T) {
+	t.Parallel()
+	_, old, p := migrateSetup(t) // default_ttl 1 s: the lease
+	ctx := testCtx(t, time.Minute)
+	c := p.Client(nil)
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("SET NX", c.SetNX(ctx, "nx", "A", 0).Err())
+	must("SET NX PX 100000", c.SetNX(ctx, "nx-long", "A", 100*time.Second).Err())
+	must("SET", c.Set(ctx, "plain", "A", 0).Err())
+	must("HSETNX", c.HSetNX(ctx, "hash", "owner", "A").Err())
+	must("EVAL", c.Eval(ctx, `return redis.call('HSETNX', KEYS[1], 'owner', ARGV[1])`, []string{"script"}, "A").Err())
+	must("SET PX", c.Set(ctx, "persisted", "A", time.Second).Err())
+	must("PERSIST", c.Persist(ctx, "persisted").Err())
+	must("SET PX", c.Set(ctx, "expired-long", "A", time.Second).Err())
+	must("EXPIRE 100", c.Expire(ctx, "expired-long", 100*time.Second).Err())
+	if err := c.GetSet(ctx, "getset", "A").Err(); err != redis.Nil {
+		t.Fatalf("GETSET of a free key: %v, want a null reply", err)
+	}
+	keys := []string{"nx", "nx-long", "plain", "hash", "script", "persisted", "expired-long", "getset"}
+
+	time.Sleep(3 * time.Second) // three leases
+	for _, k := range keys {
+		if ms, err := c.PTTL(ctx, k).Result(); err != nil || ms != -1 && ms < 50*time.Second {
+			t.Errorf("PTTL %s through the proxy = %v, %v; want the hold (-1 or about 100 s)", k, ms, err)
+		}
+		if ok, err := old.Client().SetNX(ctx, k, "legacy", 10*time.Second).Result(); err != nil || ok {
+			t.Errorf("SET %s legacy NX on the old instance = %v, %v three leases in: a client that has not moved took a key held through the proxy", k, ok, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	must("DEL", c.Del(ctx, keys...).Err())
+	for _, k := range keys {
+		if ok, err := old.Client().SetNX(ctx, k, "legacy", 10*time.Second).Result(); err != nil || !ok {
+			t.Errorf("SET %s legacy NX on the old instance after the release through the proxy = %v, %v; want it free", k, ok, err)
+		}
+	}
+}
+
+// TestMigrateHoldEndsWithItsOldCopy: a hold whose copy on the old
+// instance is gone (deleted there, or expired while the old instance did
+// not answer its renewals) is no longer the client's on the old instance,
+// where a client that has not moved may take it: the tier stops keeping
+// it, and the key is free through the proxy within a lease.
+func TestMigrateHoldEndsWithItsOldCopy(t *testing.T) {
+	t.Parallel()
+	_, old, p := migrateSetup(t)
+	ctx := testCtx(t, time.Minute)
+	c := p.Client(nil)
+	for _, k := range []string{"deleted", "stalled"} {
+		if ok, err := c.SetNX(ctx, k, "A", 0).Result(); err != nil || !ok {
+			t.Fatalf("SET %s A NX = %v, %v", k, ok, err)
+		}
+	}
+	if err := old.Client().Del(ctx, "deleted").Err(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the hold whose old copy was deleted ends: the key is free through the proxy", func() bool {
+		ok, err := c.SetNX(ctx, "deleted", "B", time.Second).Result()
+		return err == nil && ok
+	})
+
+	// The old instance stalls for three leases: the copy there expires
+	// (nothing renews it), and once it answers again the hold ends.
+	old.Stop()
+	time.Sleep(3 * time.Second)
+	old.Cont()
+	testkit.Eventually(t, 5*time.Second, "the hold whose old copy expired ends: the key is free through the proxy", func() bool {
+		ok, err := c.SetNX(ctx, "stalled", "B", time.Second).Result()
+		return err == nil && ok
+	})
+}
