@@ -94,10 +94,11 @@
 // acquisition is granted only when a quorum of nodes and that instance
 // said yes, and undone on both sides otherwise; extends and the renewals
 // of holds need its yes (a hold whose copy there is gone ends); releases
-// and plain writes are mirrored there; GETSET runs there too, the answer
-// decided by both sides; reads count a key held only there. While it
-// does not answer, acquisitions, extends and GETSET fail (MigrateError of
-// kind ErrNoQuorum): a client that has not moved may hold the key there.
+// and plain writes are mirrored there; GETSET and counters run there too,
+// the answer decided by both sides; reads count a key held only there.
+// While it does not answer, acquisitions, extends, GETSET and counters
+// fail (MigrateError of kind ErrNoQuorum): a client that has not moved
+// may hold the key there.
 //
 // Liveness needs a quorum of nodes reachable within the node deadline.
 // Release and Extend report ErrNotHeld when the keys expired or belong to

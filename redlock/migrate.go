@@ -18,8 +18,8 @@ import (
 // sides. Extends need the old instance's yes too, and so do the renewals
 // of holds (RenewHold): the copy there lives as long as the hold.
 // Releases and the plain writes (SET, DEL, PEXPIRE) are mirrored there,
-// their answer the backends'; GETSET is mirrored with an answer both
-// sides decide. Reads count a key the old instance holds when the
+// their answer the backends'; GETSET and INCR are mirrored with an answer
+// both sides decide. Reads count a key the old instance holds when the
 // backends do not: it is a lock a client that has not moved yet holds.
 //
 // The old instance is run as a Redlock of one node (quorum 1), so each of
@@ -402,6 +402,46 @@ func (r *Redlock) mirrorGetSet(ctx context.Context, key, value string, ttl time.
 			return got, nil
 		}
 		return written(value, ttl), nil
+	}
+}
+
+// mirrorIncr counts on the old instance too, beside the backends' INCRBY
+// (Incr); the returned function combines the two counts. The old
+// instance's count is the answer, so every value handed out, through any
+// proxy or by a client that has not moved, is the answer of one INCRBY
+// there: none is handed out twice, and each is more than every value
+// answered before it. Where the backends counted further (a counter
+// written through the proxy before the move), the old instance counts
+// once more, raised past the backends' count first (a value skipped
+// there, as a failed increment skips one). Its error reply (the key holds
+// no integer there) is the answer, as its clients see it; an old instance
+// that does not answer fails the increment, with a MigrateError of kind
+// ErrNoQuorum. Incr then raises the backends to the answer.
+func (r *Redlock) mirrorIncr(ctx context.Context, key string, by int64) func(int64, error) (int64, error) {
+	if r.migrate == nil {
+		return func(v int64, err error) (int64, error) { return v, err }
+	}
+	var got int64
+	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
+		var err error
+		got, err = old.count(ctx, key, by)
+		return err
+	})
+	return func(v int64, err error) (int64, error) {
+		oldErr := wait()
+		if err == nil && oldErr == nil && got < v {
+			got, oldErr = r.migrate.old.countPast(ctx, key, by, v-by)
+		}
+		var re RedisError
+		switch {
+		case err != nil:
+			return 0, err
+		case errors.As(oldErr, &re):
+			return 0, re
+		case oldErr != nil:
+			return 0, r.migrate.fail(oldErr, ErrNoQuorum)
+		}
+		return got, nil
 	}
 }
 

@@ -267,6 +267,51 @@ func TestMigrateRenewHold(t *testing.T) {
 	mustMigrateKind(t, m.r.RenewHold(ctx, svc, anyHold, 5*time.Second), ErrNotHeld)
 }
 
+// A counter answers the old instance's count, raised past the backends'
+// where they counted further: never below a value handed out on either
+// side, and the backends follow it. The old instance's error reply is
+// the answer; an old instance that does not answer fails it.
+func TestMigrateIncr(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	if err := m.old.Set("fence", "100"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.r.Incr(ctx, "fence", 1); err != nil || n != 101 {
+		t.Fatalf("Incr = %d, %v; want 101, past the old instance's 100", n, err)
+	}
+	if v := m.oldValue("fence"); v != "101" {
+		t.Fatalf("old instance holds %q, want 101", v)
+	}
+	m.wait(t)
+	for i := range m.mrs {
+		if v := m.value(i, "fence"); v != "101" {
+			t.Fatalf("backend %d holds %q, want 101", i, v)
+		}
+	}
+	// The backends ahead: the old instance is raised past them.
+	for _, mr := range m.mrs {
+		mr.Set("ahead", "500")
+	}
+	m.old.Set("ahead", "7")
+	m.old.SetTTL("ahead", time.Minute)
+	if n, err := m.r.Incr(ctx, "ahead", 2); err != nil || n != 502 {
+		t.Fatalf("Incr by 2 = %d, %v; want 502, past the backends' 500", n, err)
+	}
+	if v, ttl := m.oldValue("ahead"), m.old.TTL("ahead"); v != "502" || ttl != time.Minute {
+		t.Fatalf("old instance holds %q for %v, want 502 for its minute", v, ttl)
+	}
+
+	m.old.Set("word", "abc")
+	var re RedisError
+	if _, err := m.r.Incr(ctx, "word", 1); !errors.As(err, &re) || string(re) != "ERR value is not an integer or out of range" {
+		t.Fatalf("Incr of a word on the old instance = %v, want Redis's error", err)
+	}
+	m.oldFN.set(modeFail)
+	_, err := m.r.Incr(ctx, "fence", 1)
+	mustMigrateKind(t, err, ErrNoQuorum)
+}
+
 // GETSET runs on the old instance too: the value replaced is answered
 // where the two sides agree or one held nothing, and the value written
 // where they replaced different values.

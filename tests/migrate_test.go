@@ -507,3 +507,60 @@ func TestMigrateHoldEndsWithItsOldCopy(t *testing.T) {
 		return err == nil && ok
 	})
 }
+
+// TestMigrateIncrNeverBelowOld: a counter through the proxy answers more
+// than the old instance has handed out (simple-redis-mutex's fencing
+// token), and clients that have not moved keep seeing it grow past what
+// the proxy answered; a counter on the old instance that holds no
+// integer answers Redis's error, and an old instance that does not answer
+// fails the increment.
+func TestMigrateIncrNeverBelowOld(t *testing.T) {
+	t.Parallel()
+	rs, old, p := migrateSetup(t)
+	ctx := testCtx(t, time.Minute)
+	c, legacy := p.Client(nil), old.Client()
+	if err := legacy.Set(ctx, "fence", 100, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var last int64 = 100
+	for i := range 6 {
+		cl, side := c, "the proxy"
+		if i%2 == 1 {
+			cl, side = legacy, "the old instance"
+		}
+		n, err := cl.Incr(ctx, "fence").Result()
+		if err != nil || n <= last {
+			t.Fatalf("INCR fence %d on %s = %d, %v; want more than %d", i, side, n, err, last)
+		}
+		last = n
+	}
+	// Backends ahead of the old instance (a counter written through the
+	// proxy before the move): the old instance is raised past them.
+	for _, r := range rs {
+		if err := r.Client().Set(ctx, "ahead", 500, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := legacy.Set(ctx, "ahead", 7, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Incr(ctx, "ahead").Result(); err != nil || n <= 500 {
+		t.Fatalf("INCR ahead through the proxy = %d, %v; want more than the backends' 500", n, err)
+	}
+	if n, err := legacy.Incr(ctx, "ahead").Result(); err != nil || n <= 501 {
+		t.Fatalf("INCR ahead on the old instance after the proxy's = %d, %v; want more than 501", n, err)
+	}
+
+	if err := legacy.Set(ctx, "word", "abc", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Incr(ctx, "word").Result(); err == nil || err.Error() != "ERR value is not an integer or out of range" {
+		t.Fatalf("INCR of a key holding no integer on the old instance: %v; want Redis's error", err)
+	}
+	old.Stop()
+	defer old.Cont()
+	want := "NOQUORUM migrate_from " + old.Addr() + " unreachable"
+	if _, err := c.Incr(ctx, "fence").Result(); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("INCR with the old instance stopped: %v; want %q…", err, want)
+	}
+}
