@@ -564,3 +564,62 @@ func TestMigrateIncrNeverBelowOld(t *testing.T) {
 		t.Fatalf("INCR with the old instance stopped: %v; want %q…", err, want)
 	}
 }
+
+// TestMigrateWhatIsMirrored: the table of docs/safety.md ("What reaches
+// the old instance"), command by command: each write through the proxy
+// leaves on the old instance what it would have left there, but for the
+// signal lists and FLUSHDB, which stay on the backends.
+func TestMigrateWhatIsMirrored(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	old := startRedis(t)
+	p := startProxy(t, rs, chaosProxyHCL+fmt.Sprintf("\nmigrate_from = %q\nallow_flush = true\n", old.URL()))
+	ctx := testCtx(t, time.Minute)
+	c, o := p.Client(nil), old.Client()
+	get := func(k string) string { return o.Get(ctx, k).Val() }
+	for _, r := range append([]*redisProc{old}, rs...) {
+		if err := r.Client().ZAdd(ctx, "z", redis.Z{Score: 1, Member: "m"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tok string
+	for _, s := range []struct {
+		cmd  []any
+		read func() string // on the old instance, after the command
+		want string
+	}{
+		{[]any{"LOCK", "lock", 1000}, func() string { tok = get("lock"); return strconv.FormatBool(tok != "") }, "true"},
+		{[]any{"EXTEND", "lock", &tok, 2000}, func() string { return strconv.FormatBool(o.PTTL(ctx, "lock").Val() > 1500*time.Millisecond) }, "true"},
+		{[]any{"SET", "s", "a", "PX", 2000}, func() string { return get("s") }, "a"},
+		{[]any{"SET", "s", "b", "XX"}, func() string { return get("s") }, "b"},
+		{[]any{"SET", "s", "c", "KEEPTTL"}, func() string { return get("s") }, "c"},
+		{[]any{"SET", "s", "d", "GET"}, func() string { return get("s") }, "d"},
+		{[]any{"GETSET", "s", "e"}, func() string { return get("s") }, "e"},
+		{[]any{"SET", "s", "f", "IFEQ", "e", "PX", 2000}, func() string { return get("s") }, "f"},
+		{[]any{"PEXPIRE", "s", 1500}, func() string { return strconv.FormatBool(o.PTTL(ctx, "s").Val() <= 1500*time.Millisecond) }, "true"},
+		{[]any{"DELIFEQ", "s", "f"}, func() string { return strconv.FormatInt(o.Exists(ctx, "s").Val(), 10) }, "0"},
+		{[]any{"SETNX", "n", "a"}, func() string { return get("n") }, "a"},
+		{[]any{"APPEND", "n", "b"}, func() string { return get("n") }, "ab"},
+		{[]any{"DEL", "n"}, func() string { return strconv.FormatInt(o.Exists(ctx, "n").Val(), 10) }, "0"},
+		{[]any{"INCR", "ctr"}, func() string { return get("ctr") }, "1"},
+		{[]any{"HSET", "h", "f", "v"}, func() string { return o.HGet(ctx, "h", "f").Val() }, "v"},
+		{[]any{"EVAL", "return redis.call('SET', KEYS[1], ARGV[1], 'PX', 2000)", 1, "e", "v"}, func() string { return get("e") }, "v"},
+		{[]any{"ZREM", "z", "m"}, func() string { return strconv.FormatInt(o.ZCard(ctx, "z").Val(), 10) }, "0"},
+		{[]any{"UNLOCK", "lock", &tok}, func() string { return strconv.FormatInt(o.Exists(ctx, "lock").Val(), 10) }, "0"},
+		// Not mirrored: the signal lists and FLUSHDB.
+		{[]any{"LPUSH", "signal", "x"}, func() string { return strconv.FormatInt(o.LLen(ctx, "signal").Val(), 10) }, "0"},
+		{[]any{"FLUSHDB"}, func() string { return o.HGet(ctx, "h", "f").Val() }, "v"},
+	} {
+		for i, a := range s.cmd {
+			if later, ok := a.(*string); ok { // the token LOCK answered
+				s.cmd[i] = *later
+			}
+		}
+		if err := c.Do(ctx, s.cmd...).Err(); err != nil && err != redis.Nil {
+			t.Fatalf("%v through the proxy: %v", s.cmd, err)
+		}
+		if got := s.read(); got != s.want {
+			t.Errorf("after %v through the proxy, the old instance shows %q, want %q", s.cmd, got, s.want)
+		}
+	}
+}
