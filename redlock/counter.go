@@ -27,10 +27,22 @@ import (
 // key's gate; increments through two proxies at the same moment may
 // answer the same value (Redis never does). A majority of backends
 // restarting empty loses the counter, as one Redis without persistence
-// does.
+// does. During a move from one Redis (migrate_from) the old instance
+// counts too, and its count is the answer (mirrorIncr): then no value is
+// answered twice, through any proxies or by clients that have not moved.
 
 var (
-	incrScript = NewScript(`return redis.pcall("INCRBY", KEYS[1], ARGV[1])`)
+	// Add ARGV[1] to the counter; with ARGV[2], a counter below it is
+	// first raised to it, by the same INCRBY (which keeps the key's ttl on
+	// any Redis), so that the answer is more than ARGV[2].
+	incrScript = NewScript(`
+local by = ARGV[1]
+if ARGV[2] then
+	local n = tonumber(redis.pcall("GET", KEYS[1]) or "0")
+	local past = tonumber(ARGV[2])
+	if n and n < past then by = string.format("%.0f", tonumber(by) + past - n) end
+end
+return redis.pcall("INCRBY", KEYS[1], by)`)
 
 	// Raise the counter to ARGV[1] where it is smaller, keeping its ttl;
 	// 1 when it is now at least ARGV[1], 0 when it holds no integer.
@@ -55,6 +67,9 @@ return 1`)
 // when they answered but fewer than a quorum with an integer or with the
 // same error, and of kind ErrNoQuorum when the write-back reached fewer
 // than a quorum.
+//
+// With migrate_from the old instance counts too, and its count is the
+// answer (mirrorIncr).
 func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error) {
 	if err := checkKeys(ctx, "incr", []string{key}); err != nil {
 		return 0, err
@@ -65,27 +80,17 @@ func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error)
 	if by < 1 {
 		return 0, fmt.Errorf("%w: increment %d below 1", ErrInvalid, by)
 	}
-	keys := []string{key}
-	pass, err := r.gate.enter(ctx, keys)
+	pass, err := r.gate.enter(ctx, []string{key})
 	if err != nil {
 		return 0, fmt.Errorf("incr: %w", err)
 	}
 	defer pass.leave()
-
-	run := call[any]{
-		cmd:    command{kind: callEval, script: incrScript, keys: keys, args: []any{strconv.FormatInt(by, 10)}},
-		decode: func(v any) (any, error) { return v, nil },
-	}
-	t := &replyTally{counts: r.counts()}
-	if err := quorum(r, ctx, "incr", r.nodeTimeout, run, decider[any](t), nil); err != nil {
-		return 0, err
-	}
-	v, err := largestCount(t)
+	v, err := r.mirrorIncr(ctx, key, by)(r.count(ctx, key, by))
 	if err != nil {
 		return 0, err
 	}
 	raise := call[bool]{
-		cmd:    command{kind: callEval, script: raiseCounterScript, keys: keys, args: []any{strconv.FormatInt(v, 10)}},
+		cmd:    command{kind: callEval, script: raiseCounterScript, keys: []string{key}, args: []any{strconv.FormatInt(v, 10)}},
 		decode: intIs1,
 	}
 	rt := r.tally()
@@ -96,6 +101,30 @@ func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error)
 		return 0, rt.failure(ErrNoQuorum)
 	}
 	return v, nil
+}
+
+// count runs INCRBY by on every node and returns the largest count
+// (largestCount).
+func (r *Redlock) count(ctx context.Context, key string, by int64) (int64, error) {
+	return r.countArgs(ctx, key, strconv.FormatInt(by, 10))
+}
+
+// countPast is count where a counter below past is first raised to it:
+// the count is more than past.
+func (r *Redlock) countPast(ctx context.Context, key string, by, past int64) (int64, error) {
+	return r.countArgs(ctx, key, strconv.FormatInt(by, 10), strconv.FormatInt(past, 10))
+}
+
+func (r *Redlock) countArgs(ctx context.Context, key string, args ...any) (int64, error) {
+	run := call[any]{
+		cmd:    command{kind: callEval, script: incrScript, keys: []string{key}, args: args},
+		decode: func(v any) (any, error) { return v, nil },
+	}
+	t := &replyTally{counts: r.counts()}
+	if err := quorum(r, ctx, "incr", r.nodeTimeout, run, decider[any](t), nil); err != nil {
+		return 0, err
+	}
+	return largestCount(t)
 }
 
 // largestCount is the largest integer among the replies when a quorum of

@@ -189,10 +189,19 @@ func (r *Redlock) ack(ctx context.Context, op string, d time.Duration, args []an
 // it (Value.Type), as GETSET refuses it. It waits for every node, each
 // within its deadline, and fails with ErrNoQuorum when fewer than a quorum
 // acknowledged.
+//
+// With migrate_from it runs on the old instance too (mirrorGetSet): the
+// value replaced is answered only where the two sides agree on it.
 func (r *Redlock) GetSet(ctx context.Context, key, value string, ttl time.Duration) (Value, error) {
 	if err := checkKeys(ctx, "getset", []string{key}); err != nil {
 		return Value{}, err
 	}
+	return r.mirrorGetSet(ctx, key, value, ttl)(r.getSet(ctx, key, value, ttl))
+}
+
+// getSet is GetSet on r's nodes. It also reports whether a quorum
+// returned the value it answers (else it answers the value written).
+func (r *Redlock) getSet(ctx context.Context, key, value string, ttl time.Duration) (Value, bool, error) {
 	var ms int64
 	if ttl > 0 {
 		ms = millis(ttl)
@@ -203,19 +212,24 @@ func (r *Redlock) GetSet(ctx context.Context, key, value string, ttl time.Durati
 	}
 	t := r.valueTally(false)
 	if err := quorum(r, ctx, "getset", r.dataTimeout(ttl), swap, decider[Value](t), nil); err != nil {
-		return Value{}, err
+		return Value{}, false, err
 	}
 	if t.short() {
-		return Value{}, t.noQuorum()
+		return Value{}, false, t.noQuorum()
 	}
 	if old, ok := t.winner(); ok {
-		return old, nil
+		return old, true, nil
 	}
-	written := Value{Exists: true, Data: value, PTTL: PTTLNoExpiry}
+	return written(value, ttl), false, nil
+}
+
+// written is the Value a write of value with ttl (0: none) leaves.
+func written(value string, ttl time.Duration) Value {
+	v := Value{Exists: true, Data: value, PTTL: PTTLNoExpiry}
 	if ttl > 0 {
-		written.PTTL = time.Duration(ms) * time.Millisecond
+		v.PTTL = time.Duration(millis(ttl)) * time.Millisecond
 	}
-	return written, nil
+	return v
 }
 
 // Expire sets key's ttl unconditionally (PEXPIRE) on every node. It

@@ -234,6 +234,11 @@ return 1`)
 // key no longer holds that value, or ErrNoQuorum (anything short of
 // those, e.g. renewed on one node, gone on one, no answer from a third),
 // as a *QuorumError.
+//
+// With migrate_from the key's copy on the old instance is renewed too, and
+// the renewal needs its yes (mirrorRenew): a MigrateError of kind
+// ErrNotHeld when the copy there is gone (the hold ends), of kind
+// ErrNoQuorum when the old instance did not answer.
 func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl time.Duration) error {
 	if h.Key == "" || h.Owner == "" || strings.HasPrefix(h.Owner, HandedOver) || h.Digest == "" || ttl <= 0 {
 		return fmt.Errorf("%w: renew hold %+v for %v", ErrInvalid, h, ttl)
@@ -241,6 +246,11 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl tim
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("renew hold: %w", err)
 	}
+	return r.mirrorRenew(ctx, h.Key, h.Digest, ttl)(r.renewHold(ctx, service, h, ttl))
+}
+
+// renewHold is RenewHold on the backends.
+func (r *Redlock) renewHold(ctx context.Context, service string, h Hold, ttl time.Duration) error {
 	c := call[int64]{
 		cmd: command{kind: callEval, script: renewHoldScript, keys: append(holdKeys(service), h.Key),
 			args: []any{h.Owner, h.field(), h.Digest, millis(ttl)}},

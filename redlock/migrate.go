@@ -15,10 +15,12 @@ import (
 // only when a quorum of backends AND the old instance said yes; it fails
 // as held when the old instance holds a key for another value, and as no
 // quorum when it did not answer. A failed acquisition is undone on both
-// sides. Extends need the old instance's yes too; releases and the plain
-// writes (SET, DEL, PEXPIRE) are mirrored there, their answer the
-// backends'. Reads count a key the old instance holds when the backends
-// do not: it is a lock a client that has not moved yet holds.
+// sides. Extends need the old instance's yes too, and so do the renewals
+// of holds (RenewHold): the copy there lives as long as the hold.
+// Releases and the plain writes (SET, DEL, PEXPIRE) are mirrored there,
+// their answer the backends'; GETSET and INCR are mirrored with an answer
+// both sides decide. Reads count a key the old instance holds when the
+// backends do not: it is a lock a client that has not moved yet holds.
 //
 // The old instance is run as a Redlock of one node (quorum 1), so each of
 // its operations has the backends' deadline, validity measure and undo.
@@ -281,6 +283,165 @@ func (r *Redlock) mirrorCompareAndSet(ctx context.Context, key, old, new string,
 		}
 		l.Validity = min(l.Validity, got.Validity)
 		return l, nil
+	}
+}
+
+// renewCopyScript keeps a held key's copy on the old instance: where
+// KEYS[1] holds the value of digest ARGV[1] (AnyDigest: any value, while
+// it exists), its ttl is raised to ARGV[2] ms, and 1; else 0. It never
+// lowers a ttl (a copy without expiry, or with more left, stays as it
+// is), so a renewal that meets another client's copy there (one of the
+// same value, or of any value for a hold of any) cannot cut that client's
+// lock short. It needs nothing newer than Redis 2.6: the old instance is
+// whatever the clients used.
+var renewCopyScript = NewScript(`
+local ok
+if ARGV[1] == "*" then
+	ok = redis.call("EXISTS", KEYS[1]) == 1
+else
+	local v = redis.pcall("GET", KEYS[1])
+	ok = type(v) == "string" and redis.sha1hex(v) == ARGV[1]
+end
+if not ok then return 0 end
+local left = redis.call("PTTL", KEYS[1])
+if left >= 0 and left < tonumber(ARGV[2]) then
+	redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+return 1`)
+
+// mirrorRenew renews a hold's copy on the old instance beside the
+// backends' renewal (RenewHold); the returned function combines their
+// answers. A renewal the old instance did not confirm is not a renewal:
+// when its copy there no longer holds the value (deleted there, or
+// expired while the old instance did not answer), a client that has not
+// moved may hold the key there now, so the hold ends, with a
+// MigrateError of kind ErrNotHeld, even where the backends renewed it;
+// when the old instance did not answer, the renewal fails (kind
+// ErrNoQuorum) and is tried again while the lease lasts, as one that
+// reached no quorum. A hold the backends say is another owner's (ErrHeld:
+// that owner renews the old copy) or no longer held (ErrNotHeld) has
+// ended here whatever the old instance said.
+func (r *Redlock) mirrorRenew(ctx context.Context, key, digest string, ttl time.Duration) func(error) error {
+	if r.migrate == nil {
+		return func(err error) error { return err }
+	}
+	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
+		return old.renewCopy(ctx, key, digest, ttl)
+	})
+	return func(err error) error {
+		oldErr := wait()
+		switch {
+		case errors.Is(err, ErrHeld), errors.Is(err, ErrNotHeld):
+			return err
+		case oldErr != nil:
+			return r.migrate.fail(oldErr, ErrNotHeld)
+		}
+		return err
+	}
+}
+
+// renewCopy runs renewCopyScript on r's nodes (the old instance's one):
+// nil once a quorum renewed, else a *QuorumError of kind ErrNotHeld or
+// ErrNoQuorum.
+func (r *Redlock) renewCopy(ctx context.Context, key, digest string, ttl time.Duration) error {
+	c := call[bool]{
+		cmd:    command{kind: callEval, script: renewCopyScript, keys: []string{key}, args: []any{digest, millis(ttl)}},
+		decode: intIs1,
+	}
+	t := r.tally()
+	if err := quorum(r, ctx, "renew hold", r.nodeTimeout, c, decider[bool](t), nil); err != nil {
+		return err
+	}
+	if !t.won() {
+		return t.failure(ErrNotHeld)
+	}
+	return nil
+}
+
+// mirrorGetSet runs GETSET on the old instance too, beside the backends'
+// (GetSet); the returned function combines the values each side replaced
+// (agreed: a quorum of backends returned theirs). The value replaced is
+// answered where both sides replaced the same one, or one side held
+// nothing (the key lived on the other alone: on the old instance, a value
+// a client that has not moved wrote, as reads answer it); where they
+// replaced different values, or the backends disagreed, the answer is
+// the value written, so that the "has the old timestamp expired?" test of
+// a client of that algorithm fails safely on whichever side lost the
+// race. A key of another type on the old instance is answered as such
+// (nothing was written there). An old instance that does not answer fails
+// it, with a MigrateError of kind ErrNoQuorum: the answer may decide a
+// lock. Nothing is undone on either side.
+func (r *Redlock) mirrorGetSet(ctx context.Context, key, value string, ttl time.Duration) func(Value, bool, error) (Value, error) {
+	if r.migrate == nil {
+		return func(v Value, _ bool, err error) (Value, error) { return v, err }
+	}
+	var got Value
+	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
+		var err error
+		got, _, err = old.getSet(ctx, key, value, ttl)
+		return err
+	})
+	return func(v Value, agreed bool, err error) (Value, error) {
+		oldErr := wait()
+		same := v.Exists == got.Exists && v.Data == got.Data && v.Type == got.Type
+		switch {
+		case err != nil:
+			return Value{}, err
+		case oldErr != nil:
+			return Value{}, r.migrate.fail(oldErr, ErrNoQuorum)
+		case v.Exists && v.Type != "":
+			return v, nil // nothing was written on the backends
+		case got.Exists && got.Type != "":
+			return got, nil // nor on the old instance
+		case !agreed:
+			return v, nil // already the value written
+		case same || !got.Exists:
+			return v, nil
+		case !v.Exists:
+			r.migrate.legacyHolds.Add(1)
+			return got, nil
+		}
+		return written(value, ttl), nil
+	}
+}
+
+// mirrorIncr counts on the old instance too, beside the backends' INCRBY
+// (Incr); the returned function combines the two counts. The old
+// instance's count is the answer, so every value handed out, through any
+// proxy or by a client that has not moved, is the answer of one INCRBY
+// there: none is handed out twice, and each is more than every value
+// answered before it. Where the backends counted further (a counter
+// written through the proxy before the move), the old instance counts
+// once more, raised past the backends' count first (a value skipped
+// there, as a failed increment skips one). Its error reply (the key holds
+// no integer there) is the answer, as its clients see it; an old instance
+// that does not answer fails the increment, with a MigrateError of kind
+// ErrNoQuorum. Incr then raises the backends to the answer.
+func (r *Redlock) mirrorIncr(ctx context.Context, key string, by int64) func(int64, error) (int64, error) {
+	if r.migrate == nil {
+		return func(v int64, err error) (int64, error) { return v, err }
+	}
+	var got int64
+	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
+		var err error
+		got, err = old.count(ctx, key, by)
+		return err
+	})
+	return func(v int64, err error) (int64, error) {
+		oldErr := wait()
+		if err == nil && oldErr == nil && got < v {
+			got, oldErr = r.migrate.old.countPast(ctx, key, by, v-by)
+		}
+		var re RedisError
+		switch {
+		case err != nil:
+			return 0, err
+		case errors.As(oldErr, &re):
+			return 0, re
+		case oldErr != nil:
+			return 0, r.migrate.fail(oldErr, ErrNoQuorum)
+		}
+		return got, nil
 	}
 }
 

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -210,5 +212,142 @@ return 0`)
 	mustMigrateKind(t, err, ErrMigrateDiffers)
 	m.oldFN.set(modeFail)
 	_, err = m.r.VoteWrites(ctx, take, []string{"j"}, []string{"tok"})
+	mustMigrateKind(t, err, ErrNoQuorum)
+}
+
+// A hold's renewal keeps its copy on the old instance, and needs it: a
+// copy gone there ends the hold (ErrNotHeld) though the backends renewed,
+// an old instance that does not answer fails the renewal (ErrNoQuorum).
+// The renewal never shortens the copy there, and a hold of any value is
+// renewed while the key exists.
+func TestMigrateRenewHold(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	const svc = "svc"
+	sum := sha1.Sum([]byte("v"))
+	h := Hold{Key: "held", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	anyHold := Hold{Key: "hash", Owner: "proxyA", Digest: AnyDigest}
+	if _, err := m.r.AcquireKeys(ctx, []string{"held"}, "v", time.Second, IfAbsent); err != nil {
+		t.Fatal(err)
+	}
+	m.old.HSet("hash", "owner", "A")
+	m.old.SetTTL("hash", time.Second)
+	for _, mr := range m.mrs {
+		mr.HSet("hash", "owner", "A")
+		mr.SetTTL("hash", time.Second)
+	}
+	for _, x := range []Hold{h, anyHold} {
+		if err := m.r.SetHold(ctx, svc, x, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.r.RenewHold(ctx, svc, x, 5*time.Second); err != nil {
+			t.Fatalf("RenewHold(%s) = %v", x.Key, err)
+		}
+		if ttl := m.old.TTL(x.Key); ttl != 5*time.Second {
+			t.Fatalf("old instance's copy of %s has %v left after the renewal, want 5s", x.Key, ttl)
+		}
+	}
+	// Never shorter: a copy with more left keeps it.
+	m.old.SetTTL("held", time.Minute)
+	if err := m.r.RenewHold(ctx, svc, h, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := m.old.TTL("held"); ttl != time.Minute {
+		t.Fatalf("the renewal cut the old instance's copy to %v, want a minute", ttl)
+	}
+
+	m.oldFN.set(modeFail)
+	mustMigrateKind(t, m.r.RenewHold(ctx, svc, h, 5*time.Second), ErrNoQuorum)
+	m.oldFN.set(modeOK)
+
+	m.old.Del("held")
+	err := m.r.RenewHold(ctx, svc, h, 5*time.Second)
+	mustMigrateKind(t, err, ErrNotHeld)
+	m.old.Del("hash")
+	mustMigrateKind(t, m.r.RenewHold(ctx, svc, anyHold, 5*time.Second), ErrNotHeld)
+}
+
+// A counter answers the old instance's count, raised past the backends'
+// where they counted further: never below a value handed out on either
+// side, and the backends follow it. The old instance's error reply is
+// the answer; an old instance that does not answer fails it.
+func TestMigrateIncr(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	if err := m.old.Set("fence", "100"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.r.Incr(ctx, "fence", 1); err != nil || n != 101 {
+		t.Fatalf("Incr = %d, %v; want 101, past the old instance's 100", n, err)
+	}
+	if v := m.oldValue("fence"); v != "101" {
+		t.Fatalf("old instance holds %q, want 101", v)
+	}
+	m.wait(t)
+	for i := range m.mrs {
+		if v := m.value(i, "fence"); v != "101" {
+			t.Fatalf("backend %d holds %q, want 101", i, v)
+		}
+	}
+	// The backends ahead: the old instance is raised past them.
+	for _, mr := range m.mrs {
+		mr.Set("ahead", "500")
+	}
+	m.old.Set("ahead", "7")
+	m.old.SetTTL("ahead", time.Minute)
+	if n, err := m.r.Incr(ctx, "ahead", 2); err != nil || n != 502 {
+		t.Fatalf("Incr by 2 = %d, %v; want 502, past the backends' 500", n, err)
+	}
+	if v, ttl := m.oldValue("ahead"), m.old.TTL("ahead"); v != "502" || ttl != time.Minute {
+		t.Fatalf("old instance holds %q for %v, want 502 for its minute", v, ttl)
+	}
+
+	m.old.Set("word", "abc")
+	var re RedisError
+	if _, err := m.r.Incr(ctx, "word", 1); !errors.As(err, &re) || string(re) != "ERR value is not an integer or out of range" {
+		t.Fatalf("Incr of a word on the old instance = %v, want Redis's error", err)
+	}
+	m.oldFN.set(modeFail)
+	_, err := m.r.Incr(ctx, "fence", 1)
+	mustMigrateKind(t, err, ErrNoQuorum)
+}
+
+// GETSET runs on the old instance too: the value replaced is answered
+// where the two sides agree or one held nothing, and the value written
+// where they replaced different values.
+func TestMigrateGetSet(t *testing.T) {
+	m := newMigrating(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, backends, old, want string // "": absent
+	}{
+		{"free", "", "", ""},
+		{"agreed", "t0", "t0", "t0"},
+		{"legacy", "", "t0", "t0"},
+		{"moved", "t0", "", "t0"},
+		{"raced", "t0", "t1", "mine"},
+	} {
+		for _, mr := range m.mrs {
+			if c.backends != "" {
+				mr.Set(c.name, c.backends)
+			}
+		}
+		if c.old != "" {
+			m.old.Set(c.name, c.old)
+		}
+		v, err := m.r.GetSet(ctx, c.name, "mine", 0)
+		if err != nil || v.Exists != (c.want != "") || v.Data != c.want {
+			t.Fatalf("%s: GetSet = %+v, %v; want %q", c.name, v, err, c.want)
+		}
+		if got := m.oldValue(c.name); got != "mine" {
+			t.Fatalf("%s: old instance holds %q, want the value written", c.name, got)
+		}
+	}
+	m.old.HSet("hash", "owner", "A")
+	if v, err := m.r.GetSet(ctx, "hash", "mine", 0); err != nil || v.Type != "hash" {
+		t.Fatalf("GetSet of a hash on the old instance = %+v, %v; want its type", v, err)
+	}
+	m.oldFN.set(modeFail)
+	_, err := m.r.GetSet(ctx, "k", "mine", 0)
 	mustMigrateKind(t, err, ErrNoQuorum)
 }

@@ -421,3 +421,205 @@ func TestMigrateWaitForLegacy(t *testing.T) {
 		t.Fatalf("old instance holds %q, want the proxy's token %v", got, v[0])
 	}
 }
+
+// TestMigrateHoldsKeepTheOldCopy: every kind of hold the tier keeps (a
+// write without expiry, an expiry beyond max_ttl, a script by vote and a
+// keyed command that leave a key without expiry, PERSIST, EXPIRE beyond
+// max_ttl, GETSET) keeps its copy on the old instance for as long as the
+// hold lasts, not only for the first lease: a client that has not moved
+// cannot take the key there. Released through the proxy, it is free on
+// both sides.
+func TestMigrateHoldsKeepTheOldCopy(t *testing.T) {
+	t.Parallel()
+	_, old, p := migrateSetup(t) // default_ttl 1 s: the lease
+	ctx := testCtx(t, time.Minute)
+	c := p.Client(nil)
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("SET NX", c.SetNX(ctx, "nx", "A", 0).Err())
+	must("SET NX PX 100000", c.SetNX(ctx, "nx-long", "A", 100*time.Second).Err())
+	must("SET", c.Set(ctx, "plain", "A", 0).Err())
+	must("HSETNX", c.HSetNX(ctx, "hash", "owner", "A").Err())
+	must("EVAL", c.Eval(ctx, `return redis.call('HSETNX', KEYS[1], 'owner', ARGV[1])`, []string{"script"}, "A").Err())
+	must("SET PX", c.Set(ctx, "persisted", "A", time.Second).Err())
+	must("PERSIST", c.Persist(ctx, "persisted").Err())
+	must("SET PX", c.Set(ctx, "expired-long", "A", time.Second).Err())
+	must("EXPIRE 100", c.Expire(ctx, "expired-long", 100*time.Second).Err())
+	if err := c.GetSet(ctx, "getset", "A").Err(); err != redis.Nil {
+		t.Fatalf("GETSET of a free key: %v, want a null reply", err)
+	}
+	keys := []string{"nx", "nx-long", "plain", "hash", "script", "persisted", "expired-long", "getset"}
+
+	time.Sleep(3 * time.Second) // three leases
+	for _, k := range keys {
+		if ms, err := c.PTTL(ctx, k).Result(); err != nil || ms != -1 && ms < 50*time.Second {
+			t.Errorf("PTTL %s through the proxy = %v, %v; want the hold (-1 or about 100 s)", k, ms, err)
+		}
+		if ok, err := old.Client().SetNX(ctx, k, "legacy", 10*time.Second).Result(); err != nil || ok {
+			t.Errorf("SET %s legacy NX on the old instance = %v, %v three leases in: a client that has not moved took a key held through the proxy", k, ok, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	must("DEL", c.Del(ctx, keys...).Err())
+	for _, k := range keys {
+		if ok, err := old.Client().SetNX(ctx, k, "legacy", 10*time.Second).Result(); err != nil || !ok {
+			t.Errorf("SET %s legacy NX on the old instance after the release through the proxy = %v, %v; want it free", k, ok, err)
+		}
+	}
+}
+
+// TestMigrateHoldEndsWithItsOldCopy: a hold whose copy on the old
+// instance is gone (deleted there, or expired while the old instance did
+// not answer its renewals) is no longer the client's on the old instance,
+// where a client that has not moved may take it: the tier stops keeping
+// it, and the key is free through the proxy within a lease.
+func TestMigrateHoldEndsWithItsOldCopy(t *testing.T) {
+	t.Parallel()
+	_, old, p := migrateSetup(t)
+	ctx := testCtx(t, time.Minute)
+	c := p.Client(nil)
+	for _, k := range []string{"deleted", "stalled"} {
+		if ok, err := c.SetNX(ctx, k, "A", 0).Result(); err != nil || !ok {
+			t.Fatalf("SET %s A NX = %v, %v", k, ok, err)
+		}
+	}
+	if err := old.Client().Del(ctx, "deleted").Err(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the hold whose old copy was deleted ends: the key is free through the proxy", func() bool {
+		ok, err := c.SetNX(ctx, "deleted", "B", time.Second).Result()
+		return err == nil && ok
+	})
+
+	// The old instance stalls for three leases: the copy there expires
+	// (nothing renews it), and once it answers again the hold ends.
+	old.Stop()
+	time.Sleep(3 * time.Second)
+	old.Cont()
+	testkit.Eventually(t, 5*time.Second, "the hold whose old copy expired ends: the key is free through the proxy", func() bool {
+		ok, err := c.SetNX(ctx, "stalled", "B", time.Second).Result()
+		return err == nil && ok
+	})
+}
+
+// TestMigrateIncrNeverBelowOld: a counter through the proxy answers more
+// than the old instance has handed out (simple-redis-mutex's fencing
+// token), and clients that have not moved keep seeing it grow past what
+// the proxy answered; a counter on the old instance that holds no
+// integer answers Redis's error, and an old instance that does not answer
+// fails the increment.
+func TestMigrateIncrNeverBelowOld(t *testing.T) {
+	t.Parallel()
+	rs, old, p := migrateSetup(t)
+	ctx := testCtx(t, time.Minute)
+	c, legacy := p.Client(nil), old.Client()
+	if err := legacy.Set(ctx, "fence", 100, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var last int64 = 100
+	for i := range 6 {
+		cl, side := c, "the proxy"
+		if i%2 == 1 {
+			cl, side = legacy, "the old instance"
+		}
+		n, err := cl.Incr(ctx, "fence").Result()
+		if err != nil || n <= last {
+			t.Fatalf("INCR fence %d on %s = %d, %v; want more than %d", i, side, n, err, last)
+		}
+		last = n
+	}
+	// Backends ahead of the old instance (a counter written through the
+	// proxy before the move): the old instance is raised past them.
+	for _, r := range rs {
+		if err := r.Client().Set(ctx, "ahead", 500, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := legacy.Set(ctx, "ahead", 7, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Incr(ctx, "ahead").Result(); err != nil || n <= 500 {
+		t.Fatalf("INCR ahead through the proxy = %d, %v; want more than the backends' 500", n, err)
+	}
+	if n, err := legacy.Incr(ctx, "ahead").Result(); err != nil || n <= 501 {
+		t.Fatalf("INCR ahead on the old instance after the proxy's = %d, %v; want more than 501", n, err)
+	}
+
+	if err := legacy.Set(ctx, "word", "abc", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Incr(ctx, "word").Result(); err == nil || err.Error() != "ERR value is not an integer or out of range" {
+		t.Fatalf("INCR of a key holding no integer on the old instance: %v; want Redis's error", err)
+	}
+	old.Stop()
+	defer old.Cont()
+	want := "NOQUORUM migrate_from " + old.Addr() + " unreachable"
+	if _, err := c.Incr(ctx, "fence").Result(); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("INCR with the old instance stopped: %v; want %q…", err, want)
+	}
+}
+
+// TestMigrateWhatIsMirrored: the table of docs/safety.md ("What reaches
+// the old instance"), command by command: each write through the proxy
+// leaves on the old instance what it would have left there, but for the
+// signal lists and FLUSHDB, which stay on the backends.
+func TestMigrateWhatIsMirrored(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	old := startRedis(t)
+	p := startProxy(t, rs, chaosProxyHCL+fmt.Sprintf("\nmigrate_from = %q\nallow_flush = true\n", old.URL()))
+	ctx := testCtx(t, time.Minute)
+	c, o := p.Client(nil), old.Client()
+	get := func(k string) string { return o.Get(ctx, k).Val() }
+	for _, r := range append([]*redisProc{old}, rs...) {
+		if err := r.Client().ZAdd(ctx, "z", redis.Z{Score: 1, Member: "m"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tok string
+	for _, s := range []struct {
+		cmd  []any
+		read func() string // on the old instance, after the command
+		want string
+	}{
+		{[]any{"LOCK", "lock", 1000}, func() string { tok = get("lock"); return strconv.FormatBool(tok != "") }, "true"},
+		{[]any{"EXTEND", "lock", &tok, 2000}, func() string { return strconv.FormatBool(o.PTTL(ctx, "lock").Val() > 1500*time.Millisecond) }, "true"},
+		{[]any{"SET", "s", "a", "PX", 2000}, func() string { return get("s") }, "a"},
+		{[]any{"SET", "s", "b", "XX"}, func() string { return get("s") }, "b"},
+		{[]any{"SET", "s", "c", "KEEPTTL"}, func() string { return get("s") }, "c"},
+		{[]any{"SET", "s", "d", "GET"}, func() string { return get("s") }, "d"},
+		{[]any{"GETSET", "s", "e"}, func() string { return get("s") }, "e"},
+		{[]any{"SET", "s", "f", "IFEQ", "e", "PX", 2000}, func() string { return get("s") }, "f"},
+		{[]any{"PEXPIRE", "s", 1500}, func() string { return strconv.FormatBool(o.PTTL(ctx, "s").Val() <= 1500*time.Millisecond) }, "true"},
+		{[]any{"DELIFEQ", "s", "f"}, func() string { return strconv.FormatInt(o.Exists(ctx, "s").Val(), 10) }, "0"},
+		{[]any{"SETNX", "n", "a"}, func() string { return get("n") }, "a"},
+		{[]any{"APPEND", "n", "b"}, func() string { return get("n") }, "ab"},
+		{[]any{"DEL", "n"}, func() string { return strconv.FormatInt(o.Exists(ctx, "n").Val(), 10) }, "0"},
+		{[]any{"INCR", "ctr"}, func() string { return get("ctr") }, "1"},
+		{[]any{"HSET", "h", "f", "v"}, func() string { return o.HGet(ctx, "h", "f").Val() }, "v"},
+		{[]any{"EVAL", "return redis.call('SET', KEYS[1], ARGV[1], 'PX', 2000)", 1, "e", "v"}, func() string { return get("e") }, "v"},
+		{[]any{"ZREM", "z", "m"}, func() string { return strconv.FormatInt(o.ZCard(ctx, "z").Val(), 10) }, "0"},
+		{[]any{"UNLOCK", "lock", &tok}, func() string { return strconv.FormatInt(o.Exists(ctx, "lock").Val(), 10) }, "0"},
+		// Not mirrored: the signal lists and FLUSHDB.
+		{[]any{"LPUSH", "signal", "x"}, func() string { return strconv.FormatInt(o.LLen(ctx, "signal").Val(), 10) }, "0"},
+		{[]any{"FLUSHDB"}, func() string { return o.HGet(ctx, "h", "f").Val() }, "v"},
+	} {
+		for i, a := range s.cmd {
+			if later, ok := a.(*string); ok { // the token LOCK answered
+				s.cmd[i] = *later
+			}
+		}
+		if err := c.Do(ctx, s.cmd...).Err(); err != nil && err != redis.Nil {
+			t.Fatalf("%v through the proxy: %v", s.cmd, err)
+		}
+		if got := s.read(); got != s.want {
+			t.Errorf("after %v through the proxy, the old instance shows %q, want %q", s.cmd, got, s.want)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
@@ -114,6 +116,44 @@ func TestHoldsHandedOverAndTakenOver(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "C renews what it took over", func() bool {
 		for _, mr := range mrs {
 			if mr.TTL("k") <= keepTTL*4/5 || mr.TTL("list") <= keepTTL*4/5 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestHoldKeepsItsCopyOnMigrateFrom: during a move from one Redis the
+// renewal of a hold renews its copy on the old instance too; once that
+// copy is gone there, the hold ends and leaves the record.
+func TestHoldKeepsItsCopyOnMigrateFrom(t *testing.T) {
+	old := miniredis.RunT(t)
+	node, err := redlock.DialNodeTLS(old.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, mrs := redlocktest.New(t, 3, redlock.Options{MigrateFrom: node})
+	m := New(Options{Locker: rl, KeepTTL: keepTTL, Logger: redlocktest.Logger(t)})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = m.Shutdown(ctx)
+	})
+	m.StartHolds(Holds{Service: "tier", ID: "A", Live: func() []string { return []string{"A"} }})
+	if _, err := m.Acquire(context.Background(), nil, Request{Keys: []string{"k"}, Token: "v", Keep: true}); err != nil {
+		t.Fatal(err)
+	}
+	old.SetTTL("k", time.Second) // as time passing would leave it
+	testkit.Eventually(t, 10*time.Second, "the copy on the old instance renewed", func() bool {
+		return old.TTL("k") == keepTTL
+	})
+	old.Del("k")
+	testkit.Eventually(t, 10*time.Second, "the hold ended and left the record", func() bool {
+		if m.Kept("k", "v") {
+			return false
+		}
+		for _, mr := range mrs {
+			if mr.HGet(redlock.HoldsKey("tier"), "k") != "" {
 				return false
 			}
 		}

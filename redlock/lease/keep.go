@@ -402,10 +402,17 @@ func (m *Manager) keepLoop() {
 }
 
 // renewKept extends one kept key, for the lease or what is left to its
-// deadline. Not held any more (released elsewhere, overwritten, deleted,
-// expired), taken over by a peer, or its deadline within the lease: it
-// is forgotten (and leaves the record, but for a peer's). No quorum: it
-// is tried again at the next tick, while the lease lasts.
+// deadline; during a migration its copy on migrate_from too
+// (redlock.RenewHold). Not held any more (released elsewhere,
+// overwritten, deleted, expired, or its copy on migrate_from gone), taken
+// over by a peer, or its deadline within the lease: it is forgotten (and
+// leaves the record, but for a peer's). No quorum, or no answer from
+// migrate_from: it is tried again at the next tick, while the lease
+// lasts.
+//
+// Without the record (before StartHolds, which the daemon runs before it
+// serves: unit tests) it is renewed by ExtendKeys or Expire, which
+// migrate_from gets as any extend (its yes needed) or plain PEXPIRE.
 func (m *Manager) renewKept(key string, e *kept) {
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
@@ -459,6 +466,7 @@ func (m *Manager) renewKept(key string, e *kept) {
 	close(e.renewed)
 	current := k.keys[key] == e
 	drop := false
+	var onOld *redlock.MigrateError
 	switch {
 	case !current:
 		// Unkept while it was renewed: the renewal may have written the
@@ -472,6 +480,14 @@ func (m *Manager) renewKept(key string, e *kept) {
 	case errors.Is(err, redlock.ErrHeld):
 		delete(k.keys, key)
 		m.log.Debug("hold taken over by another proxy: not renewed here", "key", key)
+	case errors.As(err, &onOld) && errors.Is(err, redlock.ErrNotHeld):
+		// Its copy on migrate_from is gone: a client that has not moved
+		// may hold the key there now. The backends' fields still name
+		// this proxy (they may have renewed): drop them, or a claim
+		// would renew it.
+		delete(k.keys, key)
+		drop = true
+		m.log.Warn("held key gone on migrate_from: no longer kept", "key", key, "error", err)
 	case errors.Is(err, redlock.ErrNotHeld):
 		delete(k.keys, key)
 		drop = lease <= 0
