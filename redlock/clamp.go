@@ -53,6 +53,12 @@ import (
 // body's line, so that an error redis.call raises through a shadow names
 // the line Redis would (the first: the shadow is the frame that called).
 //
+// Before the body runs, the wrapper seeds math.random with 0 (pcall: a
+// generator a script replaced does not fail the wrapper), so that every
+// backend draws the same numbers: Redis 7 keeps the generator's state
+// from script to script, and a backend that restarted or ran another
+// script would draw others.
+//
 // A script that builds keys from its declared keys ('{' .. KEYS[1] ..
 // '}') may write keys the epilogue cannot name in advance. For it, the
 // body is given a redis whose call and pcall note every string argument
@@ -70,6 +76,7 @@ local __rp_r0, __rp_seen = redis, {}
 local __rp_keys, __rp_before, __rp_declared = {}, {}, {}
 for i, k in ipairs(KEYS) do __rp_keys[i], __rp_before[i], __rp_declared[k] = k, __rp_r0.call('PTTL', k), true end
 local __rp_t0 = __rp_r0.call('TIME')
+pcall(math.randomseed, 0)
 local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
 local __rp_t1 = __rp_r0.call('TIME')
 local __rp_ran = (__rp_t1[1] - __rp_t0[1]) * 1000 + (__rp_t1[2] - __rp_t0[2]) / 1000
@@ -164,6 +171,7 @@ const guardSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, ...)
 end
 local __rp_r0 = redis
 %[7]slocal __rp_redis = __rp_mk(__rp_r0, {}, __rp_h, __rp_ht0)
+pcall(math.randomseed, 0)
 local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
 if __rp_ok then return __rp_r end
 local e = __rp_r

@@ -182,3 +182,28 @@ func TestLongExpiryHoldEndsWithItsValue(t *testing.T) {
 		t.Fatalf("EXISTS longexp = %v, %v: a 2 s lock taken after the hold's value was deleted is still there", n, err)
 	}
 }
+
+// TestMathRandomAgreesAcrossBackends: a script by vote that writes what
+// math.random draws writes the same value on every backend, even when
+// one backend's generator has moved on (it ran another script: Redis 7
+// does not reseed between scripts).
+func TestMathRandomAgreesAcrossBackends(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p := startProxy(t, rs, "")
+	ctx := testCtx(t, 60*time.Second)
+	if err := rs[0].Client().Eval(ctx, "return math.random(1, 100)", nil).Err(); err != nil {
+		t.Fatal(err)
+	}
+	src := "redis.call('HSET', KEYS[1], 'id', tostring(math.random(1, 1000000000))) return 'done'"
+	if err := p.Client(nil).Eval(ctx, src, []string{"rnd"}).Err(); err != nil {
+		t.Fatalf("EVAL: %v", err)
+	}
+	vals := map[string]bool{}
+	for _, b := range rs {
+		vals[b.Client().HGet(ctx, "rnd", "id").Val()] = true
+	}
+	if len(vals) != 1 {
+		t.Fatalf("backends hold %d different values: %v", len(vals), vals)
+	}
+}
