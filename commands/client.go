@@ -49,6 +49,10 @@ type Client struct {
 	smu   sync.Mutex
 	lost  map[string]string // key → why it was lost (RESP2: told on the next command)
 
+	// scriptsCoolUntil: unix nanoseconds until which its scripts by vote
+	// are refused, after one ran past script_timeout (scripts.go).
+	scriptsCoolUntil atomic.Int64
+
 	mu      sync.Mutex
 	name    string
 	libName string

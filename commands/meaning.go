@@ -65,7 +65,7 @@ func (d *Dispatcher) carryOut(ctx context.Context, s *script, m *lua.Meaning, ke
 			return Errorf(errTTLRange, ttl.Milliseconds(), d.opts.MinTTL.Milliseconds(), d.opts.MaxTTL.Milliseconds())
 		case near:
 			d.log.Debug("recognised script runs by vote: its deadline is less than min_ttl away", "sha1", s.sha)
-			return d.runVote(ctx, s, keys, argv)
+			return d.runVote(ctx, nil, s, keys, argv)
 		}
 		ok, r := d.acquireOrExtend(ctx, m, covered, m.TokenOf(argv), ttl)
 		if r != nil {

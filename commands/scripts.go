@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -50,6 +53,54 @@ type script struct {
 
 	voteLogged sync.Once
 	refusedLog sync.Once
+
+	// After a run past script_timeout (cool): unix nanoseconds until
+	// which the script is refused, and how many times it ran past.
+	coolUntil atomic.Int64
+	timeouts  atomic.Int32
+}
+
+// A script by vote that ran past script_timeout held every backend for
+// that long, and another run would do it again: its text is refused for
+// scriptCooldown, doubled with each further time up to scriptCooldownMax,
+// and the connection that sent it runs no script by vote for
+// scriptCooldown (a client that changes a comment sends a new text).
+const (
+	scriptCooldown    = 10 * time.Second
+	scriptCooldownMax = 5 * time.Minute
+)
+
+// cooling refuses a script by vote while it, or its connection, cools
+// down after a run past script_timeout.
+func (d *Dispatcher) cooling(c *Client, s *script) Reply {
+	now := d.now().UnixNano()
+	if left := s.coolUntil.Load() - now; left > 0 {
+		return Errorf(errRefused, s.sha, fmt.Sprintf("it ran past script_timeout and is refused for %v more", roundUp(left)))
+	}
+	if left := c.scriptsCoolUntil.Load() - now; left > 0 {
+		return Errorf(errRefused, s.sha, fmt.Sprintf("a script of this connection ran past script_timeout: no script runs by vote from it for %v more", roundUp(left)))
+	}
+	return nil
+}
+
+// cool starts the cooldowns after s, sent by c (nil: a recognised
+// script the proxy ran by vote), ran past script_timeout.
+func (d *Dispatcher) cool(c *Client, s *script) {
+	now := d.now()
+	n := min(s.timeouts.Add(1)-1, 5)
+	until := min(scriptCooldown<<n, scriptCooldownMax)
+	s.coolUntil.Store(now.Add(until).UnixNano())
+	addr := ""
+	if c != nil {
+		c.scriptsCoolUntil.Store(now.Add(scriptCooldown).UnixNano())
+		addr = c.Addr
+	}
+	d.log.Warn("script by vote ran past script_timeout: refused for a while", "sha1", s.sha, "client", addr, "times", n+1, "refused_for", until)
+}
+
+// roundUp is ns as a duration in whole seconds, at least one.
+func roundUp(ns int64) time.Duration {
+	return max(time.Duration(ns).Round(time.Second), time.Second)
 }
 
 // analysis analyses the script once, and readies run for a vote: how its
@@ -270,7 +321,10 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 			return r
 		}
 	}
-	return d.vote(ctx, s, keys, argv)
+	if r := d.cooling(c, s); r != nil {
+		return r
+	}
+	return d.vote(ctx, c, s, keys, argv)
 }
 
 // builtKeysAllowed checks the keys a script builds from its declared keys:
@@ -296,17 +350,20 @@ func builtKeysAllowed(c *Client, s *script, prefixes []string, keys []string) Re
 }
 
 // vote runs s on every backend and answers what a quorum agreed on.
-func (d *Dispatcher) vote(ctx context.Context, s *script, keys, argv []string) Reply {
+func (d *Dispatcher) vote(ctx context.Context, c *Client, s *script, keys, argv []string) Reply {
 	s.voteLogged.Do(func() {
 		d.log.Info("script runs by vote on every backend", "sha1", s.sha, "why", s.a.NotRecognised)
 	})
-	return d.runVote(ctx, s, keys, argv)
+	return d.runVote(ctx, c, s, keys, argv)
 }
 
 // runVote is vote without its log line.
-func (d *Dispatcher) runVote(ctx context.Context, s *script, keys, argv []string) Reply {
+func (d *Dispatcher) runVote(ctx context.Context, c *Client, s *script, keys, argv []string) Reply {
 	v, err := d.leases.Vote(ctx, s.run, keys, argv, s.a.Vote.Writes) // a release by script wakes the keys' waiters
 	if err != nil {
+		if errors.Is(err, redlock.ErrScriptTimeout) {
+			d.cool(c, s)
+		}
 		return d.lockError(err)
 	}
 	return backendReply(v)

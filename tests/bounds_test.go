@@ -87,6 +87,8 @@ func TestRunawayScriptStopped(t *testing.T) {
 	rc := runner.Client(&redis.Options{ReadTimeout: 20 * time.Second})
 	oc := other.Client(&redis.Options{ReadTimeout: 20 * time.Second})
 	mustLock(ctx, t, oc, "warm", 10000)
+	rconn := rc.Conn()
+	defer rconn.Close()
 
 	type result struct {
 		err     error
@@ -95,7 +97,7 @@ func TestRunawayScriptStopped(t *testing.T) {
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		err := rc.Eval(ctx, runawayScript, []string{"runaway"}, runawayArgv...).Err()
+		err := rconn.Eval(ctx, runawayScript, []string{"runaway"}, runawayArgv...).Err()
 		done <- result{err, time.Since(start)}
 	}()
 	// The script runs once a backend stops answering at once, or answers
@@ -158,6 +160,18 @@ func TestRunawayScriptStopped(t *testing.T) {
 		_, err := lock(ctx, t, rc, "after-runner", 10000)
 		return err == nil
 	})
+	// It cools down: the same text is refused from any connection, and
+	// its connection runs no script by vote, while another's does.
+	if err := rc.Eval(ctx, runawayScript, []string{"runaway"}, runawayArgv...).Err(); err == nil || !strings.Contains(err.Error(), "ran past script_timeout and is refused for") {
+		t.Errorf("the runaway script again = %v, want refused while it cools down", err)
+	}
+	write := "redis.call('hset', KEYS[1], 'a', 1) return 1"
+	if err := rconn.Eval(ctx, write, []string{"h"}).Err(); err == nil || !strings.Contains(err.Error(), "a script of this connection ran past script_timeout") {
+		t.Errorf("another script from the runaway's connection = %v, want refused while it cools down", err)
+	}
+	if err := oc.Eval(ctx, write, []string{"h"}).Err(); err != nil {
+		t.Errorf("the script from another client: %v", err)
+	}
 }
 
 // TestTrackingPrefixFlood: one BCAST watcher stays connected while short-
