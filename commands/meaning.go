@@ -15,7 +15,8 @@ import (
 // it means, through the lease Manager, with the validity, rollback, waiter
 // hand-off and keeping of every other acquisition, and answered in the
 // library's own reply convention (m.ReplyFor, m.ReleaseReply). The ttl of
-// a script must lie within [min_ttl, max_ttl], like any other.
+// a script must be at least min_ttl; beyond max_ttl, one key taken or set
+// to it is held as SET NX PX's is, and anything else is the ttl range error.
 
 // scriptTTL is a recognised script's ttl argument n as a ttl within
 // [min_ttl, max_ttl]: n units, or with m.At the time left until the Unix
@@ -23,11 +24,15 @@ import (
 // deadline less than min_ttl away, now, past, or beyond what Redis
 // accepts: no lock the proxy could grant or extend, but a call one Redis
 // answers (it sets the expiry for those few ms, deletes the key, or
-// refuses the time). A deadline beyond max_ttl is the ttl range error, as
-// for any write.
-func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning) (ttl time.Duration, near bool, r Reply) {
+// refuses the time). With long, a ttl beyond max_ttl is one the proxy
+// holds (as SET NX PX's: ttlHeld); otherwise it is the ttl range error.
+func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning, long bool) (ttl time.Duration, near bool, r Reply) {
+	in := d.ttlIn
+	if long {
+		in = d.ttlHeld
+	}
 	if !m.At {
-		ttl, r = d.ttlIn(n, m.Unit)
+		ttl, r = in(n, m.Unit)
 		return ttl, false, r
 	}
 	when, ok := expireMillis(n, m.Unit == time.Second, false)
@@ -38,7 +43,7 @@ func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning) (ttl time.Duration, near
 	if left < d.opts.MinTTL {
 		return left, true, nil
 	}
-	ttl, r = d.checkTTL(left)
+	ttl, r = in(left.Milliseconds(), time.Millisecond)
 	return ttl, false, r
 }
 
@@ -57,7 +62,10 @@ func (d *Dispatcher) carryOut(ctx context.Context, s *script, m *lua.Meaning, ke
 		if err != nil {
 			return errNotInteger
 		}
-		ttl, near, r := d.scriptTTL(n, m)
+		// One key taken or set to a ttl (not added to) may be held
+		// beyond max_ttl, as SET NX PX and PEXPIRE are.
+		long := len(covered) == 1 && (m.Op == lua.OpAcquire || m.Extend != lua.Add)
+		ttl, near, r := d.scriptTTL(n, m, long)
 		switch {
 		case r != nil:
 			return r

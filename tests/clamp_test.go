@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -248,8 +249,33 @@ func equalReplies(a, b any) bool {
 	return a == b
 }
 
+// longAcquireScript and longExtendScript are lock scripts the proxy
+// recognises (all keys or none, node-redlock's convention; a
+// compare-and-pexpire).
+const (
+	longAcquireScript = `for _, k in ipairs(KEYS) do
+  if redis.call("EXISTS", k) == 1 then return 0 end
+end
+for _, k in ipairs(KEYS) do
+  redis.call("SET", k, ARGV[1], "PX", ARGV[2])
+end
+return #KEYS`
+	longExtendScript = `if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('pexpire', KEYS[1], ARGV[2])`
+)
+
+// scriptReplyIs is cmd's error, or one if its reply is not want.
+func scriptReplyIs(cmd *redis.Cmd, want int64) error {
+	n, err := cmd.Int64()
+	if err == nil && n != want {
+		err = fmt.Errorf("script answered %d, want %d", n, want)
+	}
+	return err
+}
+
 // TestLongExpiriesHeld: SET … PX, SET … NX PX (a lock), SET … EXAT,
-// PEXPIRE and SETEX beyond max_ttl are written with the lease and held to
+// PEXPIRE, SETEX and recognised lock scripts (an acquire, an extend)
+// beyond max_ttl are written with the lease and held to
 // the deadline the client asked for: PTTL answers the long ttl counting
 // down, every backend's copy stays within max_ttl, the key outlives three
 // leases, and a second SET NX of the lock is refused all along.
@@ -267,6 +293,17 @@ func TestLongExpiriesHeld(t *testing.T) {
 		},
 		"long:exat":  func() error { return c.Do(ctx, "SET", "long:exat", "v", "EXAT", at).Err() },
 		"long:setex": func() error { return c.SetEx(ctx, "long:setex", "v", 600*time.Second).Err() },
+		// Recognised lock scripts: an acquire, and an extend of a lock
+		// taken within max_ttl.
+		"long:script": func() error {
+			return scriptReplyIs(c.Eval(ctx, longAcquireScript, []string{"long:script"}, "tok", 600000), 1)
+		},
+		"long:extended": func() error {
+			if err := scriptReplyIs(c.Eval(ctx, longAcquireScript, []string{"long:extended"}, "tok", 2000), 1); err != nil {
+				return err
+			}
+			return scriptReplyIs(c.Eval(ctx, longExtendScript, []string{"long:extended"}, "tok", 600000), 1)
+		},
 		"long:pexpire": func() error {
 			if err := c.Set(ctx, "long:pexpire", "v", 2*time.Second).Err(); err != nil {
 				return err

@@ -340,15 +340,22 @@ func (m *Manager) ReleaseKeys(ctx context.Context, keys []string, token string) 
 
 // Extend sets the ttl of keys, per mode, where they all hold token, and
 // returns the new validity (redlock.ExtendKeys). A remembered lock's
-// validity and expiry move with it.
+// validity and expiry move with it. One key set (Replace) beyond MaxTTL
+// gets the lease, and is held to its deadline while it holds token, as
+// Acquire does.
 func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl time.Duration, mode redlock.ExtendMode) (time.Duration, error) {
 	for _, k := range keys {
 		m.unkeepValue(k, token) // it gets an expiry: no renewal may undo it
+	}
+	var until time.Time // one key set beyond MaxTTL: the lease, then held (clamp.go)
+	if len(keys) == 1 && mode == redlock.Replace {
+		ttl, until = m.long(ttl)
 	}
 	start := m.now()
 	validity, err := m.locker.ExtendKeys(ctx, keys, token, ttl, mode)
 	switch {
 	case err == nil:
+		m.holdUntil(err, keys[0], token, until)
 		m.stats.extended.Add(1)
 		m.reg.extendedGrant(keys, token, m.now().Add(validity))
 		for _, k := range keys {
