@@ -68,6 +68,9 @@ func TestSetDialect(t *testing.T) {
 		{[]string{"SET", "k", "v", "NX", "PX", "100", "EX", "1"}, "-ERR syntax error\r\n"},
 		{[]string{"SET", "absent", "v", "XX"}, "$-1\r\n"},
 		{[]string{"SET", "k", "v", "BOGUS"}, "-ERR syntax error\r\n"},
+		// One Redis takes an empty key or value; the proxy says why it does not.
+		{[]string{"SET", "", "v"}, "-ERR invalid argument: empty key: redlock-proxy's locks and plain writes need a key and a value that are not empty\r\n"},
+		{[]string{"SET", "k", "", "NX", "PX", "1000"}, "-ERR invalid argument: empty token: redlock-proxy's locks and plain writes need a key and a value that are not empty\r\n"},
 		{[]string{"FLUSHDB"}, "-ERR FLUSHDB would delete every lock on every backend: refused by redlock-proxy unless allow_flush = true\r\n"},
 	})
 	// A SET NX lock is on a quorum of backends, with the client's value.

@@ -108,7 +108,9 @@ func (d *Dispatcher) lockError(err error) Reply {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errCancelled
 	case errors.Is(err, redlock.ErrInvalid):
-		return errSyntax
+		// An empty key or value, which one Redis takes: say so, not
+		// "syntax error".
+		return Error("ERR " + err.Error() + ": redlock-proxy's locks and plain writes need a key and a value that are not empty")
 	}
 	d.log.Error("unexpected lock error", "error", err)
 	return errInternal
