@@ -86,6 +86,9 @@ func (d *Dispatcher) subscribe(ctx context.Context, c *Client, args [][]byte) Re
 	names := make([]string, len(args)-1)
 	for i, a := range args[1:] {
 		names[i] = string(a)
+		if kind != relay.Pattern && redlock.Reserved(names[i]) {
+			return errReservedChan // the release notices are the proxies' own
+		}
 	}
 	c.pmu.Lock()
 	if c.gone {
@@ -201,8 +204,8 @@ func (c *Client) message(m relay.Message) {
 	if m.Kind == relay.Pattern {
 		name = m.Pattern
 	}
-	if !c.subscribedTo(m.Kind, name) {
-		return
+	if !c.subscribedTo(m.Kind, name) || redlock.Reserved(m.Channel) {
+		return // a pattern matches the proxies' release notices too
 	}
 	var r Push
 	switch m.Kind {

@@ -222,3 +222,19 @@ func TestSubscriptionsBounded(t *testing.T) {
 		t.Fatalf("SUBSCRIBE after an UNSUBSCRIBE = %q", out)
 	}
 }
+
+// TestPubSubReservedChannels: the proxies' release notices are theirs: a
+// client cannot subscribe to one, and a pattern that matches one does
+// not deliver it (it would tell any client which keys are released).
+func TestPubSubReservedChannels(t *testing.T) {
+	d, mrs := newRelayDispatcher(t, 3)
+	sub, subPushes := hooked(d)
+	runAll(t, d, sub, []run{
+		{[]string{"SUBSCRIBE", "redlock-proxy:released:k"}, "-ERR channels starting with 'redlock-proxy:' are reserved by redlock-proxy (release notices)\r\n"},
+		{[]string{"SSUBSCRIBE", "redlock-proxy:x"}, "-ERR channels starting with 'redlock-proxy:' are reserved by redlock-proxy (release notices)\r\n"},
+		{[]string{"PSUBSCRIBE", "*"}, "*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n"},
+	})
+	mrs[0].Publish("redlock-proxy:released:k", "tag")
+	mrs[0].Publish("other", "m")
+	subPushes.want(t, "*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$5\r\nother\r\n$1\r\nm\r\n")
+}
