@@ -107,6 +107,8 @@ func (d *Dispatcher) lockError(err error) Reply {
 		return noQuorum("NOQUORUM not enough backends answered")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errCancelled
+	case errors.Is(err, redlock.ErrOrderBusy):
+		return Error("TRYAGAIN " + err.Error())
 	case errors.Is(err, redlock.ErrInvalid):
 		// An empty key or value, which one Redis takes: say so, not
 		// "syntax error".

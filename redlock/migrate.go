@@ -514,7 +514,7 @@ func (r *Redlock) VoteWrites(ctx context.Context, script *Script, keys []string,
 // key (clamp.go; nil for another script).
 func (r *Redlock) VoteClamped(ctx context.Context, script *Script, keys []string, args []string) (any, []Wanted, error) {
 	if r.migrate == nil {
-		return r.voteClamp(ctx, script, keys, args)
+		return r.voteClamp(ctx, script, keys, args, true)
 	}
 	var got any
 	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
@@ -522,7 +522,7 @@ func (r *Redlock) VoteClamped(ctx context.Context, script *Script, keys []string
 		got, err = old.Vote(ctx, script, keys, args)
 		return err
 	})
-	v, w, err := r.voteClamp(ctx, script, keys, args)
+	v, w, err := r.voteClamp(ctx, script, keys, args, true)
 	oldErr := wait()
 	switch {
 	case err != nil:

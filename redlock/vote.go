@@ -51,13 +51,14 @@ import (
 // replies do not combine, and with a *ScriptTimeoutError when the script
 // ran past the script timeout on enough nodes that no quorum answered.
 func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
-	v, _, err := r.voteClamp(ctx, script, keys, args)
+	v, _, err := r.voteClamp(ctx, script, keys, args, false)
 	return v, err
 }
 
 // voteClamp is Vote, and for a clamped script (Script.Clamped) what a quorum
-// reported of each key.
-func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, args []string) (any, []Wanted, error) {
+// reported of each key. With ordered (a write), it holds the keys' order
+// lock as long as their gate (order.go).
+func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, args []string, ordered bool) (any, []Wanted, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("vote: %w", err)
 	}
@@ -89,6 +90,22 @@ func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, 
 			return nil, nil, fmt.Errorf("vote: %w", err)
 		}
 		leave = pass.leave
+	}
+	if ordered {
+		release, err := r.order(ctx, keys)
+		if err != nil {
+			if leave != nil {
+				leave()
+			}
+			return nil, nil, err
+		}
+		gateLeave := leave
+		leave = func() {
+			if gateLeave != nil {
+				gateLeave()
+			}
+			release()
+		}
 	}
 	t := &replyTally{counts: r.counts(), clamped: script.clamped, keys: len(keys)}
 	err := r.bounded(ctx, func(ctx context.Context, d time.Duration) error {
