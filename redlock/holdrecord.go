@@ -32,6 +32,16 @@ type recordReply struct {
 // onRecord runs s on the record of service on every node that is up or
 // quarantined, within the node timeout, and waits for all of them.
 func (r *Redlock) onRecord(ctx context.Context, op string, s *Script, service string, args ...any) ([]recordReply, error) {
+	return r.onRecordWith(ctx, op, func(ctx context.Context, n Node) (any, error) {
+		cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
+		defer cancel()
+		return n.Eval(cctx, s, holdKeys(service), args...)
+	})
+}
+
+// onRecordWith runs read on every node that is up or quarantined, and
+// waits for all of them (see onRecord).
+func (r *Redlock) onRecordWith(ctx context.Context, op string, read func(context.Context, Node) (any, error)) ([]recordReply, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -55,10 +65,7 @@ func (r *Redlock) onRecord(ctx context.Context, op string, s *Script, service st
 		sent++
 		r.bg.Go(func() {
 			defer func() { done <- struct{}{} }()
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.nodeTimeout)
-			defer cancel()
-			v, err := n.Eval(cctx, s, holdKeys(service), args...)
-			out[i].v, out[i].err = v, err
+			out[i].v, out[i].err = read(context.WithoutCancel(ctx), n)
 		})
 	}
 	for range sent {
@@ -69,6 +76,44 @@ func (r *Redlock) onRecord(ctx context.Context, op string, s *Script, service st
 		}
 	}
 	return out, nil
+}
+
+// onRecordPages is onRecord for a script that reads one page of the
+// record (HSCAN from the cursor it is given first, before args) and
+// answers the next cursor first: each node is read page by page, each
+// page within the node timeout, so that no call holds a backend for the
+// whole record (a record of thousands of holds took tens of
+// milliseconds in one script, past the node timeout, and every backend
+// was marked down). A node's reply is its pages' items after the
+// cursors, in one []any. The reads of one node are not one snapshot: a
+// field changed between pages is read in either state, or twice.
+func (r *Redlock) onRecordPages(ctx context.Context, op string, s *Script, service string, args ...any) ([]recordReply, error) {
+	return r.onRecordWith(ctx, op, func(ctx context.Context, n Node) (any, error) {
+		var items []any
+		cursor := "0"
+		for {
+			cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
+			v, err := n.Eval(cctx, s, holdKeys(service), append([]any{cursor}, args...)...)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			page, ok := v.([]any)
+			if !ok || len(page) == 0 {
+				return nil, fmt.Errorf("%s: page %T", op, v)
+			}
+			if cursor, ok = page[0].(string); !ok {
+				return nil, fmt.Errorf("%s: cursor %T", op, page[0])
+			}
+			items = append(items, page[1:]...)
+			if cursor == "0" {
+				return items, nil
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+	})
 }
 
 // recordFailure is the failure of a record operation: kind, with what
@@ -139,7 +184,7 @@ func (r *Redlock) HandOverHolds(ctx context.Context, service, owner string) (int
 	if owner == "" || strings.HasPrefix(owner, HandedOver) {
 		return 0, fmt.Errorf("%w: hand over the holds of %q", ErrInvalid, owner)
 	}
-	replies, err := r.onRecord(ctx, "hand over holds", handOverScript, service, owner, HandedOver+owner)
+	replies, err := r.onRecordPages(ctx, "hand over holds", handOverScript, service, owner, HandedOver+owner)
 	if err != nil {
 		return 0, err
 	}
@@ -148,9 +193,15 @@ func (r *Redlock) HandOverHolds(ctx context.Context, service, owner string) (int
 	}
 	most := int64(0)
 	for _, rep := range replies {
-		if n, err := asInt(rep.v); rep.err == nil && err == nil {
-			most = max(most, n)
+		if rep.err != nil {
+			continue
 		}
+		sum := int64(0)
+		for _, v := range rep.v.([]any) {
+			n, _ := asInt(v)
+			sum += n
+		}
+		most = max(most, sum)
 	}
 	return int(most), nil
 }
@@ -163,7 +214,7 @@ func (r *Redlock) HandOverHolds(ctx context.Context, service, owner string) (int
 // key holding that value there; or ErrNoQuorum when fewer than a quorum
 // answered.
 func (r *Redlock) ScanHolds(ctx context.Context, service string) ([]ScannedHold, error) {
-	replies, err := r.onRecord(ctx, "scan holds", scanHoldsScript, service)
+	replies, err := r.onRecordPages(ctx, "scan holds", scanHoldsScript, service)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +225,7 @@ func (r *Redlock) ScanHolds(ctx context.Context, service string) ([]ScannedHold,
 		if rep.err != nil {
 			continue
 		}
-		hs, err := decodeScan(rep.v)
+		hs, err := decodeScan(rep.v.([]any))
 		if err != nil {
 			rep.err = err
 			continue

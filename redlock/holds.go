@@ -127,22 +127,19 @@ if not f then return 0 end
 redis.call("HSET", KEYS[1], ARGV[1], ARGV[2] .. (string.match(f, "^%S+( .*)$") or " 0 -"))
 return 1`)
 
-// handOverScript sets the owner of every field of hash KEYS[1] naming
-// ARGV[1] to ARGV[2]; it returns how many.
+// handOverScript sets the owner of every field naming ARGV[2] to ARGV[3]
+// in one page of hash KEYS[1] (HSCAN from cursor ARGV[1]): it returns the
+// next cursor and how many it set (onRecordPages).
 var handOverScript = NewScript(`
-local n, cursor = 0, "0"
-repeat
-	local r = redis.call("HSCAN", KEYS[1], cursor, "COUNT", 100)
-	cursor = r[1]
-	for i = 1, #r[2], 2 do
-		local owner, rest = string.match(r[2][i + 1], "^(%S+)( .*)$")
-		if owner == ARGV[1] then
-			redis.call("HSET", KEYS[1], r[2][i], ARGV[2] .. rest)
-			n = n + 1
-		end
+local n, r = 0, redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", 100)
+for i = 1, #r[2], 2 do
+	local owner, rest = string.match(r[2][i + 1], "^(%S+)( .*)$")
+	if owner == ARGV[2] then
+		redis.call("HSET", KEYS[1], r[2][i], ARGV[3] .. rest)
+		n = n + 1
 	end
-until cursor == "0"
-return n`)
+end
+return {r[1], n}`)
 
 // SetHold writes h to the record of service on every node. With owner
 // empty it writes whatever the field holds, where the key holds the
@@ -290,38 +287,36 @@ func (t *renewTally) add(n int64) {
 	}
 }
 
-// scanHoldsScript returns, for every field of hash KEYS[1] whose key
+// scanHoldsScript reads one page of hash KEYS[1] (HSCAN from cursor
+// ARGV[1]) and returns the next cursor, then for each field whose key
 // holds the value of its digest, in the copy stamped in KEYS[2] (when
 // stamped), the key, the field and the key's PTTL; the other fields
 // (released, overwritten, expired, written again by someone else) it
 // deletes, with their stamps.
 var scanHoldsScript = NewScript(stampLua + `
-local out, cursor = {}, "0"
-repeat
-	local r = redis.call("HSCAN", KEYS[1], cursor, "COUNT", 100)
-	cursor = r[1]
-	for i = 1, #r[2], 2 do
-		local k, f = r[2][i], r[2][i + 1]
-		local digest = string.match(f, " (%S+)$")
-		local ok
-		if digest == "*" then
-			ok = redis.call("EXISTS", k) == 1
-		else
-			local v = redis.pcall("GET", k)
-			ok = type(v) == "string" and redis.sha1hex(v) == digest
-		end
-		local at = redis.call("HGET", KEYS[2], k)
-		if ok and at and at ~= stamp(k) then ok = false end
-		if ok then
-			out[#out + 1] = k
-			out[#out + 1] = f
-			out[#out + 1] = redis.call("PTTL", k)
-		else
-			redis.call("HDEL", KEYS[1], k)
-			redis.call("HDEL", KEYS[2], k)
-		end
+local r = redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", 100)
+local out = {r[1]}
+for i = 1, #r[2], 2 do
+	local k, f = r[2][i], r[2][i + 1]
+	local digest = string.match(f, " (%S+)$")
+	local ok
+	if digest == "*" then
+		ok = redis.call("EXISTS", k) == 1
+	else
+		local v = redis.pcall("GET", k)
+		ok = type(v) == "string" and redis.sha1hex(v) == digest
 	end
-until cursor == "0"
+	local at = redis.call("HGET", KEYS[2], k)
+	if ok and at and at ~= stamp(k) then ok = false end
+	if ok then
+		out[#out + 1] = k
+		out[#out + 1] = f
+		out[#out + 1] = redis.call("PTTL", k)
+	else
+		redis.call("HDEL", KEYS[1], k)
+		redis.call("HDEL", KEYS[2], k)
+	end
+end
 return out`)
 
 // ScannedHold is a hold that a quorum of nodes record for a key holding
@@ -332,13 +327,14 @@ type ScannedHold struct {
 	Lease time.Duration
 }
 
-// decodeScan reads one node's scan: each hold with its key's PTTL there.
-func decodeScan(v any) ([]ScannedHold, error) {
-	a, ok := v.([]any)
-	if !ok || len(a)%3 != 0 {
-		return nil, fmt.Errorf("scan holds: reply %T", v)
+// decodeScan reads one node's scan, its pages' items in one list: each
+// hold with its key's PTTL there, once (HSCAN may return a field twice).
+func decodeScan(a []any) ([]ScannedHold, error) {
+	if len(a)%3 != 0 {
+		return nil, fmt.Errorf("scan holds: %d items", len(a))
 	}
 	out := make([]ScannedHold, 0, len(a)/3)
+	at := make(map[string]int, len(a)/3)
 	for i := 0; i < len(a); i += 3 {
 		k, _ := a[i].(string)
 		f, _ := a[i+1].(string)
@@ -350,6 +346,11 @@ func decodeScan(v any) ([]ScannedHold, error) {
 		if err != nil {
 			continue // not ours to read: left alone
 		}
+		if j, ok := at[k]; ok {
+			out[j] = ScannedHold{Hold: h, Lease: pttl(ms)} // the later read
+			continue
+		}
+		at[k] = len(out)
 		out = append(out, ScannedHold{Hold: h, Lease: pttl(ms)})
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -330,5 +331,44 @@ func TestSetHoldByMakerNeedsItsValue(t *testing.T) {
 	})
 	if err := c.r.SetHold(ctx, svc, Hold{Key: "absent", Owner: "A", Digest: AnyDigest}, ""); !errors.Is(err, ErrHeld) {
 		t.Fatalf("a hold of any value of an absent key = %v, want ErrHeld", err)
+	}
+}
+
+// TestHoldRecordReadInPages: a record of thousands of holds is scanned
+// and handed over page by page, every hold once (miniredis answers HSCAN
+// in one page: TestHoldRecordPagesOnRedis shows the pages on Redis).
+func TestHoldRecordReadInPages(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc, holds = "mymaster", 2500
+	hk := HoldsKey(svc)
+	for _, mr := range c.mrs {
+		for i := range holds {
+			k := fmt.Sprintf("k%d", i)
+			_ = mr.Set(k, "v")
+			mr.HSet(hk, k, "proxyA 0 "+AnyDigest)
+		}
+	}
+	got, err := c.r.ScanHolds(ctx, svc)
+	if err != nil || len(got) != holds {
+		t.Fatalf("ScanHolds = %d holds, %v; want %d", len(got), err, holds)
+	}
+	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != holds {
+		t.Fatalf("HandOverHolds = %d, %v; want %d", n, err, holds)
+	}
+	fields, _ := c.mrs[1].HKeys(hk)
+	for _, h := range fields {
+		if f := c.mrs[1].HGet(hk, h); !strings.HasPrefix(f, HandedOver+"proxyA ") {
+			t.Fatalf("field %s = %q after the hand-over", h, f)
+		}
+	}
+}
+
+// TestDecodeScanOnce: a field HSCAN returned twice (it may, across
+// pages) is one hold, as last read.
+func TestDecodeScanOnce(t *testing.T) {
+	got, err := decodeScan([]any{"k", "a 0 *", int64(1000), "j", "a 0 *", int64(-1), "k", "b 0 *", int64(2000)})
+	if err != nil || len(got) != 2 || got[0].Key != "k" || got[0].Owner != "b" || got[0].Lease != 2*time.Second || got[1].Key != "j" {
+		t.Fatalf("decodeScan = %+v, %v", got, err)
 	}
 }
