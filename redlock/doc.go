@@ -15,7 +15,9 @@
 // answer depends on all the replies (a quorum's ttl, the largest counter,
 // a combined reply); Vote's deadline is the larger of NodeTimeout and
 // ScriptTimeout, and a client's script still running at it is stopped
-// with SCRIPT KILL (scriptkill.go). A
+// with SCRIPT KILL (scriptkill.go). A vote that may write (VoteClamped)
+// also holds its keys' order lock on a quorum, so that writes of one key
+// through several proxies reach every node in one order (order.go). A
 // RedisNode from DialNodeTLS takes the command onto its auto-pipelined
 // connection and the reply is counted on that connection's reader, so an
 // operation costs no goroutine per node call (fanout.go). A quorum is
