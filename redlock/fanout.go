@@ -64,6 +64,7 @@ type nodeCall[T any] struct {
 	epoch   uint64        // the node's health epoch when the call started
 	state   atomic.Uint32 // callOpen, callTaken or callOwned
 	skipped bool          // not called (not voting): nothing to undo
+	owned   bool          // run by a goroutine (own): set before it starts
 	done    bool          // under flight.mu: rep is final
 	rep     reply[T]
 }
@@ -82,13 +83,17 @@ type flight[T any] struct {
 	few    [inlineNodes]nodeCall[T]
 	wake   chan struct{} // buffered: the caller may look again
 
-	mu       sync.Mutex
-	dec      decider[T]
-	pending  int  // calls not yet done
-	open     bool // wait has not returned: replies feed dec
-	outcome  verdict
-	after    func() // to run once pending is 0
-	released bool   // r.bg released
+	mu      sync.Mutex
+	dec     decider[T]
+	pending int  // calls not yet done
+	open    bool // wait has not returned: replies feed dec
+	outcome verdict
+	after   func() // to run once pending is 0
+	// afterOwned runs once the ownedLeft owned calls not done when it
+	// was set are done (see afterOwnedCalls).
+	afterOwned func()
+	ownedLeft  int
+	released   bool // r.bg released
 }
 
 // inlineNodes is how many nodes a flight holds without allocating.
@@ -177,7 +182,13 @@ func (f *flight[T]) deliver(i int, v any, err error) {
 }
 
 // own claims node i's call for the goroutine that runs it (see target).
-func (f *flight[T]) own(i int) bool { return f.calls[i].state.CompareAndSwap(callOpen, callOwned) }
+func (f *flight[T]) own(i int) bool {
+	if !f.calls[i].state.CompareAndSwap(callOpen, callOwned) {
+		return false
+	}
+	f.calls[i].owned = true // before its goroutine starts: settled reads it there
+	return true
+}
 
 // take turns node i's result, which the caller has claimed, into its
 // reply: decoded, reported to the metrics and the node's health, settled.
@@ -229,7 +240,12 @@ func (f *flight[T]) settled(i int, rep reply[T]) {
 			undo = f.decideLocked(outFailed) // i among them
 		}
 	}
-	var after func()
+	var after, afterOwned func()
+	if c.owned && f.afterOwned != nil {
+		if f.ownedLeft--; f.ownedLeft == 0 {
+			afterOwned, f.afterOwned = f.afterOwned, nil
+		}
+	}
 	if f.pending == 0 {
 		if f.timer != nil { // nil while launch takes the votes
 			f.timer.Stop()
@@ -245,6 +261,9 @@ func (f *flight[T]) settled(i int, rep reply[T]) {
 		f.logNodeError(i, rep.err)
 	}
 	f.undoAll(undo)
+	if afterOwned != nil {
+		afterOwned()
+	}
 	if after != nil {
 		after()
 	}
@@ -381,6 +400,31 @@ func (f *flight[T]) afterCalls(fn func()) {
 	f.mu.Lock()
 	if f.pending > 0 {
 		f.after = fn
+		f.mu.Unlock()
+		return
+	}
+	f.mu.Unlock()
+	fn()
+}
+
+// afterOwnedCalls runs fn once every call of the flight that a goroutine
+// runs (goSend: a node without a live pipelined connection, a full
+// queue, or any other Node) is done: at once if none is left, else on the
+// goroutine that settles the last one. Only launch makes a call owned, so
+// it must be called after launch returned, on the goroutine that called
+// it. A pipelined call needs no wait: a later command to its node is
+// queued behind it on the same connection. An owned call is not ordered
+// against anything sent later, so whoever must not overtake it waits.
+func (f *flight[T]) afterOwnedCalls(fn func()) {
+	f.mu.Lock()
+	left := 0
+	for i := range f.calls {
+		if f.calls[i].owned && !f.calls[i].done {
+			left++
+		}
+	}
+	if left > 0 {
+		f.afterOwned, f.ownedLeft = fn, left
 		f.mu.Unlock()
 		return
 	}

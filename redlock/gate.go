@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // keyGate serialises the acquisitions of one key within this process.
@@ -37,6 +38,7 @@ type gatePass struct {
 	entries []*gateEntry
 	one     [1]*gateEntry // entries of a single key, without allocating
 	entered int           // turns taken
+	shares  atomic.Int32  // leaveShared calls still to come (share)
 }
 
 // enter waits for the turn of every key, in sorted order so that
@@ -115,4 +117,17 @@ func (p *gatePass) leave() {
 		}
 	}
 	g.mu.Unlock()
+}
+
+// share makes the pass be left by two parties instead of one caller of
+// leave: each calls leaveShared once, and the second call leaves. An
+// acquisition leaves the gate once it returned and its node calls run by
+// goroutines are done (acquireFlight), whichever is last.
+func (p *gatePass) share() { p.shares.Store(2) }
+
+// leaveShared is one party's leave of a shared pass.
+func (p *gatePass) leaveShared() {
+	if p.shares.Add(-1) == 0 {
+		p.leave()
+	}
 }

@@ -40,6 +40,8 @@ type faultyNode struct {
 	Node
 	mode atomic.Int32
 	dels atomic.Int32 // CompareAndDelete calls
+	// parked counts calls waiting for the gate (modeHang, modeGated).
+	parked atomic.Int32
 	// failScript, when set, makes Eval of that one script fail at once,
 	// whatever the mode (a fault in one step of a multi-step operation).
 	failScript atomic.Pointer[Script]
@@ -78,6 +80,8 @@ func (f *faultyNode) pre(ctx context.Context) error {
 	case modeFail:
 		return errFault
 	case modeHang:
+		f.parked.Add(1)
+		defer f.parked.Add(-1)
 		select {
 		case <-gate:
 			return errGate
@@ -85,6 +89,8 @@ func (f *faultyNode) pre(ctx context.Context) error {
 			return ctx.Err()
 		}
 	case modeGated:
+		f.parked.Add(1)
+		defer f.parked.Add(-1)
 		select {
 		case <-gate:
 		case <-ctx.Done():

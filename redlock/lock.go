@@ -84,7 +84,12 @@ func (r *Redlock) Acquire(ctx context.Context, key, token string, ttl time.Durat
 // keys this token held before the call.
 //
 // Acquisitions of the same key from this process run one at a time, first
-// come first served (see keyGate), so they never split the votes.
+// come first served (see keyGate), so they never split the votes. An
+// acquisition keeps the key's gate until each of its node calls that runs
+// in a goroutine (no live pipelined connection: see goSend) has returned
+// or met its deadline, so a release or acquisition of the key that
+// follows it from this process never reaches a node before it; a
+// pipelined call is ordered by its connection.
 func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, ttl time.Duration, mode AcquireMode) (Lock, error) {
 	if err := validateKeys(keys, token, ttl); err != nil {
 		return Lock{}, err
@@ -145,10 +150,19 @@ func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token 
 	if err != nil {
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
-	defer pass.leave()
+	// The gate is left once this call returned and every node's call that
+	// a goroutine runs is done, which may be after the answer. Such a call
+	// (one that waits for its node's connection to be dialed, see goSend)
+	// is not ordered against the commands sent after it: it could land
+	// after the delete of a Release that followed, and leave a copy of
+	// the released lock on that node until its ttl. A pipelined call is
+	// not waited for: a later command to its node is queued behind it.
+	pass.share()
+	defer pass.leaveShared()
 	t1 := r.now()
 	old := r.mirrorAcquire(ctx, keys, token, ttl, mode)
 	f := launch(r, "acquire", r.callTimeout(ttl), set, decider[T](t), undo)
+	f.afterOwnedCalls(pass.leaveShared)
 	failed := true
 	defer func() { f.decide(failed); old.settle(failed) }()
 

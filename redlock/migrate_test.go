@@ -154,8 +154,8 @@ func TestMigrateOldDown(t *testing.T) {
 		t.Fatalf("release with the old instance down: %v", err)
 	}
 	m.wait(t)
-	if n := m.holders("k", "tok") + m.holders("held", "tok"); n != 0 {
-		t.Fatalf("%d backend copies left", n)
+	if k, held := m.holders("k", "tok"), m.holders("held", "tok"); k+held != 0 {
+		t.Fatalf("backend copies left: %d of k, %d of held", k, held)
 	}
 	// Reads go on without it.
 	if v, err := m.r.Get(ctx, "k"); err != nil || v.Exists {

@@ -317,6 +317,73 @@ func TestRelease(t *testing.T) {
 	}
 }
 
+// TestReleaseAfterLateAcquireCall: an acquisition answers at the quorum
+// while one node's call is still on its way (here it waits for a gate; in
+// production a call that waits for its node's connection to be dialed
+// runs in a goroutine the same way). A release of the key that follows
+// must not reach that node first: the late SET NX would then land after
+// the delete and leave a copy of the released lock there until its ttl.
+// The acquisition keeps the key's gate until its calls run by goroutines
+// are done, so the release waits for it. Before, it failed every time.
+func TestReleaseAfterLateAcquireCall(t *testing.T) {
+	for _, multi := range []bool{false, true} {
+		t.Run(fmt.Sprintf("multi=%v", multi), func(t *testing.T) {
+			ctx := context.Background()
+			c := newCluster(t, 3, Options{})
+			// The pipelined connections are up: the release's delete on
+			// node 2 is pipelined, and the barrier below answers behind it.
+			for _, n := range c.nodes {
+				if err := n.Node.(*RedisNode).Connect(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			gate := make(chan struct{})
+			c.setMaskGated(0b100, modeGated, gate)
+			keys := []string{"k"}
+			if multi {
+				keys = []string{"k", "j"}
+			}
+			if _, err := c.r.AcquireKeys(ctx, keys, "tok", ttl, IfAbsent); err != nil {
+				t.Fatal(err)
+			}
+			for c.nodes[2].parked.Load() == 0 { // node 2's SET NX waits for the gate
+				time.Sleep(time.Millisecond)
+			}
+			c.setMask(0, modeOK) // the release's calls go straight to every node
+			released := make(chan error, 1)
+			go func() {
+				if multi {
+					_, err := c.r.ReleaseKeys(ctx, keys, "tok")
+					released <- err
+					return
+				}
+				released <- c.r.Release(ctx, "k", "tok")
+			}()
+			select {
+			case err := <-released:
+				// It did not wait for the acquisition's last call: its
+				// delete on node 2 is done (the barrier answers behind it)
+				// before that call runs.
+				released <- err
+				if _, err := c.nodes[2].Node.(*RedisNode).Eval(ctx, barrierScript, nil); err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(200 * time.Millisecond):
+			}
+			close(gate)
+			if err := <-released; err != nil {
+				t.Fatal(err)
+			}
+			c.wait(t)
+			for _, k := range keys {
+				if n := c.holders(k, "tok"); n != 0 {
+					t.Fatalf("%d copies of %s left after the release", n, k)
+				}
+			}
+		})
+	}
+}
+
 func TestExtend(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 5, Options{})
