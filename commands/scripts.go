@@ -75,10 +75,10 @@ const (
 func (d *Dispatcher) cooling(c *Client, s *script) Reply {
 	now := d.now().UnixNano()
 	if left := s.coolUntil.Load() - now; left > 0 {
-		return Errorf(errRefused, s.sha, fmt.Sprintf("it ran past script_timeout and is refused for %v more", roundUp(left)))
+		return Errorf(errRefused, s.sha, fmt.Sprintf("it ran past script_timeout and is refused for %v more", wholeSeconds(left)))
 	}
 	if left := c.scriptsCoolUntil.Load() - now; left > 0 {
-		return Errorf(errRefused, s.sha, fmt.Sprintf("a script of this connection ran past script_timeout: no script runs by vote from it for %v more", roundUp(left)))
+		return Errorf(errRefused, s.sha, fmt.Sprintf("a script of this connection ran past script_timeout: no script runs by vote from it for %v more", wholeSeconds(left)))
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ func (d *Dispatcher) cool(c *Client, s *script) {
 }
 
 // roundUp is ns as a duration in whole seconds, at least one.
-func roundUp(ns int64) time.Duration {
+func wholeSeconds(ns int64) time.Duration {
 	return max(time.Duration(ns).Round(time.Second), time.Second)
 }
 

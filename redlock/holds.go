@@ -35,6 +35,15 @@ const stampLua = `local function stamp(k)
 end
 `
 
+// holdsValueLua defines holdsValue(k, digest): whether key k holds the
+// value whose SHA1 is digest (AnyDigest: any value, while k exists).
+const holdsValueLua = `local function holdsValue(k, digest)
+	if digest == "*" then return redis.call("EXISTS", k) == 1 end
+	local v = redis.pcall("GET", k)
+	return type(v) == "string" and redis.sha1hex(v) == digest
+end
+`
+
 // holdKeys are the keys of a script on the record of service.
 func holdKeys(service string) []string { return []string{HoldsKey(service), stampsKey(service)} }
 
@@ -198,18 +207,12 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 // owner's field of this value is deleted and -1. Else the key's lease
 // becomes ARGV[4] ms, the field is written as ARGV[2] where it differs,
 // the copy's new expiry stamped, and 1.
-var renewHoldScript = NewScript(stampLua + `
+var renewHoldScript = NewScript(stampLua + holdsValueLua + `
 local f = redis.call("HGET", KEYS[1], KEYS[3])
 if not f then return -1 end
 local owner, digest = string.match(f, "^(%S+) %S+ (%S+)$")
 if owner ~= ARGV[1] then return 0 end
-local ok
-if ARGV[3] == "*" then
-	ok = redis.call("EXISTS", KEYS[3]) == 1
-else
-	local v = redis.pcall("GET", KEYS[3])
-	ok = type(v) == "string" and redis.sha1hex(v) == ARGV[3]
-end
+local ok = holdsValue(KEYS[3], ARGV[3])
 local at = redis.call("HGET", KEYS[2], KEYS[3])
 if ok and at and at ~= stamp(KEYS[3]) then ok = false end
 if not ok then
@@ -293,19 +296,12 @@ func (t *renewTally) add(n int64) {
 // stamped), the key, the field and the key's PTTL; the other fields
 // (released, overwritten, expired, written again by someone else) it
 // deletes, with their stamps.
-var scanHoldsScript = NewScript(stampLua + `
+var scanHoldsScript = NewScript(stampLua + holdsValueLua + `
 local r = redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", 100)
 local out = {r[1]}
 for i = 1, #r[2], 2 do
 	local k, f = r[2][i], r[2][i + 1]
-	local digest = string.match(f, " (%S+)$")
-	local ok
-	if digest == "*" then
-		ok = redis.call("EXISTS", k) == 1
-	else
-		local v = redis.pcall("GET", k)
-		ok = type(v) == "string" and redis.sha1hex(v) == digest
-	end
+	local ok = holdsValue(k, string.match(f, " (%S+)$"))
 	local at = redis.call("HGET", KEYS[2], k)
 	if ok and at and at ~= stamp(k) then ok = false end
 	if ok then

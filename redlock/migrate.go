@@ -294,15 +294,8 @@ func (r *Redlock) mirrorCompareAndSet(ctx context.Context, key, old, new string,
 // same value, or of any value for a hold of any) cannot cut that client's
 // lock short. It needs nothing newer than Redis 2.6: the old instance is
 // whatever the clients used.
-var renewCopyScript = NewScript(`
-local ok
-if ARGV[1] == "*" then
-	ok = redis.call("EXISTS", KEYS[1]) == 1
-else
-	local v = redis.pcall("GET", KEYS[1])
-	ok = type(v) == "string" and redis.sha1hex(v) == ARGV[1]
-end
-if not ok then return 0 end
+var renewCopyScript = NewScript(holdsValueLua + `
+if not holdsValue(KEYS[1], ARGV[1]) then return 0 end
 local left = redis.call("PTTL", KEYS[1])
 if left >= 0 and left < tonumber(ARGV[2]) then
 	redis.call("PEXPIRE", KEYS[1], ARGV[2])

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // ttl is long enough that its 5% never caps testTimeout.
@@ -346,9 +348,9 @@ func TestReleaseAfterLateAcquireCall(t *testing.T) {
 			if _, err := c.r.AcquireKeys(ctx, keys, "tok", ttl, IfAbsent); err != nil {
 				t.Fatal(err)
 			}
-			for c.nodes[2].parked.Load() == 0 { // node 2's SET NX waits for the gate
-				time.Sleep(time.Millisecond)
-			}
+			testkit.Eventually(t, 10*time.Second, "node 2's SET NX waiting at the gate", func() bool {
+				return c.nodes[2].parked.Load() > 0
+			})
 			c.setMask(0, modeOK) // the release's calls go straight to every node
 			released := make(chan error, 1)
 			go func() {
