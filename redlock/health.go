@@ -143,7 +143,7 @@ func (r *Redlock) vote(i int) (uint64, error) {
 // deadline d) into its health, and turns an answer from a node that
 // stopped voting meanwhile into an ErrNotVoting error.
 func (r *Redlock) settle(i int, epoch uint64, err error, d time.Duration) error {
-	r.record(i, err, d)
+	r.record(i, err, d, false)
 	if err != nil {
 		return err
 	}
@@ -162,8 +162,11 @@ func (r *Redlock) settle(i int, epoch uint64, err error, d time.Duration) error 
 
 // record counts a call's outcome: a success resets the failure count
 // (though only a probe brings a down node back), and DownAfter failures in
-// a row mark the node down while RunHealth runs.
-func (r *Redlock) record(i int, err error, d time.Duration) {
+// a row mark the node down while RunHealth runs. Failures of calls
+// (probe false) mark at most N − quorum nodes down (setDown): a backend
+// whose calls queue behind load is slow, not gone, and only its probes,
+// on a connection of their own, may take the quorum away.
+func (r *Redlock) record(i int, err error, d time.Duration, probe bool) {
 	h := r.health[i]
 	switch outcome(err, d, r.nodeTimeout) {
 	case callOK:
@@ -182,9 +185,7 @@ func (r *Redlock) record(i int, err error, d time.Duration) {
 		h.lastErr = err
 		// Only a probe brings a down node back, so without a health loop
 		// running a node is never marked down.
-		if !h.down && int(n) >= r.downAfter && r.loops.Load() > 0 {
-			h.down = true
-			h.stop()
+		if int(n) >= r.downAfter && r.setDown(h, !probe) {
 			r.log.Warn("backend down", "node", h.addr, "failures", n, "error", err)
 		}
 	}
@@ -223,6 +224,43 @@ func outcome(err error, d, nodeTimeout time.Duration) callOutcome {
 		return callOK
 	}
 	return callFailed
+}
+
+// setDown marks node h down, while RunHealth runs (without it nothing
+// would bring the node back), and reports whether it did. byCalls (the
+// evidence is failed or slow calls, not probes): only while fewer than
+// N − quorum nodes are down, so that load alone never takes the quorum
+// away (Envoy's outlier detection caps ejection the same way). h.mu is
+// held.
+func (r *Redlock) setDown(h *nodeHealth, byCalls bool) bool {
+	if h.down || r.loops.Load() == 0 {
+		return false
+	}
+	for {
+		n := r.downs.Load()
+		if byCalls && int(n) >= len(r.health)-r.quorum {
+			return false
+		}
+		if r.downs.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	h.down = true
+	h.stop()
+	return true
+}
+
+// setUp brings a down node back at now (a probe or a SCRIPT KILL got an
+// answer) and reports whether it was down. h.mu is held.
+func (r *Redlock) setUp(h *nodeHealth, now time.Time) bool {
+	if !h.down {
+		return false
+	}
+	h.down = false
+	h.lastErr = nil
+	r.downs.Add(-1)
+	h.refresh(now)
+	return true
 }
 
 // quarantineLength is MaxTTL + MaxTTL×drift + 2ms, or zero when MaxTTL is
@@ -300,16 +338,13 @@ func (r *Redlock) observe(i int, p Probe) {
 // then is observed, and its TIME (if any) goes to the clock watch.
 func (r *Redlock) probed(i int, p Probe, err error, t1, t2 time.Time) {
 	if err != nil {
-		r.record(i, err, r.probeTimeout())
+		r.record(i, err, r.probeTimeout(), true)
 		return
 	}
 	h := r.health[i]
 	h.mu.Lock()
 	h.fails.Store(0)
-	if h.down {
-		h.down = false
-		h.lastErr = nil
-		h.refresh(t2)
+	if r.setUp(h, t2) {
 		r.log.Info("backend up", "node", h.addr)
 	}
 	h.mu.Unlock()

@@ -590,3 +590,44 @@ func TestRunHealth(t *testing.T) {
 	// Nothing would bring it back now, so it votes again.
 	f.mustState(t, 0, StateUp)
 }
+
+// Failed calls alone mark at most N − quorum nodes down: under load that
+// fails every call, the quorum stays with the nodes that still vote, and
+// only probes (a connection of their own) may take the rest out.
+func TestCallsMarkAtMostNMinusQuorumDown(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t, 5, Options{})
+	f.r.loops.Add(1) // as if RunHealth ran; its probes are driven by hand
+	for i := range 3 {
+		f.nodes[i].setFail(errFault)
+	}
+	for i := range 8 {
+		_, _ = f.r.Acquire(ctx, fmt.Sprintf("k%d", i), "tok", ttl)
+	}
+	down := 0
+	for i := range 5 {
+		if f.state(i).State == StateDown {
+			down++
+		}
+	}
+	if down != 2 {
+		t.Fatalf("%d nodes marked down by calls, want N − quorum = 2", down)
+	}
+	if f.r.Voting() != 3 {
+		t.Fatalf("Voting = %d, want 3", f.r.Voting())
+	}
+	f.r.probeAll(ctx) // the probes fail too: they may take the third out
+	for i := range 3 {
+		f.mustState(t, i, StateDown)
+	}
+	for i := range 3 {
+		f.nodes[i].setFail(nil)
+	}
+	f.r.probeAll(ctx)
+	for i := range 5 {
+		f.mustState(t, i, StateUp)
+	}
+	if n := f.r.downs.Load(); n != 0 {
+		t.Fatalf("down count %d after every node came back", n)
+	}
+}

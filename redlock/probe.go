@@ -220,10 +220,7 @@ func (r *Redlock) endHealth() {
 	for _, h := range r.health {
 		h.mu.Lock()
 		h.fails.Store(0)
-		if h.down {
-			h.down = false
-			h.refresh(now)
-		}
+		r.setUp(h, now)
 		h.mu.Unlock()
 	}
 }

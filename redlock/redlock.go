@@ -193,6 +193,7 @@ type Redlock struct {
 	// Backend health (health.go): one per node, in node order.
 	health         []*nodeHealth
 	loops          atomic.Int32 // RunHealth loops running: fast failure needs one
+	downs          atomic.Int32 // nodes marked down (setDown)
 	maxTTL         time.Duration
 	trustFresh     bool
 	downAfter      int

@@ -268,23 +268,19 @@ func (r *Redlock) answered(i int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.fails.Store(0)
-	if h.down {
-		h.down = false
-		h.lastErr = nil
-		h.refresh(r.now())
+	if r.setUp(h, r.now()) {
 		r.log.Info("backend up", "node", h.addr)
 	}
 }
 
-// markDown takes node i out of votes until a probe gets an answer; only
-// while RunHealth runs (without it nothing would bring the node back).
+// markDown takes node i out of votes until a probe gets an answer: the
+// backend itself said, on a connection of its own as a probe's, that it
+// cannot serve until the script ends (UNKILLABLE), so the cap on what
+// failed calls may mark down (setDown) does not apply.
 func (r *Redlock) markDown(i int, err error) {
 	h := r.health[i]
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastErr = err
-	if !h.down && r.loops.Load() > 0 {
-		h.down = true
-		h.stop()
-	}
+	r.setDown(h, false)
 }
