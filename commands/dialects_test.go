@@ -159,9 +159,8 @@ func TestPubSubAccepted(t *testing.T) {
 }
 
 // TestNoKeepTTL: with default_ttl = 0 (KeepTTL 0) a plain write without
-// expiry is made without one, while an acquisition without expiry and
-// PERSIST of a key with an expiry are refused with the reason (conf/doc.go
-// says so).
+// expiry is made without one, as is PERSIST of data, while an acquisition
+// without expiry is refused with the reason (conf/doc.go says so).
 func TestNoKeepTTL(t *testing.T) {
 	logger := redlocktest.Logger(t)
 	rl, mrs := redlocktest.New(t, 3, redlock.Options{Logger: logger})
@@ -178,7 +177,10 @@ func TestNoKeepTTL(t *testing.T) {
 		t.Errorf("SET k v wrote a ttl of %v, want none", ttl)
 	}
 	do(d, c, "SET", "p", "v", "PX", "30000")
-	for _, cmd := range [][]string{{"SETNX", "n", "v"}, {"SET", "n", "v", "NX"}, {"PERSIST", "p"}} {
+	if r := do(d, c, "PERSIST", "p"); r != ":1\r\n" {
+		t.Errorf("PERSIST of data: %q, want :1", r)
+	}
+	for _, cmd := range [][]string{{"SETNX", "n", "v"}, {"SET", "n", "v", "NX"}} {
 		if r := do(d, c, cmd...); !strings.HasPrefix(r, "-ERR") || !strings.Contains(r, "default_ttl > 0") {
 			t.Errorf("%q: %q, want the refusal naming default_ttl", cmd, r)
 		}

@@ -26,6 +26,13 @@ import (
 // errCannotServe answers a command Redis has that cannot run by vote.
 const errCannotServe = "ERR redlock-proxy cannot serve this command: %s. See docs/compatibility.md"
 
+// lockWrites are the keyed commands whose writes are a lock's, not data
+// (docs/safety.md, "Locks and data"): MSETNX acquires its keys, and COPY
+// gives the copy the expiry the proxy holds its source to. They run as
+// scripts by vote do, their copies bounded to max_ttl and held beyond;
+// every other keyed write is data (lease.Manager.VoteData).
+var lockWrites = map[string]bool{"MSETNX": true, "COPY": true}
+
 // keyed is what the handler of one generated row needs.
 type keyed struct {
 	cmd    lua.KeyCommand
@@ -166,7 +173,14 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		}
 		argv = append(argv, e)
 	}
-	v, err := d.leases.Vote(ctx, k.script, keys, argv, k.cmd.Writes)
+	var v any
+	var err error
+	switch {
+	case k.cmd.Writes && !lockWrites[k.cmd.Name]:
+		v, err = d.leases.VoteData(ctx, k.script, keys, argv) // data: the expiry as the command leaves it
+	default:
+		v, err = d.leases.Vote(ctx, k.script, keys, argv, k.cmd.Writes)
+	}
 	if err != nil {
 		return d.lockError(err)
 	}

@@ -205,18 +205,15 @@ func (d *Dispatcher) typeOf(ctx context.Context, c *Client, args [][]byte) Reply
 	return Simple("string")
 }
 
-// PERSIST key: the key loses its expiry, as far as clients can tell: the
-// proxy keeps it (renews its lease while it holds its value). 1 when the
-// key had an expiry, 0 (not_held) when it is absent or had none.
+// PERSIST key: the key loses its expiry (a lock: held, its lease renewed
+// while it holds its value). 1 when the key had an expiry, 0 (not_held)
+// when it is absent or had none.
 func (d *Dispatcher) persist(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
 	done, err := d.leases.Persist(ctx, string(args[1]))
-	switch {
-	case errors.Is(err, lease.ErrNoKeepTTL):
-		return Error("ERR PERSIST needs default_ttl > 0 on redlock-proxy: keys without expiry are leases it renews")
-	case err != nil:
+	if err != nil {
 		return d.lockError(err)
 	}
 	return didReply(done)

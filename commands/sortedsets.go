@@ -49,7 +49,13 @@ func (d *Dispatcher) zvote(ctx context.Context, name string, args [][]byte, writ
 		argv[i] = string(a)
 	}
 	keys := []string{string(args[1])}
-	v, err := d.leases.Vote(ctx, zScripts[name], keys, argv, writes) // a release wakes the key's waiters
+	var v any
+	var err error
+	if writes { // data, unless the key is a lock (lease.VoteData); a release wakes the key's waiters
+		v, err = d.leases.VoteData(ctx, zScripts[name], keys, argv)
+	} else {
+		v, err = d.leases.Vote(ctx, zScripts[name], keys, argv, false)
+	}
 	if err != nil {
 		return d.lockError(err)
 	}

@@ -183,7 +183,7 @@ func (c Config) Warnings() []string {
 		}
 	}
 	if c.DefaultTTL == 0 {
-		w = append(w, "default_ttl = 0: lock writes that carry no expiry are kept forever; a crashed holder never releases them, and a backend restart without persistence breaks mutual exclusion")
+		w = append(w, "default_ttl = 0: locks without expiry (SETNX, SET NX without PX, PERSIST of a lock) are refused: they need the renewed lease")
 	}
 	if c.DriftFactor == 0 {
 		w = append(w, "drift_factor = 0: no allowance for clock drift between the proxy and the backends")

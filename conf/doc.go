@@ -104,11 +104,9 @@
 //
 // max_ttl is a safety parameter, not a convenience: a restarted backend's
 // votes are ignored for max_ttl plus drift, so a lock can never outlive the
-// quarantine. default_ttl = 0 lets plain writes without expiry (SET,
-// GETSET, a compare-and-set) live forever, which a backend restart without
-// persistence turns into two holders; it is allowed because clients asked
-// for it, and warned. Acquisitions without expiry (SETNX, SET NX) and
-// PERSIST of a key with an expiry are then refused: they need the
-// renewed lease. Fewer than 3 or an even number of backends is allowed
+// quarantine. default_ttl is the lease of locks without expiry (holds):
+// with 0, acquisitions without expiry (SETNX, SET NX) and PERSIST of a
+// lock are refused: they need the renewed lease. Data (a plain SET, HSET
+// …) never depends on it: it carries exactly the expiry the client gave. Fewer than 3 or an even number of backends is allowed
 // and warned: 2 tolerate no failure, 4 no more than 3.
 package conf

@@ -257,6 +257,27 @@ func (r *Redlock) Expire(ctx context.Context, key string, ttl time.Duration) (bo
 	return t.won(), nil
 }
 
+// Persist takes away key's expiry (PERSIST) on every node. It returns
+// true as soon as a quorum applied it (the key existed there with an
+// expiry), false with a nil error when that became impossible and enough
+// nodes answered, and a *QuorumError of kind ErrNoQuorum when more than
+// N−quorum nodes failed.
+func (r *Redlock) Persist(ctx context.Context, key string) (bool, error) {
+	if err := checkKeys(ctx, "persist", []string{key}); err != nil {
+		return false, err
+	}
+	defer r.mirrorWrite(ctx, "persist", "PERSIST", key)()
+	persist := call[bool]{cmd: command{kind: callDo, args: []any{"PERSIST", key}}, decode: intIs1}
+	t := r.tally()
+	if err := quorum(r, ctx, "persist", r.nodeTimeout, persist, decider[bool](t), nil); err != nil {
+		return false, err
+	}
+	if !t.won() && t.short() {
+		return false, t.noQuorum()
+	}
+	return t.won(), nil
+}
+
 // CompareAndSet sets key to new with the given ttl on every node where it
 // holds old, and returns the lock new now holds, its validity measured
 // from the start of this call as for Acquire. It fails with a *QuorumError

@@ -12,14 +12,19 @@ import (
 // The data operations: the single-Redis dialect's reads and writes, the
 // counters, scripts run by vote. Each is package redlock's quorum
 // operation of the same name, with the side effects on what this Manager
-// remembers done here, so that no caller has to: a write without expiry
-// is kept (keep.go) and any other write, delete or expire stops keeping
-// the key; a write by vote wakes the key's waiters.
+// remembers done here, so that no caller has to.
+//
+// Locks and data, one rule each (docs/safety.md, "Locks and data"): a
+// lock is what a client acquires (Acquire, the compare-and-set and
+// extend operations on its key); its copies carry at most MaxTTL, or it
+// is a hold (keep.go), renewed by the tier. Data is every other write
+// (Write, GetSet, Set, Incr, an expiry of a key that is not a lock, the
+// keyed commands by vote): every backend stores exactly the expiry the
+// client gave, none meaning none, with no lease, no renewal and no
+// record, so that it survives any proxy outage. A data write over a
+// held key takes the key, as on one Redis: the hold ends.
 
 var (
-	// ErrNoKeepTTL: a key cannot be kept without expiry, Options.KeepTTL
-	// being 0 (Persist).
-	ErrNoKeepTTL = errors.New("keys without expiry need a KeepTTL")
 	// ErrNoBackend: no backend answered a command sent to every backend
 	// (list pops, publish).
 	ErrNoBackend = errors.New("no backend answered")
@@ -30,85 +35,58 @@ type TypeError struct{ Type string }
 
 func (e *TypeError) Error() string { return "the key holds a " + e.Type }
 
-// leaseTTL is the ttl a write is made with: its own, or for a write
-// without expiry (ttl 0) the lease that the Manager renews (0 when KeepTTL
-// is 0: no expiry at all).
-func (m *Manager) leaseTTL(ttl time.Duration) time.Duration {
-	if ttl == 0 {
-		return m.keepTTL
-	}
-	return ttl
+// isLock reports whether this proxy knows key as a lock: held (kept
+// here, or seen in the holds record at the last claim round) or granted
+// through here. Its expiry is then a lock's: within MaxTTL, or a hold.
+func (m *Manager) isLock(key string) bool {
+	m.keeper.mu.Lock()
+	_, recorded := m.keeper.recorded[key]
+	m.keeper.mu.Unlock()
+	return recorded || m.keeps(key) || m.reg.knows(key)
 }
 
-// Write sets key to value on every node (redlock.Write), with ttl, or
-// without expiry when ttl is 0.
+// Write sets key to value on every node (redlock.Write), a data write:
+// with ttl, or without expiry when ttl is 0.
 func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duration) error {
-	ttl, until := m.long(ttl)
-	if until.IsZero() { // else the hold to until replaces the keep
-		m.endsKeep(key, value, ttl)
-	}
-	m.beginWrite(key)
-	err := m.locker.Write(ctx, key, value, m.leaseTTL(ttl))
-	m.endWrite(err, key, value, ttl)
-	m.holdUntil(err, key, value, until)
+	m.unkeep(key)
+	err := m.locker.Write(ctx, key, value, ttl)
+	m.reg.forget(key) // whatever was granted through here is overwritten
 	return err
 }
 
 // CompareAndSet sets key to value where it holds old (redlock.
-// CompareAndSet), with ttl, or without expiry when ttl is 0.
+// CompareAndSet), with ttl, or without expiry when ttl is 0: a lock
+// operation (SET … IFEQ renews a lock), so its copies carry at most
+// MaxTTL and what the client asked beyond is held.
 func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl time.Duration) error {
+	keep := ttl == 0 // held until released, as SETNX
 	ttl, until := m.long(ttl)
-	if old == value && until.IsZero() {
-		m.endsKeep(key, value, ttl)
+	if keep {
+		ttl = m.keepTTL
 	}
-	m.beginWrite(key)
-	_, err := m.locker.CompareAndSet(ctx, key, old, value, m.leaseTTL(ttl))
-	m.endWrite(err, key, value, ttl)
+	if old == value {
+		m.unkeepValue(key, old) // its expiry changes: no renewal may undo it
+	}
+	_, err := m.locker.CompareAndSet(ctx, key, old, value, ttl)
+	m.reg.forget(key)
+	if err == nil && keep {
+		m.keep(key, value)
+	}
 	m.holdUntil(err, key, value, until)
 	return err
 }
 
 // GetSet sets key to value and returns what a quorum held before
-// (redlock.GetSet), with ttl, or without expiry when ttl is 0. A key a
-// quorum holds of another type is refused with a *TypeError.
+// (redlock.GetSet), a data write with ttl, or without expiry when ttl is
+// 0. A key a quorum holds of another type is refused with a *TypeError.
 func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Duration) (redlock.Value, error) {
-	ttl, until := m.long(ttl)
-	var was *Hold
-	if until.IsZero() { // else the hold to until replaces the keep
-		was = m.endsKeep(key, value, ttl)
-	}
-	m.beginWrite(key)
-	old, err := m.locker.GetSet(ctx, key, value, m.leaseTTL(ttl))
+	m.unkeep(key)
+	old, err := m.locker.GetSet(ctx, key, value, ttl)
 	if err == nil && old.Exists && old.Type != "" {
 		err = &TypeError{Type: old.Type}
 	}
-	var wrongType *TypeError
-	if was != nil && was.AnyValue && errors.As(err, &wrongType) {
-		m.HoldKey(key, *was) // nothing was written: the key stays held
-	}
-	m.endWrite(err, key, value, ttl)
-	m.holdUntil(err, key, value, until)
+	m.reg.forget(key)
 	return old, err
-}
-
-// endsKeep ends the keep of key before a write of the value it keeps with
-// an expiry (ttl > 0): once that write lands, a renewal or a claim must
-// not give the key its lease back. (A write of another value ends the
-// keep after it: the renewal compares the value.)
-// It returns the hold it ended, if any.
-func (m *Manager) endsKeep(key, value string, ttl time.Duration) *Hold {
-	if ttl <= 0 {
-		return nil
-	}
-	m.keeper.mu.Lock()
-	var was *Hold
-	if e := m.keeper.keys[key]; e != nil && e.holds(value) {
-		h := e.Hold
-		was = &h
-	}
-	m.keeper.mu.Unlock()
-	m.unkeepValue(key, value)
-	return was
 }
 
 // Get is the value a quorum holds (redlock.Get).
@@ -162,8 +140,9 @@ type SetOptions struct {
 
 // Set is SET with XX, KEEPTTL, GET or a deadline already past: it reads key
 // on a quorum (Read), then acts on what it read. An XX write of the value
-// key holds, with a ttl, is an extend of that lock (redlock.ExtendKeys);
-// if the key changed in between, a plain write. Any other write is a
+// a lock known here holds (isLock), with a ttl, is an extend of that lock
+// (redlock.ExtendKeys), within MaxTTL or held; if the key changed in
+// between, a plain write. Any other write is a
 // plain write (Write), a past deadline a delete (Delete). The read and the
 // write are two quorum operations: a write by another client between them
 // is not seen by the condition. It returns what key held before and
@@ -189,7 +168,7 @@ func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration,
 			ttl = max(old.PTTL, time.Millisecond)
 		}
 	}
-	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value {
+	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value && m.isLock(key) {
 		lease, until := m.long(ttl)
 		_, err := m.Extend(ctx, []string{key}, value, lease, redlock.Replace)
 		if !errors.Is(err, redlock.ErrNotHeld) {
@@ -215,6 +194,8 @@ const (
 
 // ExpireIf gives key ttl on a quorum where cond holds, as Redis's EXPIRE
 // options: a ttl of 0 or less (a deadline now or past) deletes the key.
+// Data gets ttl exactly; a lock known here (isLock) at most MaxTTL, and
+// is held to a deadline beyond.
 // It reports whether it did; false when key is absent or cond does not
 // hold. A condition is checked on a quorum read (Read; a key kept here
 // has no expiry) and then acted on: a write between the two is not seen.
@@ -237,7 +218,10 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		n, err := m.Delete(ctx, []string{key})
 		return n > 0, err
 	}
-	lease, until := m.long(ttl)
+	lease, until := ttl, time.Time{}
+	if m.isLock(key) {
+		lease, until = m.long(ttl)
+	}
 	if until.IsZero() {
 		if err := m.endPeerHold(ctx, key); err != nil {
 			return false, err
@@ -267,21 +251,28 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 	return ok, err
 }
 
-// Persist takes away key's expiry as far as clients can tell: the key is
-// kept (renewed while it holds the value it holds now; a key of another
-// type, a hash lock, while it exists, as a script by vote's is). True
-// when it did; false when key is absent, already without expiry, or
-// changed since it was read. Without a KeepTTL it is refused with
-// ErrNoKeepTTL.
+// Persist takes away key's expiry. Data: PERSIST on a quorum
+// (redlock.Persist). A lock known here (isLock) is held instead, its
+// copies keeping a lease (renewed while it holds the value it holds now;
+// a key of another type, a hash lock, while it exists, as a script by
+// vote's is). True when it did; false when key is absent, already
+// without expiry, or changed since it was read.
 func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
+	if !m.isLock(key) || m.keepTTL == 0 {
+		if err := m.endPeerHold(ctx, key); err != nil {
+			return false, err
+		}
+		m.unkeep(key)
+		ok, err := m.locker.Persist(ctx, key)
+		m.reg.forget(key)
+		return ok, err
+	}
 	v, err := m.Read(ctx, key)
 	switch {
 	case err != nil:
 		return false, err
 	case !v.Exists || v.PTTL < 0:
 		return false, nil
-	case m.keepTTL == 0:
-		return false, ErrNoKeepTTL
 	case v.Type != "":
 		// The lease on a quorum, then the hold: a renewal of any value
 		// gives it the lease again while the key exists.
@@ -360,6 +351,25 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 	m.loosen(w)
 	m.changed(keys)
 	return v, nil
+}
+
+// VoteData runs a command that writes data by vote (a keyed command:
+// HSET, SADD, RPUSH, APPEND …, as a script that only calls it): the
+// copies keep exactly the expiry the command leaves, with no clamp, no
+// lease and no hold. A key this proxy knows as a lock (isLock) is a
+// lock's still: the command then runs as any script by vote (Vote).
+func (m *Manager) VoteData(ctx context.Context, script *redlock.Script, keys, argv []string) (any, error) {
+	for _, k := range keys {
+		if m.isLock(k) {
+			return m.Vote(ctx, script, keys, argv, true)
+		}
+	}
+	v, _, err := m.locker.VoteClamped(ctx, script.Guarded(), keys, argv) // ordered, and on migrate_from
+	m.reg.forget(keys...)
+	if err == nil {
+		m.changed(keys)
+	}
+	return v, err
 }
 
 // MigrateStats is what migrate_from has seen, for INFO and metrics.

@@ -11,42 +11,54 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
-// TestDataKeepsWritesWithoutExpiry: the data operations own the keep
-// state: a write without expiry is kept, one with an expiry, a delete, an
-// expire or a flush ends it; Persist keeps what it persisted.
-func TestDataKeepsWritesWithoutExpiry(t *testing.T) {
-	m, _ := newManager(t, Options{KeepTTL: keepTTL})
+// TestLocksKeptDataNot: locks and data, one rule each. A lock without
+// expiry (SETNX: Acquire with Keep; a compare-and-set without expiry) is
+// kept, its copies carrying the lease; a data write (Write, GetSet, Set,
+// Persist and ExpireIf of a data key) takes the key as asked, with no
+// lease and no keep, whatever it was before; a delete and a flush end a
+// keep.
+func TestLocksKeptDataNot(t *testing.T) {
+	m, mrs := newManager(t, Options{KeepTTL: keepTTL})
 	ctx := context.Background()
+	setnx := func(v string) func() error {
+		return func() error {
+			_, err := m.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: v, Keep: true})
+			return err
+		}
+	}
+	const none, lease, asked = -1, 1, 2 // the copies' ttl: none, the lease, what the client gave
 	steps := []struct {
 		name string
 		op   func() error
-		kept bool // "k" kept holding the value written last
+		kept bool // "k" kept holding val
 		val  string
+		ttl  int
 	}{
-		{"Write without expiry", func() error { return m.Write(ctx, "k", "a", 0) }, true, "a"},
-		{"Write with expiry", func() error { return m.Write(ctx, "k", "b", ttl) }, false, "b"},
-		{"Persist", func() error {
-			ok, err := m.Persist(ctx, "k")
-			if err == nil && !ok {
-				err = errors.New("not persisted")
-			}
+		{"SETNX", setnx("a"), true, "a", lease},
+		{"Write without expiry over the lock", func() error { return m.Write(ctx, "k", "b", 0) }, false, "b", none},
+		{"Write with expiry", func() error { return m.Write(ctx, "k", "c", ttl) }, false, "c", asked},
+		{"Persist of data", func() error { return want(m.Persist(ctx, "k"))(true) }, false, "c", none},
+		{"CompareAndSet without expiry: a lock", func() error { return m.CompareAndSet(ctx, "k", "c", "d", 0) }, true, "d", lease},
+		{"GetSet without expiry", func() error { _, err := m.GetSet(ctx, "k", "e", 0); return err }, false, "e", none},
+		{"ExpireIf LT of data", func() error { return want(m.ExpireIf(ctx, "k", ttl, ExpireLT))(true) }, false, "e", asked},
+		{"Delete", func() error { _, err := m.Delete(ctx, []string{"k"}); return err }, false, "e", 0},
+		{"SETNX again", setnx("f"), true, "f", lease},
+		{"Set KEEPTTL of a held key: data without expiry", func() error {
+			_, _, err := m.Set(ctx, "k", "g", 0, SetOptions{KeepTTL: true})
 			return err
-		}, true, "b"},
-		{"CompareAndSet without expiry", func() error { return m.CompareAndSet(ctx, "k", "b", "c", 0) }, true, "c"},
-		{"Expire", func() error { _, err := m.Expire(ctx, "k", ttl); return err }, false, "c"},
-		{"GetSet without expiry", func() error { _, err := m.GetSet(ctx, "k", "d", 0); return err }, true, "d"},
-		{"Delete", func() error { _, err := m.Delete(ctx, []string{"k"}); return err }, false, "d"},
-		{"Write again", func() error { return m.Write(ctx, "k", "e", 0) }, true, "e"},
-		{"Set KEEPTTL of a kept key", func() error { _, _, err := m.Set(ctx, "k", "f", 0, SetOptions{KeepTTL: true}); return err }, true, "f"},
-		{"ExpireIf GT of a kept key: no expiry is infinite", func() error { return want(m.ExpireIf(ctx, "k", ttl, ExpireGT))(false) }, true, "f"},
-		{"Set XX of the kept value with a ttl: an extend", func() error { return want3(m.Set(ctx, "k", "f", ttl, SetOptions{XX: true}))(true) }, false, "f"},
-		{"Set XX without expiry", func() error { return want3(m.Set(ctx, "k", "g", 0, SetOptions{XX: true}))(true) }, true, "g"},
-		{"ExpireIf LT of a kept key", func() error { return want(m.ExpireIf(ctx, "k", ttl, ExpireLT))(true) }, false, "g"},
-		{"Set XX of an absent key", func() error { return want3(m.Set(ctx, "absent", "x", 0, SetOptions{XX: true}))(false) }, false, "g"},
-		{"Write once more", func() error { return m.Write(ctx, "k", "h", 0) }, true, "h"},
-		{"FlushAll", func() error { return m.FlushAll(ctx) }, false, "h"},
+		}, false, "g", none},
+		{"Set XX without expiry", func() error { return want3(m.Set(ctx, "k", "h", 0, SetOptions{XX: true}))(true) }, false, "h", none},
+		{"Set XX of an absent key", func() error { return want3(m.Set(ctx, "absent", "x", 0, SetOptions{XX: true}))(false) }, false, "h", none},
+		{"SETNX of data is refused", func() error {
+			if err := setnx("i")(); !errors.Is(err, redlock.ErrHeld) {
+				return fmt.Errorf("SETNX over data: %v, want held", err)
+			}
+			return nil
+		}, false, "h", none},
+		{"FlushAll", func() error { return m.FlushAll(ctx) }, false, "h", 0},
 	}
 	for _, s := range steps {
 		if err := s.op(); err != nil {
@@ -55,6 +67,25 @@ func TestDataKeepsWritesWithoutExpiry(t *testing.T) {
 		if got := m.Kept("k", s.val); got != s.kept {
 			t.Fatalf("after %s: kept %v, want %v", s.name, got, s.kept)
 		}
+		// (Every backend, once the write the quorum answered reached it.)
+		var bad string
+		testkit.Eventually(t, 10*time.Second, "after "+s.name+": every copy's ttl", func() bool {
+			bad = ""
+			for i, mr := range mrs {
+				got := mr.TTL("k")
+				switch {
+				case s.ttl == 0 && mr.Exists("k"):
+					bad = fmt.Sprintf("node %d still has the key", i)
+				case s.ttl == none && (got != 0 || !mr.Exists("k")):
+					bad = fmt.Sprintf("node %d's copy has ttl %v, want none", i, got)
+				case s.ttl == lease && (got <= 0 || got > keepTTL):
+					bad = fmt.Sprintf("node %d's copy has ttl %v, want the lease", i, got)
+				case s.ttl == asked && got != ttl:
+					bad = fmt.Sprintf("node %d's copy has ttl %v, want %v", i, got, ttl)
+				}
+			}
+			return bad == ""
+		})
 	}
 	v, err := m.Read(ctx, "k")
 	if err != nil || v.Exists {
@@ -102,15 +133,15 @@ func TestPopPushesBack(t *testing.T) {
 	}
 }
 
-// TestStaleKeepEnds: a key kept after a write without expiry stops being
+// TestStaleKeepEnds: a key kept after a lock without expiry stops being
 // kept when a script by vote writes it, or when a lock with an expiry is
 // granted on it (the kept value was gone, or the client asked an expiry):
 // renewing it then would make a lock with a ttl endless.
 func TestStaleKeepEnds(t *testing.T) {
 	m, mrs := newManager(t, Options{KeepTTL: keepTTL})
 	ctx := context.Background()
-	if err := m.Write(ctx, "k", "1", 0); err != nil || !m.Kept("k", "1") {
-		t.Fatalf("Write without expiry: kept %v, %v", m.Kept("k", "1"), err)
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: "1", Keep: true}); err != nil || !m.Kept("k", "1") {
+		t.Fatalf("SETNX: kept %v, %v", m.Kept("k", "1"), err)
 	}
 	del := redlock.NewScript("return redis.call('del', KEYS[1])")
 	if _, err := m.Vote(ctx, del, []string{"k"}, nil, true); err != nil {
@@ -119,8 +150,8 @@ func TestStaleKeepEnds(t *testing.T) {
 	if m.Kept("k", "1") {
 		t.Fatal("still kept after a script by vote deleted it")
 	}
-	if err := m.Write(ctx, "k2", "1", 0); err != nil || !m.Kept("k2", "1") {
-		t.Fatalf("Write without expiry: kept %v, %v", m.Kept("k2", "1"), err)
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k2"}, Token: "1", Keep: true}); err != nil || !m.Kept("k2", "1") {
+		t.Fatalf("SETNX: kept %v, %v", m.Kept("k2", "1"), err)
 	}
 	// Deleted behind this proxy's back (through another proxy), before
 	// its renewal noticed; then taken with an expiry by the same value.

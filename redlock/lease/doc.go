@@ -16,7 +16,7 @@
 // PUBLISH (lists.go), and reports the backends' health (Backends). Each
 // method carries out package redlock's quorum operation and its side
 // effects on what the Manager remembers, and returns what happened as a
-// value or a typed error (redlock's sentinels, ErrNoKeepTTL,
+// value or a typed error (redlock's sentinels,
 // ErrNoBackend, *TypeError); no caller updates that memory by hand. It
 // keeps:
 //

@@ -58,11 +58,11 @@ func TestHoldsHandedOverAndTakenOver(t *testing.T) {
 	}
 	a, b := start("A"), start("B")
 	ctx := context.Background()
-	if err := a.Write(ctx, "k", "v", 0); err != nil {
+	if _, err := a.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: "v", Keep: true}); err != nil {
 		t.Fatal(err)
 	}
 	if n := owners("k", "A"); n < 2 {
-		t.Fatalf("the hold is recorded on %d backends when Write returns", n)
+		t.Fatalf("the hold is recorded on %d backends when SETNX returns", n)
 	}
 	for _, mr := range mrs {
 		_, _ = mr.Push("list", "x")

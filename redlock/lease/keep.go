@@ -11,11 +11,12 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
-// Writes without expiry (SET k v NX, SETNX, a plain SET, GETSET, PERSIST):
-// on one Redis the key stays until it is deleted. Through the proxy it is
-// written with a lease of Options.KeepTTL and kept: renewed, with a
-// compare-and-expire, while it still holds the value written, until it is
-// released, overwritten, deleted or given an expiry. A holder that works
+// Locks without expiry (SET k v NX, SETNX, SET … IFEQ without expiry,
+// PERSIST of a lock): on one Redis the key stays until it is deleted.
+// Through the proxy it is written with a lease of Options.KeepTTL and
+// kept: renewed, with a compare-and-expire, while it still holds the value
+// written, until it is released, overwritten, deleted or given an expiry.
+// (Data written without expiry carries none: data.go.) A holder that works
 // longer than KeepTTL keeps its lock, as on one Redis. Once StartHolds
 // ran, every keep is also a field of the holds record on the backends
 // (holds.go), written before the write is answered, so that the tier
@@ -66,7 +67,6 @@ type Hold struct {
 // stops: call it before the client's write is answered.
 func (m *Manager) HoldKey(key string, h Hold) {
 	m.keeper.mu.Lock()
-	delete(m.keeper.settling, key)
 	e := m.holdLocked(key, h)
 	m.keeper.mu.Unlock()
 	m.record(key, e)
@@ -108,131 +108,7 @@ type keeper struct {
 	mu       sync.Mutex
 	keys     map[string]*kept
 	running  bool                    // the loop runs
-	flights  map[string]*flight      // writes in flight, by key
-	settling map[string]*flight      // overlapping writes whose keep is being settled
 	recorded map[string]redlock.Hold // holds in the record at the last claim round, by key
-}
-
-// Writes of one key through this proxy that overlap in time may return
-// in any order, and the last to return is not the one the backends kept.
-// So a write that ran alone decides what is kept; when two or more ran at
-// once, the keep is decided after the last returns, by reading what a
-// quorum holds: it is kept if one of those writes without expiry wrote
-// that value, else the key is no longer kept here. (Writes through other
-// proxies are theirs to keep: the renewal compares the value.)
-
-// flight is the writes of one key in flight through this proxy.
-type flight struct {
-	n       int             // in flight
-	overlap bool            // two were in flight at once
-	keep    map[string]bool // values written without expiry, by writes that returned
-}
-
-// beginWrite is called before a write of key whose success changes what
-// is kept (a write without expiry or one with an expiry).
-func (m *Manager) beginWrite(key string) {
-	k := &m.keeper
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.flights == nil {
-		k.flights = make(map[string]*flight)
-		k.settling = make(map[string]*flight)
-	}
-	delete(k.settling, key) // this write decides after it
-	f := k.flights[key]
-	if f == nil {
-		f = &flight{keep: make(map[string]bool)}
-		k.flights[key] = f
-	}
-	f.n++
-	if f.n > 1 {
-		f.overlap = true
-	}
-}
-
-// endWrite follows a write begun with beginWrite: without error, value
-// was written without expiry (ttl 0: kept) or with one (not kept).
-func (m *Manager) endWrite(err error, key, value string, ttl time.Duration) {
-	m.reg.forget(key) // whatever was granted through here may be overwritten
-	k := &m.keeper
-	k.mu.Lock()
-	f := k.flights[key]
-	f.n--
-	if err == nil && ttl == 0 {
-		f.keep[value] = true
-	}
-	if f.overlap {
-		if f.n == 0 {
-			delete(k.flights, key)
-			k.settling[key] = f
-			m.bg.Go(func() { m.settleKeep(key, f) })
-		}
-		k.mu.Unlock()
-		if err == nil && ttl == 0 {
-			// Recorded before it is answered; the settle decides after.
-			m.record(key, &kept{Hold: Hold{Value: value}, digest: digestOf(value)})
-		}
-		return
-	}
-	if f.n == 0 {
-		delete(k.flights, key)
-	}
-	switch {
-	case err != nil:
-		k.mu.Unlock()
-	case ttl == 0:
-		e := m.keepLocked(key, value)
-		k.mu.Unlock()
-		m.record(key, e)
-	default:
-		_, was := k.keys[key]
-		delete(k.keys, key)
-		k.mu.Unlock()
-		if was {
-			m.unrecord(key)
-		}
-	}
-}
-
-// settleKeep decides the keep of key after overlapping writes: kept
-// while it holds the value a quorum holds, if one of them wrote it
-// without expiry. A write begun since decides instead. When no quorum
-// agrees, the last write without expiry is kept: the renewal finds out.
-func (m *Manager) settleKeep(key string, f *flight) {
-	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
-	defer cancel()
-	v, err := m.locker.Get(ctx, key)
-	k := &m.keeper
-	k.mu.Lock()
-	if k.settling[key] != f || m.life.Err() != nil {
-		k.mu.Unlock()
-		return // a later write decides, or the Manager shut down
-	}
-	delete(k.settling, key)
-	candidates := f.keep
-	var e *kept
-	switch {
-	case err == nil && v.Exists && v.Type == "" && candidates[v.Data]:
-		e = m.keepLocked(key, v.Data)
-	case err == nil:
-		delete(k.keys, key)
-	default:
-		m.log.Warn("key written by overlapping writes: no quorum read, keeping its renewal", "key", key, "error", err)
-		if e := k.keys[key]; e != nil && candidates[e.Value] {
-			k.mu.Unlock()
-			return
-		}
-		for c := range candidates {
-			e = m.keepLocked(key, c)
-			break
-		}
-	}
-	k.mu.Unlock()
-	if e != nil {
-		m.record(key, e)
-	} else if len(candidates) > 0 {
-		m.unrecord(key) // recorded when written: no longer kept
-	}
 }
 
 // keep renews key while it holds value (see above); it replaces what was
@@ -241,7 +117,6 @@ func (m *Manager) settleKeep(key string, f *flight) {
 // expiry at all.
 func (m *Manager) keep(key, value string) {
 	m.keeper.mu.Lock()
-	delete(m.keeper.settling, key) // this write decides after them
 	e := m.keepLocked(key, value)
 	m.keeper.mu.Unlock()
 	m.record(key, e)
@@ -285,7 +160,6 @@ func (m *Manager) unkeep(key string) {
 	m.keeper.mu.Lock()
 	e, was := m.keeper.keys[key]
 	delete(m.keeper.keys, key)
-	delete(m.keeper.settling, key)
 	wait := e.inFlight()
 	m.keeper.mu.Unlock()
 	m.awaitRenewal(wait)
@@ -308,7 +182,6 @@ func (m *Manager) unkeepValue(key, value string) {
 		delete(m.keeper.keys, key)
 		was, wait = true, k.inFlight()
 	}
-	delete(m.keeper.settling, key) // a settle of earlier writes must not keep it again
 	m.keeper.mu.Unlock()
 	m.awaitRenewal(wait)
 	if was {
@@ -352,19 +225,17 @@ func (m *Manager) awaitRenewal(wait <-chan struct{}) {
 	}
 }
 
-// keeps reports whether key is kept here, or being decided (a write or a
-// settle in flight): the claims leave it alone.
+// keeps reports whether key is kept here: the claims leave it alone.
 func (m *Manager) keeps(key string) bool {
 	m.keeper.mu.Lock()
 	defer m.keeper.mu.Unlock()
-	return m.keeper.keys[key] != nil || m.keeper.flights[key] != nil || m.keeper.settling[key] != nil
+	return m.keeper.keys[key] != nil
 }
 
 // unkeepAll stops renewing every key (FLUSHDB).
 func (m *Manager) unkeepAll() {
 	m.keeper.mu.Lock()
 	clear(m.keeper.keys)
-	clear(m.keeper.settling)
 	m.keeper.mu.Unlock()
 }
 

@@ -435,6 +435,14 @@ func (r *registry) extendedGrant(keys []string, token string, deadline time.Time
 	}
 }
 
+// knows reports whether key was granted through here, remembered or
+// noted, and not forgotten since (lease.isLock).
+func (r *registry) knows(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held[key] != nil || r.grants[key] != nil
+}
+
 // forget drops the notes of keys: they may have changed.
 func (r *registry) forget(keys ...string) {
 	r.mu.Lock()
