@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // Wire error texts. Where Redis 7 has the same error, the text is Redis's,
@@ -109,6 +110,8 @@ func (d *Dispatcher) lockError(err error) Reply {
 		return errCancelled
 	case errors.Is(err, redlock.ErrOrderBusy):
 		return Error("TRYAGAIN " + err.Error())
+	case errors.Is(err, lease.ErrLockTTL):
+		return Error("ERR " + err.Error())
 	case errors.Is(err, redlock.ErrInvalid):
 		// An empty key or value, which one Redis takes: say so, not
 		// "syntax error".

@@ -144,17 +144,20 @@ func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
 	}
 	if unit != "" {
 		var r Reply
-		req.ttl, req.expired, r = d.parseExpiry(unit, expiry, "set")
+		// Data's ttl may go beyond max_ttl; a lock's (NX, IFEQ) only if
+		// it can be held.
+		long := !req.nx && req.ifeq == nil || d.leases.HoldsLong()
+		req.ttl, req.expired, r = d.parseExpiry(unit, expiry, "set", long)
 		return req, r
 	}
 	return req, nil
 }
 
 // parseExpiry turns SET's EX/PX/EXAT/PXAT argument into a ttl within
-// [min_ttl, max_ttl], or expired for a deadline now or past; cmd names
+// [min_ttl, max_ttl] (beyond max_ttl with long: ttlLong), or expired for a deadline now or past; cmd names
 // the command in Redis's error texts. As Redis, a count of 0 or less, or
 // one that overflows once in ms from the epoch, is an invalid expire time.
-func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string) (time.Duration, bool, Reply) {
+func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string, long bool) (time.Duration, bool, Reply) {
 	n, err := lua.ParseInt(string(arg))
 	if err != nil {
 		return 0, false, errNotInteger
@@ -168,7 +171,7 @@ func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string) (time.Dura
 	if !ok {
 		return 0, false, invalid
 	}
-	return d.expiryTTL(n, when, unit == "EX" || unit == "EXAT", relative)
+	return d.expiryTTL(n, when, unit == "EX" || unit == "EXAT", relative, long)
 }
 
 // expireMillis is n (seconds or ms) as ms from the epoch: from now when
@@ -192,11 +195,11 @@ func expireMillis(n int64, seconds, relative bool) (int64, bool) {
 
 // expiryTTL is the ttl of a deadline when (ms from the epoch), from the
 // count n the client gave: expired when the deadline is now or past, else
-// within [min_ttl, max_ttl] unless it is held (ttlHeld). A deadline less
+// within [min_ttl, max_ttl], or beyond with long (ttlLong). A deadline less
 // than min_ttl ahead is taken as now: Redis answers it as it answers a
 // past one, and the key, which would live those few ms, goes at once (no
 // write lands after it, no lock is granted for less than min_ttl).
-func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative bool) (time.Duration, bool, Reply) {
+func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative, long bool) (time.Duration, bool, Reply) {
 	unit := time.Millisecond
 	if seconds {
 		unit = time.Second
@@ -205,22 +208,30 @@ func (d *Dispatcher) expiryTTL(n, when int64, seconds, relative bool) (time.Dura
 		if n <= 0 {
 			return 0, true, nil
 		}
-		ttl, r := d.ttlHeld(n, unit)
+		ttl, r := d.ttlLong(n, unit, long)
 		return ttl, false, r
 	}
 	left := when - time.Now().UnixMilli()
 	if left < d.opts.MinTTL.Milliseconds() {
 		return 0, true, nil
 	}
-	ttl, r := d.ttlHeld(left, time.Millisecond)
+	ttl, r := d.ttlLong(left, time.Millisecond, long)
 	return ttl, false, r
 }
 
-// ttlHeld is ttlIn for SET's and the expiry commands' ttls, which may go
-// beyond max_ttl where the proxy holds them (lease.Manager.HoldsLong):
-// the copies carry the lease and the key is renewed to its deadline.
+// ttlHeld is ttlIn for a lock's ttl, which may go beyond max_ttl where
+// the proxy holds it (lease.Manager.HoldsLong): the copies carry the
+// lease and the key is renewed to its deadline.
 func (d *Dispatcher) ttlHeld(n int64, unit time.Duration) (time.Duration, Reply) {
-	if !d.leases.HoldsLong() || n <= int64(d.opts.MaxTTL/unit) {
+	return d.ttlLong(n, unit, d.leases.HoldsLong())
+}
+
+// ttlLong is ttlIn, but for a ttl beyond max_ttl when long: SET's and the
+// expiry commands' ttls may be data's, stored as given (docs/safety.md,
+// "Locks and data"); the lease decides by the key's kind, and set refuses
+// a lock's that cannot be held.
+func (d *Dispatcher) ttlLong(n int64, unit time.Duration, long bool) (time.Duration, Reply) {
+	if !long || n <= int64(d.opts.MaxTTL/unit) {
 		return d.ttlIn(n, unit)
 	}
 	if n > int64(math.MaxInt64/unit) {
@@ -248,7 +259,7 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	if !ok {
 		return Errorf("ERR invalid expire time in '%s' command", name)
 	}
-	ttl, expired, r := d.expiryTTL(n, when, seconds, relative)
+	ttl, expired, r := d.expiryTTL(n, when, seconds, relative, true) // the lease decides by the key's kind
 	if r != nil {
 		return r
 	}

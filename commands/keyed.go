@@ -27,11 +27,11 @@ import (
 const errCannotServe = "ERR redlock-proxy cannot serve this command: %s. See docs/compatibility.md"
 
 // lockWrites are the keyed commands whose writes are a lock's, not data
-// (docs/safety.md, "Locks and data"): MSETNX acquires its keys, and COPY
-// gives the copy the expiry the proxy holds its source to. They run as
-// scripts by vote do, their copies bounded to max_ttl and held beyond;
-// every other keyed write is data (lease.Manager.VoteData).
-var lockWrites = map[string]bool{"MSETNX": true, "COPY": true}
+// (docs/safety.md, "Locks and data"): MSETNX acquires its keys. They run
+// as scripts by vote do, their copies bounded to max_ttl and held beyond;
+// every other keyed write is data (lease.Manager.VoteData), a lock's only
+// on a key this proxy knows as one.
+var lockWrites = map[string]bool{"MSETNX": true}
 
 // keyed is what the handler of one generated row needs.
 type keyed struct {

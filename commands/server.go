@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -82,6 +83,10 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 			}
 			if st.RunID != "" {
 				v += ",run_id=" + st.RunID
+			}
+			if f := st.Refill; st.Refilling {
+				v += fmt.Sprintf(",refill_passes=%d,refill_scanned=%d,refill_copied=%d,refill_deleted=%d,refill_unsolved=%d",
+					f.Passes, f.Scanned, f.Copied, f.Deleted, f.Unsolved)
 			}
 			line("backend"+strconv.Itoa(i), v)
 		}

@@ -245,12 +245,18 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // backendStates are the values of the state label, in NodeStatus terms.
-var backendStates = []string{redlock.StateUp, redlock.StateDown, redlock.StateQuarantined, redlock.StateLoading}
+var backendStates = []string{redlock.StateUp, redlock.StateDown, redlock.StateQuarantined, redlock.StateLoading, redlock.StateRefilling}
 
 var (
 	descBackendState = prometheus.NewDesc(metricPrefix+"backend_state",
-		"1 for the backend's current state (up, down, quarantined, loading), 0 for the others.",
+		"1 for the backend's current state (up, down, quarantined, loading, refilling), 0 for the others.",
 		[]string{"backend", "state"}, nil)
+	descBackendRefill = prometheus.NewDesc(metricPrefix+"backend_refill_keys",
+		"Keys of the refill of a backend that came back empty, while it runs: scanned, copied to it, deleted from it, unsolved (the others disagree).",
+		[]string{"backend", "outcome"}, nil)
+	descBackendRefilling = prometheus.NewDesc(metricPrefix+"backend_refilling",
+		"1 while the backend, back from empty, is being refilled from the others, else 0.",
+		[]string{"backend"}, nil)
 	descBackendVoting = prometheus.NewDesc(metricPrefix+"backend_voting",
 		"1 when the backend's answers count towards a quorum now, else 0.",
 		[]string{"backend"}, nil)
@@ -272,7 +278,7 @@ type backendCollector struct{ b Backends }
 
 func (c backendCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBackendState, descBackendVoting, descBackendQuarantine,
-		descBackendFailures, descVoting, descQuorum} {
+		descBackendFailures, descBackendRefilling, descBackendRefill, descVoting, descQuorum} {
 		ch <- d
 	}
 }
@@ -298,6 +304,16 @@ func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descBackendQuarantine, prometheus.GaugeValue, left, s.Addr)
 		ch <- prometheus.MustNewConstMetric(descBackendFailures, prometheus.GaugeValue, float64(s.Failures), s.Addr)
+		ch <- prometheus.MustNewConstMetric(descBackendRefilling, prometheus.GaugeValue, boolFloat(s.Refilling), s.Addr)
+		if s.Refilling {
+			f := s.Refill
+			for _, o := range []struct {
+				name string
+				n    int64
+			}{{"scanned", f.Scanned}, {"copied", f.Copied}, {"deleted", f.Deleted}, {"unsolved", f.Unsolved}} {
+				ch <- prometheus.MustNewConstMetric(descBackendRefill, prometheus.GaugeValue, float64(o.n), s.Addr, o.name)
+			}
+		}
 	}
 	// Counted from the same snapshot as the per-backend gauges, so the
 	// total always matches their sum.

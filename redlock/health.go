@@ -32,6 +32,9 @@ const (
 	StateDown        = "down"
 	StateQuarantined = "quarantined"
 	StateLoading     = "loading"
+	// StateRefilling: back from empty, its quarantine over, its refill
+	// (refill.go) not yet through one whole pass.
+	StateRefilling = "refilling"
 )
 
 // Health defaults.
@@ -55,6 +58,10 @@ type NodeStatus struct {
 	Reason           string    // why the node does not vote; "" when up
 	RunID            string    // last run_id seen; "" if none reported
 	Failures         int       // consecutive failed calls
+	// Refilling: it came back empty and is being refilled (refill.go);
+	// Refill is how far that has got.
+	Refilling bool
+	Refill    RefillProgress
 }
 
 // nodeHealth is one node's state. voting and epoch are read without the
@@ -77,6 +84,7 @@ type nodeHealth struct {
 	until   time.Time // quarantined before this instant
 	qreason string
 	clock   clockSample // previous TIME sample; zero local: none
+	refill  *refill     // it came back empty: being refilled (refill.go)
 }
 
 // clockSample is one TIME reading: local when it was sent, remote the
@@ -103,7 +111,7 @@ func (h *nodeHealth) stop() {
 
 // refresh recomputes voting at now. mu is held.
 func (h *nodeHealth) refresh(now time.Time) bool {
-	v := !h.down && !h.loading && !now.Before(h.until)
+	v := !h.down && !h.loading && !now.Before(h.until) && (h.refill == nil || h.refill.done)
 	h.voting.Store(v)
 	return v
 }
@@ -117,6 +125,8 @@ func (h *nodeHealth) state(now time.Time) (string, string) {
 		return StateLoading, "loading"
 	case now.Before(h.until):
 		return StateQuarantined, h.qreason
+	case h.refill != nil && !h.refill.done:
+		return StateRefilling, "back from empty: copying data from the others"
 	}
 	return StateUp, ""
 }
@@ -305,6 +315,7 @@ func (r *Redlock) observe(i int, p Probe) {
 			until := now.Add(q - least)
 			reason := "fresh at start: uptime " + p.Uptime.String()
 			h.quarantine(until, reason)
+			r.startRefill(h)
 			r.log.Warn("backend quarantined: a fresh deployment waits max_ttl before its first lock",
 				"node", h.addr, "reason", reason, "for", q-least, "until", stamp(until))
 		}
@@ -318,6 +329,7 @@ func (r *Redlock) observe(i int, p Probe) {
 		}
 		until := now.Add(q)
 		h.quarantine(until, "restarted: run_id changed")
+		r.startRefill(h)
 		r.log.Warn("backend quarantined", "node", h.addr, "reason", "restarted: run_id changed",
 			"old-run-id", old, "run-id", p.RunID, "for", q, "until", stamp(until))
 	}
@@ -394,6 +406,9 @@ func (r *Redlock) Status() []NodeStatus {
 		h.mu.Lock()
 		st, reason := h.state(now)
 		s := NodeStatus{Addr: h.addr, State: st, Reason: reason, RunID: h.runID, Failures: int(h.fails.Load())}
+		if h.refill != nil {
+			s.Refilling, s.Refill = true, h.refill.RefillProgress
+		}
 		if now.Before(h.until) {
 			s.QuarantinedUntil = h.until
 		}

@@ -194,10 +194,17 @@ func (r *Redlock) probeTimeout() time.Duration {
 // back, detects restarts (run_id), loading, and clock jumps (TIME against
 // the Redlock's clock). Run it in one goroutine that its owner waits for;
 // it leaves nothing running when it returns. Fast failure (DownAfter) is
-// on only while it runs; when it returns, down nodes vote again.
+// on only while it runs; when it returns, down nodes vote again. Beside
+// the probes it refills the backends that came back empty (refill.go).
 func (r *Redlock) RunHealth(ctx context.Context) {
 	r.loops.Add(1)
 	defer r.endHealth()
+	refills := make(chan struct{})
+	go func() {
+		defer close(refills)
+		r.runRefills(ctx) // backends that came back empty (refill.go)
+	}()
+	defer func() { <-refills }()
 	t := time.NewTicker(r.healthInterval)
 	defer t.Stop()
 	for {
@@ -220,7 +227,9 @@ func (r *Redlock) endHealth() {
 	for _, h := range r.health {
 		h.mu.Lock()
 		h.fails.Store(0)
+		h.refill = nil // nothing would finish it
 		r.setUp(h, now)
+		h.refresh(now)
 		h.mu.Unlock()
 	}
 }

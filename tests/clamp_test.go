@@ -53,6 +53,43 @@ func backendsBounded(ctx context.Context, t *testing.T, rs []*redisProc, key str
 	}
 }
 
+// backendsAsAsked checks that every backend's copy of key carries the
+// expiry the client gave (docs/safety.md, "Locks and data"): none when want
+// is negative, else within a second below want. Data is stored as asked.
+func backendsAsAsked(ctx context.Context, t *testing.T, rs []*redisProc, key string, want time.Duration) {
+	t.Helper()
+	for i, r := range rs {
+		ttl, err := r.Client().PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("PTTL %s on backend %d: %v", key, i, err)
+		}
+		if want < 0 && ttl != -1 || want >= 0 && (ttl > want || ttl < want-time.Second) {
+			t.Fatalf("backend %d: PTTL %s = %v, want %v as the client gave it", i, key, ttl, want)
+		}
+	}
+}
+
+// backendsAsOneRedis checks that every backend's copy of key carries what
+// one Redis (ref) given the same commands carries, or, for a key a script
+// by vote left (a lock's rule), at most bound.
+func backendsAsOneRedis(ctx context.Context, t *testing.T, rs []*redisProc, ref *redis.Client, key string, bound time.Duration) {
+	t.Helper()
+	want, err := ref.PTTL(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("PTTL %s on one Redis: %v", key, err)
+	}
+	for i, r := range rs {
+		ttl, err := r.Client().PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("PTTL %s on backend %d: %v", key, i, err)
+		}
+		asked := ttl == want || want > 0 && ttl > 0 && ttl <= want+2*time.Second && ttl >= want-2*time.Second
+		if !asked && (ttl == -1 || ttl > bound) {
+			t.Fatalf("backend %d: PTTL %s = %v; one Redis %v, a lock's copy at most %v", i, key, ttl, want, bound)
+		}
+	}
+}
+
 // TestClampVoteLockAcrossRestart: a hash lock with a 600 s lease, taken by
 // a script the proxy runs by vote, then a majority of backends killed
 // with -9 and restarted empty. Before the clamp the survivor kept a 600 s

@@ -11,9 +11,10 @@ import (
 
 // TestTwoWritersWithoutExpiry: two connections write the same keys
 // without expiry at the same moment (SET and GETSET), through one proxy
-// and through two. Whichever value the backends kept is renewed: the key
-// is still there three default_ttl later (before, the keep followed the
-// last caller, whose value could have lost, and the key expired).
+// and through two. Whichever value the backends kept, the key is still
+// there three default_ttl later: data carries no expiry (once, writes
+// without expiry were leases kept by the last caller, whose value could
+// have lost, and the key expired).
 func TestTwoWritersWithoutExpiry(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)

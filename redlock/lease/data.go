@@ -28,6 +28,9 @@ var (
 	// ErrNoBackend: no backend answered a command sent to every backend
 	// (list pops, publish).
 	ErrNoBackend = errors.New("no backend answered")
+	// ErrLockTTL: an expiry beyond MaxTTL of a lock, with no KeepTTL to
+	// hold it by.
+	ErrLockTTL = errors.New("a lock's ttl beyond max_ttl needs default_ttl > 0 to be held")
 )
 
 // TypeError refuses an operation on a key of another type than string.
@@ -169,6 +172,9 @@ func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration,
 		}
 	}
 	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value && m.isLock(key) {
+		if m.maxTTL > 0 && ttl > m.maxTTL && !m.clamping() {
+			return old, false, ErrLockTTL
+		}
 		lease, until := m.long(ttl)
 		_, err := m.Extend(ctx, []string{key}, value, lease, redlock.Replace)
 		if !errors.Is(err, redlock.ErrNotHeld) {
@@ -220,6 +226,9 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 	}
 	lease, until := ttl, time.Time{}
 	if m.isLock(key) {
+		if m.maxTTL > 0 && ttl > m.maxTTL && !m.clamping() {
+			return false, ErrLockTTL
+		}
 		lease, until = m.long(ttl)
 	}
 	if until.IsZero() {

@@ -1,0 +1,375 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Refill (docs/safety.md, "Locks and data"): a backend that came back
+// empty (its run_id changed, or it was younger than the quarantine at
+// start) lost its data, which no lease brings back. While it sits out
+// its quarantine, the health loop copies back, a page at a time, every
+// key that can outlive the quarantine (no expiry, or more than max_ttl
+// left: data; a lock's copy never carries more than max_ttl, so none is
+// copied) and that the other voting backends agree on: the value a
+// quorum of all the backends holds alike (its content compared: a set's
+// members, a hash's fields, a list's elements),
+// or for a versioned string (register.go) the newest version any of them
+// holds. A key that a quorum reports gone is deleted from it. It pages
+// through one voting backend's keys, then through its own (to drop what
+// was deleted since it was copied), and again, until its quarantine is
+// over and one whole pass of both is done: only then does it vote, so
+// that backends lost one at a time, each refilled before the next, never
+// add up to lost data. With fewer than a quorum of other backends voting
+// there is nothing to refill from: once its quarantine is over it votes.
+
+// Refill bounds.
+const (
+	refillPage = 100 // keys per SCAN page and per script call
+	// refillPause is the pause between pages, so that a refill never
+	// takes a backend from the lock calls.
+	refillPause = 5 * time.Millisecond
+)
+
+// RefillProgress is how far the refill of a backend that came back empty
+// has got (NodeStatus.Refill).
+type RefillProgress struct {
+	Passes   int   // whole passes done (a source's keys, then its own)
+	Scanned  int64 // keys looked at
+	Copied   int64 // keys copied to it
+	Deleted  int64 // keys deleted from it (gone on a quorum)
+	Unsolved int64 // keys the others do not agree on: left as they are
+}
+
+// refill is one backend's refill in progress (nodeHealth.refill).
+type refill struct {
+	RefillProgress
+	own    bool   // this pass scans the backend itself, else source
+	source int    // the voting backend scanned (-1: none chosen)
+	cursor string // SCAN cursor of this pass ("0": start)
+	done   bool   // a whole pass done: it may vote once its quarantine is over
+}
+
+// refillReadScript reads KEYS for a refill: per key {pttl, dump, counter,
+// writer, digest}: pttl -2 gone, -3 a ttl of at most ARGV[1] ms (a lock's
+// copy, or data that expires within the quarantine: not copied), else
+// the key's (-1: none) with its DUMP and a digest of its content (a set's
+// members and a hash's fields sorted: two backends' DUMPs of one set
+// differ with the order of their hash tables); and the version of a string written by
+// the register (register.go: of the companion itself for a companion
+// key; a tombstone's for a deleted one), 0 and "" without one.
+var refillReadScript = NewScript(`
+local function digest(k, t)
+	local parts
+	if t == "set" then
+		parts = redis.call("SMEMBERS", k)
+		table.sort(parts)
+	elseif t == "hash" then
+		local kv = redis.call("HGETALL", k)
+		parts = {}
+		for i = 1, #kv, 2 do parts[#parts + 1] = #kv[i] .. ":" .. kv[i] .. kv[i + 1] end
+		table.sort(parts)
+	elseif t == "zset" then
+		parts = redis.call("ZRANGE", k, 0, -1, "WITHSCORES")
+	elseif t == "list" then
+		parts = redis.call("LRANGE", k, 0, -1)
+	elseif t == "string" then
+		return redis.sha1hex(redis.call("GET", k))
+	else
+		return redis.sha1hex(redis.call("DUMP", k))
+	end
+	for i, p in ipairs(parts) do parts[i] = #p .. ":" .. p end
+	return redis.sha1hex(t .. table.concat(parts))
+end
+local out = {}
+for i, k in ipairs(KEYS) do
+	local c = k
+	if string.sub(k, 1, #ARGV[2]) ~= ARGV[2] then c = ARGV[2] .. k end
+	local v = redis.pcall("GET", c)
+	local n, id = 0, ""
+	if type(v) == "string" then
+		local a, b = string.match(v, "^(%d+) (%S+)")
+		if a then n, id = tonumber(a), b end
+	end
+	local t, d, h = redis.call("PTTL", k), "", ""
+	if t >= 0 and t <= tonumber(ARGV[1]) then
+		t = -3
+	elseif t ~= -2 then
+		d, h = redis.call("DUMP", k), digest(k, redis.call("TYPE", k)["ok"])
+	end
+	out[i] = {t, d, n, id, h}
+end
+return out`)
+
+// refillWriteScript applies a page on the backend refilled: ARGV is
+// triples of op ("r": RESTORE of the dump with the ttl, "d": delete),
+// ttl in ms (0: none) and dump, one per KEYS.
+var refillWriteScript = NewScript(`
+for i, k in ipairs(KEYS) do
+	local j = 3 * i - 2
+	if ARGV[j] == "r" then
+		redis.call("RESTORE", k, ARGV[j + 1], ARGV[j + 2], "REPLACE")
+	else
+		redis.call("DEL", k)
+	end
+end
+return #KEYS`)
+
+// copyState is one source's answer about one key in a refill.
+type copyState struct {
+	ttl     int64 // -2 gone, -3 not copied, -1 no expiry, else ms
+	dump    string
+	digest  string // of the content (refillReadScript)
+	version version
+}
+
+// startRefill marks node h as come back empty, while RunHealth runs
+// (which refills it): it votes only once a whole pass of its refill is
+// done and its quarantine is over. h.mu is held.
+func (r *Redlock) startRefill(h *nodeHealth) {
+	if r.loops.Load() == 0 {
+		return
+	}
+	h.refill = &refill{source: -1, cursor: "0"}
+	h.stop()
+}
+
+// runRefills refills, a page at a time, every backend that came back
+// empty, until ctx ends. RunHealth runs it and waits for it.
+func (r *Redlock) runRefills(ctx context.Context) {
+	for ctx.Err() == nil {
+		worked := false
+		for i, h := range r.health {
+			h.mu.Lock()
+			f := h.refill
+			h.mu.Unlock()
+			if f != nil {
+				r.refillPage(ctx, i, f)
+				worked = true
+			}
+		}
+		wait := refillPause
+		if !worked {
+			wait = r.healthInterval
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// refillPage does one page of node t's refill f (only this goroutine
+// changes f, under t's lock).
+func (r *Redlock) refillPage(ctx context.Context, t int, f *refill) {
+	h := r.health[t]
+	h.mu.Lock()
+	over := f.done && !r.now().Before(h.until)
+	if over {
+		r.endRefill(h, "refilled")
+	}
+	h.mu.Unlock()
+	if over {
+		return
+	}
+	var sources []int
+	for i := range r.nodes {
+		if i != t && r.votesNow(i) {
+			sources = append(sources, i)
+		}
+	}
+	if len(sources) < r.quorum {
+		// Nothing to refill from: once the quarantine is over, it votes.
+		h.mu.Lock()
+		if !r.now().Before(h.until) {
+			r.endRefill(h, "fewer than a quorum of other backends vote")
+		}
+		h.mu.Unlock()
+		return
+	}
+	scan := t
+	if !f.own {
+		if f.source < 0 || !r.votesNow(f.source) {
+			f.source, f.cursor = sources[0], "0" // a pass starts again
+		}
+		scan = f.source
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.probeTimeout())
+	defer cancel()
+	next, keys, err := r.scanPage(ctx, scan, f.cursor)
+	if err == nil && len(keys) > 0 {
+		err = r.refillKeys(ctx, t, sources, keys, f)
+	}
+	if err != nil {
+		r.log.Debug("refill page failed: retrying", "node", h.addr, "error", err)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f.Scanned += int64(len(keys))
+	f.cursor = next
+	if next != "0" {
+		return
+	}
+	if !f.own {
+		f.own = true // then its own keys, for what was deleted since
+		return
+	}
+	f.own, f.Passes = false, f.Passes+1
+	f.done = true
+	if !r.now().Before(h.until) {
+		r.endRefill(h, "refilled")
+	}
+}
+
+// endRefill ends node h's refill and lets it vote. mu is held.
+func (r *Redlock) endRefill(h *nodeHealth, why string) {
+	f := h.refill
+	if f == nil {
+		return
+	}
+	h.refill = nil
+	h.refresh(r.now())
+	r.log.Info("backend refill over", "node", h.addr, "why", why, "passes", f.Passes,
+		"scanned", f.Scanned, "copied", f.Copied, "deleted", f.Deleted, "unsolved", f.Unsolved)
+}
+
+// votesNow reports whether node i votes now, without waiting for a call.
+func (r *Redlock) votesNow(i int) bool {
+	_, err := r.vote(i)
+	return err == nil
+}
+
+// scanPage is one SCAN page of node i from cursor.
+func (r *Redlock) scanPage(ctx context.Context, i int, cursor string) (string, []string, error) {
+	v, err := r.nodes[i].Do(ctx, "SCAN", cursor, "COUNT", refillPage)
+	if err != nil {
+		return "", nil, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return "", nil, fmt.Errorf("SCAN: unexpected reply %v", v)
+	}
+	next, _ := a[0].(string)
+	items, _ := a[1].([]any)
+	keys := make([]string, 0, len(items))
+	for _, it := range items {
+		k, _ := it.(string)
+		if strings.HasPrefix(k, ReservedPrefix) && !strings.HasPrefix(k, VersionPrefix) {
+			continue // the proxies' own state: the record, heartbeats, fences
+		}
+		keys = append(keys, k)
+	}
+	return next, keys, nil
+}
+
+// refillKeys reads keys on every source, decides each, and writes the
+// decisions to node t in one script call.
+func (r *Redlock) refillKeys(ctx context.Context, t int, sources []int, keys []string, f *refill) error {
+	states := make([][]copyState, len(keys))
+	short := fmt.Sprint(r.quarantineLength().Milliseconds())
+	for _, s := range sources {
+		v, err := r.nodes[s].Eval(ctx, refillReadScript, keys, short, VersionPrefix)
+		if err != nil {
+			return err
+		}
+		a, ok := v.([]any)
+		if !ok || len(a) != len(keys) {
+			return fmt.Errorf("refill read: unexpected reply %T", v)
+		}
+		for i, e := range a {
+			states[i] = append(states[i], asCopyState(e))
+		}
+	}
+	var wkeys []string
+	var args []any
+	var copied, deleted, unsolved int64
+	for i, k := range keys {
+		op, st := r.decideCopy(states[i])
+		switch op {
+		case "r":
+			ttl := max(st.ttl, 0)
+			wkeys, args = append(wkeys, k), append(args, "r", ttl, st.dump)
+			copied++
+		case "d":
+			wkeys, args = append(wkeys, k), append(args, "d", 0, "")
+			deleted++
+		case "?":
+			unsolved++
+		}
+	}
+	if len(wkeys) > 0 {
+		if _, err := r.nodes[t].Eval(ctx, refillWriteScript, wkeys, args...); err != nil {
+			return err
+		}
+	}
+	h := r.health[t]
+	h.mu.Lock()
+	f.Copied += copied
+	f.Deleted += deleted
+	f.Unsolved += unsolved
+	h.mu.Unlock()
+	return nil
+}
+
+// asCopyState decodes one key's entry of refillReadScript.
+func asCopyState(v any) copyState {
+	a, _ := v.([]any)
+	st := copyState{ttl: -3}
+	if len(a) == 5 {
+		st.ttl, _ = a[0].(int64)
+		st.dump, _ = a[1].(string)
+		st.version.n, _ = a[2].(int64)
+		st.version.id, _ = a[3].(string)
+		st.digest, _ = a[4].(string)
+	}
+	return st
+}
+
+// decideCopy decides one key from the sources' states: "r" copy st, "d"
+// delete it, "" leave it (not data that outlives the quarantine), "?" the
+// sources disagree. What a quorum of all the backends holds alike wins
+// (gone, not copied, or one content); else a versioned string's newest
+// version, a delete's included.
+func (r *Redlock) decideCopy(states []copyState) (string, copyState) {
+	gone, skip := 0, 0
+	same := make(map[string]int)
+	newest := copyState{ttl: -3}
+	for _, st := range states {
+		switch st.ttl {
+		case -2:
+			gone++
+		case -3:
+			skip++
+		default:
+			same[st.digest]++
+		}
+		if newest.version.less(st.version) {
+			newest = st
+		}
+	}
+	switch {
+	case gone >= r.quorum:
+		return "d", copyState{}
+	case skip >= r.quorum:
+		return "", copyState{}
+	}
+	for _, st := range states {
+		if st.ttl >= -1 && same[st.digest] >= r.quorum {
+			return "r", st
+		}
+	}
+	switch {
+	case newest.version.n == 0 && gone+skip == len(states):
+		return "", copyState{}
+	case newest.version.n == 0:
+		return "?", copyState{}
+	case newest.ttl == -2:
+		return "d", copyState{}
+	case newest.ttl == -3:
+		return "", copyState{}
+	}
+	return "r", newest // a versioned string: its newest version
+}
