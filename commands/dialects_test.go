@@ -62,8 +62,8 @@ func TestSetDialect(t *testing.T) {
 		// Huge ttls are refused, not wrapped around into range.
 		{[]string{"SET", "k", "v", "NX", "PX", "18446744074710"}, "-ERR ttl 18446744074710 is out of range: must be between 10 and 60000 ms\r\n"},
 		{[]string{"SET", "k", "v", "NX", "EX", "9223372036854775807"}, "-ERR invalid expire time in 'set' command\r\n"}, // Redis's own overflow check
-		{[]string{"PEXPIRE", "k", "18446744074710"}, ":0\r\n"}, // data's ttl, as one Redis: k is absent
-		{[]string{"EXPIRE", "k", "9223372036854775"}, "-ERR invalid expire time in 'expire' command\r\n"}, // overflows from now, as Redis checks
+		{[]string{"PEXPIRE", "k", "18446744074710"}, ":0\r\n"},                                                          // data's ttl, as one Redis: k is absent
+		{[]string{"EXPIRE", "k", "9223372036854775"}, "-ERR invalid expire time in 'expire' command\r\n"},               // overflows from now, as Redis checks
 		{[]string{"SET", "k", "v", "NX", "PX", "x"}, "-ERR value is not an integer or out of range\r\n"},
 		{[]string{"SET", "k", "v", "NX", "PX", "100", "EX", "1"}, "-ERR syntax error\r\n"},
 		{[]string{"SET", "absent", "v", "XX"}, "$-1\r\n"},
