@@ -246,6 +246,7 @@ func (r *Redlock) killScript(i int) (killed, unkillable bool) {
 	switch {
 	case err == nil:
 		r.log.Warn("script by vote stopped: it ran past script_timeout", "node", addr, "script-timeout", r.scriptTimeout)
+		r.events.Add(EventScriptKilled, addr, "ran past script_timeout "+r.scriptTimeout.String())
 		r.answered(i)
 		return true, false
 	case errors.As(err, &re) && strings.HasPrefix(string(re), "NOTBUSY"):
@@ -273,6 +274,7 @@ func (r *Redlock) answered(i int) {
 		h.lastErr = nil
 		h.refresh(r.now())
 		r.log.Info("backend up", "node", h.addr)
+		r.events.Add(EventBackendUp, h.addr, "answered SCRIPT KILL")
 	}
 }
 
@@ -286,5 +288,6 @@ func (r *Redlock) markDown(i int, err error) {
 	if !h.down && r.loops.Load() > 0 {
 		h.down = true
 		h.stop()
+		r.events.Add(EventBackendDown, h.addr, err.Error())
 	}
 }
