@@ -215,7 +215,7 @@ func TestOpsServer(t *testing.T) {
 	b := fiveBackends(2)
 	m := NewMetrics("test")
 	m.Watch(MetricsSources{Backends: b})
-	o := NewOpsServer("127.0.0.1:0", m, b, nil)
+	o := NewOpsServer("127.0.0.1:0", m, b, nil, nil)
 	if err := o.Listen(); err != nil {
 		t.Fatal(err)
 	}
