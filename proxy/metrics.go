@@ -265,6 +265,9 @@ var (
 	descBackendFailures = prometheus.NewDesc(metricPrefix+"backend_consecutive_failures",
 		"Consecutive failed calls to the backend; down_after of them mark it down.",
 		[]string{"backend"}, nil)
+	descBackendClockJumps = prometheus.NewDesc(metricPrefix+"backend_clock_jumps_total",
+		"Clock jumps of the backend seen by the clock watch since the proxy started; each quarantines it.",
+		[]string{"backend"}, nil)
 	descVoting = prometheus.NewDesc(metricPrefix+"backends_voting",
 		"Backends whose answers count towards a quorum now.", nil, nil)
 	descQuorum = prometheus.NewDesc(metricPrefix+"backends_quorum",
@@ -277,7 +280,7 @@ type backendCollector struct{ b Backends }
 
 func (c backendCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBackendState, descBackendVoting, descBackendQuarantine,
-		descBackendFailures, descVoting, descQuorum} {
+		descBackendFailures, descBackendClockJumps, descVoting, descQuorum} {
 		ch <- d
 	}
 }
@@ -303,6 +306,7 @@ func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descBackendQuarantine, prometheus.GaugeValue, left, s.Addr)
 		ch <- prometheus.MustNewConstMetric(descBackendFailures, prometheus.GaugeValue, float64(s.Failures), s.Addr)
+		ch <- prometheus.MustNewConstMetric(descBackendClockJumps, prometheus.CounterValue, float64(s.ClockJumps), s.Addr)
 	}
 	// Counted from the same snapshot as the per-backend gauges, so the
 	// total always matches their sum.

@@ -56,6 +56,7 @@ type NodeStatus struct {
 	RunID            string        // last run_id seen; "" if none reported
 	Failures         int           // consecutive failed calls
 	Latency          time.Duration // round trip of the last health probe; 0 before one
+	ClockJumps       uint64        // clock jumps seen since start
 }
 
 // nodeHealth is one node's state. voting and epoch are read without the
@@ -79,6 +80,7 @@ type nodeHealth struct {
 	qreason string
 	clock   clockSample   // previous TIME sample; zero local: none
 	rtt     time.Duration // the last probe's round trip
+	jumps   uint64        // clock jumps seen
 }
 
 // clockSample is one TIME reading: local when it was sent, remote the
@@ -346,6 +348,7 @@ func (r *Redlock) watchClock(i int, cur clockSample) {
 		return
 	}
 	reason := "clock jumped by " + jump.String()
+	h.jumps++
 	q := r.quarantineLength()
 	if q <= 0 {
 		r.log.Error("backend clock jumped; quarantine disabled (no max_ttl)", "node", h.addr,
@@ -367,7 +370,7 @@ func (r *Redlock) Status() []NodeStatus {
 	for i, h := range r.health {
 		h.mu.Lock()
 		st, reason := h.state(now)
-		s := NodeStatus{Addr: h.addr, State: st, Reason: reason, RunID: h.runID, Failures: int(h.fails.Load()), Latency: h.rtt}
+		s := NodeStatus{Addr: h.addr, State: st, Reason: reason, RunID: h.runID, Failures: int(h.fails.Load()), Latency: h.rtt, ClockJumps: h.jumps}
 		if now.Before(h.until) {
 			s.QuarantinedUntil = h.until
 		}
