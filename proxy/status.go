@@ -116,9 +116,12 @@ func (s StatusSources) Snapshot() Status {
 	st.Host, _ = os.Hostname()
 	for _, b := range s.Backends.Status() {
 		sb := StatusBackend{Addr: b.Addr, State: b.State, Reason: b.Reason, Latency: b.Latency, RunID: b.RunID, Failures: b.Failures}
-		if b.State == redlock.StateUp {
+		switch b.State {
+		case redlock.StateUp:
 			sb.State = "voting"
 			st.Voting++
+		case redlock.StateDown:
+			sb.Latency = 0 // the last answer's, before it went down
 		}
 		if !b.QuarantinedUntil.IsZero() {
 			sb.QuarantineLeft = max(0, b.QuarantinedUntil.Sub(now)).Round(time.Second)
