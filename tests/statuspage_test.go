@@ -161,7 +161,9 @@ func renderPage(t *testing.T, chromium, addr, shot string) string {
 		var stderr syncBuffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // helpers left behind
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its helpers left behind
+		}
 		if err != nil {
 			t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
 		}
