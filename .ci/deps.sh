@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing: redis-server, redis-cli,
 # Python's redis client, PHP with phpredis and the PHP lock libraries
-# (Symfony Lock, Laravel's cache and redis components, malkusch/lock) from
+# (Symfony Lock, Laravel's cache and redis components, malkusch/lock),
+# chromium (the status page rendered headless) and prometheus (promtool and
+# the server, for the alert rules and the dashboard's queries) from
 # Debian/Ubuntu packages (as root, with apt-get; otherwise it prints the
 # exact command and fails), then the node packages of tests/node from its
 # package-lock.json with npm ci.
@@ -19,6 +21,8 @@ php -r 'exit(extension_loaded("redis") ? 0 : 1);' >/dev/null 2>&1 || missing+=(p
 [ -f /usr/share/php/Illuminate/Cache/autoload.php ] || missing+=(php-illuminate-cache)
 [ -f /usr/share/php/Illuminate/Redis/autoload.php ] || missing+=(php-illuminate-redis)
 [ -f /usr/share/php/Malkusch/Lock/autoload.php ] || missing+=(php-malkusch-lock)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+{ command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; } || missing+=(prometheus)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -66,6 +66,7 @@ var goldenCases = []goldenCase{
 	gc(w("MUNLOCK", otherToken, "k", "k2")),
 	gc(w("LOCKINFO", "k")),
 	gc(w("LOCKS")),
+	gc(w("LOCKADMIN", "WHO", "k"), w("LOCKADMIN", "HOLDS"), w("LOCKADMIN", "RELEASE", "k"), w("LOCKADMIN", "WHO", "k"), w("LOCKADMIN", "NOPE"), w("LOCKADMIN", "HELP"), w("LOCKADMIN", "HOLDS", "x")),
 
 	gc(w("SET", "k", "v")),
 	gc(w("SET", "k", "v", "PX", "30000")),

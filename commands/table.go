@@ -83,6 +83,7 @@ var table = []Command{
 	{Name: "MLOCK", Arity: -3, Key: 2, LastKey: -1, Group: "lock", Dialect: DialectNative, Flags: Writes, Summary: "Acquires several keys, all or none: MLOCK ttl-ms key [key ...]", run: (*Dispatcher).mlock},
 	{Name: "MUNLOCK", Arity: -3, Key: 2, LastKey: -1, Flags: Writes, Group: "lock", Dialect: DialectNative, Summary: "Releases an MLOCK: MUNLOCK token key [key ...]", run: (*Dispatcher).munlock},
 	{Name: "LOCKINFO", Arity: 2, Key: 1, Group: "lock", Dialect: DialectNative, Summary: "Validity, nodes holding, fence and holder of a lock; never the token", run: (*Dispatcher).lockinfo},
+	{Name: "LOCKADMIN", Arity: -2, Key: 2, Flags: Admin | Writes, Group: "lock", Dialect: DialectNative, Summary: "Operator verbs: RELEASE key (whatever its token), WHO key (who holds it), HOLDS (the tier's holds)", run: (*Dispatcher).lockadmin},
 	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Dialect: DialectNative, Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.

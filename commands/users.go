@@ -22,7 +22,7 @@ type User struct {
 	Password string
 	Commands []string // allowed command names in any case; "*" for all
 	Keys     []string // Redis glob patterns (~orders:* or orders:*); "*" for all
-	Admin    bool     // may run admin commands (LOCKS, FLUSHDB, CONFIG, CLIENT LIST, SCRIPT FLUSH)
+	Admin    bool     // may run admin commands (LOCKS, LOCKADMIN, FLUSHDB, CONFIG, CLIENT LIST, SCRIPT FLUSH)
 }
 
 // account is a User compiled for the dispatcher: hashed password, command

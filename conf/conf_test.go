@@ -106,6 +106,7 @@ max_pipeline     = 64
 announce         = "proxy-1.example:7000"
 service_name     = "locks"
 metrics_listen   = "127.0.0.1:9121"
+status_keys      = true
 `
 	want := Config{
 		Listen:            "0.0.0.0:7000",
@@ -147,6 +148,7 @@ metrics_listen   = "127.0.0.1:9121"
 		Announce:          "proxy-1.example:7000",
 		ServiceName:       "locks",
 		MetricsListen:     "127.0.0.1:9121",
+		StatusKeys:        true,
 	}
 	got := mustParse(t, src)
 	if !reflect.DeepEqual(got, want) {

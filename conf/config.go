@@ -53,7 +53,8 @@ type Config struct {
 	MaxPipeline       int           `hcl:"max_pipeline,optional" default:"1024" bound:"[1, 1048576]" doc:"commands in flight per client connection; then the proxy stops reading it"`
 	Announce          string        `hcl:"announce,optional" check:"announce" doc:"host:port (not a wildcard host) clients reach this proxy at, announced to the tier; empty: listen's address, or none (warned) when listen is a wildcard"`
 	ServiceName       string        `hcl:"service_name,optional" default:"redlock" check:"service_name" doc:"the master name the SENTINEL commands answer for: 1 to 128 printable ASCII characters, no spaces"`
-	MetricsListen     string        `hcl:"metrics_listen,optional" check:"metrics_listen" doc:"host:port of /metrics, /healthz and /readyz over HTTP, not listen's address (empty: off)"`
+	MetricsListen     string        `hcl:"metrics_listen,optional" check:"metrics_listen" doc:"host:port of the status page, /metrics, /healthz and /readyz over HTTP, not listen's address (empty: off)"`
+	StatusKeys        bool          `hcl:"status_keys,optional" default:"false" doc:"show lock key names on the status page (/ and /status.json at metrics_listen); off: keys are hidden"`
 
 	TLS        *TLS        `hcl:"tls,block"`         // nil: plaintext clients (block tls { … })
 	BackendTLS *BackendTLS `hcl:"backend_tls,block"` // nil: rediss:// backends verify with system roots

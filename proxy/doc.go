@@ -44,7 +44,10 @@
 // time from the backends' health, the client count and the SESSION and
 // WAIT gauges. OpsServer serves them on metrics_listen with /healthz and
 // /readyz (200 while a quorum of backends votes, 503 otherwise or once
-// draining). docs/operations.md lists every metric.
+// draining). status.go renders the status page at / (status.html,
+// embedded, server-rendered, reloading itself) and /status.json from
+// StatusSources read at each request; key names only with ShowKeys.
+// docs/operations.md lists every metric and describes the page.
 //
 // Safety: nothing here decides who holds a lock, so several proxies may
 // serve the same backends.

@@ -38,6 +38,8 @@ type MetricsSources struct {
 	Clients      func() int // connected clients; nil reads 0
 	SessionLocks func() int // SESSION locks this proxy holds and renews; nil reads 0
 	Waiters      func() int // LOCK … WAIT callers queued on this proxy; nil reads 0
+	Holds        func() int // keys this proxy renews as holds; nil reads 0
+	TierMembers  func() int // live proxies of the tier as this one sees them; nil reads 0
 	// Migrate reads what the old instance of migrate_from showed; nil
 	// registers no migrate_* metrics.
 	Migrate func() redlock.MigrateStats
@@ -148,7 +150,8 @@ func NewMetrics(version string) *Metrics {
 }
 
 // Watch registers the gauges read from src at scrape time: backend
-// health, clients, SESSION locks and waiters. Call it once.
+// health, clients, SESSION locks, waiters, holds and the tier's size.
+// Call it once.
 func (m *Metrics) Watch(src MetricsSources) {
 	gauge := func(name, help string, f func() int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help},
@@ -163,6 +166,8 @@ func (m *Metrics) Watch(src MetricsSources) {
 		gauge("clients_connected", "Client connections open now.", src.Clients),
 		gauge("session_locks", "SESSION locks this proxy holds and renews for its clients.", src.SessionLocks),
 		gauge("lock_waiters", "LOCK … WAIT callers queued on this proxy for a held key.", src.Waiters),
+		gauge("holds", "Keys this proxy renews as holds (kept without expiry or beyond max_ttl).", src.Holds),
+		gauge("tier_members", "Live proxies of the tier (this one included) as this proxy sees them.", src.TierMembers),
 		backendCollector{b: src.Backends},
 		refusalCollector{f: src.Refusals},
 	)
@@ -266,6 +271,9 @@ var (
 	descBackendFailures = prometheus.NewDesc(metricPrefix+"backend_consecutive_failures",
 		"Consecutive failed calls to the backend; down_after of them mark it down.",
 		[]string{"backend"}, nil)
+	descBackendClockJumps = prometheus.NewDesc(metricPrefix+"backend_clock_jumps_total",
+		"Clock jumps of the backend seen by the clock watch since the proxy started; each quarantines it.",
+		[]string{"backend"}, nil)
 	descVoting = prometheus.NewDesc(metricPrefix+"backends_voting",
 		"Backends whose answers count towards a quorum now.", nil, nil)
 	descQuorum = prometheus.NewDesc(metricPrefix+"backends_quorum",
@@ -278,7 +286,7 @@ type backendCollector struct{ b Backends }
 
 func (c backendCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBackendState, descBackendVoting, descBackendQuarantine,
-		descBackendFailures, descBackendRefilling, descBackendRefill, descVoting, descQuorum} {
+		descBackendFailures, descBackendClockJumps, descBackendRefilling, descBackendRefill, descVoting, descQuorum} {
 		ch <- d
 	}
 }
@@ -304,6 +312,7 @@ func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descBackendQuarantine, prometheus.GaugeValue, left, s.Addr)
 		ch <- prometheus.MustNewConstMetric(descBackendFailures, prometheus.GaugeValue, float64(s.Failures), s.Addr)
+		ch <- prometheus.MustNewConstMetric(descBackendClockJumps, prometheus.CounterValue, float64(s.ClockJumps), s.Addr)
 		ch <- prometheus.MustNewConstMetric(descBackendRefilling, prometheus.GaugeValue, boolFloat(s.Refilling), s.Addr)
 		if s.Refilling {
 			f := s.Refill

@@ -86,9 +86,11 @@ func TestReadyHandler(t *testing.T) {
 func TestMetricsExposition(t *testing.T) {
 	m := NewMetrics("1.2.3")
 	m.Watch(MetricsSources{
-		Backends: fiveBackends(3),
-		Clients:  func() int { return 7 },
-		Waiters:  func() int { return 2 },
+		Backends:    fiveBackends(3),
+		Clients:     func() int { return 7 },
+		Waiters:     func() int { return 2 },
+		Holds:       func() int { return 5 },
+		TierMembers: func() int { return 3 },
 	})
 	m.Observe("lock", "native", commands.ResultOK, time.Millisecond)
 	m.Observe("lock", "native", commands.ResultOK, 3*time.Millisecond)
@@ -119,6 +121,9 @@ func TestMetricsExposition(t *testing.T) {
 		"redlock_proxy_clients_connected 7",
 		"redlock_proxy_session_locks 0",
 		"redlock_proxy_lock_waiters 2",
+		"redlock_proxy_holds 5",
+		"redlock_proxy_tier_members 3",
+		`redlock_proxy_backend_clock_jumps_total{backend="10.0.0.1:6379"} 0`,
 		`redlock_proxy_build_info{version="1.2.3"} 1`,
 		"go_goroutines ",
 		"process_cpu_seconds_total ",
@@ -215,7 +220,7 @@ func TestOpsServer(t *testing.T) {
 	b := fiveBackends(2)
 	m := NewMetrics("test")
 	m.Watch(MetricsSources{Backends: b})
-	o := NewOpsServer("127.0.0.1:0", m, b, nil)
+	o := NewOpsServer("127.0.0.1:0", m, b, nil, nil)
 	if err := o.Listen(); err != nil {
 		t.Fatal(err)
 	}

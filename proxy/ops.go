@@ -14,6 +14,7 @@ import (
 
 // OpsServer serves the operator's HTTP endpoints on metrics_listen:
 //
+//	/         the status page (status.go), and /status.json
 //	/metrics  Prometheus metrics (Metrics.Handler)
 //	/healthz  200 "ok" while the process runs
 //	/readyz   200 while a quorum of backends votes, else 503; 503 once
@@ -35,7 +36,7 @@ const opsTimeout = 10 * time.Second
 
 // NewOpsServer builds the server; call Listen (optional), then Serve in a
 // goroutine its owner waits for, and Shutdown.
-func NewOpsServer(addr string, m *Metrics, b Backends, logger hclog.Logger) *OpsServer {
+func NewOpsServer(addr string, m *Metrics, b Backends, status *StatusSources, logger hclog.Logger) *OpsServer {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
@@ -44,6 +45,11 @@ func NewOpsServer(addr string, m *Metrics, b Backends, logger hclog.Logger) *Ops
 	mux.Handle("GET /metrics", m.Handler())
 	mux.Handle("GET /healthz", HealthHandler())
 	mux.Handle("GET /readyz", ReadyHandler(b, o.draining.Load))
+	if status != nil {
+		h := StatusHandler(*status)
+		mux.Handle("GET /{$}", h)
+		mux.Handle("GET /status.json", h)
+	}
 	o.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: opsTimeout,

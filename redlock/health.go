@@ -53,11 +53,13 @@ const (
 // NodeStatus is a snapshot of one node's health.
 type NodeStatus struct {
 	Addr             string
-	State            string    // StateUp, StateDown, StateQuarantined or StateLoading
-	QuarantinedUntil time.Time // on the Redlock's clock; zero unless quarantined
-	Reason           string    // why the node does not vote; "" when up
-	RunID            string    // last run_id seen; "" if none reported
-	Failures         int       // consecutive failed calls
+	State            string        // StateUp, StateDown, StateQuarantined, StateLoading or StateRefilling
+	QuarantinedUntil time.Time     // on the Redlock's clock; zero unless quarantined
+	Reason           string        // why the node does not vote; "" when up
+	RunID            string        // last run_id seen; "" if none reported
+	Failures         int           // consecutive failed calls
+	Latency          time.Duration // round trip of the last health probe; 0 before one
+	ClockJumps       uint64        // clock jumps seen since start
 	// Refilling: it came back empty and is being refilled (refill.go);
 	// Refill is how far that has got.
 	Refilling bool
@@ -83,8 +85,10 @@ type nodeHealth struct {
 	lastErr error
 	until   time.Time // quarantined before this instant
 	qreason string
-	clock   clockSample // previous TIME sample; zero local: none
-	refill  *refill     // it came back empty: being refilled (refill.go)
+	clock   clockSample   // previous TIME sample; zero local: none
+	rtt     time.Duration // the last probe's round trip
+	jumps   uint64        // clock jumps seen
+	refill  *refill       // it came back empty: being refilled (refill.go)
 }
 
 // clockSample is one TIME reading: local when it was sent, remote the
@@ -197,6 +201,7 @@ func (r *Redlock) record(i int, err error, d time.Duration, probe bool) {
 		// running a node is never marked down.
 		if int(n) >= r.downAfter && r.setDown(h, !probe) {
 			r.log.Warn("backend down", "node", h.addr, "failures", n, "error", err)
+			r.events.Add(EventBackendDown, h.addr, err.Error())
 		}
 	}
 }
@@ -318,6 +323,7 @@ func (r *Redlock) observe(i int, p Probe) {
 			r.startRefill(h)
 			r.log.Warn("backend quarantined: a fresh deployment waits max_ttl before its first lock",
 				"node", h.addr, "reason", reason, "for", q-least, "until", stamp(until))
+			r.events.Add(EventQuarantined, h.addr, reason)
 		}
 	case p.RunID != h.runID:
 		old := h.runID
@@ -332,6 +338,7 @@ func (r *Redlock) observe(i int, p Probe) {
 		r.startRefill(h)
 		r.log.Warn("backend quarantined", "node", h.addr, "reason", "restarted: run_id changed",
 			"old-run-id", old, "run-id", p.RunID, "for", q, "until", stamp(until))
+		r.events.Add(EventQuarantined, h.addr, "restarted: run_id changed")
 	}
 	switch {
 	case p.Loading && !h.loading:
@@ -358,7 +365,9 @@ func (r *Redlock) probed(i int, p Probe, err error, t1, t2 time.Time) {
 	h.fails.Store(0)
 	if r.setUp(h, t2) {
 		r.log.Info("backend up", "node", h.addr)
+		r.events.Add(EventBackendUp, h.addr, "answered a probe")
 	}
+	h.rtt = t2.Sub(t1)
 	h.mu.Unlock()
 	r.observe(i, p)
 	if !p.Time.IsZero() {
@@ -386,16 +395,19 @@ func (r *Redlock) watchClock(i int, cur clockSample) {
 		return
 	}
 	reason := "clock jumped by " + jump.String()
+	h.jumps++
 	q := r.quarantineLength()
 	if q <= 0 {
 		r.log.Error("backend clock jumped; quarantine disabled (no max_ttl)", "node", h.addr,
 			"jump", jump, "elapsed", local, "tolerance", tolerance)
+		r.events.Add(EventClockJump, h.addr, reason)
 		return
 	}
 	until := r.now().Add(q)
 	h.quarantine(until, reason)
 	r.log.Error("backend clock jumped: quarantined", "node", h.addr, "jump", jump,
 		"elapsed", local, "tolerance", tolerance, "for", q, "until", stamp(until))
+	r.events.Add(EventClockJump, h.addr, reason)
 }
 
 // Status returns every node's health, in node order.
@@ -405,7 +417,7 @@ func (r *Redlock) Status() []NodeStatus {
 	for i, h := range r.health {
 		h.mu.Lock()
 		st, reason := h.state(now)
-		s := NodeStatus{Addr: h.addr, State: st, Reason: reason, RunID: h.runID, Failures: int(h.fails.Load())}
+		s := NodeStatus{Addr: h.addr, State: st, Reason: reason, RunID: h.runID, Failures: int(h.fails.Load()), Latency: h.rtt, ClockJumps: h.jumps}
 		if h.refill != nil {
 			s.Refilling, s.Refill = true, h.refill.RefillProgress
 		}

@@ -398,6 +398,9 @@ func TestClockWatch(t *testing.T) {
 		if logs := f.logs.String(); !strings.Contains(logs, "[ERROR]") || !strings.Contains(logs, "backend clock jumped") {
 			t.Fatalf("no error logged:\n%s", logs)
 		}
+		if ev := f.r.Events().Last(1); s.ClockJumps != 1 || len(ev) != 1 || ev[0].Kind != EventClockJump || ev[0].Subject != s.Addr {
+			t.Fatalf("remote +%v: jumps %d, events %+v", tc.remote, s.ClockJumps, ev)
+		}
 		// The baseline reset: a steady clock afterwards raises nothing new.
 		f.clock.add(time.Second)
 		f.nodes[0].setProbe(Probe{Uptime: -1, Time: remote.Add(tc.remote + time.Second)})
@@ -452,6 +455,9 @@ func TestDownAfter(t *testing.T) {
 	}
 	if !strings.Contains(f.logs.String(), "backend down") {
 		t.Fatalf("down not logged:\n%s", f.logs)
+	}
+	if ev := f.r.Events().Last(5); len(ev) != 1 || ev[0].Kind != EventBackendDown || ev[0].Subject != s.Addr {
+		t.Fatalf("events after down: %+v", ev)
 	}
 	calls := f.nodes[0].calls.Load()
 	acquire("b")

@@ -117,6 +117,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives node failures. Default: discard.
 	Logger hclog.Logger
+	// Events receives the notable backend events (down, up, quarantine,
+	// clock jump, script killed) for the status page. Default: a ring of
+	// the Redlock's own (Events).
+	Events *Events
 
 	// Backend health (health.go, probe.go).
 
@@ -200,7 +204,12 @@ type Redlock struct {
 	healthInterval time.Duration
 	scriptTimeout  time.Duration
 	leaveScripts   bool // Options.leaveScripts
+	events         *Events
 }
+
+// Events is the ring the Redlock records its notable events in
+// (Options.Events); the layers above add theirs to it.
+func (r *Redlock) Events() *Events { return r.events }
 
 // New returns a Redlock over nodes. It does not contact them. Fewer than
 // three nodes, or an even number, is allowed but logged as a warning; zero
@@ -221,6 +230,10 @@ func New(nodes []Node, opts Options) *Redlock {
 		observeCall:     opts.ObserveCall,
 		scriptTimeout:   opts.ScriptTimeout,
 		leaveScripts:    opts.leaveScripts,
+		events:          opts.Events,
+	}
+	if r.events == nil {
+		r.events = &Events{}
 	}
 	if r.scriptTimeout <= 0 {
 		r.scriptTimeout = DefaultScriptTimeout

@@ -246,6 +246,7 @@ func (r *Redlock) killScript(i int) (killed, unkillable bool) {
 	switch {
 	case err == nil:
 		r.log.Warn("script by vote stopped: it ran past script_timeout", "node", addr, "script-timeout", r.scriptTimeout)
+		r.events.Add(EventScriptKilled, addr, "ran past script_timeout "+r.scriptTimeout.String())
 		r.answered(i)
 		return true, false
 	case errors.As(err, &re) && strings.HasPrefix(string(re), "NOTBUSY"):
@@ -270,6 +271,7 @@ func (r *Redlock) answered(i int) {
 	h.fails.Store(0)
 	if r.setUp(h, r.now()) {
 		r.log.Info("backend up", "node", h.addr)
+		r.events.Add(EventBackendUp, h.addr, "answered SCRIPT KILL")
 	}
 }
 
@@ -282,5 +284,7 @@ func (r *Redlock) markDown(i int, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastErr = err
-	r.setDown(h, false)
+	if r.setDown(h, false) {
+		r.events.Add(EventBackendDown, h.addr, err.Error())
+	}
 }

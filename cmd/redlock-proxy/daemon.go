@@ -206,10 +206,12 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 			Clients:      d.disp.ClientCount,
 			SessionLocks: d.leases.Sessions,
 			Waiters:      d.leases.Waiters,
+			Holds:        d.leases.HoldCount,
+			TierMembers:  func() int { return len(d.tier.Members()) },
 			Migrate:      d.locker.MigrateStats,
 			Refusals:     d.relay.Refusals,
 		})
-		d.ops = proxy.NewOpsServer(cfg.MetricsListen, metrics, d.locker, logger.Named("metrics"))
+		d.ops = proxy.NewOpsServer(cfg.MetricsListen, metrics, d.locker, d.statusSources(cfg), logger.Named("metrics"))
 		if err := d.ops.Listen(); err != nil {
 			return d, err
 		}
@@ -275,6 +277,39 @@ func (d *daemon) joinTier(cfg conf.Config, logger hclog.Logger) {
 		"members", len(d.tier.Members()), "fence-mark", d.locker.FenceHighWater())
 	if err != nil {
 		logger.Warn("first heartbeat reached too few backends: membership follows when they answer", "error", err)
+	}
+}
+
+// statusSources are what the status page on metrics_listen reads.
+func (d *daemon) statusSources(cfg conf.Config) *proxy.StatusSources {
+	return &proxy.StatusSources{
+		Backends: d.locker,
+		Version:  version,
+		ShowKeys: cfg.StatusKeys,
+		Events:   d.locker.Events(),
+		Members: func() []proxy.StatusMember {
+			master, _, ok := d.tier.Master()
+			ms := d.tier.Members()
+			out := make([]proxy.StatusMember, len(ms))
+			for i, m := range ms {
+				out[i] = proxy.StatusMember{Addr: m.Addr, ID: m.ID, Self: m.Self, Advertised: ok && m.ID == master.ID}
+			}
+			return out
+		},
+		Locks: func() proxy.StatusLocks {
+			return proxy.StatusLocks{
+				Granted: d.leases.Stats().Acquired, Held: len(d.leases.Snapshot()),
+				Waiters: d.leases.Waiters(), Sessions: d.leases.Sessions(), Holds: d.leases.HoldCount(),
+			}
+		},
+		HotKeys: func(n int) []proxy.StatusKey {
+			hot := d.leases.HotKeys(n)
+			out := make([]proxy.StatusKey, len(hot))
+			for i, k := range hot {
+				out[i] = proxy.StatusKey{Key: k.Key, Waiters: k.Waiters, Held: k.Held, Age: k.Age}
+			}
+			return out
+		},
 	}
 }
 

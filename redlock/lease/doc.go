@@ -59,7 +59,11 @@
 //     without a quorum round (ErrHeldHere), except one per key every
 //     heldRecheck (10 ms), which asks the backends; every path here that
 //     may change a key forgets its note;
-//   - the outcome counters INFO shows (Stats).
+//   - the outcome counters INFO shows (Stats);
+//   - what an operator reads and does (admin.go): Holds, HotKeys, HeldBy,
+//     and ForceRelease, which releases the value a quorum holds as its
+//     holder's UNLOCK would (LOCKADMIN RELEASE): it cannot free a key
+//     that changed holder between its read and its release.
 //
 // An Owner is one client connection: commands creates it with NewOwner
 // and ends it with CloseOwner.

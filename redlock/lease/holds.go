@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -226,6 +227,7 @@ func (m *Manager) claimRound(h *Holds) {
 	for owner, n := range took {
 		from, handed := strings.CutPrefix(owner, redlock.HandedOver)
 		m.log.Info("took over holds", "from", from, "handed-over", handed, "count", n)
+		m.locker.Events().Add(redlock.EventHoldsTakenOver, from, fmt.Sprintf("%d holds, handed over: %t", n, handed))
 	}
 }
 

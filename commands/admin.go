@@ -1,0 +1,111 @@
+package commands
+
+import (
+	"context"
+	"strings"
+)
+
+// LOCKADMIN: what an operator needs of a lock service beyond a client's
+// own locks. The row is Admin: only users with admin = true reach it.
+
+// LOCKADMIN RELEASE key | WHO key | HOLDS | HELP
+//
+// RELEASE deletes key whatever its token (the value a quorum holds is
+// released as its holder would: waiters are woken, a SESSION stops
+// renewing, a hold stops being kept); 1 when released, 0 when the key was
+// free. Logged (warn, "lock force-released") with the user and address.
+//
+// WHO answers who holds key: held-here (granted through this proxy) with
+// its client-id, client-name, age-ms, session; hold and hold-owner when
+// the key is a hold of the tier (renewed-here when this proxy renews it);
+// and what LOCKINFO reads from the backends (ttl-ms, nodes-holding,
+// nodes, waiters). Null when the key is free.
+//
+// HOLDS lists the holds: renewed here, and those of the other proxies as
+// the holds record named them at the last claim round (within a second):
+// an array of maps key, renewed-here, owner, deadline-ms (Unix ms; -1
+// none).
+func (d *Dispatcher) lockadmin(ctx context.Context, c *Client, args [][]byte) Reply {
+	sub := strings.ToUpper(string(args[1]))
+	switch {
+	case (sub == "RELEASE" || sub == "WHO") && len(args) != 3:
+		return Errorf(errWrongArity, "lockadmin|"+strings.ToLower(sub))
+	case (sub == "HOLDS" || sub == "HELP") && len(args) != 2:
+		return Errorf(errWrongArity, "lockadmin|"+strings.ToLower(sub))
+	}
+	switch sub {
+	case "RELEASE":
+		if r := d.checkKey(args[2]); r != nil {
+			return r
+		}
+		by := c.User() + "@" + c.Addr
+		ok, err := d.leases.ForceRelease(ctx, string(args[2]), by)
+		if err != nil {
+			return d.lockError(err)
+		}
+		return boolInt(ok)
+	case "WHO":
+		if r := d.checkKey(args[2]); r != nil {
+			return r
+		}
+		return d.lockWho(ctx, string(args[2]))
+	case "HELP":
+		return Strings(
+			"LOCKADMIN RELEASE key: release key whatever its token (1 released, 0 free)",
+			"LOCKADMIN WHO key: who holds key (null when free)",
+			"LOCKADMIN HOLDS: the tier's holds (keys kept beyond max_ttl or without expiry)")
+	case "HOLDS":
+		holds := d.leases.Holds()
+		out := make(Array, len(holds))
+		for i, h := range holds {
+			deadline := Int(-1)
+			if !h.Deadline.IsZero() {
+				deadline = Int(h.Deadline.UnixMilli())
+			}
+			out[i] = Map{
+				{"key", BulkString(h.Key)},
+				{"renewed-here", boolInt(h.Here)},
+				{"owner", BulkString(h.Owner)},
+				{"deadline-ms", deadline},
+			}
+		}
+		return out
+	}
+	return Errorf(errUnknownSubcmd, args[1], "LOCKADMIN")
+}
+
+// lockWho is LOCKADMIN WHO key.
+func (d *Dispatcher) lockWho(ctx context.Context, key string) Reply {
+	info, ok, err := d.leases.Info(ctx, key, nil)
+	switch {
+	case err != nil:
+		return d.lockError(err)
+	case !ok:
+		return nullNotHeld
+	}
+	m := Map{
+		{"ttl-ms", pttlMs(info.TTL)},
+		{"nodes-holding", Int(info.NodesHolding)},
+		{"nodes", Int(info.Nodes)},
+		{"waiters", Int(info.Waiters)},
+	}
+	h, here := d.leases.HeldBy(key)
+	m = append(m, KV{"held-here", boolInt(here)})
+	if here {
+		m = append(m,
+			KV{"client-id", Int(h.OwnerID)},
+			KV{"client-name", BulkString(h.OwnerName)},
+			KV{"age-ms", Int(h.Age.Milliseconds())},
+			KV{"session", boolInt(h.Session)})
+	}
+	for _, e := range d.leases.Holds() {
+		if e.Key == key {
+			m = append(m,
+				KV{"hold", Int(1)},
+				KV{"renewed-here", boolInt(e.Here)},
+				KV{"hold-owner", BulkString(e.Owner)})
+			return m
+		}
+	}
+	return append(m, KV{"hold", Int(0)})
+}

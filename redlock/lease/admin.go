@@ -1,0 +1,156 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// What an operator reads and does beyond a client's own locks: the holds,
+// the busiest keys, and a release whatever the token (LOCKADMIN, the
+// status page).
+
+// HoldEntry is one hold: a key kept beyond its copies' lease, renewed here
+// or by another proxy of the tier.
+type HoldEntry struct {
+	Key      string
+	Here     bool      // renewed by this proxy
+	Owner    string    // the tier member renewing it, as the record names it ("" when only kept here)
+	Deadline time.Time // the client's expiry; zero: none
+}
+
+// Holds lists the holds renewed here and those the holds record named at
+// the last claim round (renewed by other proxies), by key.
+func (m *Manager) Holds() []HoldEntry {
+	m.keeper.mu.Lock()
+	byKey := make(map[string]HoldEntry, len(m.keeper.keys)+len(m.keeper.recorded))
+	for k, r := range m.keeper.recorded {
+		e := HoldEntry{Key: k, Owner: strings.TrimPrefix(r.Owner, redlock.HandedOver)}
+		if r.Deadline > 0 {
+			e.Deadline = time.UnixMilli(r.Deadline)
+		}
+		byKey[k] = e
+	}
+	for k, e := range m.keeper.keys {
+		h := byKey[k]
+		h.Key, h.Here, h.Deadline = k, true, e.Deadline
+		byKey[k] = h
+	}
+	m.keeper.mu.Unlock()
+	out := make([]HoldEntry, 0, len(byKey))
+	for _, e := range byKey {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b HoldEntry) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// HoldCount is the number of keys this proxy renews as holds now.
+func (m *Manager) HoldCount() int {
+	m.keeper.mu.Lock()
+	defer m.keeper.mu.Unlock()
+	return len(m.keeper.keys)
+}
+
+// KeyLoad is how busy one key is on this proxy.
+type KeyLoad struct {
+	Key     string
+	Waiters int           // LOCK … WAIT callers queued here
+	Held    bool          // granted through this proxy and not released
+	Age     time.Duration // since the grant, when Held
+}
+
+// HotKeys returns up to n keys with the most waiters queued here, then
+// the longest held through this proxy. It keeps no counter of its own:
+// the registry's queues and grants are the measure.
+func (m *Manager) HotKeys(n int) []KeyLoad {
+	now := m.now()
+	r := &m.reg
+	r.mu.Lock()
+	byKey := make(map[string]KeyLoad, len(r.held)+len(r.queues))
+	for k, q := range r.queues {
+		if len(q) > 0 {
+			byKey[k] = KeyLoad{Key: k, Waiters: len(q)}
+		}
+	}
+	for k, l := range r.held {
+		if l.gone {
+			continue
+		}
+		e := byKey[k]
+		e.Key, e.Held, e.Age = k, true, now.Sub(l.granted)
+		byKey[k] = e
+	}
+	r.mu.Unlock()
+	out := make([]KeyLoad, 0, len(byKey))
+	for _, e := range byKey {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b KeyLoad) int {
+		if c := cmp.Compare(b.Waiters, a.Waiters); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Age, a.Age); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return out[:min(n, len(out))]
+}
+
+// ForceRelease deletes key whatever its token: the value a quorum holds
+// is released as if its holder had sent it (so a SESSION lock here stops
+// renewing, a hold stops being kept, waiters here and on other proxies
+// are woken), and a key of another type (a library's hash lock) is
+// deleted. by names who asked, for the log and the events. It reports
+// false when the key was free or changed holder meanwhile (nothing was
+// deleted); redlock.ErrNoQuorum when the backends could not say.
+func (m *Manager) ForceRelease(ctx context.Context, key, by string) (bool, error) {
+	v, err := m.locker.Get(ctx, key)
+	switch {
+	case err != nil:
+		return false, err
+	case !v.Exists:
+		return false, nil
+	}
+	released := false
+	if v.Type != "" {
+		n, derr := m.Delete(ctx, []string{key})
+		released, err = n > 0, derr
+	} else {
+		err = m.Release(ctx, key, v.Data)
+		released = err == nil
+		if errors.Is(err, redlock.ErrNotHeld) {
+			err = nil
+		}
+	}
+	if released {
+		m.log.Warn("lock force-released", "key", key, "by", by)
+		m.locker.Events().Add(redlock.EventForceReleased, key, "by "+by)
+	}
+	return released, err
+}
+
+// HeldBy is the grant of key through this proxy that is neither released
+// nor expired, if any: the connection it was granted to.
+func (m *Manager) HeldBy(key string) (Held, bool) {
+	h := m.reg.lookup(key)
+	if h == nil {
+		return Held{}, false
+	}
+	deadline, _, gone := m.reg.state(h)
+	if gone {
+		return Held{}, false
+	}
+	now := m.now()
+	return Held{
+		Keys: h.keys, OwnerID: h.owner.id, OwnerName: h.owner.name(),
+		Age: now.Sub(h.granted), Validity: max(deadline.Sub(now), 0), TTL: h.ttl,
+		Session: h.session, Fence: h.fence, Fenced: h.fenced,
+	}, true
+}
