@@ -114,7 +114,7 @@ func TestConditionalWrites(t *testing.T) {
 	if err := c.RPush(ctx, "cond:list", "x").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]any{{"DIGEST", "cond:list"}, {"DELEX", "cond:list", "IFNE", "x"}, {"SET", "cond:list", "v", "IFDNE", xxh3Hex("x")}} {
+	for _, args := range [][]any{{"SET", "cond:list", "v", "IFEQ", "x"}, {"DELEX", "cond:list", "IFEQ", "x"}, {"DELIFEQ", "cond:list", "x"}, {"DIGEST", "cond:list"}, {"DELEX", "cond:list", "IFNE", "x"}, {"SET", "cond:list", "v", "IFDNE", xxh3Hex("x")}} {
 		if err := c.Do(ctx, args...).Err(); err == nil || err.Error() != "WRONGTYPE Operation against a key holding the wrong kind of value" {
 			t.Errorf("%v on a list = %v, want WRONGTYPE", args, err)
 		}
