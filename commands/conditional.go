@@ -196,6 +196,8 @@ func (d *Dispatcher) condSet(ctx context.Context, req setRequest) Reply {
 			return done
 		case err == nil:
 			return OK
+		case errors.Is(err, lease.ErrQueued):
+			return done // a free key with waiters queued here: theirs first, as for SET NX
 		case !keyChanged(err):
 			return d.lockError(err)
 		}
