@@ -168,6 +168,14 @@ func (d *Dispatcher) delex(ctx context.Context, c *Client, args [][]byte) Reply 
 	return errCondChanged
 }
 
+// DELIFEQ key value  (Valkey 9): DELEX key IFEQ value.
+func (d *Dispatcher) delifeq(ctx context.Context, c *Client, args [][]byte) Reply {
+	if r := d.checkKeyValue(args[1], args[2]); r != nil {
+		return r
+	}
+	return d.release(ctx, string(args[1]), string(args[2]))
+}
+
 // condSet is SET with a condition other than a plain IFEQ: read, decide,
 // write what the condition calls for on the value read (see above). With
 // GET it answers the value read, whether it wrote or not.
