@@ -44,9 +44,10 @@ build:
 
 # The side-by-side lock benchmark of docs/benchmarks.md: proxy, proxy-setnx,
 # proxy-mux, redsync and single-instance SET NX over five spawned backends,
-# with the pipelined batch and the hand-offs.
+# the legacy cycles (SETNX+DEL, SET NX+DEL, SET NX PX+DEL, SET+GET) through
+# the proxy and on one backend, with the pipelined batch and the hand-offs.
 bench:
-	$(GO) run ./cmd/redlock-bench -spawn 5 -d 10s -c 1,64 -batch 64 -handoff 200
+	$(GO) run ./cmd/redlock-bench -spawn 5 -d 10s -c 1,16,64 -batch 64 -handoff 200
 
 # The mutual-exclusion checker under faults, for longer than make test runs
 # it: proxy (must show no overlap) and redsync (shows the gap it leaves);

@@ -18,6 +18,7 @@ require (
 	github.com/tidwall/redcon v1.6.2
 	github.com/yuin/gopher-lua v1.1.1
 	github.com/zclconf/go-cty v1.19.0
+	github.com/zeebo/xxh3 v1.1.0
 )
 
 require (
@@ -29,6 +30,7 @@ require (
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.16 // indirect
 	github.com/mitchellh/go-wordwrap v1.0.1 // indirect

@@ -11,8 +11,11 @@ import (
 )
 
 // RedisVersion is the Redis version the proxy advertises in HELLO and INFO.
-// Clients pick code paths by it (StackExchange.Redis, for one).
-const RedisVersion = "7.2.4"
+// Clients pick code paths by it: StackExchange.Redis from 8.4 on releases
+// and extends its locks with DELEX … IFEQ and SET … IFEQ, which the proxy
+// serves (conditional.go), instead of a WATCH/MULTI transaction
+// (docs/compatibility.md says why this version).
+const RedisVersion = "8.4.0"
 
 // Options configures a Dispatcher.
 type Options struct {

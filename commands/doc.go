@@ -32,7 +32,9 @@
 //
 // Files, one per command group: lock.go (LOCK, UNLOCK, EXTEND, MLOCK,
 // MUNLOCK), info.go (LOCKINFO, LOCKS), legacy.go (the single-Redis
-// dialect: SET, SETNX, GET, DEL, PTTL, …), scripts.go and meaning.go
+// dialect: SET, SETNX, GET, DEL, PTTL, …), conditional.go (SET … IFEQ|
+// IFNE|IFDEQ|IFDNE, DELEX, DIGEST, DELIFEQ: the conditional writes of
+// Redis 8.4 and Valkey 9 over the lock paths), scripts.go and meaning.go
 // (EVAL, EVALSHA, SCRIPT: scripts recognised by commands/lua and carried
 // out as lock operations, or run by vote), keyed.go (every other
 // command of the scripts' allow-list, a generated row each, run by vote as

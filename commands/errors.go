@@ -91,6 +91,9 @@ func (d *Dispatcher) lockError(err error) Reply {
 	case errors.Is(err, redlock.ErrMigrateDiffers) && errors.As(err, &me):
 		return Errorf("ERR migrate_from %s answered the script otherwise than the backends (a client that has not moved may hold its keys there)", me.Addr)
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
+		if quorumWrongType(qe) {
+			return errWrongType
+		}
 		if errors.Is(err, redlock.ErrDisagree) {
 			return noQuorum(Errorf(errDisagree, qe.Granted, qe.Nodes, qe.Quorum))
 		}
@@ -119,4 +122,22 @@ func (d *Dispatcher) lockError(err error) Reply {
 	}
 	d.log.Error("unexpected lock error", "error", err)
 	return errInternal
+}
+
+// quorumWrongType reports whether a quorum of backends answered an
+// operation with WRONGTYPE: a compare script (a release, a compare-and-set)
+// sent for a key that holds another type than string, which one Redis
+// refuses the same way.
+func quorumWrongType(qe *redlock.QuorumError) bool {
+	n := 0
+	for _, e := range qe.Errs {
+		var re interface {
+			error
+			RedisError()
+		}
+		if errors.As(e, &re) && strings.HasPrefix(re.Error(), "WRONGTYPE") {
+			n++
+		}
+	}
+	return n >= qe.Quorum
 }

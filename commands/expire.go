@@ -18,14 +18,16 @@ import (
 type setRequest struct {
 	key, value       string
 	nx, xx, get      bool
-	keepTTL, expired bool // expired: an EXAT/PXAT deadline now or past
-	ifeq             *string
+	keepTTL, expired bool          // expired: an EXAT/PXAT deadline now or past
+	cond             *condition    // IFEQ, IFNE, IFDEQ or IFDNE (conditional.go)
 	ttl              time.Duration // 0: the command carried no expiry
 }
 
-// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT ts | PXAT ms | KEEPTTL] [IFEQ old]
+// SET key value [NX | XX | IFEQ value | IFNE value | IFDEQ digest | IFDNE digest] [GET]
+// [EX s | PX ms | EXAT ts | PXAT ms | KEEPTTL]
 //
-// SET NX is an acquisition with token = value; SET IFEQ a compare-and-set;
+// SET NX is an acquisition with token = value; SET IFEQ a compare-and-set
+// (the other conditions, and IFEQ with GET or KEEPTTL: condSet);
 // plain SET an unconditional write on every backend (it steals a lock, as
 // it would on one Redis); SET GET a quorum GETSET. XX, KEEPTTL and a past
 // deadline read the key on a quorum first (lease.Manager.Set).
@@ -37,10 +39,12 @@ func (d *Dispatcher) set(ctx context.Context, c *Client, args [][]byte) Reply {
 	switch {
 	case req.nx:
 		return d.setNX(ctx, req)
-	case req.ifeq != nil && req.expired:
-		return d.dataReply(d.leases.Release(ctx, req.key, *req.ifeq), OK, Null{})
-	case req.ifeq != nil:
-		err := d.leases.CompareAndSet(ctx, req.key, *req.ifeq, req.value, req.ttl)
+	case req.cond != nil && (req.cond.kind != ifEq || req.get || req.keepTTL):
+		return d.condSet(ctx, req)
+	case req.cond != nil && req.expired:
+		return d.dataReply(d.leases.Release(ctx, req.key, req.cond.arg), OK, Null{})
+	case req.cond != nil:
+		err := d.leases.CompareAndSet(ctx, req.key, req.cond.arg, req.value, req.ttl)
 		return d.dataReply(err, OK, Null{})
 	case req.xx || req.keepTTL || req.expired:
 		return d.setRead(ctx, req)
@@ -131,15 +135,18 @@ func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
 			!req.keepTTL && (unit == "" || unit == opt) && i+1 < len(args):
 			i++
 			unit, expiry = opt, args[i]
-		case opt == "IFEQ" && i+1 < len(args):
+		case condKinds[opt] != 0 && req.cond == nil && i+1 < len(args):
 			i++
-			old := string(args[i])
-			req.ifeq = &old
+			cond, r := d.parseCondition(condKinds[opt], args[i])
+			if r != nil {
+				return req, r
+			}
+			req.cond = &cond
 		default:
 			return req, errSyntax
 		}
 	}
-	if req.ifeq != nil && (req.nx || req.xx || req.get) {
+	if req.cond != nil && (req.nx || req.xx) {
 		return req, errSyntax
 	}
 	if unit != "" {

@@ -34,6 +34,8 @@ func FuzzDispatch(f *testing.F) {
 		"BLMOVE\x00a\x00b\x00LEFT\x00RIGHT\x000.01", "LPOP\x00k",
 		"INCR\x00k", "INCRBY\x00k\x00-1", "INCRBY\x00k\x009223372036854775807", "DECR\x00k",
 		"CLIENT\x00TRACKING\x00ON\x00OPTOUT\x00NOLOOP", "EVAL\x00return redis.call('GET', KEYS[1])\x001\x00k",
+		"SET\x00k\x00v\x00IFDNE\x00B6ACB9D84A38FF74\x00GET\x00KEEPTTL", "SET\x00k\x00v\x00ifne\x00x\x00EXAT\x001",
+		"DELEX\x00k\x00IFDEQ\x00b6acb9d84a38ff7", "DELEX\x00k\x00ifne\x00v", "DIGEST\x00k",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s), uint8(2))

@@ -236,29 +236,6 @@ func expireArgs(args [][]byte) (int64, time.Duration, Reply) {
 	return n, time.Millisecond, nil
 }
 
-// DELEX key [IFEQ value]  (Redis 8.4)
-func (d *Dispatcher) delex(ctx context.Context, c *Client, args [][]byte) Reply {
-	switch {
-	case len(args) == 2:
-		return d.countKeys(ctx, args[1:2], d.leases.Delete)
-	case len(args) == 4 && strings.EqualFold(string(args[2]), "IFEQ"):
-		return d.releaseLegacy(ctx, args[1], args[3])
-	}
-	return errSyntax
-}
-
-// DELIFEQ key value  (Valkey 9)
-func (d *Dispatcher) delifeq(ctx context.Context, c *Client, args [][]byte) Reply {
-	return d.releaseLegacy(ctx, args[1], args[2])
-}
-
-func (d *Dispatcher) releaseLegacy(ctx context.Context, key, value []byte) Reply {
-	if r := d.checkKeyValue(key, value); r != nil {
-		return r
-	}
-	return d.release(ctx, string(key), string(value))
-}
-
 // FLUSHDB / FLUSHALL [ASYNC|SYNC]: every lock on every backend; refused
 // unless allow_flush = true.
 func (d *Dispatcher) flush(ctx context.Context, c *Client, args [][]byte) Reply {

@@ -87,7 +87,7 @@ var table = []Command{
 	{Name: "LOCKS", Arity: 1, Flags: Admin | Local, Group: "lock", Dialect: DialectNative, Summary: "The locks held through this proxy, with holder and age", run: (*Dispatcher).locks},
 
 	// Single-Redis dialect (legacy.go): what lock code written for one Redis sends.
-	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "SET NX acquires, SET IFEQ renews, SET XX of the held value extends, plain SET writes on every backend", run: (*Dispatcher).set},
+	{Name: "SET", Arity: -3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "SET NX acquires, SET IFEQ|IFNE|IFDEQ|IFDNE writes on a condition (IFEQ of the token renews), SET XX of the held value extends, plain SET writes on every backend", run: (*Dispatcher).set},
 	{Name: "SETNX", Arity: 3, Key: 1, Group: "string", Dialect: DialectLegacy, Flags: Writes, Summary: "Acquires with default_ttl", run: (*Dispatcher).setnx},
 	{Name: "GET", Arity: 2, Key: 1, Flags: Reads, Group: "string", Dialect: DialectLegacy, Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
 	{Name: "GETSET", Arity: 3, Key: 1, Flags: Reads | Writes, Group: "string", Dialect: DialectLegacy, Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
@@ -103,7 +103,8 @@ var table = []Command{
 	{Name: "EXPIREAT", Arity: -3, Key: 1, Flags: Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Sets the deadline (Unix s) on a quorum [NX|XX|GT|LT]", run: (*Dispatcher).expire},
 	{Name: "PEXPIRETIME", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "When (Unix ms) a quorum of backends stops holding the key", run: (*Dispatcher).expiretime},
 	{Name: "EXPIRETIME", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "When (Unix s) a quorum of backends stops holding the key", run: (*Dispatcher).expiretime},
-	{Name: "DELEX", Arity: -2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "DELEX key IFEQ value: compare-and-delete (Redis 8.4)", run: (*Dispatcher).delex},
+	{Name: "DELEX", Arity: -2, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "DELEX key [IFEQ|IFNE value | IFDEQ|IFDNE digest]: conditional delete, a release when it deletes a lock's token (Redis 8.4)", run: (*Dispatcher).delex},
+	{Name: "DIGEST", Arity: 2, Key: 1, Flags: Reads, Group: "string", Dialect: DialectLegacy, Summary: "The XXH3 digest (16 hex digits) of the value a quorum of backends holds (Redis 8.4)", run: (*Dispatcher).digest},
 	{Name: "DELIFEQ", Arity: 3, Key: 1, Flags: Writes, Group: "string", Dialect: DialectLegacy, Summary: "Compare-and-delete (Valkey 9)", run: (*Dispatcher).delifeq},
 	{Name: "FLUSHDB", Arity: -1, Flags: Admin | Barrier | Writes, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
 	{Name: "FLUSHALL", Arity: -1, Flags: Admin | Barrier | Writes, Group: "server", Summary: "Deletes every lock: refused unless allow_flush", run: (*Dispatcher).flush},
@@ -240,7 +241,7 @@ func (c *Command) arityOK(n int) bool {
 var optionNames = func() map[string]string {
 	m := map[string]string{}
 	for _, n := range []string{"WAIT", "TOKEN", "FENCE", "SESSION",
-		"NX", "XX", "GT", "LT", "GET", "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "IFEQ"} {
+		"NX", "XX", "GT", "LT", "GET", "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "IFEQ", "IFNE", "IFDEQ", "IFDNE"} {
 		m[n] = n
 	}
 	return m

@@ -193,10 +193,10 @@ func TestInteropStackExchange(t *testing.T) {
 		if m != nil {
 			major, _ := strconv.Atoi(m[1])
 			minor, _ := strconv.Atoi(m[2])
-			if major > 8 || major == 8 && minor >= 4 {
-				t.Errorf("INFO server advertises redis_version %s.%s.%s: StackExchange.Redis would take the ≥ 8.4 path (SET IFEQ / DELEX) instead of the WATCH/MULTI transaction", m[1], m[2], m[3])
+			if major < 8 || major == 8 && minor < 4 {
+				t.Errorf("INFO server advertises redis_version %s.%s.%s: StackExchange.Redis would take the WATCH/MULTI transaction instead of the ≥ 8.4 path (SET IFEQ / DELEX) that the proxy serves in one round", m[1], m[2], m[3])
 			}
-			t.Logf("advertised redis_version %s.%s.%s: StackExchange.Redis uses the WATCH/MULTI/EXEC lock transaction", m[1], m[2], m[3])
+			t.Logf("advertised redis_version %s.%s.%s: StackExchange.Redis releases with DELEX … IFEQ and extends with SET … IFEQ", m[1], m[2], m[3])
 		}
 
 		sub := dialSE(t, p.Addr())

@@ -433,3 +433,20 @@ func TestProxySetUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestRatiosLegacy: a legacy-… row is compared with its own cycle on one
+// backend (single-…), or with nothing when that did not run.
+func TestRatiosLegacy(t *testing.T) {
+	rep := &report{Keys: "distinct", Results: []result{
+		{Mode: "single", Clients: 1, CyclesPerSec: 1000},
+		{Mode: "legacy-set-get", Clients: 1, CyclesPerSec: 300},
+		{Mode: "single-set-get", Clients: 1, CyclesPerSec: 3000},
+		{Mode: "legacy-setnx-del", Clients: 1, CyclesPerSec: 300},
+	}}
+	rep.computeRatios()
+	for i, want := range []string{"1.00x", "0.10x", "3.00x", "-"} {
+		if got := fmtRatio(rep.Results[i].VsSingle); got != want {
+			t.Errorf("%s: vs-single %s, want %s", rep.Results[i].Mode, got, want)
+		}
+	}
+}

@@ -12,6 +12,12 @@
 //	redsync      client-side Redlock (go-redsync v4) over the same backends
 //	single       SET NX PX plus the same compare-and-delete on one backend:
 //	             the fast, non-fault-tolerant baseline
+//	legacy-…     the cycles of lock code written for one Redis, without a
+//	             script, through the proxy: setnx-del (SETNX / DEL),
+//	             set-nx-del (SET NX / DEL), set-nx-px-del (SET NX PX / DEL),
+//	             set-get (SET / GET)
+//	single-…     the same cycles on one backend: each legacy-… row's
+//	             vs-single compares it with its own single-… row
 //
 // A client is one goroutine. Except in proxy-mux it has its own
 // connections: one go-redis client with PoolSize 1 for proxy, proxy-setnx

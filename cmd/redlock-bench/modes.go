@@ -66,13 +66,13 @@ type mode struct {
 	openAll func(t targets, ttl time.Duration, clients int) ([]locker, error)
 }
 
-var modes = []*mode{
+var modes = append([]*mode{
 	{name: "proxy", needsProxy: true, open: openProxy},
 	{name: "proxy-setnx", needsProxy: true, prepare: prepareProxySetNX, open: openProxySetNX},
 	{name: "proxy-mux", needsProxy: true, prepare: prepareProxySetNX, openAll: openProxyMux},
 	{name: "redsync", needsBackends: true, open: openRedsync},
 	{name: "single", needsBackends: true, prepare: prepareSingle, open: openSingle},
-}
+}, legacyModes()...)
 
 func modeNames() []string {
 	names := make([]string, len(modes))

@@ -111,7 +111,8 @@ func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + 
 func gomaxprocs() int   { return runtime.GOMAXPROCS(0) }
 
 // computeRatios fills the ratio fields from the redsync and single rows of
-// the same client count.
+// the same client count; a legacy-… row's single row is its own cycle's
+// on one backend (single-…), when it ran.
 func (rep *report) computeRatios() {
 	find := func(mode string, clients int) *result {
 		for i := range rep.Results {
@@ -143,7 +144,11 @@ func (rep *report) computeRatios() {
 			r.VsRedsync = ratio(rate(r), rate(rs))
 			r.P50VsRedsync = ratio(r.P50US, rs.P50US)
 		}
-		if s := find("single", r.Clients); s != nil {
+		single := find("single", r.Clients)
+		if rest, ok := strings.CutPrefix(r.Mode, "legacy-"); ok {
+			single = find("single-"+rest, r.Clients)
+		}
+		if s := single; s != nil {
 			r.VsSingle = ratio(rate(r), rate(s))
 		}
 	}
