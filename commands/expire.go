@@ -151,9 +151,9 @@ func (d *Dispatcher) parseSet(args [][]byte) (setRequest, Reply) {
 	}
 	if unit != "" {
 		var r Reply
-		// Data's ttl may go beyond max_ttl; a lock's (NX, IFEQ) only if
+		// Data's ttl may go beyond max_ttl; a lock's (NX, a condition) only if
 		// it can be held.
-		long := !req.nx && req.ifeq == nil || d.leases.HoldsLong()
+		long := !req.nx && req.cond == nil || d.leases.HoldsLong()
 		req.ttl, req.expired, r = d.parseExpiry(unit, expiry, "set", long)
 		return req, r
 	}
