@@ -129,10 +129,12 @@ redis.call("HDEL", KEYS[2], ARGV[1])
 return 1`)
 
 // endHoldScript sets the owner of field ARGV[1] of hash KEYS[1] to
-// ARGV[2], if there is one: 1, or 0 when absent.
-var endHoldScript = NewScript(`
+// ARGV[2], if there is one and, with a digest ARGV[3], the key ARGV[1]
+// holds the value of that digest: 1, else 0.
+var endHoldScript = NewScript(holdsValueLua + `
 local f = redis.call("HGET", KEYS[1], ARGV[1])
 if not f then return 0 end
+if ARGV[3] ~= "" and not holdsValue(ARGV[1], ARGV[3]) then return 0 end
 redis.call("HSET", KEYS[1], ARGV[1], ARGV[2] .. (string.match(f, "^%S+( .*)$") or " 0 -"))
 return 1`)
 
@@ -172,9 +174,14 @@ func (r *Redlock) DropHold(ctx context.Context, service, key, owner string) erro
 
 // EndHold marks the hold of key in the record of service as Ended,
 // whoever owns it: its owner's next renewal stops it (ErrHeld) and no
-// proxy claims it. It succeeds once a quorum did it (or had no field).
-func (r *Redlock) EndHold(ctx context.Context, service, key string) error {
-	return r.holdOp(ctx, "end hold", endHoldScript, service, []any{key, Ended}, ErrNoQuorum, true)
+// proxy claims it. With a digest (of a value released or extended: a
+// SHA1, hex), only on a node where key still holds that value: a
+// release of a token that no longer holds the key (a client repeating
+// its release through another proxy, after the key was taken again)
+// must not end the current holder's hold. It succeeds once a quorum did
+// it (or had no field, or another value).
+func (r *Redlock) EndHold(ctx context.Context, service, key, digest string) error {
+	return r.holdOp(ctx, "end hold", endHoldScript, service, []any{key, Ended, digest}, ErrNoQuorum, true)
 }
 
 // holdOp runs s on every node: a 1 is a yes (with anyYes, every answer is).

@@ -261,7 +261,8 @@ func TestRenewHoldLeavesAnotherOwnersField(t *testing.T) {
 
 // TestEndHold: a hold ended by another proxy stops its owner's renewal
 // (ErrHeld) and is no longer claimable as handed over; an absent field is
-// not an error.
+// not an error. An end with the digest of a value the key no longer
+// holds (a stale release) changes nothing.
 func TestEndHold(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
@@ -274,16 +275,23 @@ func TestEndHold(t *testing.T) {
 	if err := c.r.SetHold(ctx, svc, h, h.Owner); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.r.EndHold(ctx, svc, "k"); err != nil {
+	old := sha1.Sum([]byte("an old token"))
+	if err := c.r.EndHold(ctx, svc, "k", hex.EncodeToString(old[:])); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.r.EndHold(ctx, svc, "absent"); err != nil {
+	if err := c.r.RenewHold(ctx, svc, h, time.Second); err != nil {
+		t.Fatalf("RenewHold after the end of another value = %v, want it still held", err)
+	}
+	if err := c.r.EndHold(ctx, svc, "k", h.Digest); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.r.EndHold(ctx, svc, "absent", ""); err != nil {
 		t.Fatalf("EndHold of an absent field = %v", err)
 	}
 	for _, mr := range c.mrs {
 		mr.HSet(HoldsKey(svc), "garbage", "nonsense")
 	}
-	if err := c.r.EndHold(ctx, svc, "garbage"); err != nil {
+	if err := c.r.EndHold(ctx, svc, "garbage", ""); err != nil {
 		t.Fatalf("EndHold of a malformed field = %v", err)
 	}
 	if _, err := c.r.ScanHolds(ctx, svc); err != nil {

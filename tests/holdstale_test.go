@@ -67,3 +67,64 @@ func TestEndedHoldDoesNotRenewTheNextLock(t *testing.T) {
 	}
 	t.Logf("FIGURES %d holds ended through another proxy: every 1 s key gone %v after", len(keys), time.Since(start).Round(100*time.Millisecond))
 }
+
+// TestStaleReleaseKeepsTheCurrentHolder: a client holds a key without
+// expiry through proxy A (SETNX) and releases it; a second client takes
+// it without expiry through A; the first client then repeats its release
+// of its old token through proxy B, whose last claim round saw the first
+// hold in the record: DELIFEQ, DELEX IFEQ, UNLOCK, a release script and
+// an EXTEND. Each answers 0 (or nil) and none ends the second client's
+// hold: three leases later the key still holds its token, and a third
+// client's SETNX is refused. Before, B ended whatever hold the record
+// named for the key, and the second holder's lease ran out.
+func TestStaleReleaseKeepsTheCurrentHolder(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	a := startProxy(t, rs, holdsHCL)
+	b := startProxy(t, rs, holdsHCL)
+	ca, cb := a.Client(nil), b.Client(nil)
+	ctx := testCtx(t, 90*time.Second)
+	const release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+	stale := map[string]func(k string) (any, error){
+		"delifeq": func(k string) (any, error) { return cb.Do(ctx, "DELIFEQ", k, "t1").Result() },
+		"delex":   func(k string) (any, error) { return cb.Do(ctx, "DELEX", k, "IFEQ", "t1").Result() },
+		"unlock":  func(k string) (any, error) { return cb.Do(ctx, "UNLOCK", k, "t1").Result() },
+		"script":  func(k string) (any, error) { return cb.Eval(ctx, release, []string{k}, "t1").Result() },
+		"extend":  func(k string) (any, error) { return cb.Do(ctx, "EXTEND", k, "t1", "3000").Result() },
+	}
+	for name := range stale {
+		k := "stale:" + name
+		if n, err := ca.Do(ctx, "SETNX", k, "t1").Int(); err != nil || n != 1 {
+			t.Fatalf("%s: SETNX t1 = %v, %v", name, n, err)
+		}
+	}
+	time.Sleep(holdLease) // B's claim rounds see the first holds in the record
+	for name, op := range stale {
+		k := "stale:" + name
+		if n, err := ca.Do(ctx, "DELIFEQ", k, "t1").Int(); err != nil || n != 1 {
+			t.Fatalf("%s: the first holder's release = %v, %v", name, n, err)
+		}
+		if n, err := ca.Do(ctx, "SETNX", k, "t2").Int(); err != nil || n != 1 {
+			t.Fatalf("%s: SETNX t2 = %v, %v", name, n, err)
+		}
+		got, err := op(k)
+		if err != nil && err != redis.Nil {
+			t.Fatalf("%s: the stale release = %v, %v", name, got, err)
+		}
+		if n, ok := got.(int64); ok && n != 0 {
+			t.Fatalf("%s: the stale release answered %v, want 0", name, got)
+		}
+	}
+	time.Sleep(3 * holdLease) // the second holds' leases would have run out
+	for name := range stale {
+		k := "stale:" + name
+		for _, c := range []*redis.Client{ca, cb} {
+			if v, err := c.Get(ctx, k).Result(); err != nil || v != "t2" {
+				t.Fatalf("%s: GET three leases after the stale release = %q, %v; want t2", name, v, err)
+			}
+		}
+		if n, err := cb.Do(ctx, "SETNX", k, "t3").Int(); err != nil || n != 0 {
+			t.Fatalf("%s: a third client's SETNX = %v, %v; want 0 while t2 holds", name, n, err)
+		}
+	}
+}

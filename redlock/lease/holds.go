@@ -92,7 +92,7 @@ func (m *Manager) unrecord(key string) {
 		// Another proxy took it over before it heard of the end (it
 		// claimed from this one while its view of the tier lagged): end it
 		// for whoever owns it, so that its renewal does not undo the end.
-		err = m.locker.EndHold(ctx, h.Service, key)
+		err = m.locker.EndHold(ctx, h.Service, key, "")
 	}
 	if err != nil {
 		m.log.Warn("hold not dropped from the record", "key", key, "error", err)
@@ -114,9 +114,15 @@ func (m *Manager) endRecorded(key string, value *string) {
 	if d := r.Digest; !ok || value != nil && d != redlock.AnyDigest && d != digestOf(*value) {
 		return
 	}
+	// The record seen may be stale (a claim round ago): the backends
+	// check that the key still holds the value.
+	digest := ""
+	if value != nil {
+		digest = digestOf(*value)
+	}
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
-	if err := m.locker.EndHold(ctx, h.Service, key); err != nil {
+	if err := m.locker.EndHold(ctx, h.Service, key, digest); err != nil {
 		m.log.Warn("hold of another proxy not ended in the record", "key", key, "error", err)
 	}
 }

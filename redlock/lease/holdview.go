@@ -64,7 +64,7 @@ func (m *Manager) endPeerHold(ctx context.Context, key string) error {
 	if seen {
 		return nil // unkeep ends it (endRecorded)
 	}
-	return m.locker.EndHold(ctx, h.Service, key)
+	return m.locker.EndHold(ctx, h.Service, key, "")
 }
 
 // heldKeys is, for a clamped script by vote, the hold of each declared
