@@ -189,15 +189,15 @@ func (r *Redlock) refillPage(ctx context.Context, t int, f *refill) {
 		h.mu.Unlock()
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, r.probeTimeout())
+	defer cancel()
 	scan := t
 	if !f.own {
 		if f.source < 0 || !r.votesNow(f.source) {
-			f.source, f.cursor = sources[0], "0" // a pass starts again
+			f.source, f.cursor = r.fullest(ctx, sources), "0" // a pass starts again
 		}
 		scan = f.source
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.probeTimeout())
-	defer cancel()
 	next, keys, err := r.scanPage(ctx, scan, f.cursor)
 	if err == nil && len(keys) > 0 {
 		err = r.refillKeys(ctx, t, sources, keys, f)
@@ -234,6 +234,20 @@ func (r *Redlock) endRefill(h *nodeHealth, why string) {
 	h.refresh(r.now())
 	r.log.Info("backend refill over", "node", h.addr, "why", why, "passes", f.Passes,
 		"scanned", f.Scanned, "copied", f.Copied, "deleted", f.Deleted, "unsolved", f.Unsolved)
+}
+
+// fullest is the source holding the most keys (DBSIZE): one that lost
+// its keys too, and whose restart is not seen yet, must not end a pass
+// with nothing copied.
+func (r *Redlock) fullest(ctx context.Context, sources []int) int {
+	best, most := sources[0], int64(-1)
+	for _, s := range sources {
+		v, err := r.nodes[s].Do(ctx, "DBSIZE")
+		if n, ok := v.(int64); err == nil && ok && n > most {
+			best, most = s, n
+		}
+	}
+	return best
 }
 
 // votesNow reports whether node i votes now, without waiting for a call.

@@ -43,18 +43,26 @@ func TestRefillAfterEmptyRestarts(t *testing.T) {
 			t.Fatalf("%v: %v", w, err)
 		}
 	}
-	runID := func(i int) string {
+	// The backend's state and run id, from one INFO line.
+	backend := func(i int) (state, runID string) {
 		line := infoField(t, c, "backends", fmt.Sprintf("backend%d", i))
-		_, id, _ := strings.Cut(line, "run_id=")
-		id, _, _ = strings.Cut(id, ",")
-		return id
+		for _, f := range strings.Split(line, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "state":
+				state = v
+			case "run_id":
+				runID = v
+			}
+		}
+		return state, runID
 	}
 	for i := range 3 {
-		before := runID(i)
+		_, before := backend(i)
 		rs[i].Restart()
 		testkit.Eventually(t, 90*time.Second, fmt.Sprintf("backend %d restarted empty back in the vote", i), func() bool {
-			line := infoField(t, c, "backends", fmt.Sprintf("backend%d", i))
-			return strings.Contains(line, "state=up") && runID(i) != before
+			state, id := backend(i)
+			return state == "up" && id != before
 		})
 	}
 	for i := range n {
