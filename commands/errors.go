@@ -113,6 +113,8 @@ func (d *Dispatcher) lockError(err error) Reply {
 		return errCancelled
 	case errors.Is(err, redlock.ErrOrderBusy):
 		return Error("TRYAGAIN " + err.Error())
+	case errors.Is(err, lease.ErrMaxHolds):
+		return withOutcome(Error("ERR "+err.Error()+" (max_holds)"), ResultError)
 	case errors.Is(err, lease.ErrLockTTL):
 		return Error("ERR " + err.Error())
 	case errors.Is(err, redlock.ErrInvalid):

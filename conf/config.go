@@ -25,6 +25,7 @@ type Config struct {
 	MinTTL            time.Duration `hcl:"min_ttl,optional" default:"10ms" bound:"[1ms, 24h]" doc:"the shortest ttl accepted"`
 	MaxTTL            time.Duration `hcl:"max_ttl,optional" default:"60s" bound:"[min_ttl, 24h]" doc:"the longest ttl accepted; a restarted backend does not vote for this long (the flag also lowers default_ttl to it)"`
 	DefaultTTL        time.Duration `hcl:"default_ttl,optional" default:"30s" bound:"0 or [min_ttl, max_ttl]" doc:"the lease of lock writes that carry no expiry (0: none, warned)"`
+	MaxHolds          int           `hcl:"max_holds,optional" default:"50000" bound:"[0, 10000000]" doc:"locks the tier holds without expiry or beyond max_ttl, at most (0: no bound); past it such a lock is refused"`
 	MaxWait           time.Duration `hcl:"max_wait,optional" default:"10s" bound:"[0, 5m]" doc:"the longest LOCK … WAIT"`
 	MaxHold           time.Duration `hcl:"max_hold,optional" default:"1h" bound:"[1s, 168h]" doc:"SESSION locks stop renewing after this"`
 	LogLevel          string        `hcl:"log_level,optional" default:"info" bound:"trace|debug|info|warn|error" doc:"log level"`

@@ -39,6 +39,9 @@ type MetricsSources struct {
 	SessionLocks func() int // SESSION locks this proxy holds and renews; nil reads 0
 	Waiters      func() int // LOCK … WAIT callers queued on this proxy; nil reads 0
 	Holds        func() int // keys this proxy renews as holds; nil reads 0
+	TierHolds    func() int // holds of the whole tier, as max_holds counts them; nil reads 0
+	// HoldsRefused counts the locks refused at max_holds; nil reads 0.
+	HoldsRefused func() uint64
 	TierMembers  func() int // live proxies of the tier as this one sees them; nil reads 0
 	// Migrate reads what the old instance of migrate_from showed; nil
 	// registers no migrate_* metrics.
@@ -168,6 +171,15 @@ func (m *Metrics) Watch(src MetricsSources) {
 		gauge("lock_waiters", "LOCK … WAIT callers queued on this proxy for a held key.", src.Waiters),
 		gauge("holds", "Keys this proxy renews as holds (kept without expiry or beyond max_ttl).", src.Holds),
 		gauge("tier_members", "Live proxies of the tier (this one included) as this proxy sees them.", src.TierMembers),
+		gauge("tier_holds", "Holds of the whole tier as max_holds counts them: the record as of the last claim round, and this proxy's own.", src.TierHolds),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metricPrefix + "holds_refused_total",
+			Help: "Locks without expiry or beyond max_ttl refused because the tier held max_holds."},
+			func() float64 {
+				if src.HoldsRefused == nil {
+					return 0
+				}
+				return float64(src.HoldsRefused())
+			}),
 		backendCollector{b: src.Backends},
 		refusalCollector{f: src.Refusals},
 	)

@@ -280,6 +280,131 @@ func (r *Redlock) renewHold(ctx context.Context, service string, h Hold, ttl tim
 	return t.failure(ErrNoQuorum)
 }
 
+// renewHoldsScript is renewHoldScript for many holds in one call: KEYS
+// are the record, its stamps and the held keys; ARGV the owner, the lease
+// (ms), then a field and a digest per held key. It returns one code per
+// held key, as renewHoldScript's. A key whose copy is still the hold's
+// own (its stamp) but whose value changed in place (APPEND, INCR,
+// SETRANGE through a proxy that did not know it held) is no longer the
+// lock's but the client's data, as on one Redis: it is given the
+// client's expiry (none, or the hold's deadline, field 2) and left, and
+// the field is deleted (-1).
+var renewHoldsScript = NewScript(stampLua + holdsValueLua + `
+local out = {}
+for i = 3, #KEYS do
+	local k, j = KEYS[i], 2 * (i - 2) + 1
+	local want, digest = ARGV[j], ARGV[j + 1]
+	local f = redis.call("HGET", KEYS[1], k)
+	local code = 1
+	if not f then
+		code = -1
+	else
+		local owner, deadline, d = string.match(f, "^(%S+) (%S+) (%S+)$")
+		if owner ~= ARGV[1] then
+			code = 0
+		else
+			local at = redis.call("HGET", KEYS[2], k)
+			local stamped = at and at == stamp(k)
+			if at and not stamped or not holdsValue(k, digest) then
+				if stamped and redis.call("EXISTS", k) == 1 and d == digest then
+					if deadline == "0" then redis.call("PERSIST", k) else redis.call("PEXPIREAT", k, deadline) end
+				end
+				if d == digest then
+					redis.call("HDEL", KEYS[1], k)
+					redis.call("HDEL", KEYS[2], k)
+				end
+				code = -1
+			else
+				redis.call("PEXPIRE", k, ARGV[2])
+				if f ~= want then redis.call("HSET", KEYS[1], k, want) end
+				local s = stamp(k) if s then redis.call("HSET", KEYS[2], k, s) end
+			end
+		end
+	end
+	out[#out + 1] = code
+end
+return out`)
+
+// RenewHolds is RenewHold of many holds of one owner in one call per
+// node (a page of what is due), each decided on its own: its error, nil
+// when renewed on a quorum. Holds renewed during a move (migrate_from)
+// go one by one (RenewHold), the old instance's yes needed for each.
+func (r *Redlock) RenewHolds(ctx context.Context, service string, hs []Hold, ttl time.Duration) []error {
+	errs := make([]error, len(hs))
+	if r.migrate != nil {
+		for i, h := range hs {
+			errs[i] = r.RenewHold(ctx, service, h, ttl)
+		}
+		return errs
+	}
+	keys := holdKeys(service)
+	args := []any{"", millis(ttl)}
+	for i, h := range hs {
+		if h.Key == "" || h.Owner == "" || strings.HasPrefix(h.Owner, HandedOver) || h.Digest == "" || ttl <= 0 {
+			for j := range errs {
+				errs[j] = fmt.Errorf("%w: renew hold %+v for %v", ErrInvalid, hs[i], ttl)
+			}
+			return errs
+		}
+		args[0] = h.Owner
+		keys = append(keys, h.Key)
+		args = append(args, h.field(), h.Digest)
+	}
+	c := call[[]int64]{
+		cmd:    command{kind: callEval, script: renewHoldsScript, keys: keys, args: args},
+		decode: func(v any) ([]int64, error) { return asInts(v, len(hs)) },
+	}
+	t := &renewsTally{each: make([]renewTally, len(hs))}
+	for i := range t.each {
+		t.each[i] = renewTally{tally: *r.tally()}
+	}
+	if err := quorum(r, ctx, "renew holds", r.nodeTimeout, c, decider[[]int64](t), nil); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	for i := range t.each {
+		e := &t.each[i]
+		switch {
+		case e.won():
+		case e.taken >= e.q:
+			errs[i] = e.failure(ErrHeld)
+		case e.gone >= e.q:
+			errs[i] = e.failure(ErrNotHeld)
+		default:
+			errs[i] = e.failure(ErrNoQuorum)
+		}
+	}
+	return errs
+}
+
+// renewsTally is a renewTally per hold of one RenewHolds call.
+type renewsTally struct{ each []renewTally }
+
+func (t *renewsTally) add(v []int64) {
+	for i := range t.each {
+		t.each[i].add(v[i])
+	}
+}
+
+func (t *renewsTally) fail(err error) {
+	for i := range t.each {
+		t.each[i].fail(err)
+	}
+}
+
+func (t *renewsTally) lost() bool { return false }
+
+func (t *renewsTally) done() bool {
+	for i := range t.each {
+		if !t.each[i].done() {
+			return false
+		}
+	}
+	return true
+}
+
 // renewTally counts renewals (1) as yes, fields of another owner (0) and
 // keys that no longer hold the value (-1).
 type renewTally struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -378,5 +379,64 @@ func TestDecodeScanOnce(t *testing.T) {
 	got, err := decodeScan([]any{"k", "a 0 *", int64(1000), "j", "a 0 *", int64(-1), "k", "b 0 *", int64(2000)})
 	if err != nil || len(got) != 2 || got[0].Key != "k" || got[0].Owner != "b" || got[0].Lease != 2*time.Second || got[1].Key != "j" {
 		t.Fatalf("decodeScan = %+v, %v", got, err)
+	}
+}
+
+// TestRenewHoldsPage: one call per node renews a page of holds, each
+// decided on its own: renewed; changed in place (APPEND through a proxy
+// that did not know it held: the client's data now, given its expiry,
+// none here, and no longer held); released (gone); another owner's.
+func TestRenewHoldsPage(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	digest := func(v string) string { s := sha1.Sum([]byte(v)); return hex.EncodeToString(s[:]) }
+	holds := []Hold{
+		{Key: "renewed", Owner: "A", Digest: digest("v")},
+		{Key: "changed", Owner: "A", Digest: digest("v")},
+		{Key: "released", Owner: "A", Digest: digest("v")},
+		{Key: "theirs", Owner: "B", Digest: digest("v")},
+	}
+	for _, h := range holds {
+		for _, mr := range c.mrs {
+			_ = mr.Set(h.Key, "v")
+			mr.SetTTL(h.Key, time.Second)
+		}
+		if err := c.r.SetHold(ctx, svc, h, h.Owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, "every field on every node", func() bool {
+		for _, mr := range c.mrs {
+			if fields, _ := mr.HKeys(HoldsKey(svc)); len(fields) != len(holds) {
+				return false
+			}
+		}
+		return true
+	})
+	for i, n := range c.r.nodes {
+		if _, err := n.Do(ctx, "APPEND", "changed", "x"); err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		c.mrs[i].Del("released")
+	}
+	mine := slices.Clone(holds)
+	mine[3].Owner = "A"
+	errs := c.r.RenewHolds(ctx, svc, mine, 5*time.Second)
+	for i, want := range []error{nil, ErrNotHeld, ErrNotHeld, ErrHeld} {
+		if want == nil && errs[i] != nil || want != nil && !errors.Is(errs[i], want) {
+			t.Errorf("%s: %v, want %v", holds[i].Key, errs[i], want)
+		}
+	}
+	for i, mr := range c.mrs {
+		if ttl := mr.TTL("renewed"); ttl != 5*time.Second {
+			t.Errorf("node %d: renewed has ttl %v, want the new lease", i, ttl)
+		}
+		if v, _ := mr.Get("changed"); v != "vx" || mr.TTL("changed") != 0 {
+			t.Errorf("node %d: changed = %q with ttl %v, want vx without expiry", i, v, mr.TTL("changed"))
+		}
+		if mr.HGet(HoldsKey(svc), "changed") != "" || mr.HGet(HoldsKey(svc), "released") != "" {
+			t.Errorf("node %d: the fields of holds that ended remain", i)
+		}
 	}
 }

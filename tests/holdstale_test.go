@@ -128,3 +128,49 @@ func TestStaleReleaseKeepsTheCurrentHolder(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldKeyChangedElsewhereKeepsItsValue: a lock without expiry taken
+// through proxy A (SETNX) and then changed in place through proxy B
+// (APPEND, INCR, SETRANGE, a script by vote) is the client's data now, as
+// on one Redis: three leases later it still holds its new value, without
+// expiry, through either proxy. Before, A's renewal found another value,
+// stopped, and the key expired with its last lease.
+func TestHeldKeyChangedElsewhereKeepsItsValue(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	a := startProxy(t, rs, holdsHCL)
+	b := startProxy(t, rs, holdsHCL)
+	ca, cb := a.Client(nil), b.Client(nil)
+	ctx := testCtx(t, 90*time.Second)
+	cases := []struct {
+		key, token string
+		change     []any
+		want       string
+	}{
+		{"chg:append", "v", []any{"APPEND", "chg:append", "x"}, "vx"},
+		{"chg:incr", "5", []any{"INCR", "chg:incr"}, "6"},
+		{"chg:setrange", "abc", []any{"SETRANGE", "chg:setrange", "1", "X"}, "aXc"},
+		{"chg:script", "v", []any{"EVAL", "return redis.call('APPEND', KEYS[1], 'y')", "1", "chg:script"}, "vy"},
+	}
+	for _, tc := range cases {
+		if n, err := ca.Do(ctx, "SETNX", tc.key, tc.token).Int(); err != nil || n != 1 {
+			t.Fatalf("SETNX %s = %v, %v", tc.key, n, err)
+		}
+	}
+	for _, tc := range cases {
+		if err := cb.Do(ctx, tc.change...).Err(); err != nil {
+			t.Fatalf("%v through B: %v", tc.change, err)
+		}
+	}
+	time.Sleep(3 * holdLease) // the holds' leases would have run out
+	for _, tc := range cases {
+		for _, c := range []*redis.Client{ca, cb} {
+			if v, err := c.Get(ctx, tc.key).Result(); err != nil || v != tc.want {
+				t.Fatalf("GET %s three leases after the change = %q, %v; want %q", tc.key, v, err, tc.want)
+			}
+			if ttl, err := c.TTL(ctx, tc.key).Result(); err != nil || ttl != -1 {
+				t.Fatalf("TTL %s = %v, %v; want -1", tc.key, ttl, err)
+			}
+		}
+	}
+}

@@ -153,9 +153,10 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	d.leases = lease.New(lease.Options{
 		Locker:  d.locker,
 		MaxHold: cfg.MaxHold,
-		KeepTTL: cfg.DefaultTTL,
-		MaxTTL:  cfg.MaxTTL,
-		Logger:  logger.Named("lease"),
+		KeepTTL:  cfg.DefaultTTL,
+		MaxTTL:   cfg.MaxTTL,
+		MaxHolds: cfg.MaxHolds,
+		Logger:   logger.Named("lease"),
 		// A release through another proxy wakes this one's waiters.
 		WatchReleases: watchReleases(d.relay),
 	})
@@ -207,6 +208,8 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 			SessionLocks: d.leases.Sessions,
 			Waiters:      d.leases.Waiters,
 			Holds:        d.leases.HoldCount,
+			TierHolds:    d.leases.TierHoldCount,
+			HoldsRefused: func() uint64 { return uint64(d.leases.Stats().HoldsRefused) },
 			TierMembers:  func() int { return len(d.tier.Members()) },
 			Migrate:      d.locker.MigrateStats,
 			Refusals:     d.relay.Refusals,

@@ -67,6 +67,9 @@ func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl
 	if keep {
 		ttl = m.keepTTL
 	}
+	if (keep || !until.IsZero()) && m.holdsFull(key) {
+		return ErrMaxHolds
+	}
 	if old == value {
 		m.unkeepValue(key, old) // its expiry changes: no renewal may undo it
 	}
@@ -230,6 +233,9 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 			return false, ErrLockTTL
 		}
 		lease, until = m.long(ttl)
+		if !until.IsZero() && m.holdsFull(key) {
+			return false, ErrMaxHolds
+		}
 	}
 	if until.IsZero() {
 		if err := m.endPeerHold(ctx, key); err != nil {
@@ -275,6 +281,9 @@ func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 		ok, err := m.locker.Persist(ctx, key)
 		m.reg.forget(key)
 		return ok, err
+	}
+	if m.holdsFull(key) {
+		return false, ErrMaxHolds
 	}
 	v, err := m.Read(ctx, key)
 	switch {

@@ -127,6 +127,45 @@ func (m *Manager) endRecorded(key string, value *string) {
 	}
 }
 
+// ErrMaxHolds refuses a lock that would make the tier hold more than
+// Options.MaxHolds keys without expiry or beyond MaxTTL.
+var ErrMaxHolds = errors.New("max_holds reached: the tier holds as many locks without expiry or beyond max_ttl as it may")
+
+// TierHoldCount is how many holds the tier has, as max_holds counts them:
+// the fields of the record a quorum showed at the last claim round, and
+// the holds of this proxy made since.
+func (m *Manager) TierHoldCount() int {
+	m.keeper.mu.Lock()
+	defer m.keeper.mu.Unlock()
+	n := len(m.keeper.recorded)
+	for k := range m.keeper.keys {
+		if _, ok := m.keeper.recorded[k]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// holdsFull reports whether a new hold of key would pass MaxHolds, and
+// counts the refusal. A key already held is no new hold. The count is a
+// claim round old (at most a second) for what other proxies made: the
+// bound may be passed by what the tier's proxies hold at once within
+// that.
+func (m *Manager) holdsFull(key string) bool {
+	if m.maxHolds <= 0 || m.keepTTL <= 0 {
+		return false
+	}
+	m.keeper.mu.Lock()
+	_, mine := m.keeper.keys[key]
+	_, seen := m.keeper.recorded[key]
+	m.keeper.mu.Unlock()
+	if mine || seen || m.TierHoldCount() < m.maxHolds {
+		return false
+	}
+	m.stats.holdsRefused.Add(1)
+	return true
+}
+
 // HandOverHolds gives every hold of this proxy to the tier: their fields
 // name no owner any more, so that a live peer takes them over at its next
 // claim round, and nothing is renewed here after. A hold made after it is

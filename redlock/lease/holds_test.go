@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,4 +160,43 @@ func TestHoldKeepsItsCopyOnMigrateFrom(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestMaxHolds: past MaxHolds a lock without expiry (or beyond MaxTTL) is
+// refused with ErrMaxHolds and counted; a key already held is no new
+// hold; a release makes room. Locks with a ttl within MaxTTL are never
+// counted.
+func TestMaxHolds(t *testing.T) {
+	m, _ := newManager(t, Options{KeepTTL: keepTTL, MaxTTL: 2 * keepTTL, MaxHolds: 2})
+	ctx := context.Background()
+	setnx := func(k, v string) error {
+		_, err := m.Acquire(ctx, nil, Request{Keys: []string{k}, Token: v, Keep: true})
+		return err
+	}
+	for _, k := range []string{"h1", "h2"} {
+		if err := setnx(k, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := setnx("h3", "v"); !errors.Is(err, ErrMaxHolds) {
+		t.Fatalf("a third hold = %v, want ErrMaxHolds", err)
+	}
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"h3"}, Token: "v", TTL: 10 * keepTTL}); !errors.Is(err, ErrMaxHolds) {
+		t.Fatalf("a lock beyond max_ttl = %v, want ErrMaxHolds", err)
+	}
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"short"}, Token: "v", TTL: keepTTL}); err != nil {
+		t.Fatalf("a lock within max_ttl = %v", err)
+	}
+	if err := m.CompareAndSet(ctx, "h1", "v", "w", 0); err != nil {
+		t.Fatalf("a held key set again = %v", err)
+	}
+	if s := m.Stats(); s.HoldsRefused != 2 {
+		t.Fatalf("HoldsRefused = %d, want 2", s.HoldsRefused)
+	}
+	if err := m.Release(ctx, "h2", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := setnx("h3", "v"); err != nil {
+		t.Fatalf("a hold after a release = %v", err)
+	}
 }

@@ -261,12 +261,27 @@ func (m *Manager) keepLoop() {
 			return
 		}
 		now := m.now()
+		h := m.holds.Load()
+		var keys []string
+		var es []*kept
 		for key, e := range k.keys {
 			if e.busy || now.Before(e.due) {
 				continue
 			}
 			e.startRenewal()
-			m.bg.Go(func() { m.renewKept(key, e) })
+			if h == nil || e.unrecorded || !e.Deadline.IsZero() && e.Deadline.Sub(now) <= m.keepTTL {
+				m.bg.Go(func() { m.renewKept(key, e) }) // alone: no record, or its last lease
+				continue
+			}
+			keys, es = append(keys, key), append(es, e)
+			if len(keys) == renewPage {
+				bk, be := keys, es
+				m.bg.Go(func() { m.renewBatch(h, bk, be) })
+				keys, es = nil, nil
+			}
+		}
+		if len(keys) > 0 {
+			m.bg.Go(func() { m.renewBatch(h, keys, es) })
 		}
 		k.mu.Unlock()
 	}
@@ -306,14 +321,7 @@ func (m *Manager) renewKept(key string, e *kept) {
 		if again { // the renewal renews only where its field is
 			m.record(key, e)
 		}
-		switch _, err := m.locker.Repair(ctx, h.Service, redlock.Hold{
-			Key: key, Owner: h.ID, Deadline: unixMs(e.Deadline), Digest: e.digest,
-		}, lease); {
-		case errors.Is(err, redlock.ErrNotHeld):
-			m.log.Debug("held key not found on a voting backend: nothing to repair from", "key", key)
-		case err != nil:
-			m.log.Warn("repair of a held key failed: retrying", "key", key, "error", err)
-		}
+		m.repair(ctx, h, key, e, lease)
 	}
 	var err error
 	switch {
@@ -331,6 +339,12 @@ func (m *Manager) renewKept(key string, e *kept) {
 	default:
 		_, err = m.locker.ExtendKeys(ctx, []string{key}, e.Value, lease, redlock.Replace)
 	}
+	m.renewed(key, e, err, last, lease)
+}
+
+// renewed applies the outcome err of one renewal of key (kept as e, its
+// renewal begun with startRenewal) for lease, its last one when last.
+func (m *Manager) renewed(key string, e *kept, err error, last bool, lease time.Duration) {
 	k := &m.keeper
 	k.mu.Lock()
 	e.busy = false
@@ -369,6 +383,39 @@ func (m *Manager) renewKept(key string, e *kept) {
 	k.mu.Unlock()
 	if drop {
 		m.unrecord(key)
+	}
+}
+
+// repair copies key, held as e, to the backends that came back empty
+// (redlock.Repair: no I/O while none is quarantined).
+func (m *Manager) repair(ctx context.Context, h *Holds, key string, e *kept, lease time.Duration) {
+	switch _, err := m.locker.Repair(ctx, h.Service, redlock.Hold{
+		Key: key, Owner: h.ID, Deadline: unixMs(e.Deadline), Digest: e.digest,
+	}, lease); {
+	case errors.Is(err, redlock.ErrNotHeld):
+		m.log.Debug("held key not found on a voting backend: nothing to repair from", "key", key)
+	case err != nil:
+		m.log.Warn("repair of a held key failed: retrying", "key", key, "error", err)
+	}
+}
+
+// renewPage is at most how many holds one renewal call renews on each
+// backend.
+const renewPage = 100
+
+// renewBatch renews keys (kept as es, their renewals begun), all with a
+// full lease and recorded, in one call per backend (redlock.RenewHolds).
+func (m *Manager) renewBatch(h *Holds, keys []string, es []*kept) {
+	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
+	defer cancel()
+	hs := make([]redlock.Hold, len(keys))
+	for i, key := range keys {
+		m.repair(ctx, h, key, es[i], m.keepTTL)
+		hs[i] = redlock.Hold{Key: key, Owner: h.ID, Deadline: unixMs(es[i].Deadline), Digest: es[i].digest}
+	}
+	errs := m.locker.RenewHolds(ctx, h.Service, hs, m.keepTTL)
+	for i, key := range keys {
+		m.renewed(key, es[i], errs[i], false, m.keepTTL)
 	}
 }
 

@@ -51,6 +51,10 @@ type Options struct {
 	// min(KeepTTL, MaxTTL) and the key is held. 0, or a KeepTTL of 0:
 	// scripts keep the expiries they set.
 	MaxTTL time.Duration
+	// MaxHolds bounds the holds of the tier (keys held without expiry or
+	// beyond MaxTTL): a lock that would be one more is refused with
+	// ErrMaxHolds. 0: no bound.
+	MaxHolds int
 	// WatchReleases, when set, hears of releases made elsewhere (another
 	// proxy) while this Manager has waiters for a key it does not hold
 	// (wait.go). nil: such waiters only poll.
@@ -110,6 +114,8 @@ type Stats struct {
 	// proxy granted, without a quorum round (registry.go: admit); they
 	// are in Contended too.
 	HeldFast int64
+	// HoldsRefused counts the locks refused with ErrMaxHolds.
+	HoldsRefused int64
 }
 
 // counters are Stats kept atomically.
@@ -119,6 +125,7 @@ type counters struct {
 	extended, extendFailed        atomic.Int64
 	notices, noticeWakes          atomic.Int64
 	heldFast                      atomic.Int64
+	holdsRefused                  atomic.Int64
 }
 
 // Manager carries out the proxy's lock operations and remembers what it
@@ -126,8 +133,9 @@ type counters struct {
 type Manager struct {
 	locker  *redlock.Redlock
 	maxHold time.Duration
-	keepTTL time.Duration
-	maxTTL  time.Duration
+	keepTTL  time.Duration
+	maxTTL   time.Duration
+	maxHolds int
 	watch   WatchFunc // Options.WatchReleases
 	log     hclog.Logger
 	now     func() time.Time
@@ -153,6 +161,7 @@ func New(opts Options) *Manager {
 		locker:    opts.Locker,
 		maxHold:   opts.MaxHold,
 		keepTTL:   opts.KeepTTL,
+		maxHolds:  opts.MaxHolds,
 		maxTTL:    opts.MaxTTL,
 		watch:     opts.WatchReleases,
 		log:       opts.Logger,
@@ -184,6 +193,9 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	var until time.Time // a lock beyond MaxTTL: granted with the lease, held (clamp.go)
 	if !req.Keep && !req.Remember && len(req.Keys) == 1 {
 		req.TTL, until = m.long(req.TTL)
+	}
+	if (req.Keep || !until.IsZero()) && m.holdsFull(req.Keys[0]) {
+		return Grant{}, ErrMaxHolds
 	}
 	// Writes without expiry (Keep) are the register's, linearizable across
 	// proxies (docs/safety.md): never answered from memory, never noted.
@@ -398,7 +410,7 @@ func (m *Manager) Stats() Stats {
 		Released: s.released.Load(), NotHeld: s.notHeld.Load(),
 		Extended: s.extended.Load(), ExtendFailed: s.extendFailed.Load(),
 		Notices: s.notices.Load(), NoticeWakes: s.noticeWakes.Load(),
-		HeldFast: s.heldFast.Load(),
+		HeldFast: s.heldFast.Load(), HoldsRefused: s.holdsRefused.Load(),
 	}
 }
 
