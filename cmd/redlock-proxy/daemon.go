@@ -151,8 +151,8 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		Logger:   logger.Named("relay"),
 	})
 	d.leases = lease.New(lease.Options{
-		Locker:  d.locker,
-		MaxHold: cfg.MaxHold,
+		Locker:   d.locker,
+		MaxHold:  cfg.MaxHold,
 		KeepTTL:  cfg.DefaultTTL,
 		MaxTTL:   cfg.MaxTTL,
 		MaxHolds: cfg.MaxHolds,

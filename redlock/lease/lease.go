@@ -131,14 +131,14 @@ type counters struct {
 // Manager carries out the proxy's lock operations and remembers what it
 // granted. It is safe for concurrent use.
 type Manager struct {
-	locker  *redlock.Redlock
-	maxHold time.Duration
+	locker   *redlock.Redlock
+	maxHold  time.Duration
 	keepTTL  time.Duration
 	maxTTL   time.Duration
 	maxHolds int
-	watch   WatchFunc // Options.WatchReleases
-	log     hclog.Logger
-	now     func() time.Time
+	watch    WatchFunc // Options.WatchReleases
+	log      hclog.Logger
+	now      func() time.Time
 
 	reg    registry
 	keeper keeper
