@@ -40,6 +40,7 @@ type MetricsSources struct {
 	Waiters      func() int // LOCK … WAIT callers queued on this proxy; nil reads 0
 	Holds        func() int // keys this proxy renews as holds; nil reads 0
 	TierHolds    func() int // holds of the whole tier, as max_holds counts them; nil reads 0
+	MaxHolds     func() int // the max_holds setting; nil reads 0
 	// HoldsRefused counts the locks refused at max_holds; nil reads 0.
 	HoldsRefused func() uint64
 	TierMembers  func() int // live proxies of the tier as this one sees them; nil reads 0
@@ -172,6 +173,7 @@ func (m *Metrics) Watch(src MetricsSources) {
 		gauge("holds", "Keys this proxy renews as holds (kept without expiry or beyond max_ttl).", src.Holds),
 		gauge("tier_members", "Live proxies of the tier (this one included) as this proxy sees them.", src.TierMembers),
 		gauge("tier_holds", "Holds of the whole tier as max_holds counts them: the record as of the last claim round, and this proxy's own.", src.TierHolds),
+		gauge("max_holds", "The max_holds setting: past it, locks without expiry or beyond max_ttl are refused (0: no bound).", src.MaxHolds),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metricPrefix + "holds_refused_total",
 			Help: "Locks without expiry or beyond max_ttl refused because the tier held max_holds."},
 			func() float64 {

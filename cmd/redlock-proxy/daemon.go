@@ -209,6 +209,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 			Waiters:      d.leases.Waiters,
 			Holds:        d.leases.HoldCount,
 			TierHolds:    d.leases.TierHoldCount,
+			MaxHolds:     func() int { return cfg.MaxHolds },
 			HoldsRefused: func() uint64 { return uint64(d.leases.Stats().HoldsRefused) },
 			TierMembers:  func() int { return len(d.tier.Members()) },
 			Migrate:      d.locker.MigrateStats,
