@@ -166,7 +166,12 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		}
 		argv = append(argv, e)
 	}
-	v, err := d.leases.Vote(ctx, k.script, keys, argv, k.cmd.Writes)
+	// Run as a script by vote, the command is checked where it runs as a
+	// script's calls are (redlock.Enforced): the user's key patterns, and
+	// the values it may grow (SETRANGE, SETBIT, APPEND, BITFIELD) within
+	// max_value_bytes.
+	argv = append(argv, enforceArgs(c)...)
+	v, err := d.leases.Vote(ctx, d.scripts.enforced(k.script), keys, argv, k.cmd.Writes)
 	if err != nil {
 		return d.lockError(err)
 	}

@@ -475,10 +475,11 @@ func (c *checker) builtKey(a arg) {
 func (c *checker) literalSite(e *ast.FuncCallExpr, fn, name string, as []arg, tail *arg) {
 	line := e.Line()
 	cmd, ok := lookup(name)
-	if !ok && c.returned[e] {
-		// An unordered reply that only becomes the script's reply: the
-		// vote compares it as a set (reply.go), whatever order each
-		// backend gives.
+	if !ok {
+		// An unordered reply: the wrapper on each backend sorts it before
+		// the script sees it (redlock.Enforced), so every backend's script
+		// walks it in the same order; returned as it is, the vote compares
+		// it as a set (reply.go).
 		cmd, ok = lookupUnordered(name)
 	}
 	if !ok {
