@@ -175,6 +175,16 @@ func enforcement(maxValue int, selectZero bool) *redlock.Enforcement {
 		SelectZero: selectZero})
 }
 
+// recognisedOnly reports whether c's user runs only recognised scripts
+// (User.Scripts).
+func recognisedOnly(c *Client) bool {
+	if c == nil {
+		return false
+	}
+	u := c.user.Load()
+	return u != nil && u.recognisedOnly
+}
+
 // enforced is s under the cache's run-time check, made once per s (a
 // keyed command's fixed script).
 func (c *scriptCache) enforced(s *redlock.Script) *redlock.Script {
@@ -366,7 +376,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 		}
 	}
 	switch {
-	case d.opts.RecognisedOnly:
+	case d.opts.RecognisedOnly || recognisedOnly(c):
 		return Errorf(errNotRecognised, s.sha, a.NotRecognised)
 	case a.Vote == nil:
 		s.refusedLog.Do(func() {

@@ -21,6 +21,12 @@ user "tenant" {
   password = "tenant-secret-42"
   commands = ["*"]
   keys     = ["tenant:42", "tenant:42:*"]
+  scripts  = "vote"
+}
+user "plain" {
+  password = "plain-secret-7"
+  commands = ["*"]
+  keys     = ["plain:*"]
 }
 user "ops" {
   password = "ops-secret-0"
@@ -206,4 +212,29 @@ func TestScriptEnforceSortedReplies(t *testing.T) {
 		t.Fatalf("HKEYS in a script = %v, %v; want abc", v, err)
 	}
 	backendsFine(ctx, t, rs, tenant, "HKEYS")
+}
+
+// TestScriptEnforcePerUser: a user limited to key patterns runs only
+// recognised scripts unless its block says scripts = "vote"; a recognised
+// lock script still runs.
+func TestScriptEnforcePerUser(t *testing.T) {
+	t.Parallel()
+	rs, tenant, _ := enforceCluster(t)
+	ctx := testCtx(t, 60*time.Second)
+	p := startProxy(t, rs, enforceUsers)
+	plain := p.Client(&redis.Options{Username: "plain", Password: "plain-secret-7"})
+	src := "return redis.call('INCR', KEYS[1])"
+	if err := plain.Eval(ctx, src, []string{"plain:1"}).Err(); err == nil || !strings.Contains(err.Error(), "recognises as lock operations") {
+		t.Fatalf("a script by vote from a user limited to key patterns: %v; want refused", err)
+	}
+	if err := tenant.Eval(ctx, src, []string{"tenant:42:n"}).Err(); err != nil {
+		t.Fatalf("a script by vote from a user with scripts = vote: %v", err)
+	}
+	release := "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+	if err := plain.SetNX(ctx, "plain:lock", "tok", 5*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := plain.Eval(ctx, release, []string{"plain:lock"}, "tok").Int(); err != nil || n != 1 {
+		t.Fatalf("a recognised release from a user limited to key patterns = %v, %v; want 1", n, err)
+	}
 }
