@@ -132,6 +132,8 @@ func TestScriptEnforceErrorObject(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	for _, src := range []string{
 		"redis.call('GET', KEYS[1])\nerror(setmetatable({}, {__tostring = error}))",
+		"redis.call('GET', KEYS[1])\nerror({err = setmetatable({}, {__tostring = error})})",
+		"redis.call('GET', KEYS[1])\nerror({err = setmetatable({}, {__tostring = function() return {} end})})",
 		"redis.call('GET', KEYS[1])\nerror(setmetatable({err = {}}, {__index = error, __newindex = error, __tostring = error}))",
 		"redis.call('GET', KEYS[1])\nerror(setmetatable({}, {__index = function() error('x') end}))",
 	} {
