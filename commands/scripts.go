@@ -167,7 +167,7 @@ func enforcement(maxValue int, selectZero bool) *redlock.Enforcement {
 	var cmds []redlock.ScriptCommand
 	for _, c := range lua.RunCommands() {
 		cmds = append(cmds, redlock.ScriptCommand{Name: c.Name, First: c.First, Last: c.Last, Step: c.Step,
-			NumKeys: c.NumKeys, Write: c.Write, Store: c.Store, NoDB: c.Name == "COPY",
+			NumKeys: c.NumKeys, Write: c.Write, Store: c.Store || c.Name == "SORT_RO", NoDB: c.Name == "COPY",
 			Sorted: c.Unordered && !c.Pairs, SortedPairs: c.Unordered && c.Pairs, Channel: c.Publish})
 	}
 	return redlock.NewEnforcement(redlock.Enforcement{Commands: cmds, MaxValue: maxValue,
