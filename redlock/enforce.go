@@ -133,11 +133,11 @@ const (
 	cmdChannel
 )
 
-// commandTable is e's commands as a Lua table constructor: name = {first,
-// last, step, numkeys, flags}.
+// commandTable is e's commands as one Lua string, read at each call (a
+// constant costs nothing to make, a table of tables would be built on
+// every run): |NAME:first:last:step:numkeys:flags for each.
 func commandTable(cmds []ScriptCommand) string {
 	var b strings.Builder
-	b.WriteString("{")
 	for _, c := range cmds {
 		f := 0
 		for bit, on := range []bool{c.Write, c.Store, c.NoDB, c.Sorted, c.SortedPairs, c.Channel} {
@@ -146,11 +146,11 @@ func commandTable(cmds []ScriptCommand) string {
 			}
 		}
 		step := max(c.Step, 1)
-		b.WriteString("[" + luaQuote(strings.ToUpper(c.Name)) + "]={" + strconv.Itoa(c.First) + "," + strconv.Itoa(c.Last) + "," +
-			strconv.Itoa(step) + "," + strconv.Itoa(c.NumKeys) + "," + strconv.Itoa(f) + "},")
+		b.WriteString("|" + strings.ToUpper(c.Name) + ":" + strconv.Itoa(c.First) + ":" + strconv.Itoa(c.Last) + ":" +
+			strconv.Itoa(step) + ":" + strconv.Itoa(c.NumKeys) + ":" + strconv.Itoa(f))
 	}
-	b.WriteString("}")
-	return b.String()
+	b.WriteString("|")
+	return luaQuote(b.String())
 }
 
 // enforceLua is the enforcing layer of __rp_mk (shadowSource), made for

@@ -96,10 +96,11 @@ local function __rp_check(c, ...)
 	if type(c) ~= 'string' then __rp_no('script called redis with a command name that is not a string') end
 	local name = upper(c)
 	if name == 'SELECT' and @SEL0@ and select('#', ...) == 1 and tonumber((...)) == 0 then return 0 end
-	local s = __rp_C[name]
-	if not s then __rp_no("script tried to run '" .. __rp_show(lower(c)) .. "', which scripts by vote may not") end
+	local i = not sfind(name, '[^%w_]') and sfind(__rp_C, '|' .. name .. ':', 1, true)
+	if not i then __rp_no("script tried to run '" .. __rp_show(lower(c)) .. "', which scripts by vote may not") end
+	local f, l, st, nk, fl = smatch(__rp_C, '^|[%w_]+:(%-?%d+):(%-?%d+):(%d+):(%d+):(%d+)', i)
+	f, l, st, nk, fl = tonumber(f), tonumber(l), tonumber(st), tonumber(nk), tonumber(fl)
 	local n, a, keys, at = select('#', ...), {...}, {}, {}
-	local f, l, st, nk, fl = s[1], s[2], s[3], s[4], s[5]
 	if f > 0 then
 		local last = l
 		if last < 0 then last = n + 1 + l end
@@ -175,8 +176,6 @@ local function __rp_pat(s, p, anch)
 	end
 end
 local __rp_S, __rp_T = {}, {}
-for k, v in next, string do __rp_S[k] = v end
-for k, v in next, table do __rp_T[k] = v end
 __rp_S.rep = function(s, n)
 	local ls, k = __rp_len(s), tonumber(n)
 	if ls and k and ls * k > @MAXS@ then __rp_no('script asked string.rep for more than @MAXS@ bytes') end
@@ -225,12 +224,15 @@ local function __rp_unpack(t, i, j)
 	return unpack0(t, i, j)
 end
 local function __rp_noload() __rp_no('script called loadstring or load, which scripts by vote may not') end
+setmt(__rp_S, {__index = string, __metatable = false})
+setmt(__rp_T, {__index = table, __metatable = false})
 local __rp_K, __rp_A, __rp_G = {}, {}, {}
 for i = 1, #KEYS do __rp_K[i] = KEYS[i] end
 for i = 1, #ARGV do __rp_A[i] = ARGV[i] end
-for k, v in next, _G do __rp_G[k] = v end
 __rp_G.redis, __rp_G.KEYS, __rp_G.ARGV, __rp_G.string, __rp_G.table = __rp_base, __rp_K, __rp_A, __rp_S, __rp_T
 __rp_G.unpack, __rp_G._G, __rp_G.loadstring, __rp_G.load = __rp_unpack, __rp_G, __rp_noload, __rp_noload
+local __rp_g0 = _G
+setmt(__rp_G, {__index = function(_, k) return rawget(__rp_g0, k) end, __metatable = false})
 local __rp_env = {__rp_K, __rp_A, __rp_S, __rp_T, __rp_unpack, __rp_G, __rp_noload, __rp_noload}
 `
 
