@@ -13,7 +13,8 @@ import (
 // vote"): a user limited to tenant:42 and tenant:42:* sends scripts that
 // try to reach past its keys, crash the backends or stall them. Each is
 // answered with an error; nothing outside the user's keys changes; after
-// each, every backend answers PING and a LOCK is granted at once.
+// each, every backend answers PING and a LOCK is granted through a second
+// proxy within script_timeout + 1 s.
 
 const enforceUsers = `
 script_timeout = "2s"
@@ -35,22 +36,31 @@ user "ops" {
   admin    = true
 }`
 
-// enforceCluster starts three backends and a proxy with enforceUsers, and
-// returns the tenant's and ops' clients.
-func enforceCluster(t *testing.T) ([]*redisProc, *redis.Client, *redis.Client) {
+// enforced is a cluster of three backends and two proxies with
+// enforceUsers: the tenant's and ops' clients of the first, and the
+// tenant's client of the second, which backendsFine locks through.
+type enforced struct {
+	rs                  []*redisProc
+	tenant, ops, second *redis.Client
+}
+
+func enforceCluster(t *testing.T) *enforced {
 	t.Helper()
 	rs := startCluster(t, 3)
-	p := startProxy(t, rs, enforceUsers)
-	tenant := p.Client(&redis.Options{Username: "tenant", Password: "tenant-secret-42", ReadTimeout: 10 * time.Second})
-	ops := p.Client(&redis.Options{Username: "ops", Password: "ops-secret-0", ReadTimeout: 10 * time.Second})
-	return rs, tenant, ops
+	p, q := startProxy(t, rs, enforceUsers), startProxy(t, rs, enforceUsers)
+	as := func(p *proxyProc, user, pass string) *redis.Client {
+		return p.Client(&redis.Options{Username: user, Password: pass, ReadTimeout: 10 * time.Second})
+	}
+	return &enforced{rs: rs, tenant: as(p, "tenant", "tenant-secret-42"), ops: as(p, "ops", "ops-secret-0"),
+		second: as(q, "tenant", "tenant-secret-42")}
 }
 
 // backendsFine fails t unless every backend answers PING within a second
-// and the tenant is granted a LOCK at once.
-func backendsFine(ctx context.Context, t *testing.T, rs []*redisProc, tenant *redis.Client, what string) {
+// and the tenant is granted a LOCK through the second proxy within
+// script_timeout + 1 s.
+func (e *enforced) backendsFine(ctx context.Context, t *testing.T, what string) {
 	t.Helper()
-	for _, r := range rs {
+	for _, r := range e.rs {
 		c, cancel := context.WithTimeout(ctx, time.Second)
 		err := r.Client().Ping(c).Err()
 		cancel()
@@ -60,11 +70,11 @@ func backendsFine(ctx context.Context, t *testing.T, rs []*redisProc, tenant *re
 	}
 	c, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	v, err := tenant.Do(c, "LOCK", "tenant:42:lock", 1000).Slice()
+	v, err := e.second.Do(c, "LOCK", "tenant:42:lock", 1000).Slice()
 	if err != nil || len(v) != 3 {
 		t.Fatalf("after %s: LOCK = %v, %v; want granted", what, v, err)
 	}
-	if err := tenant.Do(ctx, "UNLOCK", "tenant:42:lock", v[0]).Err(); err != nil {
+	if err := e.second.Do(ctx, "UNLOCK", "tenant:42:lock", v[0]).Err(); err != nil {
 		t.Fatalf("after %s: UNLOCK: %v", what, err)
 	}
 }
@@ -86,7 +96,8 @@ func onEvery(ctx context.Context, rs []*redisProc, key string) []string {
 // the user's patterns, and FLUSHALL through an alias reach nothing.
 func TestScriptEnforceEscapes(t *testing.T) {
 	t.Parallel()
-	rs, tenant, ops := enforceCluster(t)
+	e := enforceCluster(t)
+	rs, tenant, ops := e.rs, e.tenant, e.ops
 	ctx := testCtx(t, 60*time.Second)
 	for _, k := range []string{"other:1", "tenant:421"} {
 		if err := ops.Set(ctx, k, "orig", 0).Err(); err != nil {
@@ -115,7 +126,7 @@ func TestScriptEnforceEscapes(t *testing.T) {
 				}
 			}
 		}
-		backendsFine(ctx, t, rs, tenant, s.name)
+		e.backendsFine(ctx, t, s.name)
 	}
 	// A key built within the patterns is fine.
 	if err := tenant.Eval(ctx, "return redis.call('SET', KEYS[1] .. ':x', 'ok')", []string{"tenant:42"}).Err(); err != nil {
@@ -128,7 +139,8 @@ func TestScriptEnforceEscapes(t *testing.T) {
 // an error, and every backend lives.
 func TestScriptEnforceErrorObject(t *testing.T) {
 	t.Parallel()
-	rs, tenant, _ := enforceCluster(t)
+	e := enforceCluster(t)
+	tenant := e.tenant
 	ctx := testCtx(t, 60*time.Second)
 	for _, src := range []string{
 		"redis.call('GET', KEYS[1])\nerror(setmetatable({}, {__tostring = error}))",
@@ -141,7 +153,7 @@ func TestScriptEnforceErrorObject(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "ERR") {
 			t.Errorf("%q: %v, want an error", src, err)
 		}
-		backendsFine(ctx, t, rs, tenant, src)
+		e.backendsFine(ctx, t, src)
 	}
 }
 
@@ -150,7 +162,8 @@ func TestScriptEnforceErrorObject(t *testing.T) {
 // keys, SETRANGE at a huge offset (in a script and sent directly).
 func TestScriptEnforceBounds(t *testing.T) {
 	t.Parallel()
-	rs, tenant, _ := enforceCluster(t)
+	e := enforceCluster(t)
+	rs, tenant := e.rs, e.tenant
 	ctx := testCtx(t, 120*time.Second)
 	if err := tenant.Set(ctx, "tenant:42", strings.Repeat("a", 40), 0).Err(); err != nil {
 		t.Fatal(err)
@@ -173,7 +186,7 @@ func TestScriptEnforceBounds(t *testing.T) {
 		if d := time.Since(start); d > 3*time.Second {
 			t.Errorf("%s: took %v", s.name, d)
 		}
-		backendsFine(ctx, t, rs, tenant, s.name)
+		e.backendsFine(ctx, t, s.name)
 	}
 	for i, r := range rs {
 		if n, err := r.Client().DBSize(ctx).Result(); err != nil || n > 1_100 {
@@ -206,14 +219,15 @@ func TestScriptEnforceBounds(t *testing.T) {
 // the script sorted, so a script that uses one is deterministic and runs.
 func TestScriptEnforceSortedReplies(t *testing.T) {
 	t.Parallel()
-	rs, tenant, _ := enforceCluster(t)
+	e := enforceCluster(t)
+	tenant := e.tenant
 	ctx := testCtx(t, 60*time.Second)
 	src := "redis.call('HSET', KEYS[1], 'c', '1', 'a', '2', 'b', '3')\nlocal k = redis.call('HKEYS', KEYS[1])\nreturn k[1] .. k[2] .. k[3]"
 	v, err := tenant.Eval(ctx, src, []string{"tenant:42:h"}).Result()
 	if err != nil || v != "abc" {
 		t.Fatalf("HKEYS in a script = %v, %v; want abc", v, err)
 	}
-	backendsFine(ctx, t, rs, tenant, "HKEYS")
+	e.backendsFine(ctx, t, "HKEYS")
 }
 
 // TestScriptEnforcePerUser: a user limited to key patterns runs only
@@ -221,7 +235,8 @@ func TestScriptEnforceSortedReplies(t *testing.T) {
 // lock script still runs.
 func TestScriptEnforcePerUser(t *testing.T) {
 	t.Parallel()
-	rs, tenant, _ := enforceCluster(t)
+	e := enforceCluster(t)
+	rs, tenant := e.rs, e.tenant
 	ctx := testCtx(t, 60*time.Second)
 	p := startProxy(t, rs, enforceUsers)
 	plain := p.Client(&redis.Options{Username: "plain", Password: "plain-secret-7"})
