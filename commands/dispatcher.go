@@ -101,6 +101,7 @@ func New(opts Options) *Dispatcher {
 		d.relay = relay.New(relay.Options{Logger: opts.Logger})
 	}
 	d.started = d.now()
+	d.scripts.enforce = enforcement(opts.MaxValueBytes, opts.OtherDB == "")
 	var unknown []string
 	d.users, unknown = newAuthState(opts.RequirePass, opts.Users)
 	for _, u := range unknown {

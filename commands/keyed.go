@@ -173,13 +173,19 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		}
 		argv = append(argv, e)
 	}
+	// Run as a script by vote, the command is checked where it runs as a
+	// script's calls are (redlock.Enforced): the user's key patterns, and
+	// the values it may grow (SETRANGE, SETBIT, APPEND, BITFIELD) within
+	// max_value_bytes.
+	argv = append(argv, enforceArgs(c)...)
+	script := d.scripts.enforced(k.script)
 	var v any
 	var err error
 	switch {
 	case k.cmd.Writes && !lockWrites[k.cmd.Name]:
-		v, err = d.leases.VoteData(ctx, k.script, keys, argv) // data: the expiry as the command leaves it
+		v, err = d.leases.VoteData(ctx, script, keys, argv) // data: the expiry as the command leaves it
 	default:
-		v, err = d.leases.Vote(ctx, k.script, keys, argv, k.cmd.Writes)
+		v, err = d.leases.Vote(ctx, script, keys, argv, k.cmd.Writes)
 	}
 	if err != nil {
 		return d.lockError(err)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,6 +145,70 @@ type scriptCache struct {
 	bySHA map[string]*script
 	order []string // oldest first
 	bytes int
+	// enforce is the run-time check every script by vote runs under
+	// (enforcement); nil only in tests that build a cache by hand.
+	enforce *redlock.Enforcement
+	fixed   sync.Map // *redlock.Script → the same enforced (enforced)
+}
+
+// The write budget of one script by vote, enforced by its wrapper on each
+// backend: distinct keys written, and bytes of its write commands'
+// arguments. And the most a string function (string.rep, gsub,
+// table.concat) may build, at least max_value_bytes.
+const (
+	scriptWriteKeys  = 1_000
+	scriptWriteBytes = 16 << 20
+	scriptString     = 1 << 20
+)
+
+// enforcement is the run-time check of scripts by vote (redlock.Enforced):
+// the commands package lua allows, and the bounds.
+func enforcement(maxValue int, selectZero bool) *redlock.Enforcement {
+	var cmds []redlock.ScriptCommand
+	for _, c := range lua.RunCommands() {
+		cmds = append(cmds, redlock.ScriptCommand{Name: c.Name, First: c.First, Last: c.Last, Step: c.Step,
+			NumKeys: c.NumKeys, Write: c.Write, Store: c.Store || c.Name == "SORT_RO", NoDB: c.Name == "COPY",
+			Sorted: c.Unordered && !c.Pairs, SortedPairs: c.Unordered && c.Pairs, Channel: c.Publish})
+	}
+	return redlock.NewEnforcement(redlock.Enforcement{Commands: cmds, MaxValue: maxValue,
+		MaxString: max(scriptString, maxValue), WriteKeys: scriptWriteKeys, WriteBytes: scriptWriteBytes,
+		SelectZero: selectZero})
+}
+
+// recognisedOnly reports whether c's user runs only recognised scripts
+// (User.Scripts).
+func recognisedOnly(c *Client) bool {
+	if c == nil {
+		return false
+	}
+	u := c.user.Load()
+	return u != nil && u.recognisedOnly
+}
+
+// enforced is s under the cache's run-time check, made once per s (a
+// keyed command's fixed script).
+func (c *scriptCache) enforced(s *redlock.Script) *redlock.Script {
+	if c.enforce == nil {
+		return s
+	}
+	if e, ok := c.fixed.Load(s); ok {
+		return e.(*redlock.Script)
+	}
+	e, _ := c.fixed.LoadOrStore(s, s.Enforced(c.enforce))
+	return e.(*redlock.Script)
+}
+
+// enforceArgs is what a script by vote sent by c takes after its ARGV
+// (redlock.EnforceArgs): the key patterns of c's user, "*" for a user
+// without any limit.
+func enforceArgs(c *Client) []string {
+	pats := []string{"*"}
+	if c != nil {
+		if u := c.user.Load(); u != nil && !u.allKeys {
+			pats = u.keys
+		}
+	}
+	return redlock.EnforceArgs(pats)
 }
 
 // hashScript is a script's SHA1 in hex, as Redis names scripts.
@@ -168,6 +233,9 @@ func (c *scriptCache) add(src []byte, sha string) *script {
 	}
 	s := &script{sha: sha, src: string(src)}
 	s.run = redlock.NewScriptHash(s.src, sha)
+	if c.enforce != nil {
+		s.run = s.run.Enforced(c.enforce)
+	}
 	c.bySHA[sha] = s
 	c.order = append(c.order, sha)
 	c.bytes += len(src)
@@ -308,7 +376,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 		}
 	}
 	switch {
-	case d.opts.RecognisedOnly:
+	case d.opts.RecognisedOnly || recognisedOnly(c):
 		return Errorf(errNotRecognised, s.sha, a.NotRecognised)
 	case a.Vote == nil:
 		s.refusedLog.Do(func() {
@@ -359,6 +427,9 @@ func (d *Dispatcher) vote(ctx context.Context, c *Client, s *script, keys, argv 
 
 // runVote is vote without its log line.
 func (d *Dispatcher) runVote(ctx context.Context, c *Client, s *script, keys, argv []string) Reply {
+	if s.run.IsEnforced() {
+		argv = append(slices.Clone(argv), enforceArgs(c)...)
+	}
 	v, err := d.leases.Vote(ctx, s.run, keys, argv, s.a.Vote.Writes) // a release by script wakes the keys' waiters
 	if err != nil {
 		if errors.Is(err, redlock.ErrScriptTimeout) {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
 
@@ -169,6 +170,11 @@ func (d *Dispatcher) tracking(ctx context.Context, c *Client, args [][]byte) Rep
 	if r := checkPrefixes(next.prefixes); r != nil {
 		return r
 	}
+	if bcast {
+		if r := prefixesAllowed(c.user.Load(), next.prefixes); r != nil {
+			return r
+		}
+	}
 	cur := c.trk.Load()
 	if cur != nil {
 		switch {
@@ -230,6 +236,54 @@ func checkPrefixes(ps []string) Reply {
 		}
 	}
 	return nil
+}
+
+// prefixesAllowed checks BCAST prefixes against a user limited to key
+// patterns: no prefix (every key) is refused, and each prefix must lie
+// within a pattern that is a literal followed by one '*' (every key it
+// starts is then the user's). Redis checks them against ACL patterns too.
+func prefixesAllowed(u *account, prefixes []string) Reply {
+	if u == nil || u.allKeys {
+		return nil
+	}
+	if len(prefixes) == 0 {
+		return Errorf("NOPERM User %s has no permissions to track every key: name PREFIX within its key patterns", u.name)
+	}
+	for _, p := range prefixes {
+		if !prefixWithin(u.keys, p) {
+			return Errorf("NOPERM User %s has no permissions to access the '%s' prefix", u.name, p)
+		}
+	}
+	return nil
+}
+
+// prefixWithin reports whether every key starting with prefix matches
+// one of patterns: one that is a literal (no glob characters) then '*',
+// whose literal starts prefix.
+func prefixWithin(patterns []string, prefix string) bool {
+	for _, p := range patterns {
+		lit, ok := strings.CutSuffix(p, "*")
+		if ok && !strings.ContainsAny(lit, "*?[]\\") && strings.HasPrefix(prefix, lit) {
+			return true
+		}
+	}
+	return false
+}
+
+// deliverable is keys without the proxy's own (redlock.ReservedPrefix)
+// and, for a user limited to key patterns, without keys outside them; nil
+// (everything) stays nil. ok is false when nothing is left to deliver.
+func deliverable(u *account, keys []string) (out []string, ok bool) {
+	if keys == nil {
+		return nil, true
+	}
+	for _, k := range keys {
+		if strings.HasPrefix(k, redlock.ReservedPrefix) || (u != nil && !u.allKeys && !u.keyAllowed([]byte(k))) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out, len(out) > 0
 }
 
 // endTracking turns tracking off (CLIENT TRACKING OFF, RESET, disconnect).
@@ -380,6 +434,10 @@ func commandKeys(cmd *Command, args, parsed [][]byte) []string {
 func (d *Dispatcher) invalidated(c *Client, keys []string) {
 	t := c.trk.Load()
 	if t == nil {
+		return
+	}
+	keys, ok := deliverable(c.user.Load(), keys)
+	if !ok {
 		return
 	}
 	var payload Reply = Null{}

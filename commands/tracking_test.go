@@ -170,3 +170,44 @@ func TestTrackingKeyedReadInMulti(t *testing.T) {
 	})
 	got.want(t, ">2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n")
 }
+
+// TestTrackingWithinPatterns: a user limited to key patterns may not
+// BCAST every key nor a prefix outside its patterns, and is never told of
+// a key outside them or of the proxy's own keys.
+func TestTrackingWithinPatterns(t *testing.T) {
+	a, _ := newAuthState("", []User{
+		{Name: "app", Password: "p", Commands: []string{"*"}, Keys: []string{"app:*", "one"}},
+		{Name: "all", Password: "p", Commands: []string{"*"}, Keys: []string{"*"}},
+	})
+	app, all := a.accounts["app"], a.accounts["all"]
+	for _, c := range []struct {
+		u        *account
+		prefixes []string
+		ok       bool
+	}{
+		{app, nil, false},
+		{app, []string{"app:"}, true},
+		{app, []string{"app:orders:"}, true},
+		{app, []string{"ap"}, false},
+		{app, []string{"one"}, false},
+		{app, []string{"redlock-proxy:"}, false},
+		{all, nil, true},
+		{nil, nil, true},
+	} {
+		if got := prefixesAllowed(c.u, c.prefixes) == nil; got != c.ok {
+			t.Errorf("prefixesAllowed(%v, %q) allowed = %v, want %v", c.u != nil && c.u.allKeys, c.prefixes, got, c.ok)
+		}
+	}
+	if out, ok := deliverable(app, []string{"app:1", "other", "redlock-proxy:fence:x", "one"}); !ok || len(out) != 2 || out[0] != "app:1" || out[1] != "one" {
+		t.Errorf("deliverable to app = %q, %v", out, ok)
+	}
+	if out, ok := deliverable(all, []string{"redlock-proxy:holds", "k"}); !ok || len(out) != 1 || out[0] != "k" {
+		t.Errorf("deliverable to all = %q, %v", out, ok)
+	}
+	if _, ok := deliverable(nil, []string{"redlock-proxy:holds"}); ok {
+		t.Errorf("a reserved key alone is delivered")
+	}
+	if out, ok := deliverable(app, nil); !ok || out != nil {
+		t.Errorf("a flush is not delivered: %q, %v", out, ok)
+	}
+}

@@ -23,6 +23,11 @@ type User struct {
 	Commands []string // allowed command names in any case; "*" for all
 	Keys     []string // Redis glob patterns (~orders:* or orders:*); "*" for all
 	Admin    bool     // may run admin commands (LOCKS, LOCKADMIN, FLUSHDB, CONFIG, CLIENT LIST, SCRIPT FLUSH)
+	// Scripts: "recognised" runs only the user's scripts recognised as
+	// lock operations; "vote" runs the others by vote too (as the
+	// dispatcher's RecognisedOnly allows); "": "recognised" for a user
+	// limited to key patterns, else as the dispatcher says.
+	Scripts string
 }
 
 // account is a User compiled for the dispatcher: hashed password, command
@@ -36,6 +41,9 @@ type account struct {
 	keys         []string // patterns without the leading "~"
 	admin        bool
 	unrestricted bool // every command, every key, admin: no checks needed
+	// recognisedOnly: only the user's scripts recognised as lock
+	// operations run (User.Scripts).
+	recognisedOnly bool
 }
 
 // authState is the dispatcher's set of users.
@@ -85,6 +93,7 @@ func newAuthState(requirePass string, users []User) (authState, []string) {
 			acc.keys = append(acc.keys, p)
 		}
 		acc.unrestricted = acc.allCommands && acc.allKeys && acc.admin
+		acc.recognisedOnly = u.Scripts == "recognised" || (u.Scripts == "" && !acc.allKeys)
 		a.accounts[u.Name] = acc
 	}
 	a.required = len(a.accounts) > 0

@@ -23,7 +23,7 @@ var testUsers = []User{
 	{Name: "all", Password: "p2", Commands: []string{"*"}, Keys: []string{"*"}},
 	{Name: "ops", Password: "p3", Commands: []string{"*"}, Keys: []string{"*"}, Admin: true},
 	{Name: "lib", Password: "p4", Commands: []string{"EVAL", "EVALSHA", "DEL", "EXISTS", "MLOCK", "MUNLOCK", "WATCH", "GET", "MULTI", "EXEC", "SET"},
-		Keys: []string{"orders:*", "lock:[ab]?"}},
+		Keys: []string{"orders:*", "lock:[ab]?"}, Scripts: "vote"},
 }
 
 // fakeClock is an injected Options.Now.
@@ -444,4 +444,21 @@ func (l *authLimiter) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.fails)
+}
+
+// TestUserScripts: a user limited to key patterns runs only recognised
+// scripts unless its block says scripts = "vote"; a user of every key
+// follows the dispatcher.
+func TestUserScripts(t *testing.T) {
+	a, _ := newAuthState("", []User{
+		{Name: "limited", Password: "p", Commands: []string{"*"}, Keys: []string{"app:*"}},
+		{Name: "granted", Password: "p", Commands: []string{"*"}, Keys: []string{"app:*"}, Scripts: "vote"},
+		{Name: "all", Password: "p", Commands: []string{"*"}, Keys: []string{"*"}},
+		{Name: "allrec", Password: "p", Commands: []string{"*"}, Keys: []string{"*"}, Scripts: "recognised"},
+	})
+	for name, want := range map[string]bool{"limited": true, "granted": false, "all": false, "allrec": true} {
+		if got := a.accounts[name].recognisedOnly; got != want {
+			t.Errorf("%s: recognisedOnly = %v, want %v", name, got, want)
+		}
+	}
 }

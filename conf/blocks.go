@@ -37,6 +37,11 @@ type User struct {
 	Commands     []string `hcl:"commands,optional"`      // allowed commands, upper case; "*" for all
 	Keys         []string `hcl:"keys,optional"`          // glob patterns of the keys it may touch; "*" for all
 	Admin        bool     `hcl:"admin,optional"`         // may run admin commands (LOCKS, FLUSHDB, CLIENT LIST, …)
+	// Scripts is how the user's scripts that are not recognised run:
+	// "vote" or "recognised" (refused), as the scripts setting says; ""
+	// takes "recognised" for a user limited to key patterns, else the
+	// scripts setting (docs/configuration.md).
+	Scripts string `hcl:"scripts,optional"`
 }
 
 // validateBlocks checks the blocks' bounds.
@@ -61,6 +66,8 @@ func (v *validator) blocks(c Config) {
 			v.fail(key, "{…}", "needs password or password_file")
 		case len(u.Commands) == 0:
 			v.fail(key, "{…}", `needs commands = ["LOCK", "UNLOCK", …] (or ["*"])`)
+		case u.Scripts != "" && u.Scripts != ScriptsVote && u.Scripts != ScriptsRecognised:
+			v.fail(key+" scripts", u.Scripts, `must be "vote" or "recognised"`)
 		}
 		seen[u.Name] = true
 	}

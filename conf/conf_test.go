@@ -299,6 +299,9 @@ func TestValidateBad(t *testing.T) {
 		{"backend query", func(c *Config) { c.Backends[0] = "redis://a:1/0?max_retries=3" }, "backends", "query"},
 		{"backend empty", func(c *Config) { c.Backends[0] = "" }, "backends", `backends = ""`},
 		{"backend duplicate", func(c *Config) { c.Backends[2] = "10.0.0.1:6379" }, "backends", "duplicates"},
+		{"user scripts", func(c *Config) {
+			c.Users = []User{{Name: "u", Password: "p", Commands: []string{"*"}, Scripts: "catalog"}}
+		}, `user u scripts`, `must be "vote" or "recognised"`},
 		{"backend duplicate default port", func(c *Config) { c.Backends[2] = "redis://10.0.0.2" }, "backends", "duplicates"},
 		{"backend duplicate other db", func(c *Config) { c.Backends[2] = "redis://10.0.0.2:6379/3" }, "backends", "distinct"},
 		{"node_timeout zero", func(c *Config) { c.NodeTimeout = 0 }, "node_timeout", "conf: node_timeout = 0s: must be > 0"},

@@ -69,15 +69,15 @@ import (
 // declared keys' numbers: name, then what was wanted. The price: an
 // error that redis.call raises in such a script names the script's first
 // line, not the line of the call (the shadow is the frame that called it).
-const clampSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, ...) %[2]s
+const clampSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, %[8]s...) %[2]s
 end
 local __rp_r0, __rp_seen = redis, {}
-%[7]slocal __rp_redis = __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0)
+%[7]slocal __rp_redis, __rp_env = __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0, __rp_pats)
 local __rp_keys, __rp_before, __rp_declared = {}, {}, {}
 for i, k in ipairs(KEYS) do __rp_keys[i], __rp_before[i], __rp_declared[k] = k, __rp_r0.call('PTTL', k), true end
 local __rp_t0 = __rp_r0.call('TIME')
 pcall(math.randomseed, 0)
-local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
+local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis%[9]s)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
 local __rp_t1 = __rp_r0.call('TIME')
 local __rp_ran = (__rp_t1[1] - __rp_t0[1]) * 1000 + (__rp_t1[2] - __rp_t0[2]) / 1000
 local __rp_report = {}
@@ -105,26 +105,23 @@ for _, a in ipairs(__rp_built) do
 		__rp_report[#__rp_report + 1] = t
 	end
 end
-if not __rp_ok then
-	local e = __rp_r
-	if type(e) ~= 'table' then e = {err = 'ERR ' .. tostring(e)} end
-	local m = e.err
-	if type(m) ~= 'string' then m = 'ERR ' .. tostring(m) end
-	if e.source and e.line then m = m .. ' script: %[5]s, on ' .. e.source .. ':' .. e.line .. '.' end
-	__rp_r = {err = m}
-end
+if not __rp_ok then __rp_r = __rp_fail(__rp_r) end
 return {__rp_report, __rp_r}`
 
-// shadowSource returns a shadow's two parts (clampSource): mk defines
-// __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0), which returns the redis
-// the body is given; prep, run after the body's definition, sets __rp_h
-// and __rp_ht0. Without holds, built keys and a reply cap the body gets
-// Redis's own redis.
-func shadowSource(held, builds bool, replyCap int) (mk, prep string) {
-	if !held && !builds && replyCap == 0 {
-		return "local __rp_mk = function(r0) return r0 end ", "local __rp_h, __rp_ht0 "
+// shadowSource returns a shadow's parts (clampSource): mk defines
+// __rp_fail (failSource) and __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0,
+// __rp_pats), which returns the redis the body is given and, enforced, the
+// rest of its parameters (enforce.go); prep, run after the body's
+// definition, sets __rp_h, __rp_ht0 and __rp_pats; params and args are
+// the body's further parameters and the arguments it is called with.
+// Without holds, built keys, a reply cap or the run-time check the body
+// gets Redis's own redis. builds is whether s builds keys (the clamp
+// notes them; the guard only checks them).
+func shadowSource(s *Script, held, builds bool) (mk, prep, params, args string) {
+	if !held && !builds && s.replyCap == 0 && s.enforce == nil {
+		return failSource + "local __rp_mk = function(r0) return r0 end ", "local __rp_h, __rp_ht0, __rp_pats ", "", ""
 	}
-	mk = "local __rp_mk = function(__rp_r0, __rp_seen, __rp_h, __rp_ht0) local __rp_base = __rp_r0 "
+	mk = failSource + "local __rp_mk = function(__rp_r0, __rp_seen, __rp_h, __rp_ht0, __rp_pats) local __rp_base = __rp_r0 "
 	prep = "local __rp_h, __rp_ht0 "
 	if held {
 		mk += heldShadow + "__rp_base = __rp_hr "
@@ -133,11 +130,43 @@ func shadowSource(held, builds bool, replyCap int) (mk, prep string) {
 	if builds {
 		mk += builtShadow
 	}
-	if replyCap > 0 {
-		mk += strings.ReplaceAll(cappedShadow, "%[1]d", strconv.Itoa(replyCap))
+	if s.replyCap > 0 {
+		mk += strings.ReplaceAll(cappedShadow, "%[1]d", strconv.Itoa(s.replyCap))
 	}
-	return mk + "return __rp_base end ", prep
+	if s.enforce == nil {
+		return mk + "return __rp_base end ", prep + "local __rp_pats ", "", ""
+	}
+	mk += "local __rp_builds = " + buildsTable(s.builds) + " " + s.enforce.lua
+	mk += "return __rp_base, __rp_env end "
+	return mk, prep + enforcePrep, enforceParams, ", unpack(__rp_env)"
 }
+
+// buildsTable is the starts of a script's built keys as a Lua table, or
+// nil when it builds none.
+func buildsTable(builds []string) string {
+	if builds == nil {
+		return "nil"
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	for _, x := range builds {
+		b.WriteString(luaQuote(x) + ",")
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// failSource defines __rp_fail, which turns the body's error into one
+// Redis can send: it reads an error object only with rawget and type (no
+// metamethod of the client's runs), and turns anything but a string err
+// into a fixed text. %[5]s is the body's SHA1.
+const failSource = "local __rp_fail do local type, rawget, tostring = type, rawget, tostring " +
+	"__rp_fail = function(e) local m, src, ln " +
+	"if type(e) == 'table' then m, src, ln = rawget(e, 'err'), rawget(e, 'source'), rawget(e, 'line') " +
+	"else m = 'ERR ' .. tostring(e) end " +
+	"if type(m) ~= 'string' then m = 'ERR a script raised an error object without an err string' end " +
+	"if type(src) == 'string' and type(ln) == 'number' then m = m .. ' script: %[5]s, on ' .. src .. ':' .. ln .. '.' end " +
+	"return {err = m} end end "
 
 // cappedShadow wraps __rp_base in a redis whose call and pcall fail the
 // script on a reply of more than %[1]d elements (Script.CapReplies): an
@@ -167,19 +196,14 @@ const builtShadow = "local function __rp_note(...) for i = 1, select('#', ...) d
 // crashes on an error object that is a table without a string err field
 // (error({})): unwrapped, one such EVAL would take down every backend at
 // once. %[1]s the shebang line or "", %[2]s the body, %[5]s its SHA1.
-const guardSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, ...) %[2]s
+const guardSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, %[8]s...) %[2]s
 end
 local __rp_r0 = redis
-%[7]slocal __rp_redis = __rp_mk(__rp_r0, {}, __rp_h, __rp_ht0)
+%[7]slocal __rp_redis, __rp_env = __rp_mk(__rp_r0, {}, __rp_h, __rp_ht0, __rp_pats)
 pcall(math.randomseed, 0)
-local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
+local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis%[9]s)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
 if __rp_ok then return __rp_r end
-local e = __rp_r
-if type(e) ~= 'table' then e = {err = 'ERR ' .. tostring(e)} end
-local m = e.err
-if type(m) ~= 'string' then m = 'ERR ' .. tostring(m) end
-if e.source and e.line then m = m .. ' script: %[5]s, on ' .. e.source .. ':' .. e.line .. '.' end
-return {err = m}`
+return __rp_fail(__rp_r)`
 
 // Guarded returns s in the wrapper of a script that cannot write (see
 // guardSource): its replies are s's, an error object Redis would crash
@@ -193,12 +217,14 @@ func (s *Script) guard() *Script { return s.guardWith(false) }
 // guardWith is s in guardSource, with the held shadow when held.
 func (s *Script) guardWith(held bool) *Script {
 	shebang, body := splitShebang(s.src)
-	mk, prep := shadowSource(held, false, s.replyCap)
+	mk, prep, params, args := shadowSource(s, held, false)
 	parts := strings.SplitN(guardSource, "%[2]s", 2)
-	r := strings.NewReplacer("%[1]s", shebang, "%[5]s", s.hash, "%[6]s", mk, "%[7]s", prep)
-	src := r.Replace(parts[0]) + body + r.Replace(parts[1])
+	// mk goes in before the SHA1 it names is.
+	r := strings.NewReplacer("%[1]s", shebang, "%[6]s", mk, "%[7]s", prep, "%[8]s", params, "%[9]s", args)
+	sha := strings.NewReplacer("%[5]s", s.hash)
+	src := sha.Replace(r.Replace(parts[0])) + body + sha.Replace(r.Replace(parts[1]))
 	h := sha1.Sum([]byte(src))
-	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds}
+	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, isWrapper: true}
 }
 
 // NoWrites reports whether s's shebang declares the no-writes flag: Redis
@@ -275,19 +301,21 @@ func (s *Script) clamp(maxTTL, lease time.Duration) *Script { return s.clampWith
 // when held (and the built keys' shadow when s builds keys).
 func (s *Script) clampWith(held bool, maxTTL, lease time.Duration) *Script {
 	shebang, body := splitShebang(s.src)
-	mk, prep := shadowSource(held, s.builds != nil, s.replyCap)
-	src := clampSprintf(shebang, body, mk, prep, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
+	mk, prep, params, args := shadowSource(s, held, s.builds != nil)
+	src := clampSprintf(shebang, body, mk, prep, params, args, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
 	h := sha1.Sum([]byte(src))
-	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, clamped: true}
+	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, clamped: true, isWrapper: true}
 }
 
 // clampSprintf fills clampSource without fmt's verbs reaching the body.
-func clampSprintf(shebang, body, mk, prep string, maxMS, leaseMS int64, sha string) string {
-	r := strings.NewReplacer("%[1]s", shebang, "%[2]s", body, "%[3]d", strconv.FormatInt(maxMS, 10),
-		"%[4]d", strconv.FormatInt(leaseMS, 10), "%[5]s", sha, "%[6]s", mk, "%[7]s", prep)
-	// The body goes in last, so that nothing in it is replaced.
+func clampSprintf(shebang, body, mk, prep, params, args string, maxMS, leaseMS int64, sha string) string {
+	r := strings.NewReplacer("%[1]s", shebang, "%[3]d", strconv.FormatInt(maxMS, 10),
+		"%[4]d", strconv.FormatInt(leaseMS, 10), "%[6]s", mk, "%[7]s", prep, "%[8]s", params, "%[9]s", args)
+	// mk and prep go in before the SHA1 (failSource names it); the body
+	// goes in last, so that nothing in it is replaced.
+	named := strings.NewReplacer("%[5]s", sha)
 	parts := strings.SplitN(clampSource, "%[2]s", 2)
-	return r.Replace(parts[0]) + body + r.Replace(parts[1])
+	return named.Replace(r.Replace(parts[0])) + body + named.Replace(r.Replace(parts[1]))
 }
 
 // Wanted is what a quorum of backends reported of one declared key of a

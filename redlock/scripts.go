@@ -9,11 +9,13 @@ import (
 // Script is one of this package's Lua scripts with its SHA1, for EVALSHA.
 type Script struct {
 	src, hash string
-	reply     Shape    // how Vote compares its replies
-	builds    []string // Vote: the starts of the keys it builds (ForVote)
-	replyCap  int      // Vote: the most elements a reply may have (CapReplies)
-	clamped   bool     // wrapped in the clamp (clamp.go)
-	clamps    *clamps  // its clamped forms, made once
+	reply     Shape        // how Vote compares its replies
+	builds    []string     // Vote: the starts of the keys it builds (ForVote)
+	replyCap  int          // Vote: the most elements a reply may have (CapReplies)
+	clamped   bool         // wrapped in the clamp (clamp.go)
+	isWrapper bool         // a wrapper (clamp.go): sent as it is
+	enforce   *Enforcement // its wrappers check it as it runs (enforce.go)
+	clamps    *clamps      // its clamped forms, made once
 }
 
 // NewScript returns a Script for src.

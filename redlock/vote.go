@@ -62,6 +62,10 @@ func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, 
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("vote: %w", err)
 	}
+	if script.enforce != nil && !script.isWrapper {
+		// Sent bare (no clamp), it would run unchecked.
+		script = script.Guarded()
+	}
 	keys = slices.Clone(keys)
 	argv := make([]any, len(args))
 	for i, a := range args {

@@ -27,7 +27,7 @@ func TestScriptsByVoteRefusedUpFront(t *testing.T) {
 	}
 	for _, s := range []struct{ name, src, want string }{
 		{"SPOP", "local m = redis.call('spop', KEYS[1])\nreturn m", "SPOP removes a random member"},
-		{"SMEMBERS", "local m = redis.call('smembers', KEYS[1])\nreturn redis.call('srem', KEYS[1], m[1])", "SMEMBERS answers in an order of its own"},
+		{"SRANDMEMBER", "local m = redis.call('srandmember', KEYS[1])\nreturn redis.call('srem', KEYS[1], m)", "SRANDMEMBER picks random members"},
 		{"runaway loop", "local i=0 while redis.call('scard',KEYS[1])>=0 do i=i+1 end return i", "while loop has no bound"},
 	} {
 		err := c.Eval(ctx, s.src, []string{key}).Err()

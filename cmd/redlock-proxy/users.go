@@ -10,7 +10,7 @@ import (
 func proxyUsers(users []conf.User) []commands.User {
 	out := make([]commands.User, len(users))
 	for i, u := range users {
-		out[i] = commands.User{Name: u.Name, Password: u.Password, Commands: u.Commands, Keys: u.Keys, Admin: u.Admin}
+		out[i] = commands.User{Name: u.Name, Password: u.Password, Commands: u.Commands, Keys: u.Keys, Admin: u.Admin, Scripts: u.Scripts}
 	}
 	return out
 }

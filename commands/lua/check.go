@@ -313,10 +313,26 @@ func (c *checker) expr(e ast.Expr, ctx ctxKind, to *binding) {
 	}
 }
 
+// unboundedString are the string functions whose C code the wrapper on
+// the backends bounds (redlock.Enforced) when called as string.f(…); a
+// string's own methods (s:rep(…), s.find) reach Redis's string library,
+// whose metatable the wrapper cannot replace.
+var unboundedString = map[string]bool{"rep": true, "find": true, "match": true, "gmatch": true, "gsub": true}
+
+// stringMethod is why a string method is refused.
+func stringMethod(name string) string {
+	return "a string's own " + name + " runs in Redis's C code unbounded (the wrapper bounds only string." + name +
+		"); write string." + name + "(s, …)"
+}
+
 func (c *checker) attr(e *ast.AttrGetExpr, ctx ctxKind) {
 	key, _ := e.Key.(*ast.StringExpr)
 	if key != nil && key.Value == "dump" {
 		c.fail(e.Line(), "string.dump is not available to scripts run by vote")
+		return
+	}
+	if key != nil && unboundedString[key.Value] && !c.r.global(e.Object, "string") {
+		c.fail(e.Line(), "%s", stringMethod(key.Value))
 		return
 	}
 	if c.r.global(e.Object, "os") && key != nil && key.Value == "clock" {
@@ -362,6 +378,9 @@ func (c *checker) call(e *ast.FuncCallExpr) {
 		if e.Method == "dump" {
 			c.fail(e.Line(), "string.dump is not available to scripts run by vote")
 		}
+		if unboundedString[e.Method] {
+			c.fail(e.Line(), "%s", stringMethod(e.Method))
+		}
 		if c.r.exprProv(e.Receiver).kind == pRedis {
 			c.fail(e.Line(), "redis:%s(…) passes the redis table as the first argument; write redis.%s(…)", e.Method, e.Method)
 		}
@@ -385,6 +404,16 @@ func (c *checker) call(e *ast.FuncCallExpr) {
 			}
 			c.expr(e.Args[0], cPcallFn, nil)
 			c.site(e, k, e.Args[1:])
+			return
+		}
+	}
+	if a, ok := e.Func.(*ast.AttrGetExpr); ok && c.r.exprProv(a.Object).kind != pRedis && !c.r.global(a.Object, "string") && !c.r.global(a.Object, "table") && !c.r.global(a.Object, "math") {
+		switch a.Key.(type) {
+		case *ast.StringExpr, *ast.NumberExpr:
+		default:
+			// On a string, v[name] is one of Redis's own string functions,
+			// which the wrapper cannot bound.
+			c.fail(e.Line(), "calls a function picked by a computed key (x[k](…)); call it by its name")
 			return
 		}
 	}
@@ -475,10 +504,11 @@ func (c *checker) builtKey(a arg) {
 func (c *checker) literalSite(e *ast.FuncCallExpr, fn, name string, as []arg, tail *arg) {
 	line := e.Line()
 	cmd, ok := lookup(name)
-	if !ok && c.returned[e] {
-		// An unordered reply that only becomes the script's reply: the
-		// vote compares it as a set (reply.go), whatever order each
-		// backend gives.
+	if !ok {
+		// An unordered reply: the wrapper on each backend sorts it before
+		// the script sees it (redlock.Enforced), so every backend's script
+		// walks it in the same order; returned as it is, the vote compares
+		// it as a set (reply.go).
 		cmd, ok = lookupUnordered(name)
 	}
 	if !ok {

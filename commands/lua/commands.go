@@ -1,6 +1,9 @@
 package lua
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // cmdFlags describe what a command does beyond its keys.
 type cmdFlags uint8
@@ -343,4 +346,35 @@ func (s keySpec) firstFailing(args []arg, tail *arg, ok func(arg) bool) int {
 		}
 	}
 	return 0
+}
+
+// RunCommand is one command a script by vote may call, as the wrapper on
+// the backends checks it at run time (redlock.ScriptCommand): key
+// positions as keySpec counts them.
+type RunCommand struct {
+	Name                  string
+	First, Last, Step     int
+	NumKeys               int
+	Write, Store, Publish bool
+	Unordered, Pairs      bool // an unordered reply (HGETALL: field/value pairs)
+}
+
+// RunCommands lists the commands a script by vote may call: the
+// allow-list, and the unordered reads, whose replies the wrapper sorts
+// before the script sees them.
+func RunCommands() []RunCommand {
+	var out []RunCommand
+	add := func(c command, unordered bool) {
+		out = append(out, RunCommand{Name: c.name, First: c.keys.first, Last: c.keys.last, Step: c.keys.step,
+			NumKeys: c.keys.numkeys, Write: c.flags&fWrite != 0, Store: c.keys.store, Publish: c.flags&fPublish != 0,
+			Unordered: unordered, Pairs: c.name == "HGETALL"})
+	}
+	for _, c := range allowed {
+		add(c, false)
+	}
+	for _, c := range unordered {
+		add(c, true)
+	}
+	slices.SortFunc(out, func(a, b RunCommand) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }

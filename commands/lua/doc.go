@@ -132,9 +132,15 @@
 //     string literal, or with ARGV[n]; then Vote.ArgCommands lists n and
 //     Vote.CheckRun checks the name and its key arguments for each call.
 //     The list holds no command whose answer is each backend's own given
-//     the same data (ownAnswer: random picks, unordered replies, cursors);
-//     an unordered reply (SMEMBERS, HGETALL) may only be the script's own
-//     reply, which the vote compares as a set or map (reply.go).
+//     the same data (ownAnswer: random picks, cursors); an unordered reply
+//     (SMEMBERS, HGETALL) reaches the script sorted by the wrapper on each
+//     backend (redlock.Enforced), and returned as it is the vote compares
+//     it as a set or map (reply.go).
+//
+// All of this is recognition and early refusal: what keeps the promise
+// is the wrapper on each backend, which checks every call as it happens
+// (RunCommands is the list it checks against; docs/safety.md, "Scripts
+// by vote").
 //   - Every key argument (by the command's key positions: first, last and
 //     step as in Redis's key specs, numkeys counts) comes from KEYS:
 //     KEYS[i] for any i, a loop variable over ipairs/pairs(KEYS),

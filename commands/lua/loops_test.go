@@ -66,7 +66,7 @@ func TestBoundedLoopsRunByVote(t *testing.T) {
 		"pairs over a reply":            "local r = redis.call('hmget', KEYS[1], 'a', 'b')\nlocal n = 0\nfor _, v in pairs(r) do if v then n = n + 1 end end\nreturn n",
 		"next":                          "local t = {a = 1}\nfor k, v in next, t do redis.call('hset', KEYS[1], k, v) end",
 		"gmatch":                        "for w in string.gmatch(ARGV[1], '%a+') do redis.call('sadd', KEYS[1], w) end",
-		"gmatch as a method":            "for w in ARGV[1]:gmatch('%a+') do redis.call('sadd', KEYS[1], w) end",
+		"gmatch by string.gmatch":       "for w in string.gmatch(ARGV[1], '%a+') do redis.call('sadd', KEYS[1], w) end",
 		"helpers calling down":          "local function one(k) return redis.call('incr', k) end\nlocal function all() for _, k in ipairs(KEYS) do one(k) end end\nall()\nreturn pcall(function() return one(KEYS[1]) end)",
 		"pairs updating its own fields": "local t = redis.call('hmget', KEYS[1], 'a', 'b')\nfor k, v in pairs(t) do t[k] = v or 0 end\nfor i, v in ipairs(t) do t[i] = v + 1 end\nreturn t",
 		"parameter of a local function": "local function f(n)\n  for i = 1, n do redis.call('incr', KEYS[1]) end\nend\nf(#KEYS)\nf(3)",

@@ -1,0 +1,184 @@
+package redlock
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The run-time check of a script by vote (docs/safety.md, "Scripts by
+// vote"): the static analysis in package commands/lua recognises a script
+// and refuses early, but what keeps the promise is the wrapper on the
+// backend. A Script made with Enforced runs its body with:
+//
+//   - copies of KEYS and ARGV (fresh tables: an alias the body takes of
+//     them, pairs(KEYS)'s second value, reaches only the copies), and
+//     ARGV without the wrapper's own arguments;
+//   - a redis whose call and pcall check each call as it happens: the
+//     command is on the list the proxy passed (ScriptCommand); each key
+//     argument is a declared key or, for a script that builds keys, starts
+//     with one of its starts and a declared key; the whole key matches one
+//     of the user's glob patterns and is not under ReservedPrefix; values,
+//     offsets and the keys and bytes the script writes stay within the
+//     Enforcement's bounds; and the replies of unordered reads are sorted;
+//   - a string library, table.concat and unpack bounded before C code
+//     runs (string.rep's result, Lua patterns' backtracking);
+//   - a _G that is a copy holding these, and no loadstring or load (code
+//     they compile would see the real globals).
+//
+// Whatever the body raises, the wrapper reads it only with type and
+// rawget (failSource, in clamp.go): an error object's metamethods never
+// run in the wrapper's code, and anything but a string err becomes a
+// fixed text. Every function the wrapper calls is a local taken before
+// the body runs.
+//
+// The user's key patterns travel as arguments (EnforceArgs), after the
+// client's ARGV and before the holds' (HeldArgs): the wrapper takes them
+// off before it copies ARGV. What stays out of reach: a string's methods
+// called with ':' (("x"):rep(n)) use Redis's own string library, whose
+// metatable is read-only; the static analysis bounds those.
+
+// ScriptCommand is one command a script by vote may call, with its key
+// positions as Redis's COMMAND counts them (the name is 0): First to Last
+// by Step (Last < 0 counts from the end), and when NumKeys is not 0, the
+// count at that position and that many keys after it.
+type ScriptCommand struct {
+	Name              string
+	First, Last, Step int
+	NumKeys           int
+	Write             bool // counted in the write budget
+	Store             bool // SORT: the argument after STORE is a key; BY and GET refused
+	NoDB              bool // COPY: the DB option refused
+	Sorted            bool // an unordered array reply, sorted before the body sees it
+	SortedPairs       bool // HGETALL: field/value pairs, sorted by field
+	Channel           bool // PUBLISH: the first argument is a channel, never a reserved one
+}
+
+// Enforcement is what the wrapper checks at run time (see above).
+type Enforcement struct {
+	Commands []ScriptCommand
+	// MaxValue bounds every argument and what SETRANGE, SETBIT, APPEND and
+	// BITFIELD may grow a value to (max_value_bytes).
+	MaxValue int
+	// MaxString bounds a string that string.rep, gsub or table.concat
+	// builds.
+	MaxString int
+	// WriteKeys and WriteBytes bound the distinct keys one run writes and
+	// the bytes of its write commands' arguments.
+	WriteKeys  int
+	WriteBytes int
+	// SelectZero lets a script run SELECT 0 (the backends use database 0:
+	// it changes nothing); any other SELECT is refused.
+	SelectZero bool
+	lua        string // the shadow, made once by NewEnforcement
+}
+
+// patternCost bounds a Lua pattern's backtracking: the subject's length
+// to the power of its unbounded quantifiers (one more when it is not
+// anchored), times two per optional item.
+const patternCost = 1 << 26
+
+// NewEnforcement returns e, its wrapper's Lua made once.
+func NewEnforcement(e Enforcement) *Enforcement {
+	e.lua = enforceLua(&e)
+	return &e
+}
+
+// Enforced returns a copy of s whose wrappers (Guarded, Clamped and their
+// held forms) enforce e: call it with EnforceArgs appended to the
+// client's ARGV (before any HeldArgs). builds are the starts of the keys
+// it may build (ForVote's), nil when it builds none.
+func (s *Script) Enforced(e *Enforcement) *Script {
+	c := *s
+	c.enforce, c.clamps = e, &clamps{}
+	return &c
+}
+
+// IsEnforced reports whether s runs with the run-time check.
+func (s *Script) IsEnforced() bool { return s.enforce != nil }
+
+// EnforceArgs is what a script made with Enforced expects after its
+// client's ARGV: the user's key patterns ("*" for every key), then their
+// count.
+func EnforceArgs(patterns []string) []string {
+	out := make([]string, 0, len(patterns)+1)
+	out = append(out, patterns...)
+	return append(out, strconv.Itoa(len(patterns)))
+}
+
+// luaQuote is s as a Lua string literal, every byte that is not a letter,
+// digit or one of " _-:*" written as a decimal escape.
+func luaQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.IndexByte(" _-:*", c) >= 0:
+			b.WriteByte(c)
+		default:
+			b.WriteString("\\" + strconv.Itoa(int(c)))
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// Flags of a command in the wrapper's table.
+const (
+	cmdWrite = 1 << iota
+	cmdStore
+	cmdNoDB
+	cmdSorted
+	cmdSortedPairs
+	cmdChannel
+)
+
+// commandTable is e's commands as one Lua string, read at each call (a
+// constant costs nothing to make, a table of tables would be built on
+// every run): |NAME:first:last:step:numkeys:flags for each.
+func commandTable(cmds []ScriptCommand) string {
+	var b strings.Builder
+	for _, c := range cmds {
+		f := 0
+		for bit, on := range []bool{c.Write, c.Store, c.NoDB, c.Sorted, c.SortedPairs, c.Channel} {
+			if on {
+				f |= 1 << bit
+			}
+		}
+		step := max(c.Step, 1)
+		b.WriteString("|" + strings.ToUpper(c.Name) + ":" + strconv.Itoa(c.First) + ":" + strconv.Itoa(c.Last) + ":" +
+			strconv.Itoa(step) + ":" + strconv.Itoa(c.NumKeys) + ":" + strconv.Itoa(f))
+	}
+	b.WriteString("|")
+	return luaQuote(b.String())
+}
+
+// enforceLua is the enforcing layer of __rp_mk (shadowSource), made for
+// e: it reads __rp_pats (the user's patterns) and __rp_builds (the starts
+// of built keys, or nil), wraps __rp_base, and makes __rp_env, the values
+// the body is called with.
+func enforceLua(e *Enforcement) string {
+	r := strings.NewReplacer(
+		"@CMDS@", commandTable(e.Commands),
+		"@RES@", luaQuote(ReservedPrefix),
+		"@MAXV@", strconv.Itoa(e.MaxValue),
+		"@MAXS@", strconv.Itoa(max(e.MaxString, e.MaxValue)),
+		"@WKEYS@", strconv.Itoa(e.WriteKeys),
+		"@WBYTES@", strconv.Itoa(e.WriteBytes),
+		"@COST@", strconv.Itoa(patternCost),
+		"@SEL0@", strconv.FormatBool(e.SelectZero),
+	)
+	return oneLine(r.Replace(enforceSource))
+}
+
+// oneLine joins Lua written over several lines (no comments, no string
+// spanning lines) into one, so that the body keeps its line numbers.
+func oneLine(src string) string {
+	var parts []string
+	for _, l := range strings.Split(src, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, " ") + " "
+}
