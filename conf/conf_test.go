@@ -77,6 +77,7 @@ drift_factor     = 0.02
 min_ttl          = "5ms"
 max_ttl          = "2m"
 default_ttl      = "0"
+max_holds        = 1000
 max_wait         = "3s"
 max_hold         = "2h"
 log_level        = "debug"
@@ -119,6 +120,7 @@ status_keys      = true
 		MinTTL:            5 * time.Millisecond,
 		MaxTTL:            2 * time.Minute,
 		DefaultTTL:        0,
+		MaxHolds:          1000,
 		MaxWait:           3 * time.Second,
 		MaxHold:           2 * time.Hour,
 		LogLevel:          "debug",

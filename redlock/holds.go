@@ -44,6 +44,23 @@ const holdsValueLua = `local function holdsValue(k, digest)
 end
 `
 
+// dropHoldLua defines dropHold(k, f, at): the hold of key k (its field f,
+// stamped at) no longer holds, and its field and stamp go. A copy still
+// the hold's own (its expiry the one the hold stamped) whose value
+// changed in place (APPEND, INCR, SETRANGE, SET KEEPTTL through a proxy
+// that did not know it held) is the client's data now, as on one Redis:
+// it is given the client's expiry, none or the hold's deadline. A copy
+// written since by someone else (another expiry) is left as it is.
+const dropHoldLua = `local function dropHold(k, f, at)
+	if at and at == stamp(k) and redis.call("EXISTS", k) == 1 then
+		local deadline = string.match(f, "^%S+ (%S+) ")
+		if deadline == "0" then redis.call("PERSIST", k) elseif deadline then redis.call("PEXPIREAT", k, deadline) end
+	end
+	redis.call("HDEL", KEYS[1], k)
+	redis.call("HDEL", KEYS[2], k)
+end
+`
+
 // holdKeys are the keys of a script on the record of service.
 func holdKeys(service string) []string { return []string{HoldsKey(service), stampsKey(service)} }
 
@@ -284,12 +301,9 @@ func (r *Redlock) renewHold(ctx context.Context, service string, h Hold, ttl tim
 // are the record, its stamps and the held keys; ARGV the owner, the lease
 // (ms), then a field and a digest per held key. It returns one code per
 // held key, as renewHoldScript's. A key whose copy is still the hold's
-// own (its stamp) but whose value changed in place (APPEND, INCR,
-// SETRANGE through a proxy that did not know it held) is no longer the
-// lock's but the client's data, as on one Redis: it is given the
-// client's expiry (none, or the hold's deadline, field 2) and left, and
-// the field is deleted (-1).
-var renewHoldsScript = NewScript(stampLua + holdsValueLua + `
+// own (its stamp) but whose value changed in place is the client's data
+// now (dropHold), and -1.
+var renewHoldsScript = NewScript(stampLua + holdsValueLua + dropHoldLua + `
 local out = {}
 for i = 3, #KEYS do
 	local k, j = KEYS[i], 2 * (i - 2) + 1
@@ -299,20 +313,13 @@ for i = 3, #KEYS do
 	if not f then
 		code = -1
 	else
-		local owner, deadline, d = string.match(f, "^(%S+) (%S+) (%S+)$")
+		local owner, _, d = string.match(f, "^(%S+) (%S+) (%S+)$")
 		if owner ~= ARGV[1] then
 			code = 0
 		else
 			local at = redis.call("HGET", KEYS[2], k)
-			local stamped = at and at == stamp(k)
-			if at and not stamped or not holdsValue(k, digest) then
-				if stamped and redis.call("EXISTS", k) == 1 and d == digest then
-					if deadline == "0" then redis.call("PERSIST", k) else redis.call("PEXPIREAT", k, deadline) end
-				end
-				if d == digest then
-					redis.call("HDEL", KEYS[1], k)
-					redis.call("HDEL", KEYS[2], k)
-				end
+			if at and at ~= stamp(k) or not holdsValue(k, digest) then
+				if d == digest then dropHold(k, f, at) end
 				code = -1
 			else
 				redis.call("PEXPIRE", k, ARGV[2])
@@ -426,9 +433,9 @@ func (t *renewTally) add(n int64) {
 // ARGV[1]) and returns the next cursor, then for each field whose key
 // holds the value of its digest, in the copy stamped in KEYS[2] (when
 // stamped), the key, the field and the key's PTTL; the other fields
-// (released, overwritten, expired, written again by someone else) it
-// deletes, with their stamps.
-var scanHoldsScript = NewScript(stampLua + holdsValueLua + `
+// (released, overwritten, expired, written again by someone else,
+// changed in place) it drops (dropHold).
+var scanHoldsScript = NewScript(stampLua + holdsValueLua + dropHoldLua + `
 local r = redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", 100)
 local out = {r[1]}
 for i = 1, #r[2], 2 do
@@ -441,8 +448,7 @@ for i = 1, #r[2], 2 do
 		out[#out + 1] = f
 		out[#out + 1] = redis.call("PTTL", k)
 	else
-		redis.call("HDEL", KEYS[1], k)
-		redis.call("HDEL", KEYS[2], k)
+		dropHold(k, f, at)
 	end
 end
 return out`)
