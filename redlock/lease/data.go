@@ -120,7 +120,7 @@ func (m *Manager) Exists(ctx context.Context, keys []string) (int, error) {
 // (redlock.Delete): the count of those a quorum held.
 func (m *Manager) Delete(ctx context.Context, keys []string) (int, error) {
 	for _, k := range keys {
-		m.unkeep(k)
+		m.unkeepGone(k, nil)
 	}
 	n, err := m.locker.Delete(ctx, keys)
 	m.reg.forget(keys...)

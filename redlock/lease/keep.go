@@ -170,6 +170,23 @@ func (m *Manager) unkeep(key string) {
 	}
 }
 
+// unkeepGone stops renewing key if it is kept (holding value, unless
+// value is nil) before an operation that deletes the key (a release, a
+// delete): the record's field is left to go by itself, for the field of a
+// key that no longer holds its value (or whose copy is not the one the
+// hold stamped) is dropped by the next renewal or claim round that reads
+// it. One quorum round less than unkeep on the way to the reply.
+func (m *Manager) unkeepGone(key string, value *string) {
+	m.keeper.mu.Lock()
+	var wait <-chan struct{}
+	if k := m.keeper.keys[key]; k != nil && (value == nil || k.holds(*value)) {
+		delete(m.keeper.keys, key)
+		wait = k.inFlight()
+	}
+	m.keeper.mu.Unlock()
+	m.awaitRenewal(wait)
+}
+
 // unkeepValue stops renewing key if it is kept holding value (a release
 // of that token, or an extend that gave it an expiry), and takes it out
 // of the record before it returns, or ends it there if another proxy

@@ -313,7 +313,7 @@ func (m *Manager) giveBack(h *heldLock, keys []string, token string) {
 // stops renewing, and the key's first waiter is woken.
 func (m *Manager) Release(ctx context.Context, key, token string) error {
 	m.releasing(key, token)
-	m.unkeepValue(key, token)
+	m.unkeepGone(key, &token)
 	err := m.locker.Release(ctx, key, token)
 	m.reg.forget(key)
 	switch {
@@ -332,7 +332,7 @@ func (m *Manager) Release(ctx context.Context, key, token string) error {
 func (m *Manager) ReleaseKeys(ctx context.Context, keys []string, token string) ([]redlock.KeyState, error) {
 	for _, k := range keys {
 		m.releasing(k, token)
-		m.unkeepValue(k, token)
+		m.unkeepGone(k, &token)
 	}
 	states, err := m.locker.ReleaseKeys(ctx, keys, token)
 	m.reg.forget(keys...)
