@@ -439,3 +439,35 @@ func TestRenewHoldsPage(t *testing.T) {
 		return true
 	})
 }
+
+// TestAcquireHold: a hold's acquisition writes its field with the key, in
+// one call per node; a second acquisition of the held key is refused and
+// leaves the field as it was.
+func TestAcquireHold(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	sum := sha1.Sum([]byte("t1"))
+	h := Hold{Key: "k", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	if _, err := c.r.AcquireHold(ctx, svc, h, "t1", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the key and its field on every node", func() bool {
+		for _, mr := range c.mrs {
+			if v, _ := mr.Get("k"); v != "t1" || mr.HGet(HoldsKey(svc), "k") != h.field() {
+				return false
+			}
+		}
+		return true
+	})
+	other := h
+	other.Owner, other.Digest = "proxyB", "other"
+	if _, err := c.r.AcquireHold(ctx, svc, other, "t2", time.Second); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a second AcquireHold = %v, want ErrHeld", err)
+	}
+	for i, mr := range c.mrs {
+		if f := mr.HGet(HoldsKey(svc), "k"); f != h.field() {
+			t.Fatalf("node %d: field %q after a refused acquisition, want %q", i, f, h.field())
+		}
+	}
+}

@@ -122,6 +122,14 @@ func (m *Manager) keep(key, value string) {
 	m.record(key, e)
 }
 
+// keepRecorded is keep of a key whose hold the backends recorded with
+// the write itself (redlock.AcquireHold).
+func (m *Manager) keepRecorded(key, value string) {
+	m.keeper.mu.Lock()
+	m.keepLocked(key, value)
+	m.keeper.mu.Unlock()
+}
+
 // keepLocked is keep with the keeper's lock held, but for the record: the
 // caller records what it returns once it let go of the lock.
 func (m *Manager) keepLocked(key, value string) *kept { return m.holdLocked(key, Hold{Value: value}) }

@@ -225,6 +225,8 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	}
 	m.count(err)
 	switch {
+	case err == nil && req.Keep && m.holds.Load() != nil && len(g.Keys) == 1:
+		m.keepRecorded(g.Keys[0], g.Token) // recorded by the acquisition
 	case err == nil && req.Keep:
 		m.keep(g.Keys[0], g.Token)
 	case err == nil && !until.IsZero():
@@ -259,9 +261,15 @@ func (m *Manager) acquireOnce(ctx context.Context, req Request) (redlock.Lock, t
 		l   redlock.Lock
 		err error
 	)
+	h := m.holds.Load()
 	switch {
 	case req.Fence:
 		l, err = m.locker.AcquireFenced(ctx, req.Keys[0], req.Token, req.TTL)
+	case req.Keep && h != nil && len(req.Keys) == 1:
+		// The hold's field goes with the lock, in the same call.
+		l, err = m.locker.AcquireHold(ctx, h.Service, redlock.Hold{
+			Key: req.Keys[0], Owner: m.holder(h), Digest: digestOf(req.Token),
+		}, req.Token, req.TTL)
 	default:
 		l, err = m.locker.AcquireKeys(ctx, req.Keys, req.Token, req.TTL, req.Mode)
 	}
