@@ -310,26 +310,35 @@ func scriptReplyIs(cmd *redis.Cmd, want int64) error {
 	return err
 }
 
-// TestLongExpiriesHeld: SET … PX, SET … NX PX (a lock), SET … EXAT,
-// PEXPIRE, SETEX and recognised lock scripts (an acquire, an extend)
-// beyond max_ttl are written with the lease and held to
+// TestLongLockExpiriesHeld: a lock given an expiry beyond max_ttl (SET …
+// NX PX, SET … NX EXAT, PEXPIRE of a lock taken here, and recognised lock
+// scripts: an acquire, an extend) is written with the lease and held to
 // the deadline the client asked for: PTTL answers the long ttl counting
 // down, every backend's copy stays within max_ttl, the key outlives three
-// leases, and a second SET NX of the lock is refused all along.
-func TestLongExpiriesHeld(t *testing.T) {
+// leases, a second SET NX of the lock is refused all along, and an expiry
+// within max_ttl (SET … XX PX of its token) ends the hold. Data given the
+// same long expiries (SET … PX, SET … EXAT, SETEX, PEXPIRE of a plain
+// SET) is stored on every backend with exactly that expiry, not held
+// (docs/safety.md, "Locks and data"); before, it was bounded and held as
+// a lock.
+func TestLongLockExpiriesHeld(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
 	p := startProxy(t, rs, clampHCL)
 	c := p.Client(nil)
 	ctx := testCtx(t, 60*time.Second)
 	at := time.Now().Add(10 * time.Minute).Unix()
-	writes := map[string]func() error{
-		"long:set": func() error { return c.Set(ctx, "long:set", "v", 600*time.Second).Err() },
+	locks := map[string]func() error{
 		"long:lock": func() error {
 			return c.SetArgs(ctx, "long:lock", "tok", redis.SetArgs{Mode: "NX", TTL: 600 * time.Second}).Err()
 		},
-		"long:exat":  func() error { return c.Do(ctx, "SET", "long:exat", "v", "EXAT", at).Err() },
-		"long:setex": func() error { return c.SetEx(ctx, "long:setex", "v", 600*time.Second).Err() },
+		"long:lockexat": func() error { return c.Do(ctx, "SET", "long:lockexat", "tok", "NX", "EXAT", at).Err() },
+		"long:lockpexpire": func() error {
+			if ok, err := c.SetNX(ctx, "long:lockpexpire", "tok", 2*time.Second).Result(); err != nil || !ok {
+				return fmt.Errorf("SET NX PX 2000 = %v, %v", ok, err)
+			}
+			return c.PExpire(ctx, "long:lockpexpire", 600*time.Second).Err()
+		},
 		// Recognised lock scripts: an acquire, and an extend of a lock
 		// taken within max_ttl.
 		"long:script": func() error {
@@ -341,6 +350,11 @@ func TestLongExpiriesHeld(t *testing.T) {
 			}
 			return scriptReplyIs(c.Eval(ctx, longExtendScript, []string{"long:extended"}, "tok", 600000), 1)
 		},
+	}
+	data := map[string]func() error{
+		"long:set":   func() error { return c.Set(ctx, "long:set", "v", 600*time.Second).Err() },
+		"long:exat":  func() error { return c.Do(ctx, "SET", "long:exat", "v", "EXAT", at).Err() },
+		"long:setex": func() error { return c.SetEx(ctx, "long:setex", "v", 600*time.Second).Err() },
 		"long:pexpire": func() error {
 			if err := c.Set(ctx, "long:pexpire", "v", 2*time.Second).Err(); err != nil {
 				return err
@@ -348,7 +362,22 @@ func TestLongExpiriesHeld(t *testing.T) {
 			return c.PExpire(ctx, "long:pexpire", 600*time.Second).Err()
 		},
 	}
-	for key, write := range writes {
+	// dataAsAsked: every backend's copy of a data key carries what the
+	// proxy answers (about 600 s counting down), beyond max_ttl.
+	dataAsAsked := func(key string) {
+		t.Helper()
+		want, err := c.PTTL(ctx, key).Result()
+		if err != nil || want < 580*time.Second || want > 600*time.Second {
+			t.Fatalf("PTTL %s = %v, %v; want about 600 s", key, want, err)
+		}
+		for i, r := range rs {
+			ttl, err := r.Client().PTTL(ctx, key).Result()
+			if err != nil || ttl > want+time.Second || ttl < want-2*time.Second {
+				t.Fatalf("backend %d: PTTL %s = %v, %v; want %v as the client gave it", i, key, ttl, err, want)
+			}
+		}
+	}
+	for key, write := range locks {
 		if err := write(); err != nil {
 			t.Fatalf("write of %s: %v", key, err)
 		}
@@ -357,28 +386,37 @@ func TestLongExpiriesHeld(t *testing.T) {
 		}
 		backendsBounded(ctx, t, rs, key, clampMax)
 	}
-	first, _ := c.PTTL(ctx, "long:set").Result()
+	for key, write := range data {
+		if err := write(); err != nil {
+			t.Fatalf("write of %s: %v", key, err)
+		}
+		dataAsAsked(key)
+	}
+	first, _ := c.PTTL(ctx, "long:lock").Result()
 	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); { // three leases
 		if ok, err := c.SetNX(ctx, "long:lock", "other", 600*time.Second).Result(); err != nil || ok {
 			t.Fatalf("a second SET NX of the held lock = %v, %v; want refused", ok, err)
 		}
 		time.Sleep(200 * time.Millisecond) // pacing the polls
 	}
-	for key := range writes {
+	for key := range locks {
 		if n, err := c.Exists(ctx, key).Result(); err != nil || n != 1 {
 			t.Fatalf("EXISTS %s after three leases = %v, %v; want 1", key, n, err)
 		}
 		backendsBounded(ctx, t, rs, key, clampMax)
 	}
-	if ttl, err := c.PTTL(ctx, "long:set").Result(); err != nil || ttl >= first || ttl < first-10*time.Second {
-		t.Fatalf("PTTL long:set = %v, %v after 6 s; want counting down from %v", ttl, err, first)
+	for key := range data {
+		dataAsAsked(key)
 	}
-	// A write with an expiry within max_ttl ends the hold.
-	if err := c.Set(ctx, "long:set", "w", time.Second).Err(); err != nil {
-		t.Fatalf("SET long:set w PX 1000: %v", err)
+	if ttl, err := c.PTTL(ctx, "long:lock").Result(); err != nil || ttl >= first || ttl < first-10*time.Second {
+		t.Fatalf("PTTL long:lock = %v, %v after 6 s; want counting down from %v", ttl, err, first)
 	}
-	testkit.Eventually(t, 10*time.Second, "long:set, bounded again, to expire", func() bool {
-		n, err := c.Exists(ctx, "long:set").Result()
+	// An expiry within max_ttl of the lock's token ends the hold.
+	if err := c.Do(ctx, "SET", "long:lock", "tok", "XX", "PX", "1000").Err(); err != nil {
+		t.Fatalf("SET long:lock tok XX PX 1000: %v", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "long:lock, bounded again, to expire", func() bool {
+		n, err := c.Exists(ctx, "long:lock").Result()
 		return err == nil && n == 0
 	})
 }

@@ -10,8 +10,12 @@ import (
 
 // TestKeptWhenChangedInPlace: a key written without expiry, then changed
 // in place (APPEND, SETRANGE, INCR, or a script doing the same), is still
-// there three leases later, as on one Redis: the keep follows the key,
-// not the value first written.
+// there three leases later with TTL -1, as on one Redis. Changed by a
+// data command, every backend's copy has no expiry, as the client gave
+// it (docs/safety.md, "Locks and data"); changed by a script by vote
+// (a lock's rule), every copy is within max_ttl and the proxy holds the
+// key, whatever value the script left: the hold follows the key, not the
+// value first written.
 func TestKeptWhenChangedInPlace(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
@@ -19,14 +23,17 @@ func TestKeptWhenChangedInPlace(t *testing.T) {
 	c := p.Client(nil)
 	ctx := testCtx(t, 60*time.Second)
 	changes := []struct {
-		name string
-		do   func(key string) error
+		name   string
+		script bool // by vote: a lock's rule, clamped and held
+		do     func(key string) error
 	}{
-		{"APPEND", func(k string) error { return c.Append(ctx, k, "x").Err() }},
-		{"SETRANGE", func(k string) error { return c.SetRange(ctx, k, 0, "9").Err() }},
-		{"INCR", func(k string) error { return c.Incr(ctx, k).Err() }},
-		{"script INCR", func(k string) error { return c.Eval(ctx, "return redis.call('INCR', KEYS[1])", []string{k}).Err() }},
-		{"script APPEND", func(k string) error {
+		{"APPEND", false, func(k string) error { return c.Append(ctx, k, "x").Err() }},
+		{"SETRANGE", false, func(k string) error { return c.SetRange(ctx, k, 0, "9").Err() }},
+		{"INCR", false, func(k string) error { return c.Incr(ctx, k).Err() }},
+		{"script INCR", true, func(k string) error {
+			return c.Eval(ctx, "return redis.call('INCR', KEYS[1])", []string{k}).Err()
+		}},
+		{"script APPEND", true, func(k string) error {
 			return c.Eval(ctx, "return redis.call('APPEND', KEYS[1], 'x')", []string{k}).Err()
 		}},
 	}
@@ -39,7 +46,7 @@ func TestKeptWhenChangedInPlace(t *testing.T) {
 			t.Fatalf("%s: %v", ch.name, err)
 		}
 	}
-	time.Sleep(3*2*time.Second + time.Second) // three leases: what is not renewed is gone
+	time.Sleep(3*2*time.Second + time.Second) // three leases: a held copy not renewed is gone
 	for i, ch := range changes {
 		key := fmt.Sprintf("inplace:%d", i)
 		if _, err := c.Get(ctx, key).Result(); err != nil {
@@ -48,7 +55,11 @@ func TestKeptWhenChangedInPlace(t *testing.T) {
 		if ttl, err := c.TTL(ctx, key).Result(); err != nil || ttl != -1 {
 			t.Errorf("%s: TTL = %v, %v; want -1", ch.name, ttl, err)
 		}
-		backendsBounded(ctx, t, rs, key, clampMax)
+		if ch.script {
+			backendsBounded(ctx, t, rs, key, clampMax)
+		} else {
+			backendsAsAsked(ctx, t, rs, key, -1)
+		}
 	}
 }
 
@@ -155,22 +166,28 @@ func TestNoWritesShebang(t *testing.T) {
 	}
 }
 
-// TestLongExpiryHoldEndsWithItsValue: a string given an expiry beyond
-// max_ttl through one proxy is held while it holds its value: deleted
-// and taken again with a short ttl through another proxy, the new value
-// expires when its own ttl says, not renewed by the first proxy's hold.
+// TestLongExpiryHoldEndsWithItsValue: a lock given an expiry beyond
+// max_ttl through one proxy (SET NX, then EXPIRE 3600 there) is held
+// while it holds its value: deleted and taken again with a short ttl
+// through another proxy, the new value expires when its own ttl says, not
+// renewed by the first proxy's hold. (It was a plain SET: data is no
+// longer held, docs/safety.md, "Locks and data".)
 func TestLongExpiryHoldEndsWithItsValue(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
 	pa, pb := startProxy(t, rs, clampHCL), startProxy(t, rs, clampHCL)
 	a, b := pa.Client(nil), pb.Client(nil)
 	ctx := testCtx(t, 60*time.Second)
-	if err := a.Set(ctx, "longexp", "first", 0).Err(); err != nil {
-		t.Fatal(err)
+	if ok, err := a.SetNX(ctx, "longexp", "first", 2*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("SET longexp first NX PX 2000 = %v, %v", ok, err)
 	}
 	if ok, err := a.Expire(ctx, "longexp", time.Hour).Result(); err != nil || !ok {
 		t.Fatalf("EXPIRE longexp 3600 = %v, %v", ok, err)
 	}
+	if ttl, err := a.TTL(ctx, "longexp").Result(); err != nil || ttl < 3590*time.Second {
+		t.Fatalf("TTL longexp = %v, %v; want about an hour (held)", ttl, err)
+	}
+	backendsBounded(ctx, t, rs, "longexp", clampMax)
 	if err := b.Del(ctx, "longexp").Err(); err != nil {
 		t.Fatal(err)
 	}

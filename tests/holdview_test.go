@@ -60,14 +60,16 @@ func TestPersistHashAsOneRedis(t *testing.T) {
 	backendsAsOneRedis(ctx, t, rs, ref, "h", holdsMax)
 }
 
-// TestPeerAnswersTheHoldsExpiry: keys held through proxy A (SET without
-// expiry, SET EX 600), read and changed through proxy B of the tier, both
-// at once (B's claim rounds have not seen the record yet) and after B's
-// claim rounds did. B answered the copies' lease (TTL 2 where one Redis
-// answers -1), and decided EXPIRE's options and SET KEEPTTL on it, so
-// that a write through B ended a hold one Redis keeps. Every reply is
-// compared with one redis-server given the same commands; after three
-// leases the keys live (or are gone) as there, every copy within max_ttl.
+// TestPeerAnswersTheHoldsExpiry: locks held through proxy A (SET NX
+// without expiry, SET NX EX 600), read and changed through proxy B of the
+// tier, both at once (B's claim rounds have not seen the record yet) and
+// after B's claim rounds did. B answered the copies' lease (TTL 2 where
+// one Redis answers -1), and decided EXPIRE's options and SET KEEPTTL on
+// it, so that a write through B ended a hold one Redis keeps. Every reply
+// is compared with one redis-server given the same commands; after three
+// leases the keys live (or are gone) as there, every lock's copy within
+// max_ttl; the two that SET … KEEPTTL overwrote are data, stored as one
+// Redis stores them (docs/safety.md, "Locks and data").
 func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
 	t.Parallel()
 	for _, wait := range []time.Duration{0, 2 * time.Second} {
@@ -81,7 +83,8 @@ func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
 			ctx := testCtx(t, 90*time.Second)
 			keys := []string{"forever", "long", "keepttl", "keepttl600", "xx", "gt", "nx", "lt", "persist", "persist600", "scriptxx", "scriptpersist"}
 			for _, k := range keys {
-				args := []any{"SET", k, "v"}
+				// Locks: data is stored as asked and never held.
+				args := []any{"SET", k, "v", "NX"}
 				if strings.HasSuffix(k, "600") || k == "long" || k == "lt" || k == "scriptpersist" {
 					args = append(args, "EX", "600")
 				}
@@ -123,7 +126,12 @@ func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
 			for _, k := range keys {
 				sameAs(ctx, t, ref, cb, "EXISTS", k)
 				sameAs(ctx, t, ref, ca, "GET", k)
-				backendsAsOneRedis(ctx, t, rs, ref, k, holdsMax)
+				if k == "keepttl" || k == "keepttl600" {
+					// SET … KEEPTTL of another value made it data: as asked.
+					backendsAsOneRedis(ctx, t, rs, ref, k, holdsMax)
+				} else {
+					backendsBounded(ctx, t, rs, k, holdsMax) // a lock's copies: within max_ttl, held beyond
+				}
 			}
 			for _, k := range []string{"forever", "keepttl", "xx", "gt", "persist", "persist600", "scriptxx", "scriptpersist"} {
 				sameAs(ctx, t, ref, ca, "TTL", k)
@@ -133,8 +141,8 @@ func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
 	}
 }
 
-// TestScriptSeesTheHoldsExpiry: a script by vote on a held key (SET
-// without expiry, SET EX 600) sees the client's expiry, as on one Redis:
+// TestScriptSeesTheHoldsExpiry: a script by vote on a held lock (SET NX
+// without expiry, SET NX EX 600) sees the client's expiry, as on one Redis:
 // TTL, PTTL, EXPIRETIME; EXPIRE/PEXPIRE/EXPIREAT with NX, XX, GT, LT and
 // PERSIST decided on it (they were decided on the copies' lease: EXPIRE
 // 1 XX answered 1 and the key was gone a second later). Replies compared
@@ -150,7 +158,7 @@ func TestScriptSeesTheHoldsExpiry(t *testing.T) {
 	far := fmt.Sprint(time.Now().Add(time.Hour).Unix())
 	cases := []struct {
 		key   string
-		ex    bool // SET with EX 600 (else without expiry)
+		ex    bool // SET NX with EX 600 (else without expiry)
 		body  string
 		argv  []any
 		exact bool // the reply compares exactly (a ttl within a second else)
@@ -179,7 +187,7 @@ func TestScriptSeesTheHoldsExpiry(t *testing.T) {
 		{"nokey", false, "local t = redis.call('TIME') local u = redis.pcall('TIME') return {#t, #u, redis.call('GET', KEYS[1])}", nil, true},
 	}
 	for _, tc := range cases {
-		args := []any{"SET", tc.key, "v"}
+		args := []any{"SET", tc.key, "v", "NX"} // a lock: data is not held
 		if tc.ex {
 			args = append(args, "EX", "600")
 		}
@@ -208,17 +216,20 @@ func TestScriptSeesTheHoldsExpiry(t *testing.T) {
 	backendsAsOneRedis(ctx, t, rs, ref, "built:x", holdsMax)
 	for _, tc := range cases {
 		sameAs(ctx, t, ref, c, "GET", tc.key)
-		backendsAsOneRedis(ctx, t, rs, ref, tc.key, holdsMax)
+		backendsBounded(ctx, t, rs, tc.key, holdsMax)
 		if !tc.ex {
 			sameAs(ctx, t, ref, c, "TTL", tc.key)
 		}
 	}
 }
 
-// TestCopyOfAPeersHold: COPY through a proxy that does not keep its source,
-// a key held through a peer (without expiry, or for ten minutes), gives
-// the copy the source's expiry as one Redis does, and the copy is held:
-// before, it took the copies' lease and was gone after it.
+// TestCopyOfAPeersHold: COPY through a proxy that does not hold its
+// source, a lock held through a peer (SET NX without expiry, or for ten
+// minutes), gives the copy the source's expiry as one Redis does, not the
+// source's lease on the backends (before, the copy took the lease and was
+// gone after it). The copy is data, stored on every backend as one Redis
+// stores it (docs/safety.md, "Locks and data"); the source locks' copies
+// stay within max_ttl.
 func TestCopyOfAPeersHold(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
@@ -228,11 +239,12 @@ func TestCopyOfAPeersHold(t *testing.T) {
 	ca, cb := a.Client(nil), b.Client(nil)
 	ctx := testCtx(t, 60*time.Second)
 	for _, cl := range []*redis.Client{ref, ca} {
-		if err := cl.Set(ctx, "src", "v", 0).Err(); err != nil {
-			t.Fatal(err)
+		// Locks: data is stored as asked and never held.
+		if ok, err := cl.SetNX(ctx, "src", "v", 0).Result(); err != nil || !ok {
+			t.Fatalf("SET src v NX = %v, %v", ok, err)
 		}
-		if err := cl.Set(ctx, "src600", "v", 600*time.Second).Err(); err != nil {
-			t.Fatal(err)
+		if ok, err := cl.SetNX(ctx, "src600", "v", 600*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("SET src600 v NX EX 600 = %v, %v", ok, err)
 		}
 	}
 	for _, k := range []string{"src", "src600"} {
@@ -245,6 +257,9 @@ func TestCopyOfAPeersHold(t *testing.T) {
 		t.Fatalf("TTL src600:copy through B = %v, %v; want about 600s", ttl, err)
 	}
 	for _, k := range []string{"src:copy", "src600:copy"} {
-		backendsAsOneRedis(ctx, t, rs, ref, k, holdsMax)
+		backendsAsOneRedis(ctx, t, rs, ref, k, holdsMax) // a copy is data: as one Redis
+	}
+	for _, k := range []string{"src", "src600"} {
+		backendsBounded(ctx, t, rs, k, holdsMax) // the locks: within max_ttl, held beyond
 	}
 }
