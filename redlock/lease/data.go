@@ -48,6 +48,19 @@ func (m *Manager) isLock(key string) bool {
 	return recorded || m.keeps(key) || m.reg.knows(key)
 }
 
+// lockKnown is isLock, or else a hold of key that a quorum of the holds
+// record shows (a hold made through a peer since this proxy's last claim
+// round): one quorum round for a key this proxy does not know, so only
+// the writes that change an expiry (ExpireIf, Persist, Set XX) ask it.
+func (m *Manager) lockKnown(ctx context.Context, key string) (bool, error) {
+	h := m.holds.Load()
+	if m.isLock(key) || h == nil {
+		return m.isLock(key), nil
+	}
+	_, ok, err := m.locker.ReadHold(ctx, h.Service, key)
+	return ok, err
+}
+
 // Write sets key to value on every node (redlock.Write), a data write:
 // with ttl, or without expiry when ttl is 0.
 func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duration) error {
@@ -174,7 +187,13 @@ func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration,
 			ttl = max(old.PTTL, time.Millisecond)
 		}
 	}
-	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value && m.isLock(key) {
+	lock := false
+	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value {
+		if lock, err = m.lockKnown(ctx, key); err != nil {
+			return old, false, err
+		}
+	}
+	if lock {
 		if m.maxTTL > 0 && ttl > m.maxTTL && !m.clamping() {
 			return old, false, ErrLockTTL
 		}
@@ -228,7 +247,11 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		return n > 0, err
 	}
 	lease, until := ttl, time.Time{}
-	if m.isLock(key) {
+	lock, err := m.lockKnown(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if lock {
 		if m.maxTTL > 0 && ttl > m.maxTTL && !m.clamping() {
 			return false, ErrLockTTL
 		}
@@ -237,7 +260,7 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 			return false, ErrMaxHolds
 		}
 	}
-	if until.IsZero() {
+	if until.IsZero() && lock {
 		if err := m.endPeerHold(ctx, key); err != nil {
 			return false, err
 		}
@@ -273,10 +296,11 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 // vote's is). True when it did; false when key is absent, already
 // without expiry, or changed since it was read.
 func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
-	if !m.isLock(key) || m.keepTTL == 0 {
-		if err := m.endPeerHold(ctx, key); err != nil {
-			return false, err
-		}
+	lock, err := m.lockKnown(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if !lock || m.keepTTL == 0 {
 		m.unkeep(key)
 		ok, err := m.locker.Persist(ctx, key)
 		m.reg.forget(key)
