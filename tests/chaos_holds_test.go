@@ -17,7 +17,9 @@ import (
 // kind works on resources of its own. The faults are those of
 // TestChaosProxy, and the majority restart happens while a long hold of
 // each kind is held, which is then kept for the quarantine and three
-// leases after it. No two holders may overlap.
+// leases after it. A quarter of the workers, after each release, send
+// their old release again through a second proxy (staleReleaser). No two
+// holders may overlap.
 
 // holdValidity is how long a grant of a long hold is valid to its
 // client: ten minutes (the script's lease), or without expiry.
@@ -85,19 +87,50 @@ func (l keepLocker) release(ctx context.Context, g grant) string {
 	return fmt.Sprintf("unlock:%d", n)
 }
 
+// staleReleaser is a keepLocker whose client, after each release, sends
+// its old release again through another proxy a little later, once
+// another worker may hold the resource (DELIFEQ, UNLOCK, EXTEND and a
+// release script in turn): none may free or shorten the current hold.
+type staleReleaser struct {
+	keepLocker
+	other *redis.Client
+	n     *int
+}
+
+func (l staleReleaser) release(ctx context.Context, g grant) string {
+	out := l.keepLocker.release(ctx, g)
+	time.Sleep(100 * time.Millisecond) // the next holder's turn, most often
+	*l.n++
+	switch *l.n % 4 {
+	case 0:
+		l.other.Do(ctx, "DELIFEQ", g.Resource, g.Token)
+	case 1:
+		l.other.Do(ctx, "UNLOCK", g.Resource, g.Token)
+	case 2:
+		l.other.Do(ctx, "EXTEND", g.Resource, g.Token, "1000")
+	default:
+		l.other.Eval(ctx, "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0", []string{g.Resource}, g.Token)
+	}
+	return out
+}
+
 func TestChaosHolds(t *testing.T) {
 	t.Parallel()
 	d := chaosDuration(t)
 	rs := startCluster(t, 5)
 	p := startProxy(t, rs, chaosProxyHCL)
+	q := startProxy(t, rs, chaosProxyHCL) // where stale releases go
 	ctx := testCtx(t, d+3*time.Minute)
 	const maxTTL, lease = 2 * time.Second, time.Second
 
 	run := newChaosRun(t, ctx, "holds")
 	run.startWorkers(chaosWorkers, func(w int) chaosLocker {
 		c := p.Client(&redis.Options{PoolSize: 1})
-		if w%2 == 0 {
+		switch w % 4 {
+		case 0, 2:
 			return voteHoldLocker{c}
+		case 3:
+			return staleReleaser{keepLocker{c}, q.Client(&redis.Options{PoolSize: 1}), new(int)}
 		}
 		return keepLocker{c}
 	})
