@@ -31,6 +31,12 @@ const (
 	// refillPause is the pause between pages, so that a refill never
 	// takes a backend from the lock calls.
 	refillPause = 5 * time.Millisecond
+	// refillTries is how often a page whose keys could not be copied is
+	// tried before it is passed over (its keys counted unsolved).
+	refillTries = 5
+	// refillLonger is how long past its quarantine a backend waits for
+	// its refill at most: then it votes all the same, and says so.
+	refillLonger = 10 * time.Minute
 )
 
 // RefillProgress is how far the refill of a backend that came back empty
@@ -50,6 +56,7 @@ type refill struct {
 	source int    // the voting backend scanned (-1: none chosen)
 	cursor string // SCAN cursor of this pass ("0": start)
 	done   bool   // a whole pass done: it may vote once its quarantine is over
+	tries  int    // failed tries of the page at cursor
 }
 
 // refillReadScript reads KEYS for a refill: per key {pttl, dump, counter,
@@ -166,9 +173,14 @@ func (r *Redlock) runRefills(ctx context.Context) {
 func (r *Redlock) refillPage(ctx context.Context, t int, f *refill) {
 	h := r.health[t]
 	h.mu.Lock()
-	over := f.done && !r.now().Before(h.until)
-	if over {
+	now := r.now()
+	over := !now.Before(h.until) && (f.done || now.After(h.until.Add(refillLonger)))
+	switch {
+	case over && f.done:
 		r.endRefill(h, "refilled")
+	case over:
+		r.log.Warn("backend refill not done long after its quarantine: it votes all the same", "node", h.addr)
+		r.endRefill(h, "ran too long")
 	}
 	h.mu.Unlock()
 	if over {
@@ -199,15 +211,26 @@ func (r *Redlock) refillPage(ctx context.Context, t int, f *refill) {
 		scan = f.source
 	}
 	next, keys, err := r.scanPage(ctx, scan, f.cursor)
-	if err == nil && len(keys) > 0 {
-		err = r.refillKeys(ctx, t, sources, keys, f)
-	}
 	if err != nil {
-		r.log.Debug("refill page failed: retrying", "node", h.addr, "error", err)
+		r.log.Debug("refill scan failed: retrying", "node", h.addr, "error", err)
 		return
+	}
+	if len(keys) > 0 {
+		err = r.refillKeys(ctx, t, sources, keys, f)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if err != nil {
+		if f.tries++; f.tries < refillTries {
+			r.log.Debug("refill page failed: retrying", "node", h.addr, "error", err)
+			return
+		}
+		// A page that cannot be copied (a value past what the reader
+		// takes, a backend that keeps failing) must not hold the refill.
+		r.log.Warn("refill page failed again: passed over", "node", h.addr, "keys", len(keys), "error", err)
+		f.Unsolved += int64(len(keys))
+	}
+	f.tries = 0
 	f.Scanned += int64(len(keys))
 	f.cursor = next
 	if next != "0" {
