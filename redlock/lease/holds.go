@@ -148,7 +148,7 @@ func (m *Manager) TierHoldCount() int {
 
 // holdsFull reports whether a new hold of key would pass MaxHolds, and
 // counts the refusal. A key already held is no new hold. The count is a
-// claim round old (at most a second) for what other proxies made: the
+// claim round old (at most KeepTTL/6) for what other proxies made: the
 // bound may be passed by what the tier's proxies hold at once within
 // that.
 func (m *Manager) holdsFull(key string) bool {
@@ -188,11 +188,15 @@ func (m *Manager) HandOverHolds(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// claimEvery is how often the record is read: min(1 s, KeepTTL/12), so
-// that a hold found late (below KeepTTL/3) has at least a quarter of
-// KeepTTL left when it is claimed.
+// claimEvery is how often the record is read: KeepTTL/6, so that a hold
+// found late (below KeepTTL/3) has at least a sixth of KeepTTL left when
+// it is claimed. Each round reads every field on every backend (about
+// four commands a field): once a second, as it was, 20,000 holds through
+// two proxies asked five backends for some 800,000 commands a second,
+// more than they serve (docs/benchmarks.md, "Data and holds under lock
+// load").
 func (m *Manager) claimEvery() time.Duration {
-	return max(min(time.Second, m.keepTTL/12), time.Millisecond)
+	return max(m.keepTTL/6, time.Millisecond)
 }
 
 // claimLoop runs claimRound until HandOverHolds or Shutdown.
