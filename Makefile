@@ -8,7 +8,7 @@ GO ?= go
 # 10 s here.
 FUZZTIME ?= 50000x
 
-.PHONY: test deps check unit short allocs fuzz run build bench chaos
+.PHONY: test deps check unit short allocs fuzz run build bench bench-fill chaos
 
 test: deps check unit allocs fuzz
 
@@ -48,6 +48,14 @@ build:
 # the proxy and on one backend, with the pipelined batch and the hand-offs.
 bench:
 	$(GO) run ./cmd/redlock-bench -spawn 5 -d 10s -c 1,16,64 -batch 64 -handoff 200
+
+# Issue 33's benchmark (docs/benchmarks.md, "Data and holds under lock
+# load"): LOCK/UNLOCK at 16 clients through one proxy, first with nothing
+# else (the baseline, a second proxy idle), then after 100,000 data keys
+# and 20,000 holds were written through a second proxy. A few minutes.
+bench-fill:
+	$(GO) run ./cmd/redlock-bench -spawn 5 -d 30s -c 16 -modes proxy -fill-data 0 -fill-holds 0
+	$(GO) run ./cmd/redlock-bench -spawn 5 -d 30s -c 16 -modes proxy -fill-data 100000 -fill-holds 20000
 
 # The mutual-exclusion checker under faults, for longer than make test runs
 # it: proxy (must show no overlap) and redsync (shows the gap it leaves);

@@ -102,11 +102,35 @@
 // it reports the medians and their ratio. The lines are printed below the
 // table, and as "batch" in -json.
 //
+// With -fill-data N and/or -fill-holds M (and -spawn) it measures what
+// data and holds written through one proxy cost lock cycles run through
+// another (issue 33): it starts a second proxy over the same backends,
+// reads the backends' INFO commandstats over -fill-quiet with nothing
+// running, writes through the second proxy N data keys (SET; every tenth
+// an HSET) and M holds (SETNX, renewed by the tier) on -fill-c
+// connections, -fill-pipeline commands per round trip, and reads the
+// commandstats over -fill-quiet again: the difference is what renewing
+// the holds and the tier's claim rounds cost the backends at rest. With
+// -fill-during it keeps rewriting the data keys through the second proxy
+// while the runs go on. INFO backends of both proxies is polled from the
+// fill to the end of the runs (any backend not voting is listed, with the
+// fewest voting), and afterwards a sample of the acknowledged holds and
+// data keys is read back through the first proxy. The lines below the
+// table give all that, and per row the cycles' success (cycles over
+// cycles plus errors) and the backends' commands per second over its
+// window (commandstats, which also counts the commands scripts run).
+// The run fails (exit 1) when a row's success is below 99.9%, a fill
+// write failed, fewer than a quorum voted, or an acknowledged key did not
+// read back. -fill-data 0 -fill-holds 0 is the baseline: the same second
+// proxy and readings, nothing written. In -json: "fill", and per row
+// "backend_load".
+//
 // Usage:
 //
 //	redlock-bench -spawn 5 -d 5s -c 1,16,64
 //	redlock-bench -spawn 5 -idle 10000 -d 1s -c 1 -modes proxy
 //	redlock-bench -spawn 5 -handoff 200 -d 1s -c 1 -modes proxy
 //	redlock-bench -spawn 5 -batch 64 -d 1s -c 1 -modes proxy
+//	redlock-bench -spawn 5 -d 30s -c 16 -modes proxy -fill-data 100000 -fill-holds 20000
 //	redlock-bench -proxy 127.0.0.1:6380 -backend 10.0.0.1:6379 -backend … -keys contended -json
 package main

@@ -42,6 +42,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.idle, "idle", 0, "with -spawn: first hold N idle connections to the proxy and report its RSS per connection")
 	fs.IntVar(&cfg.handoff, "handoff", 0, "first measure N lock hand-offs through the proxy, then across two proxies (-proxy2, or a second one -spawn starts): UNLOCK sent → a WAIT-ing client's grant")
 	fs.IntVar(&cfg.batch, "batch", 0, "first time N SET NX PX on fresh keys sent on one connection one at a time against all at once (pipelined), through the proxy and on the first backend")
+	var fp fillPlan
+	fs.IntVar(&fp.data, "fill-data", 0, "with -spawn: first write N data keys (SET; every tenth an HSET) through a second proxy, and report the backends' load and the cycles' success beside the rows (fill.go); 0 with -fill-holds 0 is the baseline")
+	fs.IntVar(&fp.holds, "fill-holds", 0, "with -spawn: first take N holds (SETNX, renewed by the tier) through a second proxy, as -fill-data")
+	fs.IntVar(&fp.conns, "fill-c", 16, "connections the fill writes on")
+	fs.IntVar(&fp.pipeline, "fill-pipeline", 1, "commands the fill sends per round trip on each connection (pipelined)")
+	fs.DurationVar(&fp.quiet, "fill-quiet", 10*time.Second, "the backends' load at rest is read over this `duration` before and after the fill")
+	fs.BoolVar(&fp.during, "fill-during", false, "keep rewriting the fill's data keys through the second proxy while the runs go on")
 	fs.StringVar(&cfg.proxyBin, "proxy-bin", "", "with -spawn: run this redlock-proxy `binary` instead of building ./cmd/redlock-proxy")
 	fs.Var(&proxySet, "proxy-set", "with -spawn: one more `key=value` of the spawned proxy's config file, in HCL (repeatable): procs=1, log_level=\"info\"")
 	fs.StringVar(&cfg.proxyAddr, "proxy", "127.0.0.1:6380", "proxy `address` (without -spawn)")
@@ -53,6 +60,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.args = args
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "fill-data" || f.Name == "fill-holds" {
+			cfg.fill = &fp
+		}
+	})
 	cfg.backends = backends
 	for _, kv := range proxySet {
 		k, v, ok := strings.Cut(kv, "=")

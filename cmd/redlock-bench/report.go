@@ -58,6 +58,9 @@ type result struct {
 	// CommandsPerWrite is the backends' commands over the proxy's write
 	// system calls (which also carry its replies to clients).
 	CommandsPerWrite *float64 `json:"backend_commands_per_proxy_write,omitempty"`
+	// BackendLoad is what the backends did per second over the window,
+	// from INFO commandstats; only with -fill-data/-fill-holds (fill.go).
+	BackendLoad *backendLoad `json:"backend_load,omitempty"`
 }
 
 // setProxyCost fills the proxy cost fields from the proxy's counters read
@@ -105,6 +108,8 @@ type report struct {
 	// Batch is the -batch measurement: through the proxy, then on one
 	// backend when one is known; empty without -batch.
 	Batch []*batchResult `json:"batch,omitempty"`
+	// Fill is the -fill-data/-fill-holds measurement; nil without them.
+	Fill *fillResult `json:"fill,omitempty"`
 }
 
 func goVersion() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }
@@ -232,6 +237,14 @@ func (rep *report) writeTable(w io.Writer) error {
 		b.WriteString(r.String())
 		b.WriteByte('\n')
 	}
+	if rep.Fill != nil {
+		for _, l := range rep.Fill.lines() {
+			b.WriteString(l + "\n")
+		}
+		for _, r := range rep.Results {
+			b.WriteString(r.loadLine() + "\n")
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -264,6 +277,18 @@ func (rep *report) writeErrors(w io.Writer) bool {
 			r.Mode, r.Clients, r.Errors, r.Attempts, 100*r.errorRate(), verdict)
 		for _, e := range r.ErrorKinds {
 			fmt.Fprintf(w, "  %8d  %s\n", e.Count, e.Error)
+		}
+	}
+	if rep.Fill != nil {
+		for _, r := range rep.Results {
+			if r.success() < minSuccess {
+				fmt.Fprintf(w, "redlock-bench: %s c=%d: FAILED: %s of the lock cycles succeeded, want 99.9%%\n", r.Mode, r.Clients, fmtSuccess(r.success()))
+				failed = true
+			}
+		}
+		if why := rep.Fill.failed(); why != "" {
+			fmt.Fprintln(w, "redlock-bench: fill FAILED:", why)
+			failed = true
 		}
 	}
 	return failed

@@ -23,9 +23,10 @@ type config struct {
 	ttl        time.Duration
 	modes      []*mode
 	spawn      int
-	idle       int // -idle: idle connections for the RSS measurement
-	handoff    int // -handoff: hand-offs to measure
-	batch      int // -batch: SET NX per batch
+	idle       int       // -idle: idle connections for the RSS measurement
+	handoff    int       // -handoff: hand-offs to measure
+	batch      int       // -batch: SET NX per batch
+	fill       *fillPlan // -fill-data, -fill-holds: nil without them
 	proxyBin   string
 	proxySet   []string // -proxy-set: more lines of the spawned proxy's config, "key = value"
 	proxyAddr  string
@@ -59,6 +60,10 @@ func (c *config) validate() error {
 		return errors.New("-proxy-set configures the proxy -spawn starts: it needs -spawn N")
 	case c.idle > 0 && c.spawn == 0:
 		return errors.New("-idle measures the proxy's memory: it needs -spawn N")
+	case c.fill != nil && c.spawn == 0:
+		return errors.New("-fill-data and -fill-holds start a second proxy: they need -spawn N")
+	case c.fill != nil && (c.fill.data < 0 || c.fill.holds < 0 || c.fill.conns < 1 || c.fill.pipeline < 1 || c.fill.quiet <= 0):
+		return errors.New("-fill-data and -fill-holds must not be negative, -fill-c, -fill-pipeline and -fill-quiet must be positive")
 	case c.keys.held && c.cycles > 0:
 		return errors.New("-keys contended refuses every attempt: measure it with -d, not -n")
 	case c.keys.held && c.ttl <= c.warmup+c.duration+time.Second:
@@ -122,7 +127,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 				settings = append(settings, "max_clients = "+strconv.Itoa(cfg.idle+100))
 			}
 		}
-		if spawned, err = spawnCluster(ctx, cfg.spawn, cfg.proxyBin, settings, cfg.handoff > 0); err != nil {
+		if spawned, err = spawnCluster(ctx, cfg.spawn, cfg.proxyBin, settings, cfg.handoff > 0 || cfg.fill != nil); err != nil {
 			fmt.Fprintln(stderr, "redlock-bench:", err)
 			return 1
 		}
@@ -190,6 +195,17 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 			rep.Batch = append(rep.Batch, r)
 		}
 	}
+	var filling *fill
+	if cfg.fill != nil {
+		var err error
+		if filling, err = startFill(ctx, *cfg.fill, t, stderr); err != nil {
+			fmt.Fprintln(stderr, "redlock-bench: fill:", err)
+			if ctx.Err() != nil {
+				return 130
+			}
+			return 1
+		}
+	}
 	if cfg.cycles > 0 {
 		rep.Cycles = cfg.cycles
 	} else {
@@ -206,6 +222,9 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 			}
 			rep.Results = append(rep.Results, res)
 		}
+	}
+	if filling != nil {
+		rep.Fill = filling.finish(context.WithoutCancel(ctx))
 	}
 	rep.computeRatios()
 
@@ -362,6 +381,11 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 	if scrape {
 		before, scrapeErr = scrapeProxy(ctx, t.metrics)
 	}
+	var cmdBefore commandSample
+	cmdErr := errors.New("no fill")
+	if cfg.fill != nil {
+		cmdBefore, cmdErr = sampleCommands(ctx, t.backends)
+	}
 	var machBefore, machAfter machineSample
 	machErr := errors.New("not spawned")
 	if t.proxyPID != 0 {
@@ -385,6 +409,12 @@ func runOne(ctx context.Context, cfg config, m *mode, t targets, clients int, st
 	prog.stop()
 
 	res := collect(m.name, clients, cfg.keys.String(), elapsed, stats)
+	if cmdErr == nil {
+		var cmdAfter commandSample
+		if cmdAfter, cmdErr = sampleCommands(ctx, t.backends); cmdErr == nil {
+			res.BackendLoad = cmdAfter.loadSince(cmdBefore)
+		}
+	}
 	switch {
 	case !scrape:
 	case scrapeErr != nil:
