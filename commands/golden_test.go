@@ -440,7 +440,7 @@ func (s *scope) end() {
 
 func runCase(t testing.TB, tc goldenCase, state string, proto int, b *strings.Builder) {
 	logger := redlocktest.Logger(t)
-	rl, mrs := redlocktest.New(t, 3, redlock.Options{Logger: logger})
+	rl, mrs := redlocktest.New(t, 3, redlock.Options{Logger: logger, ScriptTimeout: 5 * time.Second})
 	d := New(Options{
 		Leases: lease.New(lease.Options{Locker: rl, Logger: logger, KeepTTL: 30 * time.Second}),
 		MinTTL: 10 * time.Millisecond, MaxTTL: 60 * time.Second, MaxWait: 2 * time.Second,
