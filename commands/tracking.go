@@ -223,6 +223,7 @@ var limitWhat = map[string]string{
 	relay.LimitPrefixes:         "for all clients of this proxy",
 	relay.LimitSubscriberTopics: "per connection",
 	relay.LimitTopics:           "for all clients of this proxy",
+	relay.LimitPops:             "for all clients of this proxy",
 }
 
 // checkPrefixes refuses prefixes of which one starts another, as Redis

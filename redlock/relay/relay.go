@@ -49,6 +49,8 @@ type Relay struct {
 	hub     hub
 	track   tracker
 	pops    []*popPool
+	popping atomic.Int32 // pops holding their connections (MaxPops)
+	maxPops int32
 	refused refusals // limits.go
 }
 
@@ -60,6 +62,7 @@ func New(opts Options) *Relay {
 		confirmWait: opts.ConfirmWait,
 		log:         opts.Logger,
 		now:         opts.Now,
+		maxPops:     MaxPops,
 	}
 	if r.quorum <= 0 {
 		r.quorum = len(r.backends)/2 + 1
