@@ -38,6 +38,12 @@ const (
 	// connections per backend; a client connection runs one command at a
 	// time, so it holds at most one.
 	MaxPops = 256
+	// UserShare is the share of each tier-wide bound (MaxPrefixes,
+	// MaxTopics) that the clients of one named user may hold together:
+	// one user cannot take the whole of a cap every client needs. Clients
+	// of no user (the default user, or no users configured) share the
+	// whole.
+	UserShare = 2 // one half
 )
 
 // Limit names, as in LimitError.Limit and Refusals.
@@ -48,6 +54,8 @@ const (
 	LimitTopics           = "subscriptions_total"
 	LimitWatcherKeys      = "tracked_keys_per_client"
 	LimitPops             = "blocked_pops_total"
+	LimitUserPrefixes     = "tracking_prefixes_per_user"
+	LimitUserTopics       = "subscriptions_per_user"
 )
 
 // ErrLimit is what a *LimitError unwraps to.
@@ -74,6 +82,8 @@ type refusals struct {
 	topics          atomic.Uint64
 	watcherKeys     atomic.Uint64
 	pops            atomic.Uint64
+	userPrefixes    atomic.Uint64
+	userTopics      atomic.Uint64
 }
 
 func (r *refusals) count(limit string) {
@@ -90,6 +100,10 @@ func (r *refusals) count(limit string) {
 		r.watcherKeys.Add(1)
 	case LimitPops:
 		r.pops.Add(1)
+	case LimitUserPrefixes:
+		r.userPrefixes.Add(1)
+	case LimitUserTopics:
+		r.userTopics.Add(1)
 	}
 }
 
@@ -104,6 +118,8 @@ func (r *Relay) Refusals() map[string]uint64 {
 		LimitTopics:           r.refused.topics.Load(),
 		LimitWatcherKeys:      r.refused.watcherKeys.Load(),
 		LimitPops:             r.refused.pops.Load(),
+		LimitUserPrefixes:     r.refused.userPrefixes.Load(),
+		LimitUserTopics:       r.refused.userTopics.Load(),
 	}
 }
 

@@ -51,7 +51,9 @@ type Relay struct {
 	pops    []*popPool
 	popping atomic.Int32 // pops holding their connections (MaxPops)
 	maxPops int32
-	refused refusals // limits.go
+	// A user's shares of the tier-wide bounds (UserShare).
+	maxUserPrefixes, maxUserTopics int
+	refused                        refusals // limits.go
 }
 
 // New returns a Relay over backends; it connects to nothing yet.
@@ -63,6 +65,9 @@ func New(opts Options) *Relay {
 		log:         opts.Logger,
 		now:         opts.Now,
 		maxPops:     MaxPops,
+
+		maxUserPrefixes: MaxPrefixes / UserShare,
+		maxUserTopics:   MaxTopics / UserShare,
 	}
 	if r.quorum <= 0 {
 		r.quorum = len(r.backends)/2 + 1
