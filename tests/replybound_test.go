@@ -64,3 +64,40 @@ func infoValue(info, field string) (string, error) {
 	}
 	return "", fmt.Errorf("no %s in INFO", field)
 }
+
+// largeScript returns 70 strings of 1 MiB: 70 MiB, past the proxy's
+// reader bound on one reply (64 MiB), though each string is within what
+// a script by vote may build.
+const largeScript = `local t = {redis.call('incr', KEYS[1])}
+for i = 1, 70 do
+  t[i] = string.rep('x', 1048576)
+end
+return t`
+
+// TestLargeReplyIsTheClientsError: as TestDeepReplyIsTheClientsError, for
+// a reply larger than the bound: the client gets an error, no backend is
+// counted as failing, and LOCK is granted through another connection.
+func TestLargeReplyIsTheClientsError(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	// Building and sending 70 MiB takes longer than the default
+	// script_timeout on a loaded machine.
+	p := startProxy(t, rs, "down_after = 1\nscript_timeout = \"10s\"")
+	c := p.Client(&redis.Options{ReadTimeout: 20 * time.Second})
+	other := p.Client(&redis.Options{ReadTimeout: 20 * time.Second})
+	ctx := testCtx(t, 120*time.Second)
+	for i := range 3 {
+		err := c.Eval(ctx, largeScript, []string{"large:k"}).Err()
+		if err == nil || !strings.Contains(err.Error(), "reply larger than") {
+			t.Fatalf("EVAL %d: %v; want the bound's error", i, err)
+		}
+		mustLock(ctx, t, other, fmt.Sprintf("large:lock%d", i), 5000)
+	}
+	info, err := other.Info(ctx, "backends").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(info, ",state=up"); n != len(rs) {
+		t.Fatalf("%d of %d backends up after the large replies:\n%s", n, len(rs), info)
+	}
+}

@@ -44,8 +44,11 @@ const (
 
 // MaxReply bounds what one reply may make the reader hold: the bytes of
 // its bulk strings plus one for each element of its arrays, sets, maps
-// and pushes.
-const MaxReply = 512 << 20
+// and pushes. No reply the proxy asks for comes near it (values are
+// bounded by max_value_bytes, a script by vote's strings by its
+// wrapper); a client's script that builds more would hold that much
+// proxy memory per call.
+const MaxReply = 64 << 20
 
 // ErrProtocol is wrapped by every error for bytes that are not RESP.
 var ErrProtocol = errors.New("backend protocol error")
