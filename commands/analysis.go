@@ -21,6 +21,13 @@ const (
 	newScriptsPerSecond = 10
 )
 
+// Limit names of the refusals here, as in Refusals and the metric
+// redlock_proxy_limit_refusals_total.
+const (
+	LimitNewScripts = "new_scripts_per_client"
+	LimitAnalyses   = "script_analyses_total"
+)
+
 const (
 	errTooManyNewScripts = "ERR too many new scripts: more than %d new script texts per second from this connection; redlock-proxy analyses each new text once: send it again later, or reuse the scripts already loaded"
 	errAnalysesBusy      = "ERR redlock-proxy is busy analysing other new scripts (%d at once): try again"
@@ -54,6 +61,7 @@ func (d *Dispatcher) analyse(ctx context.Context, c *Client, s *script) (*lua.An
 		return s.a, nil
 	}
 	if c != nil && !c.newScripts.allow(d.now(), newScriptsPerSecond) {
+		d.refusedNew.Add(1)
 		return nil, Errorf(errTooManyNewScripts, newScriptsPerSecond)
 	}
 	if d.analyses != nil {
@@ -63,10 +71,18 @@ func (d *Dispatcher) analyse(ctx context.Context, c *Client, s *script) (*lua.An
 		case d.analyses <- struct{}{}:
 			defer func() { <-d.analyses }()
 		case <-timer.C:
+			d.refusedBusy.Add(1)
 			return nil, Errorf(errAnalysesBusy, maxAnalyses)
 		case <-ctx.Done():
+			d.refusedBusy.Add(1)
 			return nil, Errorf(errAnalysesBusy, maxAnalyses)
 		}
 	}
 	return s.analysis(), nil
+}
+
+// Refusals counts the new scripts refused by the bounds above since New,
+// by limit name.
+func (d *Dispatcher) Refusals() map[string]uint64 {
+	return map[string]uint64{LimitNewScripts: d.refusedNew.Load(), LimitAnalyses: d.refusedBusy.Load()}
 }

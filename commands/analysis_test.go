@@ -40,6 +40,9 @@ func TestNewScriptsRate(t *testing.T) {
 	if got := do(d, c, "EVAL", src(102), "1", "k"); got != "$-1\r\n" {
 		t.Fatalf("a new script in the next second = %q, want it run", got)
 	}
+	if got := d.Refusals()[LimitNewScripts]; got != 2 {
+		t.Fatalf("Refusals()[%s] = %d, want 2", LimitNewScripts, got)
+	}
 }
 
 // TestAnalysesBounded: with maxAnalyses analyses running, a new text
@@ -60,6 +63,9 @@ func TestAnalysesBounded(t *testing.T) {
 	r := d.Do(ctx, c, args("EVAL", known+" -- new", "1", "k"))
 	if got := string(AppendReply(nil, r, 2)); !strings.Contains(got, "busy analysing other new scripts") {
 		t.Fatalf("a new script with every turn taken = %q, want refused", got)
+	}
+	if got := d.Refusals()[LimitAnalyses]; got != 1 {
+		t.Fatalf("Refusals()[%s] = %d, want 1", LimitAnalyses, got)
 	}
 	if got := do(d, c, "EVAL", known, "1", "k"); got != "$-1\r\n" {
 		t.Fatalf("the script already analysed = %q, want it run", got)

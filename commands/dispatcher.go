@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -72,9 +73,11 @@ type Dispatcher struct {
 	// analyses holds a token per script analysis running (analysis.go);
 	// nil: unbounded (a Dispatcher built by hand in tests).
 	analyses chan struct{}
-	clients  clientRegistry
-	relay    *relay.Relay
-	tier     Discovery // nil until SetDiscovery (sentinel.go)
+	// New scripts refused: past a connection's rate, or waiting for a turn.
+	refusedNew, refusedBusy atomic.Uint64
+	clients                 clientRegistry
+	relay                   *relay.Relay
+	tier                    Discovery // nil until SetDiscovery (sentinel.go)
 }
 
 // New builds a Dispatcher. opts.Leases is required.
