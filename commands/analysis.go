@@ -40,14 +40,14 @@ type rateWindow struct {
 	n     int
 }
 
-// allow counts one event at now, unless max were counted in its window.
-func (w *rateWindow) allow(now time.Time, max int) bool {
+// allow counts one event at now, unless limit were counted in its window.
+func (w *rateWindow) allow(now time.Time, limit int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if now.Sub(w.start) >= time.Second || now.Before(w.start) {
 		w.start, w.n = now, 0
 	}
-	if w.n >= max {
+	if w.n >= limit {
 		return false
 	}
 	w.n++

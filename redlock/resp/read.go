@@ -75,9 +75,9 @@ func Read(br *bufio.Reader) (any, error) {
 	return ReadMax(br, MaxReply)
 }
 
-// ReadMax is Read with max in place of MaxReply.
-func ReadMax(br *bufio.Reader, max int) (any, error) {
-	r := replyReader{br: br, left: max}
+// ReadMax is Read with limit in place of MaxReply.
+func ReadMax(br *bufio.Reader, limit int) (any, error) {
+	r := replyReader{br: br, left: limit}
 	return r.read(0)
 }
 
