@@ -52,6 +52,9 @@ type Client struct {
 	// scriptsCoolUntil: unix nanoseconds until which its scripts by vote
 	// are refused, after one ran past script_timeout (scripts.go).
 	scriptsCoolUntil atomic.Int64
+	// newScripts counts the new script texts it had analysed this second
+	// (analysis.go).
+	newScripts rateWindow
 
 	mu      sync.Mutex
 	name    string

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -69,9 +70,14 @@ type Dispatcher struct {
 	table   []Command
 	index   map[string]*Command
 	scripts scriptCache
-	clients clientRegistry
-	relay   *relay.Relay
-	tier    Discovery // nil until SetDiscovery (sentinel.go)
+	// analyses holds a token per script analysis running (analysis.go);
+	// nil: unbounded (a Dispatcher built by hand in tests).
+	analyses chan struct{}
+	// New scripts refused: past a connection's rate, or waiting for a turn.
+	refusedNew, refusedBusy atomic.Uint64
+	clients                 clientRegistry
+	relay                   *relay.Relay
+	tier                    Discovery // nil until SetDiscovery (sentinel.go)
 }
 
 // New builds a Dispatcher. opts.Leases is required.
@@ -96,6 +102,8 @@ func New(opts Options) *Dispatcher {
 		table:  served,
 		index:  commandIndex,
 		relay:  opts.Relay,
+
+		analyses: make(chan struct{}, maxAnalyses),
 	}
 	if d.relay == nil {
 		d.relay = relay.New(relay.Options{Logger: opts.Logger})

@@ -188,6 +188,11 @@ func (d *Dispatcher) blockingPop(ctx context.Context, c *Client, req relay.PopRe
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return p, false, errCancelled
 	}
+	var le *relay.LimitError
+	if errors.As(err, &le) {
+		return p, false, Errorf("ERR too many blocked pops: %d would exceed redlock-proxy's limit of %d %s (see docs/operations.md)",
+			le.Want, le.Max, limitWhat[le.Limit])
+	}
 	var se relay.ServerError
 	if errors.As(err, &se) && strings.HasPrefix(string(se), "WRONGTYPE") {
 		return p, false, Error(se)

@@ -97,6 +97,7 @@ func (d *Dispatcher) subscribe(ctx context.Context, c *Client, args [][]byte) Re
 	}
 	if c.ps == nil {
 		c.ps = &pubsubState{sub: d.relay.NewSubscriber(c.message)}
+		c.ps.sub.SetUser(shareUser(c))
 		for i := range c.ps.names {
 			c.ps.names[i] = make(map[string]struct{})
 		}

@@ -349,7 +349,10 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 		}
 		argv[i] = string(a)
 	}
-	a := s.analysis()
+	a, r := d.analyse(ctx, c, s)
+	if r != nil {
+		return r
+	}
 	if a.Invalid {
 		return Errorf(errCompiling, a.Problem.Line, a.Problem.Reason)
 	}
@@ -469,7 +472,11 @@ func (d *Dispatcher) scriptCmd(ctx context.Context, c *Client, args [][]byte) Re
 	switch {
 	case sub == "LOAD" && len(args) == 3:
 		s := d.scripts.add(args[2], "")
-		if a := s.analysis(); a.Invalid {
+		a, r := d.analyse(ctx, c, s)
+		if r != nil {
+			return r
+		}
+		if a.Invalid {
 			return Errorf(errCompiling, a.Problem.Line, a.Problem.Reason)
 		}
 		return BulkString(s.sha)

@@ -190,6 +190,7 @@ func (d *Dispatcher) tracking(ctx context.Context, c *Client, args [][]byte) Rep
 		next.prefixes = append(append([]string(nil), cur.prefixes...), next.prefixes...)
 	} else {
 		next.w = d.relay.NewWatcher(func(keys []string) { d.invalidated(c, keys) })
+		next.w.SetUser(shareUser(c))
 	}
 	if bcast && (cur == nil || len(next.prefixes) > len(cur.prefixes)) {
 		added := next.prefixes
@@ -223,6 +224,20 @@ var limitWhat = map[string]string{
 	relay.LimitPrefixes:         "for all clients of this proxy",
 	relay.LimitSubscriberTopics: "per connection",
 	relay.LimitTopics:           "for all clients of this proxy",
+	relay.LimitPops:             "for all clients of this proxy",
+	relay.LimitUserPrefixes:     "for all clients of this user (half of the proxy's)",
+	relay.LimitUserTopics:       "for all clients of this user (half of the proxy's)",
+}
+
+// shareUser is the user whose share of the relay's tier-wide bounds c
+// counts against (relay.UserShare): its user, unless it has none or may
+// do everything (the operator's).
+func shareUser(c *Client) string {
+	u := c.user.Load()
+	if u == nil || u.unrestricted {
+		return ""
+	}
+	return u.name
 }
 
 // checkPrefixes refuses prefixes of which one starts another, as Redis

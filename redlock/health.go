@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Backend health (DESIGN §6). Each node has a nodeHealth that decides
@@ -216,13 +217,15 @@ const (
 
 // outcome classifies a call's error. A Redis error reply (WRONGTYPE,
 // NOSCRIPT…) comes from a live node, except those saying it cannot serve.
+// A reply past the reader's bounds (resp.Skipped) is what the caller asked
+// for, not the node's failure: only backends fail backends.
 // A deadline below NodeTimeout (5% of a short ttl) running out is no
 // evidence against the node, so it is ignored.
 func outcome(err error, d, nodeTimeout time.Duration) callOutcome {
 	if err == nil {
 		return callOK
 	}
-	if errors.Is(err, ErrNotVoting) {
+	if errors.Is(err, ErrNotVoting) || resp.Skipped(err) {
 		return callIgnored
 	}
 	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
@@ -231,7 +234,13 @@ func outcome(err error, d, nodeTimeout time.Duration) callOutcome {
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
-		for _, p := range []string{"LOADING", "BUSY", "MASTERDOWN", "READONLY"} {
+		// BUSY: a script runs, a client's script by vote (the proxy's own
+		// run in milliseconds). Its SCRIPT KILL decides (scriptkill.go):
+		// stopped, the node serves again; UNKILLABLE marks it down.
+		if redis.HasErrorPrefix(err, "BUSY") {
+			return callIgnored
+		}
+		for _, p := range []string{"LOADING", "MASTERDOWN", "READONLY"} {
 			if redis.HasErrorPrefix(err, p) {
 				return callFailed
 			}

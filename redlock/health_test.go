@@ -14,6 +14,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hashicorp/go-hclog"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // manualClock moves only when told to.
@@ -492,6 +493,12 @@ func TestOutcome(t *testing.T) {
 		{context.DeadlineExceeded, nt, callFailed},
 		{context.DeadlineExceeded, time.Millisecond, callIgnored},
 		{fmt.Errorf("%w: down", ErrNotVoting), nt, callIgnored},
+		// What a client caused says nothing about the node.
+		{&NodeError{Addr: "a", Err: fmt.Errorf("vote: %w", resp.ErrTooDeep)}, nt, callIgnored},
+		{&NodeError{Addr: "a", Err: resp.ErrTooLarge}, nt, callIgnored},
+		{RedisError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."), nt, callIgnored},
+		{&NodeError{Addr: "a", Err: RedisError("LOADING Redis is loading the dataset in memory")}, nt, callFailed},
+		{fmt.Errorf("%w: length %q", resp.ErrProtocol, "x"), nt, callFailed},
 	} {
 		if got := outcome(tc.err, tc.d, nt); got != tc.want {
 			t.Errorf("outcome(%v, %v) = %v, want %v", tc.err, tc.d, got, tc.want)

@@ -42,7 +42,8 @@ const (
 // expireScript.
 type RedisNode struct {
 	c    *redis.Client
-	p    *pipe // the lock operations and Eval
+	p    *pipe    // the lock operations and Eval
+	kill killLine // SCRIPT KILL's connection (killline.go)
 	addr string
 	opts *redis.Options // DialNodeTLS's, for DialConn
 	db   int            // the database the URL selects
@@ -101,6 +102,7 @@ func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	opts.OnConnect = n.onConnect
 	n.c = redis.NewClient(opts)
 	n.p = newPipe(n.dialPipe(opts), dialTimeout)
+	n.kill.dial = n.dialKill
 	n.p.prime()
 	return n, nil
 }
@@ -506,6 +508,7 @@ func (n *RedisNode) Close() error {
 	if n.p != nil {
 		n.p.close()
 	}
+	n.kill.close()
 	return n.c.Close()
 }
 

@@ -39,8 +39,10 @@ import (
 //
 // A caller waits for its reply until its own context ends; a reply that
 // comes later is read and dropped, so the connection stays in step. A
-// broken connection fails every request in flight and is dialled again by
-// the next request.
+// reply past the reader's bounds (resp.ErrTooDeep, resp.ErrTooLarge) is
+// read whole and fails only its own request. A broken connection (a read
+// error, bytes that are not RESP) fails every request in flight and is
+// dialled again by the next request.
 
 const (
 	maxBatch   = 256  // requests written with one write
@@ -507,7 +509,11 @@ func (c *pipeConn) readLoop() {
 	br := bufio.NewReaderSize(c.nc, 16<<10)
 	for {
 		v, err := resp.Read(br)
-		if err != nil {
+		switch {
+		case resp.Skipped(err):
+			// A reply past the reader's bounds was read whole: it is its
+			// caller's error, and the connection is still in step.
+		case err != nil:
 			c.fail(err)
 			return
 		}

@@ -18,12 +18,13 @@ import (
 // as it likes on a backend, and a backend running a script serves nobody
 // else: every lock quorum through every proxy would fail until it ends.
 // So a vote waits for each backend at most ScriptTimeout; a backend whose
-// call is still open then is sent SCRIPT KILL on a connection of its own
-// (the pipelined one is stuck behind the script). A backend reads no other
-// connection while a script runs until the script has run for its
-// busy-reply-threshold (lua-time-limit, 5 s by default), so the proxy sets
-// that to ScriptTimeout on every backend (CheckBackends at start, and each
-// new pipelined connection after a restart); it is a server-wide setting.
+// call is still open then is sent SCRIPT KILL on a connection of its own,
+// kept open ahead (killline.go; the pipelined one is stuck behind the
+// script). A backend reads no other connection while a script runs until
+// the script has run for its busy-reply-threshold (lua-time-limit, 5 s by
+// default), so the proxy sets that to ScriptTimeout on every backend
+// (CheckBackends at start, and each new pipelined connection after a
+// restart); it is a server-wide setting.
 //
 // The kill's answer decides what happens to the node:
 //
@@ -71,8 +72,8 @@ func (e *ScriptTimeoutError) Unwrap() error { return ErrScriptTimeout }
 // scriptKiller is a Node that can stop the script a backend is running
 // and set how soon the backend listens to such a request (RedisNode).
 type scriptKiller interface {
-	// KillScript sends SCRIPT KILL on a new connection and returns the
-	// backend's answer: "OK", or the error reply (NOTBUSY, UNKILLABLE…)
+	// KillScript sends SCRIPT KILL on a connection of its own and returns
+	// the backend's answer: "OK", or the error reply (NOTBUSY, UNKILLABLE…)
 	// as a RedisError.
 	KillScript(ctx context.Context) error
 	// setScriptLimit makes every new pipelined connection set the
@@ -80,7 +81,11 @@ type scriptKiller interface {
 	setScriptLimit(d time.Duration)
 	// applyScriptLimit sets it now.
 	applyScriptLimit(ctx context.Context) error
+	// keepKillLine opens the connection KillScript uses ahead of need.
+	keepKillLine()
 }
+
+func (n *RedisNode) keepKillLine() { n.kill.prime() }
 
 func (n *RedisNode) setScriptLimit(d time.Duration) { n.scriptLimit.Store(millis(d)) }
 
@@ -108,45 +113,34 @@ func (n *RedisNode) applyScriptLimit(ctx context.Context) error {
 	return err
 }
 
-// KillScript: see scriptKiller. The connection authenticates and sends
-// nothing else (SELECT is refused while a script runs; SCRIPT KILL needs
-// no database).
+// KillScript: see scriptKiller. It goes on the kill line (killline.go),
+// kept open ahead; when that is gone or stale, on a new connection, which
+// then becomes the kill line.
 func (n *RedisNode) KillScript(ctx context.Context) error {
-	o := n.opts
-	if o == nil {
-		o = n.c.Options()
+	cmd := resp.AppendCommand(nil, "SCRIPT", "KILL")
+	if nc, br := n.kill.take(); nc != nil {
+		_, err := killRoundTrip(ctx, nc, br, cmd)
+		if err == nil || isRedisError(err) {
+			n.kill.put(nc, br)
+			return err
+		}
+		nc.Close() // closed by the backend (a restart, its timeout): dial anew
+		if ctx.Err() != nil {
+			return fmt.Errorf("script kill: %w", err)
+		}
 	}
-	nc, err := o.Dialer(ctx, o.Network, o.Addr)
+	nc, err := n.dialKill(ctx)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	if d, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(d)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
-	defer stop()
-	var buf []byte
-	nreplies := 1
-	if auth := authCommand(o); auth != nil {
-		buf = resp.AppendCommand(buf, auth...)
-		nreplies++
-	}
-	buf = resp.AppendCommand(buf, "SCRIPT", "KILL")
-	if _, err := nc.Write(buf); err != nil {
-		return err
-	}
 	br := bufio.NewReaderSize(nc, 512)
-	for i := range nreplies {
-		_, err := readReply(br)
-		if err != nil && (i < nreplies-1 || !isRedisError(err)) {
-			return fmt.Errorf("script kill: %w", err)
-		}
-		if i == nreplies-1 {
-			return err
-		}
+	_, err = killRoundTrip(ctx, nc, br, cmd)
+	if err != nil && !isRedisError(err) {
+		nc.Close()
+		return fmt.Errorf("script kill: %w", err)
 	}
-	return nil
+	n.kill.put(nc, br)
+	return err
 }
 
 // bounded runs a vote's flight with its per-node deadline: the larger of

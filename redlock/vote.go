@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Scripts by vote: a client's script that is safe to run on each master
@@ -155,11 +157,25 @@ func (t *replyTally) add(v any) {
 
 func (t *replyTally) fail(err error) {
 	var re RedisError
-	if errors.As(err, &re) && !errors.Is(err, ErrNotVoting) {
+	switch {
+	case errors.As(err, &re) && !errors.Is(err, ErrNotVoting):
 		t.add(re)
-		return
+	case resp.Skipped(err):
+		// The backend answered in full, past the reader's bounds: its
+		// reply is that error, for the client, as a quorum says.
+		t.add(skippedReply(err))
+	default:
+		t.counts.fail(err)
 	}
-	t.counts.fail(err)
+}
+
+// skippedReply is the error reply a client gets for a reply that was past
+// the reader's bounds (resp.Skipped).
+func skippedReply(err error) RedisError {
+	if errors.Is(err, resp.ErrTooDeep) {
+		return RedisError("ERR " + resp.ErrTooDeep.Error())
+	}
+	return RedisError("ERR " + resp.ErrTooLarge.Error())
 }
 
 // NewScriptHash is a Script for src whose SHA1 the caller already knows.

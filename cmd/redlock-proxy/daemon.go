@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"strconv"
@@ -213,7 +214,11 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 			HoldsRefused: func() uint64 { return uint64(d.leases.Stats().HoldsRefused) },
 			TierMembers:  func() int { return len(d.tier.Members()) },
 			Migrate:      d.locker.MigrateStats,
-			Refusals:     d.relay.Refusals,
+			Refusals: func() map[string]uint64 {
+				m := d.relay.Refusals()
+				maps.Copy(m, d.disp.Refusals())
+				return m
+			},
 		})
 		d.ops = proxy.NewOpsServer(cfg.MetricsListen, metrics, d.locker, d.statusSources(cfg), logger.Named("metrics"))
 		if err := d.ops.Listen(); err != nil {

@@ -104,6 +104,19 @@ func (b *bcast) checkLocked(w *Watcher, prefixes []string) *LimitError {
 	if n := len(reduce(b.cover, prefixes)); n > MaxPrefixes {
 		return &LimitError{Limit: LimitPrefixes, Max: MaxPrefixes, Want: n}
 	}
+	if w.user == "" {
+		return nil
+	}
+	var users []string // what the user's watchers hold, and w
+	for o := range b.watchers {
+		if o.user == w.user {
+			users = append(users, o.prefixes...)
+		}
+	}
+	users = append(users, w.prefixes...) // w may not be among them yet
+	if n := len(reduce(reduce(nil, users), prefixes)); n > b.t.r.maxUserPrefixes {
+		return &LimitError{Limit: LimitUserPrefixes, Max: b.t.r.maxUserPrefixes, Want: n}
+	}
 	return nil
 }
 

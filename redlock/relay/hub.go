@@ -55,7 +55,8 @@ type hub struct {
 	r       *Relay
 	mu      sync.Mutex
 	topics  map[topic]map[*Subscriber]struct{}
-	roles   []*subRole // nil until the first subscription
+	byUser  map[string]map[topic]int // a named user's topics: how many of its subscribers hold each
+	roles   []*subRole               // nil until the first subscription
 	changed chan struct{}
 	m       *matcher
 }
@@ -77,7 +78,12 @@ type Subscriber struct {
 	resume  func()             // SetResume's; under hub.mu
 	topics  map[topic]struct{} // under hub.mu
 	closed  bool
+	user    string // SetUser's; "" for none
 }
+
+// SetUser names the user whose share of the tier-wide bound s counts
+// against (UserShare). Call it before s's first Subscribe.
+func (s *Subscriber) SetUser(name string) { s.user = name }
 
 // NewSubscriber returns a subscriber that hands messages to deliver.
 func (r *Relay) NewSubscriber(deliver func(Message)) *Subscriber {
@@ -127,6 +133,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, kind Kind, names ...string) 
 			continue
 		}
 		s.topics[t] = struct{}{}
+		h.userAddLocked(s.user, t)
 		subs := h.topics[t]
 		if subs == nil {
 			subs = make(map[*Subscriber]struct{})
@@ -151,8 +158,9 @@ func (s *Subscriber) Subscribe(ctx context.Context, kind Kind, names ...string) 
 // checkLocked refuses names that would take s, or the hub, past its
 // bound (limits.go).
 func (h *hub) checkLocked(s *Subscriber, kind Kind, names []string) *LimitError {
-	mine, all := 0, 0
+	mine, users, all := 0, 0, 0
 	seen := make(map[string]struct{}, len(names))
+	userTopics := h.byUser[s.user]
 	for _, n := range names {
 		t := topic{kind, n}
 		if _, dup := seen[n]; dup {
@@ -162,12 +170,18 @@ func (h *hub) checkLocked(s *Subscriber, kind Kind, names []string) *LimitError 
 		if _, ok := s.topics[t]; !ok {
 			mine++
 		}
+		if _, ok := userTopics[t]; !ok {
+			users++
+		}
 		if _, ok := h.topics[t]; !ok {
 			all++
 		}
 	}
 	if n := len(s.topics) + mine; mine > 0 && n > MaxSubscriberTopics {
 		return &LimitError{Limit: LimitSubscriberTopics, Max: MaxSubscriberTopics, Want: n}
+	}
+	if n := len(userTopics) + users; s.user != "" && users > 0 && n > h.r.maxUserTopics {
+		return &LimitError{Limit: LimitUserTopics, Max: h.r.maxUserTopics, Want: n}
 	}
 	if n := len(h.topics) + all; all > 0 && n > MaxTopics {
 		return &LimitError{Limit: LimitTopics, Max: MaxTopics, Want: n}
@@ -215,6 +229,7 @@ func (s *Subscriber) Close() {
 // dropLocked removes s from t's subscribers and reports whether the
 // backends must unsubscribe from t.
 func (h *hub) dropLocked(t topic, s *Subscriber) bool {
+	h.userDropLocked(s.user, t)
 	subs := h.topics[t]
 	delete(subs, s)
 	if len(subs) > 0 {
@@ -222,6 +237,36 @@ func (h *hub) dropLocked(t topic, s *Subscriber) bool {
 	}
 	delete(h.topics, t)
 	return !t.local()
+}
+
+// userAddLocked counts that a subscriber of user (none: "") holds t.
+func (h *hub) userAddLocked(user string, t topic) {
+	if user == "" {
+		return
+	}
+	if h.byUser == nil {
+		h.byUser = make(map[string]map[topic]int)
+	}
+	m := h.byUser[user]
+	if m == nil {
+		m = make(map[topic]int)
+		h.byUser[user] = m
+	}
+	m[t]++
+}
+
+// userDropLocked counts that a subscriber of user no longer holds t.
+func (h *hub) userDropLocked(user string, t topic) {
+	m := h.byUser[user]
+	if m == nil {
+		return
+	}
+	if m[t]--; m[t] <= 0 {
+		delete(m, t)
+	}
+	if len(m) == 0 {
+		delete(h.byUser, user)
+	}
 }
 
 // startLocked starts the subscriber sessions at the first subscription.

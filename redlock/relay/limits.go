@@ -32,6 +32,18 @@ const (
 	// invalidation of everything, as a flush would (absorbed, not
 	// refused: a read must not fail because the client caches).
 	MaxWatcherKeys = 65536
+	// MaxPops is how many blocking pops may wait at once through this
+	// proxy. Each holds one connection to every backend while it waits
+	// (and until its cancellation is through), so this bounds the pop
+	// connections per backend; a client connection runs one command at a
+	// time, so it holds at most one.
+	MaxPops = 256
+	// UserShare is the share of each tier-wide bound (MaxPrefixes,
+	// MaxTopics) that the clients of one named user may hold together:
+	// one user cannot take the whole of a cap every client needs. Clients
+	// of no user (the default user, or no users configured) share the
+	// whole.
+	UserShare = 2 // one half
 )
 
 // Limit names, as in LimitError.Limit and Refusals.
@@ -41,6 +53,9 @@ const (
 	LimitSubscriberTopics = "subscriptions_per_client"
 	LimitTopics           = "subscriptions_total"
 	LimitWatcherKeys      = "tracked_keys_per_client"
+	LimitPops             = "blocked_pops_total"
+	LimitUserPrefixes     = "tracking_prefixes_per_user"
+	LimitUserTopics       = "subscriptions_per_user"
 )
 
 // ErrLimit is what a *LimitError unwraps to.
@@ -66,6 +81,9 @@ type refusals struct {
 	subTopics       atomic.Uint64
 	topics          atomic.Uint64
 	watcherKeys     atomic.Uint64
+	pops            atomic.Uint64
+	userPrefixes    atomic.Uint64
+	userTopics      atomic.Uint64
 }
 
 func (r *refusals) count(limit string) {
@@ -80,6 +98,12 @@ func (r *refusals) count(limit string) {
 		r.topics.Add(1)
 	case LimitWatcherKeys:
 		r.watcherKeys.Add(1)
+	case LimitPops:
+		r.pops.Add(1)
+	case LimitUserPrefixes:
+		r.userPrefixes.Add(1)
+	case LimitUserTopics:
+		r.userTopics.Add(1)
 	}
 }
 
@@ -93,6 +117,9 @@ func (r *Relay) Refusals() map[string]uint64 {
 		LimitSubscriberTopics: r.refused.subTopics.Load(),
 		LimitTopics:           r.refused.topics.Load(),
 		LimitWatcherKeys:      r.refused.watcherKeys.Load(),
+		LimitPops:             r.refused.pops.Load(),
+		LimitUserPrefixes:     r.refused.userPrefixes.Load(),
+		LimitUserTopics:       r.refused.userTopics.Load(),
 	}
 }
 

@@ -95,3 +95,84 @@ func TestBroadcastPrefixesBounded(t *testing.T) {
 		t.Fatalf("Broadcast once the others left: %v", err)
 	}
 }
+
+// TestUserSharesBounded: the watchers and subscribers of one user hold
+// together at most its share of the tier-wide bounds; past it a call is
+// refused and counted, another user and clients of no user are not
+// affected, and a client of the user leaving frees its part.
+func TestUserSharesBounded(t *testing.T) {
+	r := New(Options{Logger: redlocktest.Logger(t)})
+	r.maxUserPrefixes, r.maxUserTopics = 40, 50
+	ctx := context.Background()
+	names := func(tag string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("%s:%d:", tag, i))
+		}
+		return out
+	}
+	limit := func(err error, want string) bool {
+		var le *LimitError
+		return errors.As(err, &le) && le.Limit == want
+	}
+
+	watcher := func(user string) *Watcher {
+		w := r.NewWatcher(func([]string) {})
+		w.SetUser(user)
+		t.Cleanup(w.Close)
+		return w
+	}
+	a, b := watcher("tenant"), watcher("tenant")
+	if err := a.Broadcast(ctx, names("a", 32)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Broadcast(ctx, names("b", 8)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Broadcast(ctx, names("b2", 1)); !limit(err, LimitUserPrefixes) {
+		t.Fatalf("a prefix past the user's share = %v, want a LimitError of %s", err, LimitUserPrefixes)
+	}
+	if err := b.Broadcast(ctx, []string{"a:1:x"}); err != nil { // covered by a's a:1:
+		t.Fatalf("a prefix the user's prefixes cover: %v", err)
+	}
+	if err := watcher("other").Broadcast(ctx, names("o", 32)); err != nil {
+		t.Fatalf("another user: %v", err)
+	}
+	if err := watcher("").Broadcast(ctx, names("n", 32)); err != nil {
+		t.Fatalf("a client of no user: %v", err)
+	}
+	a.Close()
+	if err := b.Broadcast(ctx, names("b2", 1)); err != nil {
+		t.Fatalf("once the user's other watcher left: %v", err)
+	}
+
+	sub := func(user string) *Subscriber {
+		s := r.NewSubscriber(func(Message) {})
+		s.SetUser(user)
+		t.Cleanup(s.Close)
+		return s
+	}
+	s1, s2 := sub("tenant"), sub("tenant")
+	if err := s1.Subscribe(ctx, Channel, names("c", 30)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Subscribe(ctx, Channel, names("d", 20)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Subscribe(ctx, Channel, "d:one-more"); !limit(err, LimitUserTopics) {
+		t.Fatalf("a channel past the user's share = %v, want a LimitError of %s", err, LimitUserTopics)
+	}
+	if err := s2.Subscribe(ctx, Channel, "c:0:"); err != nil { // the user holds it already
+		t.Fatalf("a channel the user holds already: %v", err)
+	}
+	if err := sub("other").Subscribe(ctx, Channel, names("e", 50)...); err != nil {
+		t.Fatalf("another user: %v", err)
+	}
+	s1.Close()
+	if err := s2.Subscribe(ctx, Channel, "d:one-more"); err != nil {
+		t.Fatalf("once the user's other subscriber left: %v", err)
+	}
+	if got := r.Refusals(); got[LimitUserPrefixes] != 1 || got[LimitUserTopics] != 1 {
+		t.Fatalf("Refusals = %v, want one of each share", got)
+	}
+}

@@ -57,7 +57,8 @@ const maxIdlePops = 8
 // first or Cancel was closed (nothing is then taken from the lists:
 // what was popped meanwhile is pushed back), ErrTooFewBackends when
 // fewer than a quorum of backends could be reached, and ErrClosed when
-// the relay shut down.
+// the relay shut down. Past MaxPops pops at once it is refused with a
+// *LimitError (LimitPops) and takes no connection.
 func (r *Relay) Pop(ctx context.Context, req PopRequest) (Popped, bool, error) {
 	if r.closed.Load() {
 		return Popped{}, false, ErrClosed
@@ -65,6 +66,11 @@ func (r *Relay) Pop(ctx context.Context, req PopRequest) (Popped, bool, error) {
 	n := len(r.pops)
 	if n == 0 {
 		return Popped{}, false, ErrTooFewBackends
+	}
+	if k := r.popping.Add(1); k > r.maxPops {
+		r.popping.Add(-1)
+		r.refused.count(LimitPops)
+		return Popped{}, false, &LimitError{Limit: LimitPops, Max: int(r.maxPops), Want: int(k)}
 	}
 	results := make(chan popResult, n)
 	calls := make([]*popCall, n)
@@ -112,7 +118,10 @@ wait:
 			break wait
 		}
 	}
-	r.bg.Go(func() { r.finishPop(req, calls, results, n-done, win) })
+	r.bg.Go(func() {
+		defer r.popping.Add(-1) // its connections are back, or closed
+		r.finishPop(req, calls, results, n-done, win)
+	})
 	if errors.Is(err, ErrTooFewBackends) && r.closed.Load() {
 		err = ErrClosed // the backends' calls failed because Shutdown ended them
 	}

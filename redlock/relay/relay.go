@@ -49,7 +49,11 @@ type Relay struct {
 	hub     hub
 	track   tracker
 	pops    []*popPool
-	refused refusals // limits.go
+	popping atomic.Int32 // pops holding their connections (MaxPops)
+	maxPops int32
+	// A user's shares of the tier-wide bounds (UserShare).
+	maxUserPrefixes, maxUserTopics int
+	refused                        refusals // limits.go
 }
 
 // New returns a Relay over backends; it connects to nothing yet.
@@ -60,6 +64,10 @@ func New(opts Options) *Relay {
 		confirmWait: opts.ConfirmWait,
 		log:         opts.Logger,
 		now:         opts.Now,
+		maxPops:     MaxPops,
+
+		maxUserPrefixes: MaxPrefixes / UserShare,
+		maxUserTopics:   MaxTopics / UserShare,
 	}
 	if r.quorum <= 0 {
 		r.quorum = len(r.backends)/2 + 1

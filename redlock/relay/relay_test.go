@@ -359,3 +359,59 @@ func TestBroadcastOwnWritesBounded(t *testing.T) {
 		t.Fatalf("%d own writes remembered after 5 windows of 1000 writes each", n)
 	}
 }
+
+// TestPopsBounded: past maxPops blocking pops at once, a pop is refused
+// with a *LimitError and counted, and takes no backend connection; once
+// a pop ends, its place is free again.
+func TestPopsBounded(t *testing.T) {
+	r, mrs, _ := newRelay(t, 3)
+	r.maxPops = 2
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conns := make([]int, len(mrs))
+	for i, mr := range mrs {
+		conns[i] = mr.CurrentConnectionCount()
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, _, err := r.Pop(ctx, PopRequest{Keys: []string{"never"}})
+			errs <- err
+		}()
+	}
+	testkit.Eventually(t, 10*time.Second, "both pops connected to every backend", func() bool {
+		for i, mr := range mrs {
+			if mr.CurrentConnectionCount() < conns[i]+2 {
+				return false
+			}
+		}
+		return true
+	})
+	for i, mr := range mrs {
+		conns[i] = mr.CurrentConnectionCount()
+	}
+	_, _, err := r.Pop(context.Background(), PopRequest{Keys: []string{"never"}, Timeout: 10 * time.Second})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != LimitPops || le.Max != 2 || le.Want != 3 {
+		t.Fatalf("a third Pop = %v, want a LimitError of %s", err, LimitPops)
+	}
+	if got := r.Refusals()[LimitPops]; got != 1 {
+		t.Fatalf("Refusals()[%s] = %d, want 1", LimitPops, got)
+	}
+	for i, mr := range mrs {
+		if got := mr.CurrentConnectionCount(); got != conns[i] {
+			t.Fatalf("backend %d: %d connections after the refusal, want %d", i, got, conns[i])
+		}
+	}
+	cancel()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled pop = %v", err)
+		}
+	}
+	// Their places free once their connections are back.
+	testkit.Eventually(t, 10*time.Second, "a pop allowed again", func() bool {
+		_, ok, err := r.Pop(context.Background(), PopRequest{Keys: []string{"never"}, Timeout: 10 * time.Millisecond})
+		return err == nil && !ok
+	})
+}

@@ -79,7 +79,13 @@ type Watcher struct {
 	prefixes []string
 	own      map[string]time.Time // BCAST NOLOOP: keys it wrote, when
 	ownSweep int                  // len(own) at which old entries are dropped
+
+	user string // SetUser's; "" for none
 }
+
+// SetUser names the user whose share of the tier-wide bound w counts
+// against (UserShare). Call it before w's first call.
+func (w *Watcher) SetUser(name string) { w.user = name }
 
 // NewWatcher returns a watcher whose invalidations go to invalidate.
 func (r *Relay) NewWatcher(invalidate func(keys []string)) *Watcher {

@@ -25,9 +25,12 @@
 //
 // Read's error is for what is not a reply: the connection's failure, or a
 // protocol error (ErrProtocol) for bytes that are not RESP, a missing CRLF,
-// a length below -1 or above MaxLen, or nesting deeper than maxDepth. A
-// protocol error leaves the stream at an unknown place: the caller closes
-// the connection. A declared length is never trusted for memory up front:
+// or a length below -1 or above MaxLen. A protocol error leaves the stream
+// at an unknown place: the caller closes the connection. A well-framed
+// reply past the reader's bounds, nested deeper than maxDepth or holding
+// more than MaxReply, is read to its end, its frames counted and dropped
+// rather than kept, and Read returns ErrTooDeep or ErrTooLarge (Skipped):
+// the stream is at the next reply, and the error is the caller's. A declared length is never trusted for memory up front:
 // an array's elements are allocated as they arrive beyond a small start,
 // so a backend that declares a huge array and sends little costs little.
 package resp

@@ -42,25 +42,57 @@ const (
 	prealloc = 1024
 )
 
+// MaxReply bounds what one reply may make the reader hold: the bytes of
+// its bulk strings plus one for each element of its arrays, sets, maps
+// and pushes. No reply the proxy asks for comes near it (values are
+// bounded by max_value_bytes, a script by vote's strings by its
+// wrapper); a client's script that builds more would hold that much
+// proxy memory per call.
+const MaxReply = 64 << 20
+
 // ErrProtocol is wrapped by every error for bytes that are not RESP.
 var ErrProtocol = errors.New("backend protocol error")
 
-// Read reads one reply; see the package doc for the values it returns.
-func Read(br *bufio.Reader) (any, error) {
-	return read(br, 0)
+// ErrTooDeep and ErrTooLarge are wrapped by the error of a well-framed
+// reply past the reader's bounds: nested deeper than maxDepth, or more
+// than MaxReply in all. Read has then read the whole reply, skipping what
+// it did not keep, so the stream is at the next reply and stays usable.
+// What a backend was asked caused it, not the backend: the error is the
+// caller's, and its text is safe to show to a client.
+var (
+	ErrTooDeep  = fmt.Errorf("reply nested deeper than %d levels, past the proxy's bound", maxDepth)
+	ErrTooLarge = fmt.Errorf("reply larger than %d bytes, past the proxy's bound", MaxReply)
+)
+
+// Skipped reports an error of a reply that Read skipped whole
+// (ErrTooDeep, ErrTooLarge): the connection is still in step.
+func Skipped(err error) bool {
+	return errors.Is(err, ErrTooDeep) || errors.Is(err, ErrTooLarge)
 }
 
-func read(br *bufio.Reader, depth int) (any, error) {
+// Read reads one reply; see the package doc for the values it returns.
+func Read(br *bufio.Reader) (any, error) {
+	return ReadMax(br, MaxReply)
+}
+
+// ReadMax is Read with limit in place of MaxReply.
+func ReadMax(br *bufio.Reader, limit int) (any, error) {
+	r := replyReader{br: br, left: limit}
+	return r.read(0)
+}
+
+// replyReader reads one reply: left is what it may still hold (MaxReply).
+type replyReader struct {
+	br   *bufio.Reader
+	left int
+}
+
+func (r *replyReader) read(depth int) (any, error) {
+	br := r.br
 	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			return nil, fmt.Errorf("%w: a line longer than %d bytes", ErrProtocol, br.Size())
-		}
+		line, err := readLine(br)
 		if err != nil {
 			return nil, err
-		}
-		if len(line) < 3 || line[len(line)-2] != '\r' {
-			return nil, fmt.Errorf("%w: %q", ErrProtocol, line)
 		}
 		kind, body := line[0], line[1:len(line)-2] // body only until br is read again
 		switch kind {
@@ -91,6 +123,13 @@ func read(br *bufio.Reader, depth int) (any, error) {
 			if err != nil || n == -1 {
 				return nil, err
 			}
+			if n > r.left {
+				if err := skipBulk(br, n); err != nil {
+					return nil, err
+				}
+				return nil, ErrTooLarge
+			}
+			r.left -= n
 			s, err := readBulk(br, n)
 			if err != nil {
 				return nil, err
@@ -109,15 +148,35 @@ func read(br *bufio.Reader, depth int) (any, error) {
 			if err != nil || n == -1 {
 				return nil, err
 			}
-			if depth >= maxDepth {
-				return nil, fmt.Errorf("%w: nested deeper than %d", ErrProtocol, maxDepth)
-			}
 			if kind == '%' || kind == '|' {
 				n *= 2 // key, value, …
 			}
+			after := 0 // frames after these n: an attribute's value
+			if kind == '|' {
+				after = 1
+			}
+			var bound error
+			switch {
+			case depth >= maxDepth:
+				bound = ErrTooDeep
+			case n > r.left:
+				bound = ErrTooLarge
+			}
+			if bound != nil {
+				if err := skip(br, n+after); err != nil {
+					return nil, err
+				}
+				return nil, bound
+			}
+			r.left -= n
 			out := make([]any, 0, min(n, prealloc))
-			for range n {
-				v, err := read(br, depth+1)
+			for i := range n {
+				v, err := r.read(depth + 1)
+				if Skipped(err) { // read the rest of this reply, then say so
+					if err2 := skip(br, n-i-1+after); err2 != nil {
+						return nil, err2
+					}
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -133,6 +192,80 @@ func read(br *bufio.Reader, depth int) (any, error) {
 		}
 		return nil, fmt.Errorf("%w: unexpected %q", ErrProtocol, line)
 	}
+}
+
+// readLine reads one line with its CRLF, valid until br is read again.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, fmt.Errorf("%w: a line longer than %d bytes", ErrProtocol, br.Size())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return nil, fmt.Errorf("%w: %q", ErrProtocol, line)
+	}
+	return line, nil
+}
+
+// skip reads n frames and keeps nothing: RESP declares every length, so
+// nested frames are counted, not held. The stream's own errors (bad
+// framing, its end) are returned as Read returns them.
+func skip(br *bufio.Reader, n int) error {
+	for pending := int64(n); pending > 0; pending-- {
+		line, err := readLine(br)
+		if err != nil {
+			return eofMeansTruncated(err)
+		}
+		kind, body := line[0], line[1:len(line)-2]
+		switch kind {
+		case '+', '-', ':', ',', '(', '_', '#':
+		case '$', '=', '!':
+			n, err := length(body)
+			if err != nil {
+				return err
+			}
+			if n >= 0 {
+				if err := skipBulk(br, n); err != nil {
+					return err
+				}
+			}
+		case '*', '~', '>', '%', '|':
+			n, err := length(body)
+			if err != nil {
+				return err
+			}
+			switch {
+			case n < 0:
+			case kind == '%':
+				pending += 2 * int64(n)
+			case kind == '|':
+				pending += 2*int64(n) + 1 // and the value it annotates
+			default:
+				pending += int64(n)
+			}
+		default:
+			return fmt.Errorf("%w: unexpected %q", ErrProtocol, line)
+		}
+	}
+	return nil
+}
+
+// skipBulk discards a bulk string's n bytes and its CRLF.
+func skipBulk(br *bufio.Reader, n int) error {
+	if _, err := br.Discard(n); err != nil {
+		return eofMeansTruncated(err)
+	}
+	crlf, err := br.Peek(2)
+	if err != nil {
+		return eofMeansTruncated(err)
+	}
+	if crlf[0] != '\r' || crlf[1] != '\n' {
+		return fmt.Errorf("%w: a bulk string of %d bytes without its CRLF", ErrProtocol, n)
+	}
+	_, _ = br.Discard(2)
+	return nil
 }
 
 // readBulk reads n bytes and the CRLF after them.

@@ -115,7 +115,9 @@ func TestReadMalformed(t *testing.T) {
 		{"+OK", false},
 		{"", false},
 		{"+" + strings.Repeat("x", 40) + "\r\n", true}, // longer than the buffer
-		{deep, true},
+		{deep, false},                                  // skipped whole: ErrTooDeep
+		{deep[:len(deep)-4], false},                    // cut short while skipped
+		{"*2\r\n" + deep + "?\r\n", true},              // bad framing while skipped
 	} {
 		t.Run(fmt.Sprintf("%.20q", tc.in), func(t *testing.T) {
 			v, err := Read(reader(tc.in))
@@ -126,6 +128,55 @@ func TestReadMalformed(t *testing.T) {
 				t.Fatalf("Read(%q): %v; protocol error %v, want %v", tc.in, err, got, tc.proto)
 			}
 		})
+	}
+}
+
+// TestReadSkipsPastBounds: a well-framed reply nested too deep or larger
+// than the bound is read whole and answered ErrTooDeep or ErrTooLarge, and
+// the reply after it reads as it should: one caller's reply does not break
+// the connection for the others.
+func TestReadSkipsPastBounds(t *testing.T) {
+	nest := func(n int, leaf string) string { return strings.Repeat("*1\r\n", n) + leaf }
+	long := strings.Repeat("x", 100) // longer than the reader's buffer
+	for _, tc := range []struct {
+		name string
+		in   string
+		max  int
+		want error
+	}{
+		{"deep", nest(maxDepth+1, ":1\r\n"), MaxReply, ErrTooDeep},
+		{"deep by far", nest(3*maxDepth, "$3\r\nabc\r\n"), MaxReply, ErrTooDeep},
+		{"deep among siblings", "*3\r\n:1\r\n" + nest(maxDepth, "*2\r\n$1\r\na\r\n%1\r\n+k\r\n_\r\n") + "$1\r\nz\r\n", MaxReply, ErrTooDeep},
+		{"deep in a map", "%2\r\n+a\r\n" + nest(maxDepth, "~1\r\n:1\r\n") + "+b\r\n:2\r\n", MaxReply, ErrTooDeep},
+		{"deep in an attribute", "|1\r\n+a\r\n" + nest(maxDepth, ">1\r\n:1\r\n") + "+value\r\n", MaxReply, ErrTooDeep},
+		{"deep with null leaves", nest(maxDepth, "*3\r\n$-1\r\n*-1\r\n#t\r\n"), MaxReply, ErrTooDeep},
+		{"long bulk", "$100\r\n" + long + "\r\n", 50, ErrTooLarge},
+		{"bulks past the total", "*3\r\n$40\r\n" + long[:40] + "\r\n$40\r\n" + long[:40] + "\r\n:7\r\n", 50, ErrTooLarge},
+		{"long array", "*60\r\n" + strings.Repeat(":1\r\n", 60), 50, ErrTooLarge},
+		{"long nested map", "*2\r\n%30\r\n" + strings.Repeat("+k\r\n:1\r\n", 30) + "$1\r\nz\r\n", 50, ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			br := reader(tc.in + "+NEXT\r\n:5\r\n")
+			v, err := ReadMax(br, tc.max)
+			if !errors.Is(err, tc.want) || !Skipped(err) || errors.Is(err, ErrProtocol) {
+				t.Fatalf("ReadMax = %#v, %v; want %v", v, err, tc.want)
+			}
+			for _, w := range []any{Status("NEXT"), int64(5)} {
+				if got, err := Read(br); err != nil || got != w {
+					t.Fatalf("next reply = %#v, %v; want %#v", got, err, w)
+				}
+			}
+			if _, err := Read(br); err != io.EOF {
+				t.Fatalf("after the last reply: %v, want io.EOF", err)
+			}
+		})
+	}
+	// Within the bounds, the same shapes read in full.
+	if v, err := Read(reader(nest(maxDepth, ":1\r\n"))); err != nil || v == nil {
+		t.Fatalf("nested %d deep: %#v, %v", maxDepth, v, err)
+	}
+	if v, err := ReadMax(reader("$100\r\n"+long+"\r\n"), 100); err != nil || v != long {
+		t.Fatalf("bulk of exactly the bound: %#v, %v", v, err)
 	}
 }
 

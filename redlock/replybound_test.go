@@ -1,0 +1,125 @@
+package redlock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
+)
+
+// deepReply is a well-framed reply nested one level past the reader's
+// bound, as Redis sends for a script returning such a table.
+var deepReply = strings.Repeat("*1\r\n", 1001) + ":1\r\n"
+
+// startDeepBackend serves RESP on a socket: a command with an argument
+// "deep" is answered deepReply, INFO an empty bulk string, a compare
+// script :1, anything else +OK. It counts the connections it accepted.
+func startDeepBackend(t *testing.T) (addr string, conns *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns = new(atomic.Int32)
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer nc.Close()
+				br := bufio.NewReader(nc)
+				for {
+					v, err := resp.Read(br)
+					if err != nil {
+						return
+					}
+					args, _ := v.([]any)
+					reply := "+OK\r\n"
+					switch {
+					case slices.Contains(args, any("deep")):
+						reply = deepReply
+					case len(args) > 0 && strings.EqualFold(args[0].(string), "INFO"):
+						reply = "$0\r\n\r\n"
+					case len(args) > 0 && strings.HasPrefix(strings.ToUpper(args[0].(string)), "EVAL"):
+						reply = ":1\r\n"
+					}
+					if _, err := nc.Write([]byte(reply)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), conns
+}
+
+// TestReplyPastBoundIsNotAFailure: a reply nested deeper than the
+// reader's bound is its caller's error. The pipelined connection stays up
+// for the other callers, and however often a client asks for such a
+// reply, no backend is counted as failing or marked down: only backends
+// fail backends.
+func TestReplyPastBoundIsNotAFailure(t *testing.T) {
+	var nodes []Node
+	var conns []*atomic.Int32
+	for range 3 {
+		addr, n := startDeepBackend(t)
+		rn, err := DialNode(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rn.Close() })
+		nodes = append(nodes, rn)
+		conns = append(conns, n)
+	}
+	r := New(nodes, Options{NodeTimeout: time.Second, DownAfter: 2, Logger: testLogger(t)})
+	r.loops.Add(1) // as if RunHealth ran: failures could mark nodes down
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		if err := n.(*RedisNode).Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dials := make([]int32, len(conns))
+	for i, n := range conns {
+		dials[i] = n.Load()
+	}
+
+	script := NewScript("return 'a table nested past the bound'")
+	for range 10 {
+		v, err := r.Vote(ctx, script, []string{"k"}, []string{"deep"})
+		re, ok := v.(RedisError)
+		if err != nil || !ok || !strings.Contains(string(re), "nested deeper") {
+			t.Fatalf("Vote = %#v, %v; want the bound's error reply", v, err)
+		}
+		// One node directly: the error is the caller's, typed.
+		_, err = nodes[0].Do(ctx, "ECHO", "deep")
+		if !errors.Is(err, resp.ErrTooDeep) {
+			t.Fatalf("Do = %v, want resp.ErrTooDeep", err)
+		}
+	}
+	for _, s := range r.Status() {
+		if s.State != StateUp || s.Failures != 0 {
+			t.Fatalf("%+v: want up, no failures counted", s)
+		}
+	}
+	for i, n := range conns {
+		if got := n.Load(); got != dials[i] {
+			t.Fatalf("backend %d: %d connections after the deep replies, want %d (no re-dial)", i, got, dials[i])
+		}
+	}
+	if _, err := r.Acquire(ctx, "other", "token", time.Second); err != nil {
+		t.Fatalf("Acquire after the deep replies: %v", err)
+	}
+}
