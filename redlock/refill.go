@@ -60,13 +60,15 @@ type refill struct {
 }
 
 // refillReadScript reads KEYS for a refill: per key {pttl, dump, counter,
-// writer, digest}: pttl -2 gone, -3 a ttl of at most ARGV[1] ms (a lock's
+// writer, digest, clean}: pttl -2 gone, -3 a ttl of at most ARGV[1] ms (a lock's
 // copy, or data that expires within the quarantine: not copied), else
 // the key's (-1: none) with its DUMP and a digest of its content (a set's
 // members and a hash's fields sorted: two backends' DUMPs of one set
 // differ with the order of their hash tables); and the version of a string written by
 // the register (register.go: of the companion itself for a companion
-// key; a tombstone's for a deleted one), 0 and "" without one.
+// key; a tombstone's for a deleted one), 0 and "" without one; clean 1
+// when the key holds what that version wrote (0: a lock command changed
+// it since, or the key is the tombstone's and exists).
 var refillReadScript = NewScript(`
 local function digest(k, t)
 	local parts
@@ -95,10 +97,10 @@ for i, k in ipairs(KEYS) do
 	local c = k
 	if string.sub(k, 1, #ARGV[2]) ~= ARGV[2] then c = ARGV[2] .. k end
 	local v = redis.pcall("GET", c)
-	local n, id = 0, ""
+	local n, id, vd = 0, "", ""
 	if type(v) == "string" then
-		local a, b = string.match(v, "^(%d+) (%S+)")
-		if a then n, id = tonumber(a), b end
+		local a, b, e = string.match(v, "^(%d+) (%S+) (%S+)$")
+		if a then n, id, vd = tonumber(a), b, e end
 	end
 	local t, d, h = redis.call("PTTL", k), "", ""
 	if t >= 0 and t <= tonumber(ARGV[1]) then
@@ -106,7 +108,18 @@ for i, k in ipairs(KEYS) do
 	elseif t ~= -2 then
 		d, h = redis.call("DUMP", k), digest(k, redis.call("TYPE", k)["ok"])
 	end
-	out[i] = {t, d, n, id, h}
+	local clean = 1
+	if c ~= k and n > 0 then
+		-- the key holds what its version wrote: that value, or gone for
+		-- a delete's tombstone
+		local kv = redis.pcall("GET", k)
+		if t == -2 then
+			if vd ~= "-" then clean = 0 end
+		elseif type(kv) ~= "string" or redis.sha1hex(kv) ~= vd then
+			clean = 0
+		end
+	end
+	out[i] = {t, d, n, id, h, clean}
 end
 return out`)
 
@@ -130,6 +143,7 @@ type copyState struct {
 	dump    string
 	digest  string // of the content (refillReadScript)
 	version version
+	clean   bool // the key holds what version wrote
 }
 
 // startRefill marks node h as come back empty, while RunHealth runs
@@ -355,12 +369,14 @@ func (r *Redlock) refillKeys(ctx context.Context, t int, sources []int, keys []s
 func asCopyState(v any) copyState {
 	a, _ := v.([]any)
 	st := copyState{ttl: -3}
-	if len(a) == 5 {
+	if len(a) == 6 {
 		st.ttl, _ = a[0].(int64)
 		st.dump, _ = a[1].(string)
 		st.version.n, _ = a[2].(int64)
 		st.version.id, _ = a[3].(string)
 		st.digest, _ = a[4].(string)
+		c, _ := a[5].(int64)
+		st.clean = c == 1
 	}
 	return st
 }
@@ -369,7 +385,9 @@ func asCopyState(v any) copyState {
 // delete it, "" leave it (not data that outlives the quarantine), "?" the
 // sources disagree. What a quorum of all the backends holds alike wins
 // (gone, not copied, or one content); else a versioned string's newest
-// version, a delete's included.
+// version, a delete's included, where the key holds what that version
+// wrote (what a read would answer and write back: register.go); a key a
+// lock command changed since is left to the reads.
 func (r *Redlock) decideCopy(states []copyState) (string, copyState) {
 	gone, skip := 0, 0
 	same := make(map[string]int)
@@ -401,7 +419,7 @@ func (r *Redlock) decideCopy(states []copyState) (string, copyState) {
 	switch {
 	case newest.version.n == 0 && gone+skip == len(states):
 		return "", copyState{}
-	case newest.version.n == 0:
+	case newest.version.n == 0 || !newest.clean:
 		return "?", copyState{}
 	case newest.ttl == -2:
 		return "d", copyState{}

@@ -9,9 +9,11 @@ import "testing"
 func TestDecideCopy(t *testing.T) {
 	r := &Redlock{quorum: 3}
 	data := func(digest string, n int64) copyState {
-		return copyState{ttl: -1, dump: "dump-" + digest, digest: digest, version: version{n: n, id: "w"}}
+		return copyState{ttl: -1, dump: "dump-" + digest, digest: digest, version: version{n: n, id: "w"}, clean: true}
 	}
-	gone := func(n int64) copyState { return copyState{ttl: -2, version: version{n: n, id: "w"}} }
+	gone := func(n int64) copyState { return copyState{ttl: -2, version: version{n: n, id: "w"}, clean: true} }
+	changed := data("c", 6)
+	changed.clean = false
 	short := copyState{ttl: -3}
 	for _, tc := range []struct {
 		name   string
@@ -26,6 +28,7 @@ func TestDecideCopy(t *testing.T) {
 		{"a versioned string's newest", []copyState{data("a", 4), data("a", 4), data("b", 5), data("b", 5)}, "r", "dump-b"},
 		{"its newest is a delete", []copyState{data("a", 4), data("a", 4), gone(5), gone(5)}, "d", ""},
 		{"absent everywhere", []copyState{gone(0), gone(0), short, short}, "", ""},
+		{"its newest changed by a lock command since", []copyState{data("a", 4), data("a", 4), changed, data("b", 5)}, "?", ""},
 	} {
 		op, st := r.decideCopy(tc.states)
 		if op != tc.op || op == "r" && st.dump != tc.dump {
