@@ -99,10 +99,22 @@ func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl
 // (redlock.GetSet), a data write with ttl, or without expiry when ttl is
 // 0. A key a quorum holds of another type is refused with a *TypeError.
 func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Duration) (redlock.Value, error) {
-	m.unkeep(key)
+	// A keep of this very value ends first, or its renewal could lease
+	// what the write leaves; any other hold ends once the write landed (a
+	// key of another type is not written, and a hash lock stays held).
+	m.keeper.mu.Lock()
+	e := m.keeper.keys[key]
+	same := e != nil && !e.AnyValue && e.digest == digestOf(value)
+	m.keeper.mu.Unlock()
+	if same {
+		m.unkeepValue(key, value)
+	}
 	old, err := m.locker.GetSet(ctx, key, value, ttl)
 	if err == nil && old.Exists && old.Type != "" {
-		err = &TypeError{Type: old.Type}
+		return old, &TypeError{Type: old.Type}
+	}
+	if err == nil {
+		m.unkeep(key)
 	}
 	m.reg.forget(key)
 	return old, err

@@ -230,3 +230,23 @@ func TestPopPushBackBounded(t *testing.T) {
 		t.Fatal("Pop still waiting 30s for a push-back to a stalled backend")
 	}
 }
+
+// TestGetSetOfAHeldHashKeepsItsHold: GETSET of a key of another type (a
+// hash lock held while it exists) writes nothing and is refused with a
+// *TypeError; the hold stays, or the hash lock would expire at its lease.
+func TestGetSetOfAHeldHashKeepsItsHold(t *testing.T) {
+	m, mrs := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	for _, mr := range mrs {
+		mr.HSet("h", "owner", "1")
+		mr.SetTTL("h", keepTTL)
+	}
+	m.HoldKey("h", Hold{AnyValue: true})
+	var te *TypeError
+	if _, err := m.GetSet(ctx, "h", "v", 0); !errors.As(err, &te) {
+		t.Fatalf("GETSET of a hash = %v, want a TypeError", err)
+	}
+	if !m.Kept("h", "") {
+		t.Fatal("the hash lock's hold ended with a GETSET that wrote nothing")
+	}
+}
