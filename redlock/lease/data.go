@@ -364,10 +364,7 @@ func (m *Manager) FlushAll(ctx context.Context) error {
 // (redlock.Incr).
 func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error) {
 	n, err := m.locker.Incr(ctx, key, by)
-	m.reg.forget(key)
-	if err == nil {
-		m.loosenKeep(key) // a kept value it changed stays kept
-	}
+	m.reg.forget(key) // data now: a lock it changed in place is dropped to data by its next renewal
 	return n, err
 }
 
