@@ -10,12 +10,12 @@ import (
 // The client's view of a held key (docs/safety.md, "Holds"): its copies
 // carry a lease of at most KeepTTL, renewed by the hold's owner, while a
 // client asks and decides on the expiry it gave (none, or a deadline
-// beyond max_ttl), through whichever proxy of the tier it talks to. A
-// hold kept here answers from memory (HeldTTL); any other key whose
-// quorum read shows a ttl a lease could be (0..KeepTTL) may be held
-// through a peer, possibly written less than a claim round ago, so its
-// field is read from a quorum of the record (one more quorum round, for
-// such reads only): the record, not the copies, says the expiry.
+// beyond max_ttl), through whichever proxy of the tier it talks to. A key
+// whose quorum read shows a ttl a lease could be (0..KeepTTL) may be
+// held, here or through a peer (possibly written less than a claim round
+// ago, or ended by a peer since), so its field is read from a quorum of
+// the record (one more quorum round, for such reads only): the record,
+// not the copies nor this proxy's memory, says the expiry.
 
 // clientTTL is the ttl a client sees of v, read of key on a quorum: the
 // hold's (HeldTTL, or the record's when another proxy keeps it), else
@@ -23,18 +23,23 @@ import (
 // answer from the lease could make the caller end the hold (SET KEEPTTL,
 // EXPIRE XX).
 func (m *Manager) clientTTL(ctx context.Context, key string, v redlock.Value) (time.Duration, error) {
-	if ttl, ok := m.HeldTTL(key, v.Data); ok {
-		return ttl, nil
-	}
 	h := m.holds.Load()
-	if h == nil || v.PTTL < 0 || v.PTTL > m.keepTTL {
+	if h == nil { // no record (unit tests): this proxy's holds are all there is
+		if ttl, ok := m.HeldTTL(key, v.Data); ok {
+			return ttl, nil
+		}
+		return v.PTTL, nil
+	}
+	if v.PTTL < 0 || v.PTTL > m.keepTTL {
 		return v.PTTL, nil // not a lease: no hold gives its copies more
 	}
+	// The record on a quorum, even for a hold kept here: another proxy may
+	// have ended it (an expiry written through it) since.
 	r, ok, err := m.locker.ReadHold(ctx, h.Service, key)
 	switch {
 	case err != nil:
 		return 0, err
-	case !ok:
+	case !ok, r.Owner == redlock.Ended:
 		return v.PTTL, nil
 	case r.Digest != redlock.AnyDigest && (v.Type != "" || r.Digest != digestOf(v.Data)):
 		return v.PTTL, nil // a hold of another value: it ends at the renewal
