@@ -16,9 +16,9 @@ import (
 // have at most newScriptsPerSecond new texts analysed each second. A text
 // already analysed costs nothing and is never refused here.
 const (
-	maxAnalyses         = 2
+	maxAnalyses         = 1
 	analysisWait        = time.Second
-	newScriptsPerSecond = 10
+	newScriptsPerSecond = 50
 )
 
 // Limit names of the refusals here, as in Refusals and the metric
