@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,8 +132,8 @@ func TestStaleReleaseKeepsTheCurrentHolder(t *testing.T) {
 
 // TestHeldKeyChangedElsewhereKeepsItsValue: a lock without expiry taken
 // through proxy A (SETNX) and then changed in place through proxy B
-// (APPEND, INCR, SETRANGE, a script by vote) is the client's data now, as
-// on one Redis: three leases later it still holds its new value, without
+// (APPEND, INCR, SETRANGE, a script by vote), or through A itself (INCR), is
+// the client's data now, as on one Redis: three leases later it still holds its new value, without
 // expiry, through either proxy. Before, A's renewal found another value,
 // stopped, and the key expired with its last lease.
 func TestHeldKeyChangedElsewhereKeepsItsValue(t *testing.T) {
@@ -151,6 +152,7 @@ func TestHeldKeyChangedElsewhereKeepsItsValue(t *testing.T) {
 		{"chg:incr", "5", []any{"INCR", "chg:incr"}, "6"},
 		{"chg:setrange", "abc", []any{"SETRANGE", "chg:setrange", "1", "X"}, "aXc"},
 		{"chg:script", "v", []any{"EVAL", "return redis.call('APPEND', KEYS[1], 'y')", "1", "chg:script"}, "vy"},
+		{"chg:incr-a", "7", []any{"INCR", "chg:incr-a"}, "8"}, // through A, which keeps it
 	}
 	for _, tc := range cases {
 		if n, err := ca.Do(ctx, "SETNX", tc.key, tc.token).Int(); err != nil || n != 1 {
@@ -158,8 +160,12 @@ func TestHeldKeyChangedElsewhereKeepsItsValue(t *testing.T) {
 		}
 	}
 	for _, tc := range cases {
-		if err := cb.Do(ctx, tc.change...).Err(); err != nil {
-			t.Fatalf("%v through B: %v", tc.change, err)
+		c := cb
+		if strings.HasSuffix(tc.key, "-a") {
+			c = ca
+		}
+		if err := c.Do(ctx, tc.change...).Err(); err != nil {
+			t.Fatalf("%v: %v", tc.change, err)
 		}
 	}
 	time.Sleep(3 * holdLease) // the holds' leases would have run out
