@@ -133,17 +133,20 @@ var ErrMaxHolds = errors.New("max_holds reached: the tier holds as many locks wi
 
 // TierHoldCount is how many holds the tier has, as max_holds counts them:
 // the fields of the record a quorum showed at the last claim round, and
-// the holds of this proxy made since.
+// the holds this proxy made since (without the record: this proxy's
+// holds). O(1): it is asked on every new hold.
 func (m *Manager) TierHoldCount() int {
 	m.keeper.mu.Lock()
 	defer m.keeper.mu.Unlock()
-	n := len(m.keeper.recorded)
-	for k := range m.keeper.keys {
-		if _, ok := m.keeper.recorded[k]; !ok {
-			n++
-		}
+	return m.tierHoldsLocked()
+}
+
+// tierHoldsLocked is TierHoldCount with the keeper's lock held.
+func (m *Manager) tierHoldsLocked() int {
+	if m.holds.Load() == nil {
+		return len(m.keeper.keys)
 	}
-	return n
+	return len(m.keeper.recorded) + m.keeper.made
 }
 
 // holdsFull reports whether a new hold of key would pass MaxHolds, and
@@ -155,11 +158,13 @@ func (m *Manager) holdsFull(key string) bool {
 	if m.maxHolds <= 0 || m.keepTTL <= 0 {
 		return false
 	}
-	m.keeper.mu.Lock()
-	_, mine := m.keeper.keys[key]
-	_, seen := m.keeper.recorded[key]
-	m.keeper.mu.Unlock()
-	if mine || seen || m.TierHoldCount() < m.maxHolds {
+	k := &m.keeper
+	k.mu.Lock()
+	_, mine := k.keys[key]
+	_, seen := k.recorded[key]
+	full := !mine && !seen && m.tierHoldsLocked() >= m.maxHolds
+	k.mu.Unlock()
+	if !full {
 		return false
 	}
 	m.stats.holdsRefused.Add(1)
@@ -237,6 +242,7 @@ func (m *Manager) claimRound(h *Holds) {
 	}
 	m.keeper.mu.Lock()
 	m.keeper.recorded = recorded
+	m.keeper.made = 0
 	m.keeper.mu.Unlock()
 	live := map[string]bool{h.ID: true}
 	for _, id := range h.Live() {

@@ -109,6 +109,10 @@ type keeper struct {
 	keys     map[string]*kept
 	running  bool                    // the loop runs
 	recorded map[string]redlock.Hold // holds in the record at the last claim round, by key
+	// made counts the holds made here since the last claim round that it
+	// did not show (TierHoldCount): a release does not take one off, so
+	// the count errs high by at most one round's releases.
+	made int
 }
 
 // keep renews key while it holds value (see above); it replaces what was
@@ -152,6 +156,9 @@ func (m *Manager) holdLocked(key string, h Hold) *kept {
 	k := &m.keeper
 	if k.keys == nil {
 		k.keys = make(map[string]*kept)
+	}
+	if _, seen := k.recorded[key]; !seen && k.keys[key] == nil {
+		k.made++
 	}
 	k.keys[key] = e
 	if !k.running && !m.closing.Load() {
