@@ -221,36 +221,6 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 	return nil
 }
 
-// renewHoldScript renews the hold of key KEYS[3] in hash KEYS[1] for
-// owner ARGV[1], of the value of digest ARGV[3] (AnyDigest: any value,
-// while the key exists). Where the field is absent (never written here,
-// or dropped by a release) it is not this owner's to renew: -1. Where it
-// names another owner (a peer took it over, or a write ended it), 0.
-// Where the key no longer holds the value, or its copy is not the one
-// the hold stamped in KEYS[2] (written since by someone else), this
-// owner's field of this value is deleted and -1. Else the key's lease
-// becomes ARGV[4] ms, the field is written as ARGV[2] where it differs,
-// the copy's new expiry stamped, and 1.
-var renewHoldScript = NewScript(stampLua + holdsValueLua + `
-local f = redis.call("HGET", KEYS[1], KEYS[3])
-if not f then return -1 end
-local owner, digest = string.match(f, "^(%S+) %S+ (%S+)$")
-if owner ~= ARGV[1] then return 0 end
-local ok = holdsValue(KEYS[3], ARGV[3])
-local at = redis.call("HGET", KEYS[2], KEYS[3])
-if ok and at and at ~= stamp(KEYS[3]) then ok = false end
-if not ok then
-	if digest == ARGV[3] then
-		redis.call("HDEL", KEYS[1], KEYS[3])
-		redis.call("HDEL", KEYS[2], KEYS[3])
-	end
-	return -1
-end
-redis.call("PEXPIRE", KEYS[3], ARGV[4])
-if f ~= ARGV[2] then redis.call("HSET", KEYS[1], KEYS[3], ARGV[2]) end
-local s = stamp(KEYS[3]) if s then redis.call("HSET", KEYS[2], KEYS[3], s) end
-return 1`)
-
 // RenewHold gives h.Key a lease of ttl on every node where h's owner
 // still owns its field and the key holds the value of h.Digest. It
 // succeeds once a quorum renewed it; else ErrHeld when a quorum's fields
@@ -270,39 +240,21 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl tim
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("renew hold: %w", err)
 	}
-	return r.mirrorRenew(ctx, h.Key, h.Digest, ttl)(r.renewHold(ctx, service, h, ttl))
+	return r.mirrorRenew(ctx, h.Key, h.Digest, ttl)(r.renewHolds(ctx, service, []Hold{h}, ttl)[0])
 }
 
-// renewHold is RenewHold on the backends.
-func (r *Redlock) renewHold(ctx context.Context, service string, h Hold, ttl time.Duration) error {
-	c := call[int64]{
-		cmd: command{kind: callEval, script: renewHoldScript, keys: append(holdKeys(service), h.Key),
-			args: []any{h.Owner, h.field(), h.Digest, millis(ttl)}},
-		decode: asInt,
-	}
-	t := &renewTally{tally: *r.tally()}
-	if err := quorum(r, ctx, "renew hold", r.nodeTimeout, c, decider[int64](t), nil); err != nil {
-		return err
-	}
-	switch {
-	case t.won():
-		return nil
-	case t.taken >= t.q:
-		return t.failure(ErrHeld)
-	case t.gone >= t.q:
-		return t.failure(ErrNotHeld)
-	}
-	// Renewed on some, gone on some, no answer from others: not a
-	// quorum's "no longer", so the hold is tried again while it lasts.
-	return t.failure(ErrNoQuorum)
-}
-
-// renewHoldsScript is renewHoldScript for many holds in one call: KEYS
-// are the record, its stamps and the held keys; ARGV the owner, the lease
-// (ms), then a field and a digest per held key. It returns one code per
-// held key, as renewHoldScript's. A key whose copy is still the hold's
-// own (its stamp) but whose value changed in place is the client's data
-// now (dropHold), and -1.
+// renewHoldsScript renews holds of one owner: KEYS are the record, its
+// stamps and the held keys; ARGV the owner, the lease (ms), then a field
+// and a digest (AnyDigest: any value, while the key exists) per held key.
+// It returns one code per held key. Where the field is absent (never
+// written here, or dropped by a release) it is not this owner's to
+// renew: -1. Where it names another owner (a peer took it over, or a
+// write ended it), 0. Where the key no longer holds the value, or its copy
+// is not the one the hold stamped (written since by someone else), this
+// owner's field of this value is dropped (dropHold: a copy still its own
+// whose value changed in place is the client's data now) and -1. Else
+// the key's lease becomes the lease, the field is written where it
+// differs, the copy's new expiry stamped, and 1.
 var renewHoldsScript = NewScript(stampLua + holdsValueLua + dropHoldLua + `
 local out = {}
 for i = 3, #KEYS do
@@ -337,13 +289,22 @@ return out`)
 // when renewed on a quorum. Holds renewed during a move (migrate_from)
 // go one by one (RenewHold), the old instance's yes needed for each.
 func (r *Redlock) RenewHolds(ctx context.Context, service string, hs []Hold, ttl time.Duration) []error {
-	errs := make([]error, len(hs))
 	if r.migrate != nil {
+		errs := make([]error, len(hs))
 		for i, h := range hs {
 			errs[i] = r.RenewHold(ctx, service, h, ttl)
 		}
 		return errs
 	}
+	return r.renewHolds(ctx, service, hs, ttl)
+}
+
+// renewHolds is RenewHolds on the backends, each hold decided as
+// RenewHold says: nil renewed on a quorum; ErrHeld, ErrNotHeld when a
+// quorum said so; else ErrNoQuorum (renewed on some, gone on some, no
+// answer from others: tried again while it lasts).
+func (r *Redlock) renewHolds(ctx context.Context, service string, hs []Hold, ttl time.Duration) []error {
+	errs := make([]error, len(hs))
 	keys := holdKeys(service)
 	args := []any{"", millis(ttl)}
 	for i, h := range hs {
