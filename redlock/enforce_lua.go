@@ -68,7 +68,7 @@ end
 local function __rp_key(k)
 	if type(k) == 'number' then
 		if k ~= floor(k) or k > 1e15 or k < -1e15 then __rp_no('script named a key with a number that is not a whole one') end
-		k = sformat('%d', k)
+		k = sformat('%.17g', k)
 	end
 	if type(k) ~= 'string' then return nil end
 	if ssub(k, 1, #__rp_res) == __rp_res then __rp_no("script tried to access key '" .. __rp_show(k) .. "', reserved by redlock-proxy") end
@@ -224,6 +224,7 @@ local function __rp_unpack(t, i, j)
 	return unpack0(t, i, j)
 end
 local function __rp_noload() __rp_no('script called loadstring or load, which scripts by vote may not') end
+local function __rp_nofenv() __rp_no('script called getfenv or setfenv, which scripts by vote may not') end
 setmt(__rp_S, {__index = string, __metatable = false})
 setmt(__rp_T, {__index = table, __metatable = false})
 local __rp_K, __rp_A, __rp_G = {}, {}, {}
@@ -231,14 +232,15 @@ for i = 1, #KEYS do __rp_K[i] = KEYS[i] end
 for i = 1, #ARGV do __rp_A[i] = ARGV[i] end
 __rp_G.redis, __rp_G.KEYS, __rp_G.ARGV, __rp_G.string, __rp_G.table = __rp_base, __rp_K, __rp_A, __rp_S, __rp_T
 __rp_G.unpack, __rp_G._G, __rp_G.loadstring, __rp_G.load = __rp_unpack, __rp_G, __rp_noload, __rp_noload
+__rp_G.getfenv, __rp_G.setfenv = __rp_nofenv, __rp_nofenv
 local __rp_g0 = _G
 setmt(__rp_G, {__index = function(_, k) return rawget(__rp_g0, k) end, __metatable = false})
-local __rp_env = {__rp_K, __rp_A, __rp_S, __rp_T, __rp_unpack, __rp_G, __rp_noload, __rp_noload}
+local __rp_env = {__rp_K, __rp_A, __rp_S, __rp_T, __rp_unpack, __rp_G, __rp_noload, __rp_noload, __rp_nofenv, __rp_nofenv}
 `
 
 // enforceParams are the body's parameters after redis when it runs
 // enforced, in __rp_env's order: each shadows the global of its name.
-const enforceParams = "KEYS, ARGV, string, table, unpack, _G, loadstring, load, "
+const enforceParams = "KEYS, ARGV, string, table, unpack, _G, loadstring, load, getfenv, setfenv, "
 
 // enforcePrep takes the user's patterns off ARGV (EnforceArgs), after
 // the holds' (heldPrep), into __rp_pats; a script sent without them is

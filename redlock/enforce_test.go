@@ -53,6 +53,9 @@ func TestEnforcedVote(t *testing.T) {
 		{"return string.rep('x', 2000)", "string.rep"},
 		{"return redis.call('SET', KEYS[1], string.rep('x', 100))", "max_value_bytes"},
 		{"return redis.call('GET', 'redlock-proxy:x')", "reserved by redlock-proxy"},
+		{"return getfenv(1).redis.call('FLUSHALL')", "getfenv or setfenv"},
+		{"return _G.getfenv(0).redis.call('FLUSHALL')", "getfenv or setfenv"},
+		{"return redis.call('SET', -0, 'x')", "outside its keys"},
 	} {
 		s := NewScript(tc.src).ForVote(Shape{}, []string{""}).Enforced(testEnforcement)
 		v, err := c.r.Vote(ctx, s, []string{"t:1"}, args())

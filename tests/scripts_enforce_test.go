@@ -114,6 +114,7 @@ func TestScriptEnforceEscapes(t *testing.T) {
 		{"built key past the patterns", "return redis.call('SET', KEYS[1] .. '1', 'pwned')", nil},
 		{"_G.redis", "return _G.redis.call('FLUSHALL')", nil},
 		{"loadstring", "return loadstring('return redis.call(\"flushall\")')()", nil},
+		{"getfenv", "return getfenv(1).redis.call('SET', 'other:1', 'pwned')", nil},
 	} {
 		_, err := tenant.Eval(ctx, s.src, []string{"tenant:42"}, s.args...).Result()
 		if err == nil {
