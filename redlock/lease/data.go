@@ -76,6 +76,9 @@ func (m *Manager) Write(ctx context.Context, key, value string, ttl time.Duratio
 // MaxTTL and what the client asked beyond is held.
 func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl time.Duration) error {
 	keep := ttl == 0 // held until released, as SETNX
+	if m.maxTTL > 0 && !m.clamping() && (keep || ttl > m.maxTTL) {
+		return ErrLockTTL // beyond max_ttl, or without expiry, and nothing to hold it by
+	}
 	ttl, until := m.long(ttl)
 	if keep {
 		ttl = m.keepTTL
@@ -312,7 +315,10 @@ func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if !lock || m.keepTTL == 0 {
+	if lock && m.keepTTL == 0 && m.maxTTL > 0 {
+		return false, ErrLockTTL // a lock without expiry needs a lease to hold it by
+	}
+	if !lock {
 		m.unkeep(key)
 		ok, err := m.locker.Persist(ctx, key)
 		m.reg.forget(key)

@@ -250,3 +250,32 @@ func TestGetSetOfAHeldHashKeepsItsHold(t *testing.T) {
 		t.Fatal("the hash lock's hold ended with a GETSET that wrote nothing")
 	}
 }
+
+// TestLockBeyondMaxTTLWithoutLease: with no KeepTTL to hold it by, a lock
+// is never given an expiry beyond MaxTTL or none: PERSIST of a lock and a
+// compare-and-set beyond MaxTTL (SET … IFEQ … KEEPTTL of a long key) are
+// refused with ErrLockTTL; PERSIST of data is as asked.
+func TestLockBeyondMaxTTLWithoutLease(t *testing.T) {
+	m, mrs := newManager(t, Options{MaxTTL: 10 * time.Second})
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"l"}, Token: "t", TTL: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Persist(ctx, "l"); !errors.Is(err, ErrLockTTL) {
+		t.Errorf("PERSIST of a lock = %v, want ErrLockTTL", err)
+	}
+	if err := m.CompareAndSet(ctx, "l", "t", "t", 20*time.Second); !errors.Is(err, ErrLockTTL) {
+		t.Errorf("a compare-and-set beyond max_ttl = %v, want ErrLockTTL", err)
+	}
+	for i, mr := range mrs {
+		if ttl := mr.TTL("l"); ttl <= 0 || ttl > 10*time.Second {
+			t.Errorf("node %d: the lock's copy has ttl %v, want within max_ttl", i, ttl)
+		}
+	}
+	if err := m.Write(ctx, "d", "v", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := m.Persist(ctx, "d"); err != nil || !ok {
+		t.Errorf("PERSIST of data = %v, %v; want done", ok, err)
+	}
+}
