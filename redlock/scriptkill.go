@@ -117,9 +117,18 @@ func (n *RedisNode) applyScriptLimit(ctx context.Context) error {
 // kept open ahead; when that is gone or stale, on a new connection, which
 // then becomes the kill line.
 func (n *RedisNode) KillScript(ctx context.Context) error {
+	defer n.kill.prime() // a line lost on the way is opened again ahead of the next kill
 	cmd := resp.AppendCommand(nil, "SCRIPT", "KILL")
 	if nc, br := n.kill.take(); nc != nil {
-		_, err := killRoundTrip(ctx, nc, br, cmd)
+		// Half of what is left at most: a line gone silent must leave the
+		// new connection time to be dialed.
+		kctx := ctx
+		if d, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			kctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
+			defer cancel()
+		}
+		_, err := killRoundTrip(kctx, nc, br, cmd)
 		if err == nil || isRedisError(err) {
 			n.kill.put(nc, br)
 			return err
