@@ -107,9 +107,12 @@ func (m *Manager) HotKeys(n int) []KeyLoad {
 // is released as if its holder had sent it (so a SESSION lock here stops
 // renewing, a hold stops being kept, waiters here and on other proxies
 // are woken), and a key of another type (a library's hash lock) is
-// deleted. by names who asked, for the log and the events. It reports
-// false when the key was free or changed holder meanwhile (nothing was
-// deleted); redlock.ErrNoQuorum when the backends could not say.
+// deleted as it is, whoever holds it by then. A key of an MLOCK granted
+// here is released with the lock's other keys: the lock is one, and its
+// holder is not told. by names who asked, for the log and the events. It
+// reports false when the key was free or a string changed holder
+// meanwhile (nothing was deleted); redlock.ErrNoQuorum when the backends
+// could not say.
 func (m *Manager) ForceRelease(ctx context.Context, key, by string) (bool, error) {
 	v, err := m.locker.Get(ctx, key)
 	switch {
@@ -122,6 +125,10 @@ func (m *Manager) ForceRelease(ctx context.Context, key, by string) (bool, error
 	if v.Type != "" {
 		n, derr := m.Delete(ctx, []string{key})
 		released, err = n > 0, derr
+	} else if h := m.reg.byToken(key, v.Data); h != nil && len(h.keys) > 1 {
+		var states []redlock.KeyState
+		states, err = m.ReleaseKeys(ctx, h.keys, v.Data)
+		released = err == nil && slices.Contains(states, redlock.Released)
 	} else {
 		err = m.Release(ctx, key, v.Data)
 		released = err == nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 func TestForceRelease(t *testing.T) {
@@ -74,4 +75,22 @@ func TestHotKeys(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestForceReleaseOfAnMLOCKKey: a force release of one key of a lock of
+// several keys granted here releases the lock's every key, not that one
+// only (which left the others held, no longer known as one lock).
+func TestForceReleaseOfAnMLOCKKey(t *testing.T) {
+	m, mrs := newManager(t, Options{})
+	ctx := context.Background()
+	o := NewOwner(1, OwnerHooks{Lost: func(key, why string) {}})
+	if _, err := m.Acquire(ctx, o, Request{Keys: []string{"ma", "mb"}, Token: "t", TTL: 30 * time.Second, Remember: true}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := m.ForceRelease(ctx, "ma", "ops@test"); err != nil || !ok {
+		t.Fatalf("ForceRelease = %v, %v", ok, err)
+	}
+	testkit.Eventually(t, 10*time.Second, "both keys of the lock released on every backend", func() bool {
+		return holders(mrs, "ma") == 0 && holders(mrs, "mb") == 0
+	})
 }
