@@ -6,9 +6,8 @@ import (
 )
 
 // ReadHold is the field of key in the record of service that a quorum of
-// nodes hold alike (owner, deadline, digest): ok false when no quorum
-// agrees on one (none recorded, ended, or a field being written); Owner
-// is one of theirs. It fails with
+// nodes hold alike (deadline, digest): ok false when no quorum agrees on
+// one (none recorded, ended, or a field being written). It fails with
 // ErrNoQuorum (a *QuorumError) when fewer than a quorum answered. A proxy
 // that does not keep key reads it to answer the expiry its client asked
 // for (a key held beyond max_ttl through another proxy of the tier).
@@ -38,11 +37,10 @@ func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h Hold, ok
 	same := map[string]int{}
 	for _, f := range t.fields {
 		p, err := parseHold(key, f)
-		if err != nil || p.Owner == Ended {
-			continue // absent, ended, or not ours to read
+		if err != nil {
+			continue // absent, or not ours to read
 		}
-		// Owners differ while a claim lands: deadline and digest decide.
-		s := fmt.Sprint(p.Deadline, " ", p.Digest)
+		s := p.field()
 		if same[s]++; same[s] >= t.q {
 			return p, true, nil
 		}

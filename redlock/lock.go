@@ -133,7 +133,7 @@ return 1`)
 // node that sets the key writes the hold's field to the record of
 // service in the same call (SetHold's write, without its round), so
 // that the tier renews it as soon as the lock is granted. A node whose
-// copy is rolled back leaves its field to the next renewal or claim
+// copy is rolled back leaves its field to the next renewal or
 // round, which drops the field of a key that does not hold its value.
 func (r *Redlock) AcquireHold(ctx context.Context, service string, h Hold, token string, ttl time.Duration) (Lock, error) {
 	if err := validateKeys([]string{h.Key}, token, ttl); err != nil {
