@@ -60,8 +60,7 @@ func TestHoldOutlivesItsProxy(t *testing.T) {
 
 // TestHoldResumesAfterRestart: with a single proxy, a hold without expiry
 // survives a kill -9 and a restart of that proxy (a new member id): the
-// restarted proxy renews the holds of its former self from the record
-// them. default_ttl 4 s gives the restart room on a loaded machine.
+// restarted proxy renews the holds of its former self from the record. default_ttl 4 s gives the restart room on a loaded machine.
 func TestHoldResumesAfterRestart(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
@@ -88,7 +87,7 @@ max_ttl = "8s"`)
 // TestHoldSurvivesRestartsInTurn: the proxies of a tier of two stop in
 // turn while one hold lives: A (its maker) is stopped by SIGTERM and B
 // renews it; A is started again; B is killed (-9) and the new A renews
-// it over. Polled through whichever proxy runs, SET NX never acquires,
+// it. Polled through whichever proxy runs, SET NX never acquires,
 // and the hold ends when released.
 func TestHoldSurvivesRestartsInTurn(t *testing.T) {
 	t.Parallel()

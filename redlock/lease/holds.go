@@ -15,11 +15,13 @@ import (
 // written to a quorum before the write is answered (by the write's own
 // call where it can), so that any proxy of the tier can renew it. A
 // field names no owner. The proxy that made a hold renews it from its
-// memory while it lives; every renewRound each proxy reads the record and
-// renews the holds whose lease on a quorum fell below a third (their
-// maker stopped, was killed or restarted): the one the key falls to among
-// the live members (rendezvous), or anyone once it fell below a sixth (a
-// member gone before the views show it). A renewal compares the value
+// memory while it lives, before half its lease is gone; every renewRound
+// each proxy reads the record and renews the holds whose maker stopped
+// (was killed, restarted): the one the key falls to among the live
+// members (rendezvous) once the lease on a quorum fell below a half, and
+// anyone once it fell below a third (the member it falls to may be gone
+// before the views show it). Rounds come every sixth of a lease, so a
+// hold is found with a sixth of its lease left at least. A renewal compares the value
 // and the copy on each backend and changes nothing else, so two proxies
 // renewing one hold do no harm, and nothing is handed over.
 
@@ -160,8 +162,8 @@ func (m *Manager) holdsFull(key string) bool {
 }
 
 // roundEvery is how often the record is read: KeepTTL/6, so that a hold
-// found late (below KeepTTL/3) has at least a sixth of KeepTTL left when
-// it is renewed. Each round reads every field on every backend (about
+// found late (below KeepTTL/3, by anyone) has at least a sixth of
+// KeepTTL left when it is renewed. Each round reads every field on every backend (about
 // four commands a field): once a second, as it was, 20,000 holds through
 // two proxies asked five backends for some 800,000 commands a second,
 // more than they serve (docs/benchmarks.md, "Data and holds under lock
@@ -185,9 +187,11 @@ func (m *Manager) roundLoop() {
 }
 
 // renewRound reads the record once and renews, a page at a time, the
-// holds not made here whose key's lease on a quorum fell below a third
-// of what a renewal gives, when the key falls to this proxy among the
-// live members, or below a sixth whoever it falls to.
+// holds not made here whose key's lease on a quorum fell below a half of
+// what a renewal gives, when the key falls to this proxy among the live
+// members, or below a third whoever it falls to. A live maker renews
+// before half its lease is gone (keepLoop), so these are rarely renewed
+// twice, and a twice-renewed hold is no harm.
 func (m *Manager) renewRound(h *Holds) {
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
@@ -207,7 +211,7 @@ func (m *Manager) renewRound(h *Holds) {
 	live := append([]string{h.ID}, h.Live()...)
 	var due []redlock.Hold
 	for _, s := range scanned {
-		if m.keeps(s.Key) || !m.late(s, 3) || !m.late(s, 6) && fallsTo(s.Key, live) != h.ID {
+		if m.keeps(s.Key) || !m.late(s, 2) || !m.late(s, 3) && fallsTo(s.Key, live) != h.ID {
 			continue // renewed here from memory, not due, or another's
 		}
 		due = append(due, s.Hold)

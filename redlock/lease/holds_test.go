@@ -19,10 +19,10 @@ import (
 // TestHoldsRenewedByTheTier: two Managers of one tier over the same
 // backends. A's holds (a kept value, and a hold of any value with a
 // deadline) are recorded on a quorum, naming no owner, before the write
-// returns. A stops (nothing handed over): B leaves them alone while their
-// leases are whole, and renews them once they run below a third of a
-// lease. A hold that falls to another live member is renewed by B only
-// below a sixth.
+// returns. A stops (nothing handed over): B leaves them alone while
+// more than half their lease is left, and renews those that fall to it
+// below a half; a hold that falls to another live member B renews only
+// below a third.
 func TestHoldsRenewedByTheTier(t *testing.T) {
 	rl, mrs := redlocktest.New(t, 3, redlock.Options{})
 	const svc = "tier"
@@ -96,21 +96,21 @@ func TestHoldsRenewedByTheTier(t *testing.T) {
 	live.Store(&[]string{"B", "Z"})
 	// Whole leases are not B's to renew (miniredis ttls do not run: time
 	// is made to pass).
-	redlocktest.Elapse(keepTTL/2, mrs...)
+	redlocktest.Elapse(keepTTL*2/5, mrs...)
 	time.Sleep(2 * b.roundEvery())
-	if renewed(mine, keepTTL/2) {
-		t.Fatal("B renewed a hold with half its lease left")
+	if renewed(mine, keepTTL*3/5) {
+		t.Fatal("B renewed a hold with more than half its lease left")
 	}
-	redlocktest.Elapse(keepTTL/4, mrs...)
+	redlocktest.Elapse(keepTTL/5, mrs...)
 	testkit.Eventually(t, 10*time.Second, "B renews the late holds that fall to it", func() bool {
 		return renewed(mine, keepTTL/2) && (fallsTo("list", []string{"B", "Z"}) != "B" || renewed("list", keepTTL/2))
 	})
 	if renewed(theirs, keepTTL/2) {
-		t.Fatal("B renewed a hold that falls to Z above a sixth of its lease")
+		t.Fatal("B renewed a hold that falls to Z above a third of its lease")
 	}
 	redlocktest.Elapse(keepTTL/10, mrs...)
-	testkit.Eventually(t, 10*time.Second, "B renews every hold below a sixth", func() bool {
-		return renewed(theirs, keepTTL/2) && renewed("list", keepTTL/6)
+	testkit.Eventually(t, 10*time.Second, "B renews every hold below a third", func() bool {
+		return renewed(theirs, keepTTL/2) && renewed("list", keepTTL/2)
 	})
 	if ttl, err := b.clientTTL(ctx, "list", redlock.Value{Exists: true, Type: "list", PTTL: mrs[0].TTL("list")}); err != nil || ttl <= keepTTL {
 		t.Fatalf("the client's ttl of the hold with a deadline through B = %v, %v; want the time left to it", ttl, err)
