@@ -166,8 +166,9 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 	return nil
 }
 
-// RenewHold gives h.Key a lease of ttl, or what is left to h's deadline
-// when that is less, on every node where its field is h's and the key
+// RenewHold gives h.Key a lease of ttl, or what is left to the deadline
+// its field names when that is less, on every node where its field is of
+// h's digest and the key
 // holds the value of h.Digest in the copy the field stamped. Any proxy
 // may renew any hold: the renewal compares, it does not own. It
 // succeeds once a quorum renewed it; else ErrNotHeld when a quorum's
@@ -190,31 +191,34 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl tim
 }
 
 // renewHoldsScript renews holds: KEYS are the record, its stamps and
-// the held keys; ARGV a field, a digest (AnyDigest: any value, while the
-// key exists) and a lease (ms) per held key. It returns one code per
-// held key. Where the field is absent (never written here, or ended) or
-// of another value (the key taken again since), -1. Where the key no
-// longer holds the value, or its copy is not the one the field stamped
-// (written since by someone else), the field is dropped (dropHold: a
-// copy still the hold's whose value changed in place is the client's
-// data now) and -1. Else the key's lease becomes the lease, the field is
-// written where its deadline differs, the copy's new expiry stamped, and
-// 1.
+// the held keys; ARGV the renewer's time (Unix ms), the lease (ms), then
+// a digest (AnyDigest: any value, while the key exists) per held key. It
+// returns one code per held key. Where the field is absent (never
+// written here, or ended) or of another value (the key taken again
+// since), -1. Where the key no longer holds the value, or its copy is not
+// the one the field stamped (written since by someone else), the field
+// is dropped (dropHold: a copy still the hold's whose value changed in
+// place is the client's data now) and -1. Where the field's deadline has
+// passed, -1: the key expires by itself. Else the key's lease becomes
+// the lease, or what is left to the field's deadline, the copy's new
+// expiry is stamped, and 1. The field decides the deadline, not the
+// renewer: a proxy that changed it (PERSIST, EXPIRE of a peer's hold)
+// wrote it there.
 var renewHoldsScript = NewScript(stampLua + holdsValueLua + dropHoldLua + `
 local out = {}
 for i = 3, #KEYS do
-	local k, j = KEYS[i], 3 * (i - 3) + 1
-	local want, digest = ARGV[j], ARGV[j + 1]
+	local k, digest = KEYS[i], ARGV[i]
 	local f = redis.call("HGET", KEYS[1], k)
 	local code = -1
 	if f and string.match(f, "(%S+)$") == digest then
 		local at = redis.call("HGET", KEYS[2], k)
+		local lease, deadline = tonumber(ARGV[2]), tonumber(string.match(f, "(%S+) %S+$")) or 0
+		if deadline > 0 then lease = math.min(lease, deadline - tonumber(ARGV[1])) end
 		if at and at ~= stamp(k) or not holdsValue(k, digest) then
 			dropHold(k, f, at)
-		else
+		elseif lease >= 1 then
 			code = 1
-			redis.call("PEXPIRE", k, ARGV[j + 2])
-			if f ~= want then redis.call("HSET", KEYS[1], k, want) end
+			redis.call("PEXPIRE", k, string.format("%.0f", lease))
 			local s = stamp(k) if s then redis.call("HSET", KEYS[2], k, s) end
 		end
 	end
@@ -239,15 +243,13 @@ func (r *Redlock) RenewHolds(ctx context.Context, service string, hs []Hold, ttl
 
 // renewHolds is RenewHolds on the backends, each hold decided as
 // RenewHold says: nil renewed on a quorum; ErrNotHeld when a quorum said
-// so (or its deadline passed: it expired by itself); else ErrNoQuorum
+// so (ended, or its deadline passed: it expires by itself); else ErrNoQuorum
 // (renewed on some, gone on some, no answer from others: tried again
 // while it lasts).
 func (r *Redlock) renewHolds(ctx context.Context, service string, hs []Hold, ttl time.Duration) []error {
 	errs := make([]error, len(hs))
 	keys := holdKeys(service)
-	var args []any
-	now := r.now()
-	var due []int // the index in hs of each hold sent
+	args := []any{r.now().UnixMilli(), millis(ttl)}
 	for i, h := range hs {
 		if !h.valid() || ttl <= 0 {
 			for j := range errs {
@@ -255,37 +257,25 @@ func (r *Redlock) renewHolds(ctx context.Context, service string, hs []Hold, ttl
 			}
 			return errs
 		}
-		lease := ttl
-		if h.Deadline != 0 {
-			lease = min(lease, time.UnixMilli(h.Deadline).Sub(now))
-		}
-		if lease < time.Millisecond {
-			errs[i] = fmt.Errorf("renew hold %q: %w: its deadline passed", h.Key, ErrNotHeld)
-			continue
-		}
-		due = append(due, i)
 		keys = append(keys, h.Key)
-		args = append(args, h.field(), h.Digest, millis(lease))
-	}
-	if len(due) == 0 {
-		return errs
+		args = append(args, h.Digest)
 	}
 	c := call[[]int64]{
 		cmd:    command{kind: callEval, script: renewHoldsScript, keys: keys, args: args},
-		decode: func(v any) ([]int64, error) { return asInts(v, len(due)) },
+		decode: func(v any) ([]int64, error) { return asInts(v, len(hs)) },
 	}
-	t := &renewsTally{each: make([]renewTally, len(due))}
+	t := &renewsTally{each: make([]renewTally, len(hs))}
 	for i := range t.each {
 		t.each[i] = renewTally{tally: *r.tally()}
 	}
 	if err := quorum(r, ctx, "renew holds", r.nodeTimeout, c, decider[[]int64](t), nil); err != nil {
-		for _, i := range due {
+		for i := range errs {
 			errs[i] = err
 		}
 		return errs
 	}
-	for j, i := range due {
-		e := &t.each[j]
+	for i := range t.each {
+		e := &t.each[i]
 		switch {
 		case e.won():
 		case e.gone >= e.q:

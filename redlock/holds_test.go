@@ -117,16 +117,25 @@ func TestRenewHold(t *testing.T) {
 		t.Fatalf("node without the field: field %q, ttl %v; want none and the old 1s", c.mrs[2].HGet(hk, "lock"), c.mrs[2].TTL("lock"))
 	}
 	c.mrs[2].HSet(hk, "lock", h.field())
-	// A hold with a deadline is renewed to it at most.
+	// A hold whose field has a deadline (written through any proxy) is
+	// renewed to it at most, whatever deadline the renewer knew.
 	d := h
 	d.Deadline = time.Now().Add(3 * time.Second).UnixMilli()
-	if err := c.r.RenewHold(ctx, svc, d, 9*time.Second); err != nil {
-		t.Fatalf("RenewHold to a deadline = %v", err)
-	}
-	if ttl := c.mrs[0].TTL("lock"); ttl > 3*time.Second || ttl <= 0 {
-		t.Fatalf("renewed to a deadline 3s away: ttl %v", ttl)
+	if err := c.r.SetHold(ctx, svc, d); err != nil {
+		t.Fatal(err)
 	}
 	every("the field with its deadline", d.field())
+	if err := c.r.RenewHold(ctx, svc, h, 9*time.Second); err != nil {
+		t.Fatalf("RenewHold to a deadline = %v", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "every copy renewed to the deadline", func() bool {
+		for _, mr := range c.mrs {
+			if ttl := mr.TTL("lock"); ttl > 3*time.Second || ttl < 2*time.Second {
+				return false
+			}
+		}
+		return true
+	})
 	for _, mr := range c.mrs {
 		if err := mr.Set("lock", "w"); err != nil {
 			t.Fatal(err)
@@ -145,8 +154,17 @@ func TestRenewHold(t *testing.T) {
 		t.Fatalf("RenewHold without a digest = %v, want ErrInvalid", err)
 	}
 	past := Hold{Key: "lock", Digest: digestOf("w"), Deadline: time.Now().Add(-time.Second).UnixMilli()}
-	if err := c.r.RenewHold(ctx, svc, past, time.Second); !errors.Is(err, ErrNotHeld) {
+	for _, mr := range c.mrs {
+		mr.HSet(hk, "lock", past.field())
+		mr.SetTTL("lock", time.Second)
+	}
+	if err := c.r.RenewHold(ctx, svc, past, 9*time.Second); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("RenewHold past its deadline = %v, want ErrNotHeld", err)
+	}
+	for i, mr := range c.mrs {
+		if mr.TTL("lock") != time.Second {
+			t.Fatalf("node %d renewed a hold past its deadline: ttl %v", i, mr.TTL("lock"))
+		}
 	}
 }
 
