@@ -11,9 +11,9 @@ import (
 // ErrNoQuorum (a *QuorumError) when fewer than a quorum answered. A proxy
 // that does not keep key reads it to answer the expiry its client asked
 // for (a key held beyond max_ttl through another proxy of the tier).
-func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h Hold, ok bool, err error) {
+func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h HoldField, ok bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return Hold{}, false, fmt.Errorf("read hold: %w", err)
+		return HoldField{}, false, fmt.Errorf("read hold: %w", err)
 	}
 	c := call[string]{
 		cmd: command{kind: callDo, args: []any{"HGET", HoldsKey(service), key}},
@@ -29,10 +29,10 @@ func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h Hold, ok
 	}
 	t := &fieldTally{counts: r.counts()}
 	if err := quorum(r, ctx, "read hold", r.nodeTimeout, c, decider[string](t), nil); err != nil {
-		return Hold{}, false, err
+		return HoldField{}, false, err
 	}
 	if t.answered < t.q {
-		return Hold{}, false, t.noQuorum()
+		return HoldField{}, false, t.noQuorum()
 	}
 	same := map[string]int{}
 	for _, f := range t.fields {
@@ -45,7 +45,7 @@ func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h Hold, ok
 			return p, true, nil
 		}
 	}
-	return Hold{}, false, nil
+	return HoldField{}, false, nil
 }
 
 // fieldTally keeps every node's field and waits for all of them.

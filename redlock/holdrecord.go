@@ -214,8 +214,8 @@ func agreedHolds(scans [][]ScannedHold, blind []map[string]bool, q int) []Scanne
 			continue
 		}
 		out = append(out, ScannedHold{
-			Hold:  Hold{Key: s.key, Deadline: s.deadline, Digest: s.digest},
-			Lease: quorumPTTL(ttls, need),
+			HoldField: HoldField{Key: s.key, Deadline: s.deadline, Digest: s.digest},
+			Lease:     quorumPTTL(ttls, need),
 		})
 	}
 	return out

@@ -19,7 +19,7 @@ func TestHoldFollowsItsCopy(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("1"))
-	h := Hold{Key: "k", Digest: hex.EncodeToString(sum[:])}
+	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "1")
 		mr.SetTTL("k", 2*time.Second)
@@ -54,7 +54,7 @@ func TestHoldFollowsItsCopy(t *testing.T) {
 		_, _ = mr.Push("list", "x")
 		mr.SetTTL("list", 2*time.Second)
 	}
-	anyHold := Hold{Key: "list", Digest: AnyDigest}
+	anyHold := HoldField{Key: "list", Digest: AnyDigest}
 	if err := c.r.SetHold(ctx, svc, anyHold); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestRecordThroughQuarantine(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("v"))
-	h := Hold{Key: "k", Digest: hex.EncodeToString(sum[:])}
+	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	_ = c.mrs[0].Set("k", "v")
 	c.mrs[0].SetTTL("k", 2*time.Second)
 	c.mrs[0].HSet(HoldsKey(svc), "k", h.field())
@@ -88,7 +88,7 @@ func TestRecordThroughQuarantine(t *testing.T) {
 		c.r.health[i].mu.Unlock()
 	}
 	got, err := c.r.ScanHolds(ctx, svc)
-	if err != nil || len(got) != 1 || got[0].Hold != h || got[0].Lease != 2*time.Second {
+	if err != nil || len(got) != 1 || got[0].HoldField != h || got[0].Lease != 2*time.Second {
 		t.Fatalf("ScanHolds during the quarantine = %+v, %v; want %+v", got, err, h)
 	}
 }

@@ -72,34 +72,37 @@ func holdKeys(service string) []string { return []string{HoldsKey(service), stam
 // kept while it exists.
 const AnyDigest = "*"
 
-// Hold is one field of the record.
-type Hold struct {
+// HoldField is one field of the record: a hold as the backends keep it
+// (lease.Hold is what a client asked for, in one proxy's memory).
+type HoldField struct {
 	Key      string
 	Deadline int64  // the client's expiry, Unix ms; 0: none
 	Digest   string // sha1 of the value held, hex; AnyDigest
 }
 
-func (h Hold) field() string { return strconv.FormatInt(h.Deadline, 10) + " " + h.Digest }
+func (h HoldField) field() string { return strconv.FormatInt(h.Deadline, 10) + " " + h.Digest }
 
 // valid reports whether h can be written to the record.
-func (h Hold) valid() bool { return h.Key != "" && h.Digest != "" && !strings.Contains(h.Digest, " ") }
+func (h HoldField) valid() bool {
+	return h.Key != "" && h.Digest != "" && !strings.Contains(h.Digest, " ")
+}
 
 // parseHold reads a field of the record. A field an older proxy wrote
 // ("owner deadline digest") reads as its deadline and digest; one it
 // marked ended (owner "~") as no hold.
-func parseHold(key, field string) (Hold, error) {
+func parseHold(key, field string) (HoldField, error) {
 	p := strings.Fields(field)
 	switch {
 	case len(p) == 3 && p[0] != "~":
 		p = p[1:]
 	case len(p) != 2:
-		return Hold{}, fmt.Errorf("hold of %q: %q is not \"deadline digest\"", key, field)
+		return HoldField{}, fmt.Errorf("hold of %q: %q is not \"deadline digest\"", key, field)
 	}
 	d, err := strconv.ParseInt(p[0], 10, 64)
 	if err != nil || d < 0 {
-		return Hold{}, fmt.Errorf("hold of %q: deadline %q", key, p[0])
+		return HoldField{}, fmt.Errorf("hold of %q: deadline %q", key, p[0])
 	}
-	return Hold{Key: key, Deadline: d, Digest: p[1]}, nil
+	return HoldField{Key: key, Deadline: d, Digest: p[1]}, nil
 }
 
 // setHoldScript writes field ARGV[1] of hash KEYS[1] as ARGV[2] where
@@ -128,7 +131,7 @@ return 1`)
 // written the key and could not record it in the same call. It succeeds
 // once a quorum wrote it; else ErrNotHeld or ErrNoQuorum, as a
 // *QuorumError.
-func (r *Redlock) SetHold(ctx context.Context, service string, h Hold) error {
+func (r *Redlock) SetHold(ctx context.Context, service string, h HoldField) error {
 	if !h.valid() {
 		return fmt.Errorf("%w: hold %+v", ErrInvalid, h)
 	}
@@ -180,14 +183,14 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 // the renewal needs its yes (mirrorRenew): a MigrateError of kind
 // ErrNotHeld when the copy there is gone (the hold ends), of kind
 // ErrNoQuorum when the old instance did not answer.
-func (r *Redlock) RenewHold(ctx context.Context, service string, h Hold, ttl time.Duration) error {
+func (r *Redlock) RenewHold(ctx context.Context, service string, h HoldField, ttl time.Duration) error {
 	if !h.valid() || ttl <= 0 {
 		return fmt.Errorf("%w: renew hold %+v for %v", ErrInvalid, h, ttl)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("renew hold: %w", err)
 	}
-	return r.mirrorRenew(ctx, h.Key, h.Digest, ttl)(r.renewHolds(ctx, service, []Hold{h}, ttl)[0])
+	return r.mirrorRenew(ctx, h.Key, h.Digest, ttl)(r.renewHolds(ctx, service, []HoldField{h}, ttl)[0])
 }
 
 // renewHoldsScript renews holds: KEYS are the record, its stamps and
@@ -230,7 +233,7 @@ return out`)
 // what is due), each decided on its own: its error, nil when renewed on
 // a quorum. Holds renewed during a move (migrate_from) go one by one
 // (RenewHold), the old instance's yes needed for each.
-func (r *Redlock) RenewHolds(ctx context.Context, service string, hs []Hold, ttl time.Duration) []error {
+func (r *Redlock) RenewHolds(ctx context.Context, service string, hs []HoldField, ttl time.Duration) []error {
 	if r.migrate != nil {
 		errs := make([]error, len(hs))
 		for i, h := range hs {
@@ -246,7 +249,7 @@ func (r *Redlock) RenewHolds(ctx context.Context, service string, hs []Hold, ttl
 // so (ended, or its deadline passed: it expires by itself); else ErrNoQuorum
 // (renewed on some, gone on some, no answer from others: tried again
 // while it lasts).
-func (r *Redlock) renewHolds(ctx context.Context, service string, hs []Hold, ttl time.Duration) []error {
+func (r *Redlock) renewHolds(ctx context.Context, service string, hs []HoldField, ttl time.Duration) []error {
 	errs := make([]error, len(hs))
 	keys := holdKeys(service)
 	args := []any{r.now().UnixMilli(), millis(ttl)}
@@ -354,7 +357,7 @@ return out`)
 // its value: Lease is how long a quorum of the key's copies lives at
 // least.
 type ScannedHold struct {
-	Hold
+	HoldField
 	Lease time.Duration
 }
 
@@ -378,11 +381,11 @@ func decodeScan(a []any) ([]ScannedHold, error) {
 			continue // not ours to read: left alone
 		}
 		if j, ok := at[k]; ok {
-			out[j] = ScannedHold{Hold: h, Lease: pttl(ms)} // the later read
+			out[j] = ScannedHold{HoldField: h, Lease: pttl(ms)} // the later read
 			continue
 		}
 		at[k] = len(out)
-		out = append(out, ScannedHold{Hold: h, Lease: pttl(ms)})
+		out = append(out, ScannedHold{HoldField: h, Lease: pttl(ms)})
 	}
 	return out, nil
 }

@@ -39,7 +39,7 @@ func TestHoldsRecord(t *testing.T) {
 	for _, mr := range c.mrs {
 		_ = mr.Set("lock", "v")
 	}
-	a := Hold{Key: "lock", Digest: digestOf("v")}
+	a := HoldField{Key: "lock", Digest: digestOf("v")}
 	if err := c.r.SetHold(ctx, svc, a); err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +56,12 @@ func TestHoldsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the ended hold off every node", func() bool { return on("lock", "0 "+a.Digest) == 0 })
-	for _, bad := range []Hold{{Digest: "d"}, {Key: "k"}, {Key: "k", Digest: "a b"}} {
+	for _, bad := range []HoldField{{Digest: "d"}, {Key: "k"}, {Key: "k", Digest: "a b"}} {
 		if err := c.r.SetHold(ctx, svc, bad); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("SetHold(%+v) = %v, want ErrInvalid", bad, err)
 		}
 	}
-	for f, want := range map[string]Hold{"42 d": {Key: "k", Deadline: 42, Digest: "d"}, "proxyA 42 d": {Key: "k", Deadline: 42, Digest: "d"}} {
+	for f, want := range map[string]HoldField{"42 d": {Key: "k", Deadline: 42, Digest: "d"}, "proxyA 42 d": {Key: "k", Deadline: 42, Digest: "d"}} {
 		if h, err := parseHold("k", f); err != nil || h != want {
 			t.Fatalf("parseHold(%q) = %+v, %v", f, h, err)
 		}
@@ -82,7 +82,7 @@ func TestRenewHold(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	hk := HoldsKey(svc)
-	h := Hold{Key: "lock", Digest: digestOf("v")}
+	h := HoldField{Key: "lock", Digest: digestOf("v")}
 	// every waits until every node's field of lock is f (a quorum
 	// operation leaves the last node's call in flight).
 	every := func(what, f string) {
@@ -150,10 +150,10 @@ func TestRenewHold(t *testing.T) {
 			t.Fatalf("node %d renewed an overwritten key", i)
 		}
 	}
-	if err := c.r.RenewHold(ctx, svc, Hold{Key: "k"}, time.Second); !errors.Is(err, ErrInvalid) {
+	if err := c.r.RenewHold(ctx, svc, HoldField{Key: "k"}, time.Second); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("RenewHold without a digest = %v, want ErrInvalid", err)
 	}
-	past := Hold{Key: "lock", Digest: digestOf("w"), Deadline: time.Now().Add(-time.Second).UnixMilli()}
+	past := HoldField{Key: "lock", Digest: digestOf("w"), Deadline: time.Now().Add(-time.Second).UnixMilli()}
 	for _, mr := range c.mrs {
 		mr.HSet(hk, "lock", past.field())
 		mr.SetTTL("lock", time.Second)
@@ -200,8 +200,8 @@ func TestScanHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]ScannedHold{
-		"a":    {Hold: Hold{Key: "a", Digest: digest}, Lease: 2 * time.Second},
-		"list": {Hold: Hold{Key: "list", Deadline: 7, Digest: AnyDigest}, Lease: -1},
+		"a":    {HoldField: HoldField{Key: "a", Digest: digest}, Lease: 2 * time.Second},
+		"list": {HoldField: HoldField{Key: "list", Deadline: 7, Digest: AnyDigest}, Lease: -1},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("ScanHolds = %+v, want %+v", got, want)
@@ -217,7 +217,7 @@ func TestScanHolds(t *testing.T) {
 		}
 	}
 	// The any-value hold is renewed while the list exists.
-	anyHold := Hold{Key: "list", Digest: AnyDigest}
+	anyHold := HoldField{Key: "list", Digest: AnyDigest}
 	for _, mr := range c.mrs {
 		mr.HSet(hk, "list", anyHold.field())
 	}
@@ -240,7 +240,7 @@ func TestRenewHoldLeavesAnotherValuesField(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	hk := HoldsKey(svc)
-	won := Hold{Key: "k", Digest: digestOf("won")}
+	won := HoldField{Key: "k", Digest: digestOf("won")}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "won")
 		mr.HSet(hk, "k", "0 "+strings.Repeat("0", 40))
@@ -263,7 +263,7 @@ func TestEndHold(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("v"))
-	h := Hold{Key: "k", Digest: hex.EncodeToString(sum[:])}
+	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "v")
 	}
@@ -311,11 +311,11 @@ func TestSetHoldByMakerNeedsItsValue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	win := Hold{Key: "k", Digest: sum("winner")}
+	win := HoldField{Key: "k", Digest: sum("winner")}
 	if err := c.r.SetHold(ctx, svc, win); err != nil {
 		t.Fatalf("the winner's record = %v", err)
 	}
-	lose := Hold{Key: "k", Digest: sum("loser")}
+	lose := HoldField{Key: "k", Digest: sum("loser")}
 	if err := c.r.SetHold(ctx, svc, lose); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("the loser's record = %v, want ErrNotHeld", err)
 	}
@@ -327,7 +327,7 @@ func TestSetHoldByMakerNeedsItsValue(t *testing.T) {
 		}
 		return true
 	})
-	if err := c.r.SetHold(ctx, svc, Hold{Key: "absent", Digest: AnyDigest}); !errors.Is(err, ErrNotHeld) {
+	if err := c.r.SetHold(ctx, svc, HoldField{Key: "absent", Digest: AnyDigest}); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("a hold of any value of an absent key = %v, want ErrNotHeld", err)
 	}
 }
@@ -372,7 +372,7 @@ func TestRenewHoldsPage(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	digest := func(v string) string { s := sha1.Sum([]byte(v)); return hex.EncodeToString(s[:]) }
-	holds := []Hold{
+	holds := []HoldField{
 		{Key: "renewed", Digest: digest("v")},
 		{Key: "changed", Digest: digest("v")},
 		{Key: "released", Digest: digest("v")},
@@ -430,7 +430,7 @@ func TestAcquireHold(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("t1"))
-	h := Hold{Key: "k", Digest: hex.EncodeToString(sum[:])}
+	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	if _, err := c.r.AcquireHold(ctx, svc, h, "t1", time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,7 @@ return 1`)
 // that the tier renews it as soon as the lock is granted. A node whose
 // copy is rolled back leaves its field to the next renewal or
 // round, which drops the field of a key that does not hold its value.
-func (r *Redlock) AcquireHold(ctx context.Context, service string, h Hold, token string, ttl time.Duration) (Lock, error) {
+func (r *Redlock) AcquireHold(ctx context.Context, service string, h HoldField, token string, ttl time.Duration) (Lock, error) {
 	if err := validateKeys([]string{h.Key}, token, ttl); err != nil {
 		return Lock{}, err
 	}

@@ -225,8 +225,8 @@ func TestMigrateRenewHold(t *testing.T) {
 	ctx := context.Background()
 	const svc = "svc"
 	sum := sha1.Sum([]byte("v"))
-	h := Hold{Key: "held", Digest: hex.EncodeToString(sum[:])}
-	anyHold := Hold{Key: "hash", Digest: AnyDigest}
+	h := HoldField{Key: "held", Digest: hex.EncodeToString(sum[:])}
+	anyHold := HoldField{Key: "hash", Digest: AnyDigest}
 	if _, err := m.r.AcquireKeys(ctx, []string{"held"}, "v", time.Second, IfAbsent); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestMigrateRenewHold(t *testing.T) {
 		mr.HSet("hash", "owner", "A")
 		mr.SetTTL("hash", time.Second)
 	}
-	for _, x := range []Hold{h, anyHold} {
+	for _, x := range []HoldField{h, anyHold} {
 		if err := m.r.SetHold(ctx, svc, x); err != nil {
 			t.Fatal(err)
 		}

@@ -84,7 +84,7 @@ return 2`)
 // round. It fails when no voting node holds the hold's copy (ErrNotHeld)
 // or a quarantined node could not be written; a node that holds another
 // value or another copy of the key is left as it is.
-func (r *Redlock) Repair(ctx context.Context, service string, h Hold, ttl time.Duration) (int, error) {
+func (r *Redlock) Repair(ctx context.Context, service string, h HoldField, ttl time.Duration) (int, error) {
 	if ttl < time.Millisecond || !h.valid() {
 		return 0, fmt.Errorf("%w: repair %+v for %v", ErrInvalid, h, ttl)
 	}

@@ -200,21 +200,21 @@ func (m *Manager) renewRound(h *Holds) {
 		m.log.Debug("holds record not read", "error", err)
 		return
 	}
-	recorded := make(map[string]redlock.Hold, len(scanned))
+	recorded := make(map[string]redlock.HoldField, len(scanned))
 	for _, s := range scanned {
-		recorded[s.Key] = s.Hold
+		recorded[s.Key] = s.HoldField
 	}
 	m.keeper.mu.Lock()
 	m.keeper.recorded = recorded
 	m.keeper.made = 0
 	m.keeper.mu.Unlock()
 	live := append([]string{h.ID}, h.Live()...)
-	var due []redlock.Hold
+	var due []redlock.HoldField
 	for _, s := range scanned {
 		if m.keeps(s.Key) || !m.late(s, 2) || !m.late(s, 3) && fallsTo(s.Key, live) != h.ID {
 			continue // renewed here from memory, not due, or another's
 		}
-		due = append(due, s.Hold)
+		due = append(due, s.HoldField)
 	}
 	renewed := 0
 	for len(due) > 0 && !m.closing.Load() {

@@ -45,8 +45,8 @@ func digestOf(value string) string {
 }
 
 // recordOf is e as the hold of key in the record.
-func (e *kept) recordOf(key string) redlock.Hold {
-	return redlock.Hold{Key: key, Deadline: unixMs(e.Deadline), Digest: e.digest}
+func (e *kept) recordOf(key string) redlock.HoldField {
+	return redlock.HoldField{Key: key, Deadline: unixMs(e.Deadline), Digest: e.digest}
 }
 
 // holds reports whether e keeps value.
@@ -113,7 +113,7 @@ type keeper struct {
 	mu       sync.Mutex
 	keys     map[string]*kept
 	running  bool                    // the loop runs
-	recorded map[string]redlock.Hold // holds in the record at the last renewal round, by key
+	recorded map[string]redlock.HoldField // holds in the record at the last renewal round, by key
 	// made counts the holds made here since the last renewal round that it
 	// did not show (TierHoldCount): a release does not take one off, so
 	// the count errs high by at most one round's releases.
@@ -411,7 +411,7 @@ func (m *Manager) renewed(key string, e *kept, err error, last bool, lease time.
 
 // repair copies the hold r to the backends that came back empty
 // (redlock.Repair: no I/O while none is quarantined).
-func (m *Manager) repair(ctx context.Context, h *Holds, r redlock.Hold, lease time.Duration) {
+func (m *Manager) repair(ctx context.Context, h *Holds, r redlock.HoldField, lease time.Duration) {
 	switch _, err := m.locker.Repair(ctx, h.Service, r, lease); {
 	case errors.Is(err, redlock.ErrNotHeld):
 		m.log.Debug("held key not found on a voting backend: nothing to repair from", "key", r.Key)
@@ -429,7 +429,7 @@ const renewPage = 100
 func (m *Manager) renewBatch(h *Holds, keys []string, es []*kept) {
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
-	hs := make([]redlock.Hold, len(keys))
+	hs := make([]redlock.HoldField, len(keys))
 	for i, key := range keys {
 		hs[i] = es[i].recordOf(key)
 		m.repair(ctx, h, hs[i], m.keepTTL)

@@ -266,7 +266,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req Request) (redlock.Lock, t
 		l, err = m.locker.AcquireFenced(ctx, req.Keys[0], req.Token, req.TTL)
 	case req.Keep && h != nil && len(req.Keys) == 1:
 		// The hold's field goes with the lock, in the same call.
-		l, err = m.locker.AcquireHold(ctx, h.Service, redlock.Hold{
+		l, err = m.locker.AcquireHold(ctx, h.Service, redlock.HoldField{
 			Key: req.Keys[0], Digest: digestOf(req.Token),
 		}, req.Token, req.TTL)
 	default:
