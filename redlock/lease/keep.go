@@ -112,7 +112,7 @@ func (m *Manager) HeldAnyTTL(key string) (time.Duration, bool) {
 type keeper struct {
 	mu       sync.Mutex
 	keys     map[string]*kept
-	running  bool                    // the loop runs
+	running  bool                         // the loop runs
 	recorded map[string]redlock.HoldField // holds in the record at the last renewal round, by key
 	// made counts the holds made here since the last renewal round that it
 	// did not show (TierHoldCount): a release does not take one off, so
