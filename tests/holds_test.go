@@ -200,7 +200,6 @@ func TestHoldRecordFollowsTheKey(t *testing.T) {
 	}
 }
 
-
 // redisPyRelease is redis-py's Lock release script.
 const redisPyRelease = `local token = redis.call('get', KEYS[1])
 if not token or token ~= ARGV[1] then
