@@ -27,18 +27,8 @@ type recordReply struct {
 	blind bool // quarantined: restarted empty, it knows only what came since
 }
 
-// onRecord runs s on the record of service on every node that is up or
-// quarantined, within the node timeout, and waits for all of them.
-func (r *Redlock) onRecord(ctx context.Context, op string, s *Script, service string, args ...any) ([]recordReply, error) {
-	return r.onRecordWith(ctx, op, func(ctx context.Context, n Node) (any, error) {
-		cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
-		defer cancel()
-		return n.Eval(cctx, s, holdKeys(service), args...)
-	})
-}
-
 // onRecordWith runs read on every node that is up or quarantined, and
-// waits for all of them (see onRecord).
+// waits for all of them: a quarantined node's reply is marked blind.
 func (r *Redlock) onRecordWith(ctx context.Context, op string, read func(context.Context, Node) (any, error)) ([]recordReply, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -76,9 +66,9 @@ func (r *Redlock) onRecordWith(ctx context.Context, op string, read func(context
 	return out, nil
 }
 
-// onRecordPages is onRecord for a script that reads one page of the
-// record (HSCAN from the cursor it is given first, before args) and
-// answers the next cursor first: each node is read page by page, each
+// onRecordPages runs, on every node that is up or quarantined, a script
+// that reads one page of the record (HSCAN from the cursor it is given
+// first, before args) and answers the next cursor first: each node is read page by page, each
 // page within the node timeout, so that no call holds a backend for the
 // whole record (a record of thousands of holds took tens of
 // milliseconds in one script, past the node timeout, and every backend
@@ -128,17 +118,6 @@ func (r *Redlock) recordFailure(kind error, replies []recordReply) *QuorumError 
 	e := c.noQuorum()
 	e.Kind = kind
 	return e
-}
-
-// answered counts the replies without error.
-func answered(replies []recordReply) int {
-	n := 0
-	for _, rep := range replies {
-		if rep.err == nil {
-			n++
-		}
-	}
-	return n
 }
 
 // ScanHolds reads the record of service on every node (see above), and
