@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 // TestChaosProxy, and the majority restart happens while a long hold of
 // each kind is held, which is then kept for the quarantine and three
 // leases after it. A quarter of the workers, after each release, send
-// their old release again through a second proxy (staleReleaser). No two
-// holders may overlap.
+// their old release again through a second proxy (staleReleaser). Each
+// cycle also SIGSTOPs the proxy that made every hold for two leases: the
+// second proxy renews them from the record. No two holders may overlap.
 
 // holdValidity is how long a grant of a long hold is valid to its
 // client: ten minutes (the script's lease), or without expiry.
@@ -137,7 +139,7 @@ func TestChaosHolds(t *testing.T) {
 	holders := []chaosLocker{voteHoldLocker{p.Client(nil)}, keepLocker{p.Client(nil)}}
 
 	end := run.h.origin.Add(d)
-	const cycle = 16 * time.Second // the faults below, end to end
+	const cycle = 19 * time.Second // the faults below, end to end
 	for n := 0; n == 0 || time.Until(end) > cycle; n++ {
 		time.Sleep(time.Second)
 		run.fault("SIGSTOP 1 backend", chaosStall, rs[0].Stop, rs[0].Cont)
@@ -157,6 +159,13 @@ func TestChaosHolds(t *testing.T) {
 		run.fault("SIGSTOP 2 backends", chaosStall,
 			func() { rs[3].Stop(); rs[4].Stop() },
 			func() { rs[3].Cont(); rs[4].Cont() })
+		time.Sleep(time.Second)
+		// The proxy that made every hold stops renewing for two leases:
+		// the other renews them from the record (nothing handed over), and
+		// when it resumes both renew them for a while.
+		run.fault("SIGSTOP the proxy that made the holds", 2*lease,
+			func() { p.Signal(syscall.SIGSTOP) },
+			func() { p.Signal(syscall.SIGCONT) })
 		time.Sleep(time.Second)
 	}
 	time.Sleep(time.Until(end))
