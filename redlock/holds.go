@@ -120,7 +120,7 @@ return 1`)
 // there is one and, with a digest ARGV[2], the key ARGV[1] holds the
 // value of that digest: 1, else 0.
 var endHoldScript = NewScript(holdsValueLua + `
-if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 0 then return 0 end
+if not redis.call("HGET", KEYS[1], ARGV[1]) then return 0 end
 if ARGV[2] ~= "" and not holdsValue(ARGV[1], ARGV[2]) then return 0 end
 redis.call("HDEL", KEYS[1], ARGV[1])
 redis.call("HDEL", KEYS[2], ARGV[1])
