@@ -443,6 +443,22 @@ func (r *registry) knows(key string) bool {
 	return r.held[key] != nil || r.grants[key] != nil
 }
 
+// grantedValue is the token of key's note (registry.knows), unless key
+// is one of several keys of a remembered lock (MLOCK) or a SESSION's:
+// those are released as a whole, by their own commands.
+func (r *registry) grantedValue(key string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.grants[key]
+	if g == nil {
+		return "", false
+	}
+	if l := r.held[key]; l != nil && (len(l.keys) > 1 || l.session) {
+		return "", false
+	}
+	return g.token, true
+}
+
 // forget drops the notes of keys: they may have changed.
 func (r *registry) forget(keys ...string) {
 	r.mu.Lock()
