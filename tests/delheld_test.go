@@ -1,11 +1,15 @@
 package tests
 
 import (
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // TestDelOfAGrantFallsBack: DEL of a lock granted through a proxy is that
@@ -61,5 +65,76 @@ func TestDelOfAGrantFallsBack(t *testing.T) {
 				t.Fatalf("%s: SET NX through the other proxy after DEL = %v, %v", key, ok, err)
 			}
 		}
+	}
+}
+
+// TestSetNXKeptAnsweredFromMemory: contenders retrying SETNX and SET NX
+// (without expiry) on a key a proxy granted without expiry are refused by
+// that proxy from memory (INFO lock_held_fast grows), never granted; the
+// holder's DEL frees the key for the next contender at once, and a DEL
+// through another proxy frees it within seconds.
+func TestSetNXKeptAnsweredFromMemory(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	p1, p2 := startProxy(t, rs, ""), startProxy(t, rs, "")
+	ctx := testCtx(t, 90*time.Second)
+	holder, other, infoc := p1.Client(nil), p2.Client(nil), p1.Client(nil)
+	const key = "kept:contended"
+	fast := func() int64 {
+		n, _ := strconv.ParseInt(infoField(t, infoc, "locks", "lock_held_fast"), 10, 64)
+		return n
+	}
+	if ok, err := holder.SetNX(ctx, key, "a", 0).Result(); err != nil || !ok {
+		t.Fatalf("SETNX = %v, %v", ok, err)
+	}
+	burst := make([]*redis.Client, 8)
+	for i := range burst {
+		burst[i] = p1.Client(nil)
+	}
+	testkit.Eventually(t, 30*time.Second, "a SETNX contender refused from memory", func() bool {
+		var wg sync.WaitGroup
+		got := make([]bool, len(burst))
+		for i, c := range burst {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i%2 == 0 {
+					got[i], _ = c.SetNX(ctx, key, "b", 0).Result()
+				} else {
+					n, _ := c.Do(ctx, "SETNX", key, "b").Int()
+					got[i] = n == 1
+				}
+			}()
+		}
+		wg.Wait()
+		if slices.Contains(got, true) {
+			t.Fatal("a contender got the held key")
+		}
+		return fast() > 0
+	})
+	if v, err := other.Get(ctx, key).Result(); err != nil || v != "a" {
+		t.Fatalf("GET through the other proxy = %q, %v; want a", v, err)
+	}
+
+	// The holder's DEL: the next contender through the same proxy gets it.
+	if err := holder.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := burst[0].SetNX(ctx, key, "b", 0).Result(); err != nil || !ok {
+		t.Fatalf("SETNX right after the holder's DEL = %v, %v", ok, err)
+	}
+	// DEL through another proxy, behind p1's back.
+	if err := other.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the key freed through another proxy taken through p1", func() bool {
+		ok, err := holder.SetNX(ctx, key, "c", 0).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	})
+	if v, err := other.Get(ctx, key).Result(); err != nil || v != "c" {
+		t.Fatalf("GET through the other proxy = %q, %v; want c", v, err)
 	}
 }
