@@ -132,8 +132,9 @@ func (d *Dispatcher) getSet(ctx context.Context, key, value string, ttl time.Dur
 	return valueReply(old, absent)
 }
 
-// DEL key [key ...] / EXISTS key [key ...]: keys that hold on a quorum
-// (none: not_held).
+// DEL key [key ...] / UNLINK key [key ...] / EXISTS key [key ...]: keys
+// that hold on a quorum (none: not_held). UNLINK is DEL: how the backends
+// free the memory does not show through the proxy.
 func (d *Dispatcher) del(ctx context.Context, c *Client, args [][]byte) Reply {
 	return d.countKeys(ctx, args[1:], d.leases.Delete)
 }

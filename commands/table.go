@@ -92,6 +92,7 @@ var table = []Command{
 	{Name: "GET", Arity: 2, Key: 1, Flags: Reads, Group: "string", Dialect: DialectLegacy, Summary: "The value a quorum of backends holds", run: (*Dispatcher).get},
 	{Name: "GETSET", Arity: 3, Key: 1, Flags: Reads | Writes, Group: "string", Dialect: DialectLegacy, Summary: "Quorum-safe GETSET", run: (*Dispatcher).getset},
 	{Name: "DEL", Arity: -2, Key: 1, LastKey: -1, Flags: InMulti | Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
+	{Name: "UNLINK", Arity: -2, Key: 1, LastKey: -1, Flags: Writes, Group: "generic", Dialect: DialectLegacy, Summary: "DEL: deletes on every backend; counts keys held on a quorum", run: (*Dispatcher).del},
 	{Name: "EXISTS", Arity: -2, Key: 1, LastKey: -1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "Counts keys held on a quorum", run: (*Dispatcher).exists},
 	{Name: "PERSIST", Arity: 2, Key: 1, Flags: Writes, Group: "generic", Dialect: DialectLegacy, Summary: "Keeps the key without expiry: the proxy renews its lease while it holds its value", run: (*Dispatcher).persist},
 	{Name: "PTTL", Arity: 2, Key: 1, Flags: Reads, Group: "generic", Dialect: DialectLegacy, Summary: "How long (ms) a quorum of backends will still hold the key", run: (*Dispatcher).pttl},

@@ -145,8 +145,15 @@ func (m *Manager) Exists(ctx context.Context, keys []string) (int, error) {
 }
 
 // Delete stops keeping keys and deletes them on every node
-// (redlock.Delete): the count of those a quorum held.
+// (redlock.Delete): the count of those a quorum held. A lock granted
+// here is deleted in one round where it still holds its value
+// (deleteEach).
 func (m *Manager) Delete(ctx context.Context, keys []string) (int, error) {
+	for _, k := range keys {
+		if _, ok := m.heldValue(k); ok {
+			return m.deleteEach(ctx, keys) // a lock granted here: delheld.go
+		}
+	}
 	for _, k := range keys {
 		m.unkeepGone(k, nil)
 	}

@@ -53,8 +53,9 @@
 //     Clamped), and what a quorum reported it left without expiry or
 //     beyond MaxTTL is held, of any value, until the key is gone or its
 //     deadline passes;
-//   - a note of every grant with an expiry through this proxy (registry.go:
-//     knownGrant): an acquisition without WAIT of a noted key by another
+//   - a note of every grant through this proxy (registry.go: knownGrant;
+//     a lock without expiry while it is kept here, within its first
+//     lease): an acquisition without WAIT of a noted key by another
 //     token, within the grant's validity, is refused from the note
 //     without a quorum round (ErrHeldHere), except one per key every
 //     heldRecheck (10 ms), which asks the backends; every path here that

@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 )
 
 // clock is a settable Options.Now.
@@ -146,31 +147,81 @@ func TestHeldFastEnds(t *testing.T) {
 	}
 }
 
-// TestKeepNotAnsweredFast: a write without expiry (SET NX without PX) is
-// the register's, linearizable across proxies: it is neither noted nor
-// answered from memory.
-func TestKeepNotAnsweredFast(t *testing.T) {
+// TestKeepAnsweredFast: contenders for a lock without expiry (SET NX
+// without PX, SETNX) granted here are refused from memory, without a
+// backend command, while the grant's first lease is valid and the key is
+// still kept here; once per heldRecheck one asks. After the holder's DEL,
+// or once the lease has run out unrenewed and the copies expired, the
+// next acquisition asks and is granted.
+func TestKeepAnsweredFast(t *testing.T) {
+	const long = time.Hour // no renewal falls due within the test
 	c := &clock{t: time.Now()}
-	m, mrs := newManager(t, Options{Now: c.now, KeepTTL: ttl})
+	m, mrs := newManager(t, Options{Now: c.now, KeepTTL: long})
 	ctx := context.Background()
-	keep := setNX("k", "holder")
-	keep.Keep = true
-	if _, err := m.Acquire(ctx, nil, keep); err != nil {
+	keepReq := func(key, token string) Request {
+		r := setNX(key, token)
+		r.Keep = true
+		return r
+	}
+	if _, err := m.Acquire(ctx, nil, keepReq("k", "holder")); err != nil {
 		t.Fatal(err)
 	}
 	before := commands(mrs)
-	if _, err := m.Acquire(ctx, nil, setNX("k", "other")); !errors.Is(err, redlock.ErrHeld) || errors.Is(err, ErrHeldHere) {
-		t.Fatalf("contender of a kept key: %v, want the backends' ErrHeld", err)
+	for range 5 {
+		for _, req := range []Request{keepReq("k", "other"), keepReq("k", "holder"), setNX("k", "other")} {
+			if _, err := m.Acquire(ctx, nil, req); !errors.Is(err, ErrHeldHere) {
+				t.Fatalf("Acquire of a kept key by %s (keep %v): %v, want ErrHeldHere", req.Token, req.Keep, err)
+			}
+		}
+	}
+	if got := commands(mrs) - before; got != 0 {
+		t.Fatalf("contended acquisitions of a kept key sent %d backend commands, want 0", got)
+	}
+	if s := m.Stats(); s.HeldFast != 15 {
+		t.Fatalf("Stats = %+v, want 15 fast answers", s)
+	}
+	// After heldRecheck one contender asks the backends, and is refused
+	// by them.
+	c.add(heldRecheck)
+	before = commands(mrs)
+	if _, err := m.Acquire(ctx, nil, keepReq("k", "other")); !errors.Is(err, redlock.ErrHeld) || errors.Is(err, ErrHeldHere) {
+		t.Fatalf("Acquire after heldRecheck: %v, want the backends' ErrHeld", err)
 	}
 	if commands(mrs) == before {
-		t.Fatal("the contender of a kept key did not ask the backends")
+		t.Fatal("the acquisition after heldRecheck sent no backend command")
 	}
-	if _, err := m.Acquire(ctx, nil, setNX("lock", "holder")); err != nil {
+
+	// The holder's DEL releases it: the next contender asks, and gets it.
+	if n, err := m.Delete(ctx, []string{"k"}); err != nil || n != 1 {
+		t.Fatalf("DEL = %d, %v", n, err)
+	}
+	if _, err := m.Acquire(ctx, nil, keepReq("k", "next")); err != nil {
+		t.Fatalf("SETNX after the holder's DEL: %v", err)
+	}
+
+	// A keep that ends here (its renewal found the key changed: here, the
+	// keeper forgets it as the renewal would) no longer vouches for the
+	// key: the contender asks.
+	m.keeper.mu.Lock()
+	delete(m.keeper.keys, "k")
+	m.keeper.mu.Unlock()
+	before = commands(mrs)
+	if _, err := m.Acquire(ctx, nil, keepReq("k", "other")); errors.Is(err, ErrHeldHere) || commands(mrs) == before {
+		t.Fatalf("contender of a key no longer kept here: %v without asking the backends", err)
+	}
+
+	// Expiry: a kept lock whose lease ran out unrenewed (the copies
+	// expired on the backends): past the grant's validity the contender
+	// asks, and gets it.
+	if _, err := m.Acquire(ctx, nil, keepReq("e", "holder")); err != nil {
 		t.Fatal(err)
 	}
-	keep = setNX("lock", "other")
-	keep.Keep = true
-	if _, err := m.Acquire(ctx, nil, keep); errors.Is(err, ErrHeldHere) || !errors.Is(err, redlock.ErrHeld) {
-		t.Fatalf("a write without expiry on a noted lock: %v, want the backends' ErrHeld", err)
+	if _, err := m.Acquire(ctx, nil, keepReq("e", "other")); !errors.Is(err, ErrHeldHere) {
+		t.Fatalf("contender of e: %v, want ErrHeldHere", err)
+	}
+	c.add(long + time.Second)
+	redlocktest.Elapse(long+time.Second, mrs...)
+	if _, err := m.Acquire(ctx, nil, keepReq("e", "other")); err != nil {
+		t.Fatalf("SETNX after the lease expired: %v, want it granted", err)
 	}
 }

@@ -196,9 +196,13 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	if (req.Keep || !until.IsZero()) && m.holdsFull(req.Keys[0]) {
 		return Grant{}, ErrMaxHolds
 	}
-	// Writes without expiry (Keep) are the register's, linearizable across
-	// proxies (docs/safety.md): never answered from memory, never noted.
-	held, gen := m.reg.admit(req.Keys, req.Token, req.Mode == redlock.IfAbsentOrMine, m.now(), req.Wait <= 0 && !req.Keep)
+	// A key granted here is refused from memory while its grant is valid
+	// (registry.go: admit); a kept one also while it is still kept here
+	// (keptNotesLive). docs/safety.md, "Contention answered from memory".
+	held, gen := m.reg.admit(req.Keys, req.Token, req.Mode == redlock.IfAbsentOrMine, m.now(), req.Wait <= 0)
+	if held && !m.keptNotesLive(req.Keys) {
+		held = false
+	}
 	if held {
 		m.stats.heldFast.Add(1)
 		m.count(ErrHeldHere)
@@ -207,10 +211,8 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	var g Grant
 	err := m.acquireWaiting(ctx, owner, req, func(l redlock.Lock, start time.Time) {
 		g = Grant{Keys: l.Keys, Token: l.Token, Validity: l.Validity, Fence: l.Fence}
-		if !req.Keep {
-			now := m.now()
-			m.reg.noteGrant(l.Keys, l.Token, now.Add(l.Validity), gen, now)
-		}
+		now := m.now()
+		m.reg.noteGrant(l.Keys, l.Token, now.Add(l.Validity), gen, now, req.Keep)
 		if req.Remember {
 			m.remember(owner, l, req, start)
 		}
@@ -239,6 +241,28 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 		}
 	}
 	return g, err
+}
+
+// keptNotesLive reports whether the notes of keys that are kept grants
+// (locks without expiry granted here) are still kept here with the value
+// noted: a keep that ended (its renewal found the key changed, a peer
+// took it over) no longer vouches for the key, and its note is dropped.
+func (m *Manager) keptNotesLive(keys []string) bool {
+	for _, k := range keys {
+		token, kept := m.reg.keptNote(k)
+		if !kept {
+			continue
+		}
+		m.keeper.mu.Lock()
+		e := m.keeper.keys[k]
+		live := e != nil && !e.AnyValue && e.Value == token
+		m.keeper.mu.Unlock()
+		if !live {
+			m.reg.dropKeptNote(k, token)
+			return false
+		}
+	}
+	return true
 }
 
 // count records an acquisition's outcome.

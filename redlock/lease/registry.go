@@ -336,9 +336,10 @@ func (r *registry) counts() (sessions, waiters int) {
 	return sessions, waiters
 }
 
-// Contention answered from memory. Every grant with an expiry through
-// this proxy (the native LOCK and MLOCK, SET NX PX, the library scripts;
-// not the writes without expiry, Request.Keep) is noted here with its token and validity deadline; an acquisition without WAIT
+// Contention answered from memory. Every grant through this proxy (the
+// native LOCK and MLOCK, SET NX PX, the library scripts, and the locks
+// without expiry, Request.Keep, with the validity of their first lease)
+// is noted here with its token and validity deadline; an acquisition without WAIT
 // of a noted key by another token (or by any token, for IfAbsent) is
 // answered "held" without a quorum round while the note is within its
 // validity, except one acquisition per key every heldRecheck, which asks
@@ -359,6 +360,7 @@ type knownGrant struct {
 	token    string
 	deadline time.Time // end of the validity reported at the grant
 	checkAt  time.Time // the next acquisition from then on asks the backends
+	kept     bool      // a lock without expiry: noted while kept here
 }
 
 // admit is read before an acquisition, under one lock: the forget count
@@ -376,7 +378,9 @@ func (r *registry) admit(keys []string, token string, mine bool, now time.Time, 
 // noteGrant records a grant of keys with token valid until deadline,
 // unless something was forgotten since gen was read (the keyspace may
 // have changed since the acquisition began).
-func (r *registry) noteGrant(keys []string, token string, deadline time.Time, gen uint64, now time.Time) {
+// kept marks the grant of a lock without expiry (Request.Keep): its note
+// counts only while the key is kept here (Manager.keptNotesLive).
+func (r *registry) noteGrant(keys []string, token string, deadline time.Time, gen uint64, now time.Time, kept bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.gen != gen {
@@ -398,7 +402,7 @@ func (r *registry) noteGrant(keys []string, token string, deadline time.Time, ge
 		}
 	}
 	for _, k := range keys {
-		r.grants[k] = &knownGrant{token: token, deadline: deadline, checkAt: now.Add(heldRecheck)}
+		r.grants[k] = &knownGrant{token: token, deadline: deadline, checkAt: now.Add(heldRecheck), kept: kept}
 	}
 }
 
@@ -424,6 +428,26 @@ func (r *registry) heldLocked(keys []string, token string, mine bool, now time.T
 	return false
 }
 
+// keptNote is the token of key's note when it is a kept grant's.
+func (r *registry) keptNote(key string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.grants[key]; g != nil && g.kept {
+		return g.token, true
+	}
+	return "", false
+}
+
+// dropKeptNote drops key's note of a kept grant of token whose keep
+// ended: the key is not changed by that, so gen stays.
+func (r *registry) dropKeptNote(key, token string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.grants[key]; g != nil && g.kept && g.token == token {
+		delete(r.grants, key)
+	}
+}
+
 // extendedGrant moves the deadline of the notes of keys held by token.
 func (r *registry) extendedGrant(keys []string, token string, deadline time.Time) {
 	r.mu.Lock()
@@ -441,6 +465,22 @@ func (r *registry) knows(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.held[key] != nil || r.grants[key] != nil
+}
+
+// grantedValue is the token of key's note (registry.knows), unless key
+// is one of several keys of a remembered lock (MLOCK) or a SESSION's:
+// those are released as a whole, by their own commands.
+func (r *registry) grantedValue(key string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.grants[key]
+	if g == nil {
+		return "", false
+	}
+	if l := r.held[key]; l != nil && (len(l.keys) > 1 || l.session) {
+		return "", false
+	}
+	return g.token, true
 }
 
 // forget drops the notes of keys: they may have changed.
