@@ -62,8 +62,6 @@ type Status = resp.Status
 const StatusOK = resp.StatusOK
 
 // RedisError is an error reply from a backend: "NOSCRIPT No matching ...".
-// Its RedisError method marks it as a server's error reply for go-redis's
-// helpers (redis.Error, redis.HasErrorPrefix), which health.go uses.
 type RedisError = resp.Error
 
 // errPipeClosed is returned for requests on a closed pipe.
@@ -169,24 +167,72 @@ func (p *pipe) doWith(ctx context.Context, encode func([]byte) []byte) (any, err
 	if err != nil {
 		return nil, err
 	}
+	return c.do(ctx, encode)
+}
+
+// doAll sends cmds in order, as one pipeline, and waits for every reply:
+// the first error (an error reply, or ctx's end) is returned.
+func (p *pipe) doAll(ctx context.Context, cmds ...[]any) ([]any, error) {
+	c, err := p.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reqs := make([]*request, len(cmds))
+	for i, cmd := range cmds {
+		req := requestPool.Get().(*request)
+		req.cmd = resp.AppendCommand(req.cmd[:0], cmd...)
+		req.deadline, _ = ctx.Deadline()
+		if err := c.enqueue(ctx, req); err != nil {
+			return nil, err // the ones queued are answered and dropped
+		}
+		reqs[i] = req
+	}
+	out := make([]any, len(cmds))
+	for i, req := range reqs {
+		v, err := c.wait(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// do sends the command that encode appends on c and waits for its reply
+// or for ctx to end.
+func (c *pipeConn) do(ctx context.Context, encode func([]byte) []byte) (any, error) {
 	req := requestPool.Get().(*request)
 	req.cmd = encode(req.cmd[:0])
 	req.deadline, _ = ctx.Deadline()
 	if !c.tryInline(req) {
-		c.queued.Add(1)
-		select {
-		case c.queue <- req:
-			c.strandCheck()
-		case <-c.dead:
-			c.queued.Add(-1)
-			requestPool.Put(req)
-			return nil, c.err
-		case <-ctx.Done():
-			c.queued.Add(-1)
-			requestPool.Put(req)
-			return nil, ctx.Err()
+		if err := c.enqueue(ctx, req); err != nil {
+			return nil, err
 		}
 	}
+	return c.wait(ctx, req)
+}
+
+// enqueue hands req to the writer, waiting for room in the queue until ctx
+// ends; on an error req is recycled.
+func (c *pipeConn) enqueue(ctx context.Context, req *request) error {
+	c.queued.Add(1)
+	select {
+	case c.queue <- req:
+		c.strandCheck()
+		return nil
+	case <-c.dead:
+		c.queued.Add(-1)
+		requestPool.Put(req)
+		return c.err
+	case <-ctx.Done():
+		c.queued.Add(-1)
+		requestPool.Put(req)
+		return ctx.Err()
+	}
+}
+
+// wait waits for req's reply or for ctx to end.
+func (c *pipeConn) wait(ctx context.Context, req *request) (any, error) {
 	select {
 	case r := <-req.done:
 		requestPool.Put(req)
@@ -532,14 +578,4 @@ func (c *pipeConn) readLoop() {
 func isRedisError(err error) bool {
 	var re RedisError
 	return errors.As(err, &re)
-}
-
-// readReply reads one reply with package resp: an error reply at the top
-// is returned as the error (a RedisError); inside an array, an element.
-func readReply(br *bufio.Reader) (any, error) {
-	v, err := resp.Read(br)
-	if e, ok := v.(error); ok { // resp.Error: the only value that is one
-		return nil, e
-	}
-	return v, err
 }

@@ -245,3 +245,13 @@ func TestPipeMalformedReply(t *testing.T) {
 		})
 	}
 }
+
+// readReply reads one reply with package resp: an error reply at the top
+// is returned as the error (a RedisError); inside an array, an element.
+func readReply(br *bufio.Reader) (any, error) {
+	v, err := resp.Read(br)
+	if e, ok := v.(error); ok { // resp.Error: the only value that is one
+		return nil, e
+	}
+	return v, err
+}
