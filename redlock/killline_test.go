@@ -114,7 +114,7 @@ func TestKillLineOpenAhead(t *testing.T) {
 	}
 	defer n.Close()
 	n.keepKillLine()
-	testkit.Eventually(t, 10*time.Second, "the kill line open", func() bool { return n.kill.ready() != nil })
+	testkit.Eventually(t, 10*time.Second, "the kill line open", func() bool { return n.kill.Ready() != nil })
 	f.setFull(true)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -139,7 +139,7 @@ func TestKillLineOpenAhead(t *testing.T) {
 	if err := n.KillScript(ctx); err == nil || !strings.HasPrefix(err.Error(), "NOTBUSY") {
 		t.Fatalf("kill after the line was closed = %v, want NOTBUSY", err)
 	}
-	if n.kill.ready() == nil {
+	if n.kill.Ready() == nil {
 		t.Fatal("the new connection was not kept as the kill line")
 	}
 }

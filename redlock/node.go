@@ -13,21 +13,38 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // dialTimeout bounds the dial of a backend connection (TCP, TLS, setup).
 const dialTimeout = time.Second
 
+// Status is a simple string reply from a backend (+OK), as opposed to a
+// bulk string, which reads as a string.
+type Status = resp.Status
+
+// StatusOK is the most common reply.
+const StatusOK = resp.StatusOK
+
+// RedisError is an error reply from a backend: "NOSCRIPT No matching ...".
+type RedisError = resp.Error
+
+// isRedisError reports a backend's error reply.
+func isRedisError(err error) bool {
+	var re RedisError
+	return errors.As(err, &re)
+}
+
 // RedisNode is a Node over one backend. Every command goes through an
-// auto-pipelined connection (pipe.go), each kind on one of its own so that
+// auto-pipelined connection (a backend.Pipe), each kind on one of its own so that
 // none waits behind another's load:
 //
 //   - p: the calls (SetNX, the compare scripts, Eval, Do), shared by all
 //     callers;
 //   - side: the health probes and the script limit (CONFIG SET), so a
 //     probe measures the backend, not the queue of calls in front of it;
-//   - bulk: a Do longer than inlineMax (a list push of many values), out
+//   - bulk: a Do longer than backend.InlineMax (a list push of many values), out
 //     of order with the calls, which would otherwise wait behind its
 //     bytes;
 //   - kill: SCRIPT KILL's line, authenticated only and kept open ahead
@@ -48,7 +65,7 @@ const dialTimeout = time.Second
 // has no native form (SET … IFEQ would rewrite the value) and always runs
 // expireScript.
 type RedisNode struct {
-	p, side, bulk, kill *pipe // see above
+	p, side, bulk, kill *backend.Pipe // see above
 	addr                string
 	opts                *redis.Options // from the URL: address, TLS, credentials, database
 	db                  int            // the database the URL selects
@@ -97,11 +114,11 @@ func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	}
 	opts.Dialer = backendDialer(opts)
 	n := &RedisNode{addr: opts.Addr, opts: opts, db: opts.DB}
-	n.p = newPipe(n.dialPipe(opts), dialTimeout)
-	n.side = newPipe(n.dialPipe(opts), dialTimeout)
-	n.bulk = newPipe(n.dialPipe(opts), dialTimeout)
-	n.kill = newPipe(n.dialKill, dialTimeout)
-	n.p.prime()
+	n.p = backend.NewPipe(n.dialPipe(opts), dialTimeout)
+	n.side = backend.NewPipe(n.dialPipe(opts), dialTimeout)
+	n.bulk = backend.NewPipe(n.dialPipe(opts), dialTimeout)
+	n.kill = backend.NewPipe(n.dialKill, dialTimeout)
+	n.p.Prime()
 	return n, nil
 }
 
@@ -217,9 +234,9 @@ func redact(rawurl string) string {
 // once. Calls do not need it: they dial on demand.
 func (n *RedisNode) Connect(ctx context.Context) error {
 	for {
-		_, err := n.p.get(ctx)
+		_, err := n.p.Get(ctx)
 		var refused RedisError
-		if err == nil || ctx.Err() != nil || n.p.isClosed() || errors.As(err, &refused) {
+		if err == nil || ctx.Err() != nil || n.p.IsClosed() || errors.As(err, &refused) {
 			return err
 		}
 		select { // a refused dial fails at once: do not spin on it
@@ -362,7 +379,7 @@ func (n *RedisNode) runPipe(ctx context.Context, c *command) (any, error) {
 func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, error) {
 	for {
 		sent := st
-		v, err := n.p.doWith(ctx, func(b []byte) []byte {
+		v, err := n.p.Do(ctx, func(b []byte) []byte {
 			b, sent = n.encode(b, c, st)
 			return b
 		})
@@ -379,36 +396,62 @@ func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, 
 // goroutine. What cannot be pipelined now (no live connection, a full
 // queue) runs in a goroutine.
 func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int, lone bool) {
-	if !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag, lone) {
+	if !n.sendStep(n.p.Ready(), c, n.firstStep(c), deadline, to, tag, lone) {
 		goSend(n, c, deadline, to, tag)
 	}
+}
+
+// callRequest is a flight's call on the pipelined connection: the
+// command, how it was sent, and where its result goes. It receives its
+// own reply (Receive, on the connection's reader goroutine) and is then
+// recycled.
+type callRequest struct {
+	backend.Request
+	node *RedisNode
+	call *command
+	step step
+	to   target
+	tag  int
+}
+
+var callRequests = sync.Pool{New: func() any {
+	r := &callRequest{}
+	r.To = r
+	return r
+}}
+
+// Receive finishes the call (onReply) and recycles the request.
+func (r *callRequest) Receive(v any, err error) {
+	r.node.onReply(r, v, err)
+	r.node, r.call, r.to = nil, nil, nil
+	callRequests.Put(r)
 }
 
 // sendStep queues c at step st on conn without waiting for the backend;
 // false when it could not (no connection, a full queue). With inline, an
 // idle connection's command is written by the caller (see
-// pipeConn.tryInline).
-func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.Time, to target, tag int, inline bool) bool {
+// backend.Conn.TrySend).
+func (n *RedisNode) sendStep(conn *backend.Conn, c *command, st step, deadline time.Time, to target, tag int, inline bool) bool {
 	if conn == nil {
 		return false
 	}
-	req := requestPool.Get().(*request)
-	req.cmd, st = n.encode(req.cmd[:0], c, st)
-	req.deadline = deadline
+	req := callRequests.Get().(*callRequest)
+	req.Cmd, st = n.encode(req.Cmd[:0], c, st)
+	req.Deadline = deadline
 	req.node, req.call, req.step, req.to, req.tag = n, c, st, to, tag
-	if conn.trySend(req, inline) {
+	if conn.TrySend(&req.Request, inline) {
 		return true
 	}
 	req.node, req.call, req.to = nil, nil, nil
-	requestPool.Put(req)
+	callRequests.Put(req)
 	return false
 }
 
 // onReply finishes a call started with send. A call that must try again
 // (see finish) is sent again from here when that cannot block, else
 // finished by a goroutine of the operation (target.spawn).
-func (n *RedisNode) onReply(req *request, v any, err error) {
-	c, to, tag, deadline := req.call, req.to, req.tag, req.deadline
+func (n *RedisNode) onReply(req *callRequest, v any, err error) {
+	c, to, tag, deadline := req.call, req.to, req.tag, req.Deadline
 	res, err, next, again := n.finish(c, req.step, v, err)
 	if !again {
 		to.deliver(tag, res, err)
@@ -420,7 +463,7 @@ func (n *RedisNode) onReply(req *request, v any, err error) {
 		to.deliver(tag, nil, context.DeadlineExceeded)
 		return
 	}
-	if n.sendStep(n.p.ready(), c, next, deadline, to, tag, false) { // on the reader: never write here
+	if n.sendStep(n.p.Ready(), c, next, deadline, to, tag, false) { // on the reader: never write here
 		return
 	}
 	to.spawn(func() {
@@ -462,12 +505,12 @@ func appendScriptHead(b []byte, s *Script, st step, keys []string, nargs int) []
 // backend (BLPOP and the like take a connection of their own: DialConn).
 // It waits until ctx ends: give it a deadline (the pipe has none of its
 // own, and a stalled backend never answers). A command longer than
-// inlineMax (a list push of many values) goes on the bulk connection
+// backend.InlineMax (a list push of many values) goes on the bulk connection
 // instead, out of order with the rest: on the calls' connection every
 // lock call to this node would wait behind its bytes.
 func (n *RedisNode) Do(ctx context.Context, args ...any) (any, error) {
-	if argBytes(args) > inlineMax {
-		return n.bulk.doWith(ctx, func(b []byte) []byte { return resp.AppendCommand(b, args...) })
+	if argBytes(args) > backend.InlineMax {
+		return n.bulk.Do(ctx, func(b []byte) []byte { return resp.AppendCommand(b, args...) })
 	}
 	return n.runPipe(ctx, &command{kind: callDo, args: args})
 }
@@ -496,8 +539,8 @@ func isUnknownCommand(err error) bool {
 
 // Close closes the node's connections.
 func (n *RedisNode) Close() error {
-	for _, p := range []*pipe{n.p, n.side, n.bulk, n.kill} {
-		p.close()
+	for _, p := range []*backend.Pipe{n.p, n.side, n.bulk, n.kill} {
+		p.Close()
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func (n *RedisNode) report(p Probe) {
 // redis-server and miniredis accept; miniredis reports neither run_id nor
 // uptime nor loading.
 func (n *RedisNode) Probe(ctx context.Context) (Probe, error) {
-	replies, err := n.side.doAll(ctx, []any{"TIME"}, []any{"INFO"})
+	replies, err := n.side.DoAll(ctx, []any{"TIME"}, []any{"INFO"})
 	if err != nil {
 		return Probe{}, err
 	}

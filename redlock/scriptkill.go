@@ -91,7 +91,7 @@ type scriptKiller interface {
 	keepKillLine()
 }
 
-func (n *RedisNode) keepKillLine() { n.kill.prime() }
+func (n *RedisNode) keepKillLine() { n.kill.Prime() }
 
 func (n *RedisNode) setScriptLimit(d time.Duration) { n.scriptLimit.Store(millis(d)) }
 
@@ -112,7 +112,7 @@ func (n *RedisNode) applyScriptLimit(ctx context.Context) error {
 	if cmd == nil {
 		return nil
 	}
-	_, err := n.side.doAll(ctx, cmd)
+	_, err := n.side.DoAll(ctx, cmd)
 	if hasErrorPrefix(err, "unknown command") {
 		return nil // a backend without CONFIG (miniredis) has no such threshold
 	}
@@ -123,9 +123,9 @@ func (n *RedisNode) applyScriptLimit(ctx context.Context) error {
 // connection of its own kept open ahead (see RedisNode); when that is gone
 // or stale, on a new connection, which then becomes the kill line.
 func (n *RedisNode) KillScript(ctx context.Context) error {
-	defer n.kill.prime() // a line lost on the way is opened again ahead of the next kill
+	defer n.kill.Prime() // a line lost on the way is opened again ahead of the next kill
 	kill := func(b []byte) []byte { return resp.AppendCommand(b, "SCRIPT", "KILL") }
-	if c := n.kill.ready(); c != nil {
+	if c := n.kill.Ready(); c != nil {
 		// Half of what is left at most: a line gone silent must leave the
 		// new connection time to be dialed.
 		kctx := ctx
@@ -134,22 +134,22 @@ func (n *RedisNode) KillScript(ctx context.Context) error {
 			kctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
 			defer cancel()
 		}
-		_, err := c.do(kctx, kill)
+		_, err := c.Do(kctx, kill)
 		if err == nil || isRedisError(err) {
 			return err
 		}
-		c.fail(err) // closed by the backend (a restart, its timeout) or silent: dial anew
+		c.Fail(err) // closed by the backend (a restart, its timeout) or silent: dial anew
 		if ctx.Err() != nil {
 			return fmt.Errorf("script kill: %w", err)
 		}
 	}
-	c, err := n.kill.get(ctx)
+	c, err := n.kill.Get(ctx)
 	if err != nil {
 		return err
 	}
-	_, err = c.do(ctx, kill)
+	_, err = c.Do(ctx, kill)
 	if err != nil && !isRedisError(err) {
-		c.fail(err)
+		c.Fail(err)
 		return fmt.Errorf("script kill: %w", err)
 	}
 	return err
