@@ -98,6 +98,11 @@ func (n *RedisNode) Probe(ctx context.Context) (Probe, error) {
 	if err != nil {
 		return Probe{}, err
 	}
+	for _, v := range replies {
+		if e, isErr := v.(RedisError); isErr {
+			return Probe{}, e
+		}
+	}
 	info, _ := replies[1].(string)
 	p := parseInfo(info)
 	if p.Time, err = parseTime(replies[0]); err != nil {

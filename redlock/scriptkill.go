@@ -112,7 +112,7 @@ func (n *RedisNode) applyScriptLimit(ctx context.Context) error {
 	if cmd == nil {
 		return nil
 	}
-	_, err := n.side.DoAll(ctx, cmd)
+	_, err := n.side.Do(ctx, func(b []byte) []byte { return resp.AppendCommand(b, cmd...) })
 	if hasErrorPrefix(err, "unknown command") {
 		return nil // a backend without CONFIG (miniredis) has no such threshold
 	}

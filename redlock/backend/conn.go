@@ -26,13 +26,19 @@ const (
 // ErrClosed is returned for requests on a closed pipe or connection.
 var ErrClosed = errors.New("backend connection closed")
 
-// Request is one command and where its reply goes: to To on the
-// connection's reader goroutine when To is set (To then owns the request
-// again), else to the caller waiting in Do.
+// Request is one command (or several, written together) and where its
+// reply goes: to To on the connection's reader goroutine when To is set
+// (To then owns the request again), else to the caller waiting in Do.
 type Request struct {
 	Cmd      []byte    // the encoded command
 	Deadline time.Time // the caller's; zero for none: not written after it
 	To       Receiver
+	// Replies is how many replies Cmd yields (0 counts as 1): the last is
+	// delivered, the ones before it dropped.
+	Replies int
+	// NoReply marks commands answered by pushes only (SUBSCRIBE in
+	// RESP3): written, never answered, To never called.
+	NoReply bool
 
 	done chan response // buffered: the reader never blocks on it
 }
@@ -45,11 +51,12 @@ type Receiver interface {
 
 // complete hands the reply to whoever waits for it.
 func (r *Request) complete(v any, err error) {
-	if r.To != nil {
+	switch {
+	case r.To != nil:
 		r.To.Receive(v, err)
-		return
+	case r.done != nil:
+		r.done <- response{v: v, err: err}
 	}
-	r.done <- response{v: v, err: err}
 }
 
 type response struct {
@@ -59,14 +66,32 @@ type response struct {
 
 var requestPool = sync.Pool{New: func() any { return &Request{done: make(chan response, 1)} }}
 
+// Options are a Conn's optional behaviours.
+type Options struct {
+	// Push takes the frames no request awaits: out-of-band pushes
+	// (RESP3), and replies beyond those requested. It returns false for a
+	// push that is a reply after all (some servers send a subscribed
+	// connection's PONG as a push); its result for a reply is ignored. It
+	// runs on the reader's goroutine. A Conn with Push records when it
+	// last read a frame (LastRead), and a reply past the reader's bounds
+	// fails it, since it cannot tell whose that reply was.
+	Push func(v any) bool
+	// WriteTimeout, when set, bounds each write: a backend that stops
+	// reading fails the connection.
+	WriteTimeout time.Duration
+}
+
 // Conn is one live connection with its writer and reader.
 type Conn struct {
+	opts     Options
 	nc       net.Conn
 	queue    chan *Request // to the writer
 	inflight chan *Request // written, awaiting replies, in order
 	dead     chan struct{} // closed when the connection failed
+	stopped  chan struct{} // closed when the reader has stopped (Done)
 	once     sync.Once
 	err      error
+	lastRead atomic.Int64 // unix nanoseconds; only with opts.Push
 
 	busy atomic.Bool // a write is being made: by the writer or a caller
 	ibuf []byte      // the command a caller writes, under busy
@@ -81,14 +106,18 @@ type Conn struct {
 	readerGone atomic.Bool
 }
 
-// NewConn starts the writer and reader of nc.
-func NewConn(nc net.Conn) *Conn {
+// NewConn starts the writer and reader of nc, which is ready for commands
+// (set up by its dialler).
+func NewConn(nc net.Conn, o Options) *Conn {
 	c := &Conn{
+		opts:     o,
 		nc:       nc,
 		queue:    make(chan *Request, queueDepth),
 		inflight: make(chan *Request, queueDepth+maxBatch),
 		dead:     make(chan struct{}),
+		stopped:  make(chan struct{}),
 	}
+	c.lastRead.Store(time.Now().UnixNano())
 	go c.writeLoop()
 	go c.readLoop()
 	return c
@@ -102,14 +131,50 @@ func (c *Conn) Do(ctx context.Context, encode func([]byte) []byte) (any, error) 
 	req.Deadline, _ = ctx.Deadline()
 	if !c.tryInline(req) {
 		if err := c.enqueue(ctx, req); err != nil {
+			requestPool.Put(req)
 			return nil, err
 		}
 	}
 	return c.wait(ctx, req)
 }
 
+// DoAll sends cmds in order, as one pipeline, and waits for every reply,
+// an error reply as a resp.Error value; the error is the connection's
+// failure or ctx's end.
+func (c *Conn) DoAll(ctx context.Context, cmds ...[]any) ([]any, error) {
+	reqs := make([]*Request, len(cmds))
+	for i, cmd := range cmds {
+		req := requestPool.Get().(*Request)
+		req.Cmd = resp.AppendCommand(req.Cmd[:0], cmd...)
+		req.Deadline, _ = ctx.Deadline()
+		if err := c.enqueue(ctx, req); err != nil {
+			requestPool.Put(req)
+			return nil, err // the ones queued are answered and dropped
+		}
+		reqs[i] = req
+	}
+	out := make([]any, len(cmds))
+	for i, req := range reqs {
+		v, err := c.wait(ctx, req)
+		if re, ok := err.(resp.Error); ok {
+			v, err = re, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// Send queues req for the writer (never written by the caller), waiting
+// for room in the queue; it fails only when the connection has failed.
+func (c *Conn) Send(req *Request) error {
+	return c.enqueue(context.Background(), req)
+}
+
 // enqueue hands req to the writer, waiting for room in the queue until ctx
-// ends; on an error req is recycled.
+// ends.
 func (c *Conn) enqueue(ctx context.Context, req *Request) error {
 	c.queued.Add(1)
 	select {
@@ -118,11 +183,9 @@ func (c *Conn) enqueue(ctx context.Context, req *Request) error {
 		return nil
 	case <-c.dead:
 		c.queued.Add(-1)
-		requestPool.Put(req)
 		return c.err
 	case <-ctx.Done():
 		c.queued.Add(-1)
-		requestPool.Put(req)
 		return ctx.Err()
 	}
 }
@@ -164,7 +227,7 @@ func (c *Conn) TrySend(req *Request, inline bool) bool {
 // nothing unread in it. It reports whether it took req. A request past its
 // deadline is taken and completed without being written.
 func (c *Conn) tryInline(req *Request) bool {
-	if len(req.Cmd) > InlineMax || c.queued.Load() > 0 || len(c.inflight) > 0 || !c.busy.CompareAndSwap(false, true) {
+	if len(req.Cmd) > InlineMax || req.NoReply || c.queued.Load() > 0 || len(c.inflight) > 0 || !c.busy.CompareAndSwap(false, true) {
 		return false
 	}
 	if c.queued.Load() > 0 || len(c.inflight) > 0 { // the writer got there first
@@ -184,12 +247,21 @@ func (c *Conn) tryInline(req *Request) bool {
 		req.complete(nil, c.err)
 		return true
 	}
-	if _, err := c.nc.Write(c.ibuf); err != nil {
+	if err := c.write(c.ibuf); err != nil {
 		c.Fail(err)
 	}
 	c.busy.Store(false)
 	c.strandCheck()
 	return true
+}
+
+// write writes b, within Options.WriteTimeout when set.
+func (c *Conn) write(b []byte) error {
+	if c.opts.WriteTimeout > 0 {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
+	}
+	_, err := c.nc.Write(b)
+	return err
 }
 
 // expired reports a request whose caller's deadline has passed at now.
@@ -207,6 +279,24 @@ func (c *Conn) strandCheck() {
 	default:
 	}
 }
+
+// Done is closed once the connection has failed and its reader has
+// stopped: no Push runs any more, and every request is answered.
+func (c *Conn) Done() <-chan struct{} { return c.stopped }
+
+// Err is why the connection failed (nil while it has not).
+func (c *Conn) Err() error {
+	select {
+	case <-c.dead:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// LastRead is when the reader last read a frame (with Options.Push), or
+// when the connection started.
+func (c *Conn) LastRead() time.Time { return time.Unix(0, c.lastRead.Load()) }
 
 // Alive reports a connection that has not failed.
 func (c *Conn) Alive() bool {
@@ -288,6 +378,9 @@ func (c *Conn) writeLoop() {
 		// Hand the batch to the reader before writing, so a fast reply
 		// always finds its request.
 		for _, r := range batch {
+			if r.NoReply {
+				continue
+			}
 			select {
 			case c.inflight <- r:
 			case <-c.dead:
@@ -295,7 +388,7 @@ func (c *Conn) writeLoop() {
 			}
 		}
 		c.queued.Add(-taken) // in flight now: counted there
-		if _, err := c.nc.Write(buf); err != nil {
+		if err := c.write(buf); err != nil {
 			c.Fail(err)
 		}
 		c.busy.Store(false)
@@ -338,29 +431,59 @@ func (c *Conn) drain() {
 }
 
 func (c *Conn) readLoop() {
+	var head *Request // the request being answered, taken from inflight
+	left := 0         // its replies still to read
 	defer func() {
+		if head != nil {
+			head.complete(nil, c.err)
+		}
 		c.readerGone.Store(true)
 		c.drain()
+		close(c.stopped)
 	}()
+	push := c.opts.Push
 	br := bufio.NewReaderSize(c.nc, 16<<10)
 	for {
 		v, err := resp.Read(br)
 		switch {
-		case resp.Skipped(err):
+		case resp.Skipped(err) && push == nil:
 			// A reply past the reader's bounds was read whole: it is its
 			// caller's error, and the connection is still in step.
 		case err != nil:
 			c.Fail(err)
 			return
 		}
+		if push != nil {
+			c.lastRead.Store(time.Now().UnixNano())
+			if _, ok := v.(resp.Push); ok && push(v) {
+				continue
+			}
+		}
+		if head == nil {
+			if push != nil {
+				select {
+				case head = <-c.inflight:
+				default: // written before it, so a reply would find it
+					push(v)
+					continue
+				}
+			} else {
+				select {
+				case head = <-c.inflight: // nobody else takes it while we run
+				case <-c.dead:
+					return
+				}
+			}
+			left = max(head.Replies, 1)
+		}
+		if left--; left > 0 {
+			continue // an earlier reply of a batch: not awaited
+		}
 		if e, ok := v.(error); ok { // an error reply is the call's error
 			v, err = nil, e
 		}
-		select {
-		case r := <-c.inflight: // the head: nobody else takes it while we run
-			r.complete(v, err)
-		case <-c.dead:
-			return
-		}
+		r := head
+		head = nil
+		r.complete(v, err)
 	}
 }

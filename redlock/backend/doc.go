@@ -3,12 +3,16 @@
 // and a Pipe that keeps one such connection dialled on demand. It carries
 // the quorum's calls, the health probes, long commands and SCRIPT KILL
 // (package redlock gives each of those a Pipe of its own, so that none
-// waits behind another's load).
+// waits behind another's load), and the relay's RESP3 connections
+// (subscriptions, tracking, blocking pops), whose pushes go to a handler
+// (Options.Push).
 //
 // What it decides: when a request is written (by its caller on an idle
 // connection, else batched by the writer), that a request past its
-// deadline is never written, and which reply is whose (the n-th reply
-// read answers the n-th request written). What it trusts: the dial
+// deadline is never written, and which reply is whose (replies answer
+// requests in the order written; a request may yield several replies, of
+// which it gets the last, or none; with a push handler, pushes and the
+// replies no request awaits go to the handler). What it trusts: the dial
 // function for everything about a new connection (TCP or TLS, AUTH,
 // SELECT, the connect check: redlock's dialconn.go), the backend to
 // answer in order, and package resp to frame the replies; a reply that is

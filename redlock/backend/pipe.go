@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
 // Pipe is one pipelined backend connection, dialled on first use. The
@@ -45,32 +43,14 @@ func (p *Pipe) Do(ctx context.Context, encode func([]byte) []byte) (any, error) 
 	return c.Do(ctx, encode)
 }
 
-// DoAll sends cmds in order, as one pipeline, and waits for every reply:
-// the first error (an error reply, or ctx's end) is returned.
+// DoAll sends cmds in order, as one pipeline, and waits for every reply
+// (see Conn.DoAll).
 func (p *Pipe) DoAll(ctx context.Context, cmds ...[]any) ([]any, error) {
 	c, err := p.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	reqs := make([]*Request, len(cmds))
-	for i, cmd := range cmds {
-		req := requestPool.Get().(*Request)
-		req.Cmd = resp.AppendCommand(req.Cmd[:0], cmd...)
-		req.Deadline, _ = ctx.Deadline()
-		if err := c.enqueue(ctx, req); err != nil {
-			return nil, err // the ones queued are answered and dropped
-		}
-		reqs[i] = req
-	}
-	out := make([]any, len(cmds))
-	for i, req := range reqs {
-		v, err := c.wait(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = v
-	}
-	return out, nil
+	return c.DoAll(ctx, cmds...)
 }
 
 // Ready returns the live connection, or nil while there is none.
@@ -153,7 +133,7 @@ func (p *Pipe) dialNow(done chan struct{}) {
 		nc.Close()
 		return
 	}
-	c := NewConn(nc)
+	c := NewConn(nc, Options{})
 	p.conn = c
 	p.live.Store(c)
 }

@@ -170,7 +170,7 @@ func dialTCP(addr string, timeout time.Duration, setup func(ctx context.Context,
 func TestPipeDropsExpiredRequests(t *testing.T) {
 	client, server := net.Pipe()
 	defer server.Close()
-	c := NewConn(client)
+	c := NewConn(client, Options{})
 	defer c.Fail(ErrClosed)
 	stale := &Request{Cmd: resp.AppendCommand(nil, "DEL", "k"), Deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
 	staleInline := &Request{Cmd: resp.AppendCommand(nil, "DEL", "k2"), Deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
