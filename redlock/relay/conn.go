@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -125,9 +124,6 @@ func helloID(v any) int64 {
 	return 0
 }
 
-// errClosed is what a waiter gets when the connection ended first.
-var errClosed = errors.New("backend connection closed")
-
 // send writes an encoded command whose replies nobody awaits, counting
 // replies of them (0 for commands answered by pushes only).
 func (c *bconn) send(b []byte, replies int) error {
@@ -151,7 +147,7 @@ func (c *bconn) callFunc(b []byte, replies int, fn func(v any, ok bool)) error {
 func (c *bconn) write(b []byte, replies int, w *waiter) error {
 	w.Cmd, w.Replies, w.NoReply, w.To = b, replies, replies == 0, w
 	if err := c.Send(&w.Request); err != nil {
-		return errClosed
+		return backend.ErrClosed
 	}
 	return nil
 }
@@ -176,7 +172,7 @@ func (c *bconn) do(cmd []byte, d time.Duration) (any, error) {
 func (c *bconn) isClosed() bool { return !c.Alive() }
 
 // close closes the connection: every waiter gets its end.
-func (c *bconn) close() { c.Fail(errClosed) }
+func (c *bconn) close() { c.Fail(backend.ErrClosed) }
 
 // await waits for a reply channel from call, for ctx, or for d.
 func await(ctx context.Context, ch <-chan any, d time.Duration) (any, error) {
@@ -185,7 +181,7 @@ func await(ctx context.Context, ch <-chan any, d time.Duration) (any, error) {
 	select {
 	case v, ok := <-ch:
 		if !ok {
-			return nil, errClosed
+			return nil, backend.ErrClosed
 		}
 		if se, isErr := v.(ServerError); isErr {
 			return nil, se
