@@ -37,21 +37,22 @@ func isRedisError(err error) bool {
 }
 
 // RedisNode is a Node over one backend. Every command goes through an
-// auto-pipelined connection (a backend.Pipe), each kind on one of its own so that
-// none waits behind another's load:
+// auto-pipelined connection (a backend.Pipe), each kind on one of its own
+// so that none waits behind another's load:
 //
 //   - p: the calls (SetNX, the compare scripts, Eval, Do), shared by all
 //     callers;
 //   - side: the health probes and the script limit (CONFIG SET), so a
 //     probe measures the backend, not the queue of calls in front of it;
-//   - bulk: a Do longer than backend.InlineMax (a list push of many values), out
-//     of order with the calls, which would otherwise wait behind its
-//     bytes;
+//   - bulk: a Do longer than backend.InlineMax (a list push of many
+//     values), out of order with the calls, which would otherwise wait
+//     behind its bytes;
 //   - kill: SCRIPT KILL's line, authenticated only and kept open ahead
 //     (scriptkill.go).
 //
 // p is dialled at once, kill when the Redlock starts with a script
-// timeout, side and bulk on first use. Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
+// timeout, side and bulk on first use. Scripts run with EVALSHA and fall
+// back to EVAL on NOSCRIPT.
 //
 // Compare-and-delete uses the backend's own command when it has one:
 // Redis ≥ 8.4 has DELEX key IFEQ value (and SET key value IFEQ old), Valkey
@@ -97,8 +98,8 @@ type RedisNode struct {
 // …): when tc is not nil it replaces the URL's default (system roots,
 // ServerName from the URL's host). The host stays the ServerName unless tc
 // sets one, and MinVersion is at least TLS 1.2. Plain redis:// URLs and
-// bare host:port never use tc. Every connection of the node uses
-// the result.
+// bare host:port never use tc. Every connection of the node uses the
+// result.
 func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	u := rawurl
 	if !strings.Contains(u, "://") {
@@ -152,7 +153,7 @@ func (n *RedisNode) dialPipe(opts *redis.Options) func(ctx context.Context) (net
 	}
 }
 
-// backendDialer dials a backend for both of a node's connections: TCP (or
+// backendDialer dials a backend for every connection of a node: TCP (or
 // a Unix socket), then TLS when opts has a TLS config. It refuses a TCP
 // connection to itself: dialling a loopback port that nothing listens on
 // can connect the socket to itself (TCP simultaneous open), and that

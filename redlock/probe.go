@@ -22,8 +22,8 @@ import (
 //     calls on each new backend connection, before that connection's first
 //     command. New attaches itself to every node that has it. RedisNode
 //     (built by DialNodeTLS) runs INFO on each new connection for this
-//     (setupPipe), and replays the last report to a late observer, so connections made
-//     before New are not missed.
+//     (setupPipe), and replays the last report to a late observer, so
+//     connections made before New are not missed.
 
 // Probe is what a backend reports about itself. Fields it did not report
 // are unknown and treated as fine: RunID "" (exempt from restart

@@ -26,11 +26,11 @@ import (
 // So the kill line is dialled ahead, when the Redlock starts with a script
 // timeout, and again in the background after each use that lost it; a
 // kill that finds it gone or stale (the backend restarted) dials a new one
-// within its own deadline. A backend reads no other connection while a script runs until
-// the script has run for its busy-reply-threshold (lua-time-limit, 5 s by
-// default), so the proxy sets that to ScriptTimeout on every backend
-// (CheckBackends at start, and each new pipelined connection after a
-// restart); it is a server-wide setting.
+// within its own deadline. A backend reads no other connection while a
+// script runs until the script has run for its busy-reply-threshold
+// (lua-time-limit, 5 s by default), so the proxy sets that to
+// ScriptTimeout on every backend (CheckBackends at start, and each new
+// pipelined connection after a restart); it is a server-wide setting.
 //
 // The kill's answer decides what happens to the node:
 //
