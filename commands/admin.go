@@ -65,7 +65,6 @@ func (d *Dispatcher) lockadmin(ctx context.Context, c *Client, args [][]byte) Re
 			out[i] = Map{
 				{"key", BulkString(h.Key)},
 				{"renewed-here", boolInt(h.Here)},
-				{"owner", BulkString(h.Owner)},
 				{"deadline-ms", deadline},
 			}
 		}
@@ -102,8 +101,7 @@ func (d *Dispatcher) lockWho(ctx context.Context, key string) Reply {
 		if e.Key == key {
 			m = append(m,
 				KV{"hold", Int(1)},
-				KV{"renewed-here", boolInt(e.Here)},
-				KV{"hold-owner", BulkString(e.Owner)})
+				KV{"renewed-here", boolInt(e.Here)})
 			return m
 		}
 	}

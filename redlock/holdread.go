@@ -6,15 +6,14 @@ import (
 )
 
 // ReadHold is the field of key in the record of service that a quorum of
-// nodes hold alike (owner, deadline, digest): ok false when no quorum
-// agrees on one (none recorded, ended, or a field being written); Owner
-// is one of theirs. It fails with
+// nodes hold alike (deadline, digest): ok false when no quorum agrees on
+// one (none recorded, ended, or a field being written). It fails with
 // ErrNoQuorum (a *QuorumError) when fewer than a quorum answered. A proxy
 // that does not keep key reads it to answer the expiry its client asked
 // for (a key held beyond max_ttl through another proxy of the tier).
-func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h Hold, ok bool, err error) {
+func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h HoldField, ok bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return Hold{}, false, fmt.Errorf("read hold: %w", err)
+		return HoldField{}, false, fmt.Errorf("read hold: %w", err)
 	}
 	c := call[string]{
 		cmd: command{kind: callDo, args: []any{"HGET", HoldsKey(service), key}},
@@ -30,24 +29,23 @@ func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h Hold, ok
 	}
 	t := &fieldTally{counts: r.counts()}
 	if err := quorum(r, ctx, "read hold", r.nodeTimeout, c, decider[string](t), nil); err != nil {
-		return Hold{}, false, err
+		return HoldField{}, false, err
 	}
 	if t.answered < t.q {
-		return Hold{}, false, t.noQuorum()
+		return HoldField{}, false, t.noQuorum()
 	}
 	same := map[string]int{}
 	for _, f := range t.fields {
 		p, err := parseHold(key, f)
-		if err != nil || p.Owner == Ended {
-			continue // absent, ended, or not ours to read
+		if err != nil {
+			continue // absent, or not ours to read
 		}
-		// Owners differ while a claim lands: deadline and digest decide.
-		s := fmt.Sprint(p.Deadline, " ", p.Digest)
+		s := p.field()
 		if same[s]++; same[s] >= t.q {
 			return p, true, nil
 		}
 	}
-	return Hold{}, false, nil
+	return HoldField{}, false, nil
 }
 
 // fieldTally keeps every node's field and waits for all of them.

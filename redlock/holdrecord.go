@@ -3,24 +3,22 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 )
 
-// The reads and claims of the holds record (docs/safety.md, "Holds") are
+// The reads of the holds record (docs/safety.md, "Holds") are
 // counted over every node that answers, quarantined ones too, and a
 // quarantined node is blind: it restarted empty and knows only what was
 // written to it since. What it does have (a field the repair wrote back
-// with its key, a claim since) counts as on any node; what it lacks
+// with its key, a renewal since) counts as on any node; what it lacks
 // counts neither for nor against. So while a majority is quarantined the
-// record stays readable and claimable through the nodes that kept it:
+// record stays readable through the nodes that kept it:
 // a hold counts when at least one node has it and, with the blind nodes
 // that lack it, a quorum. A node down or loading is not asked.
 //
 // The quorum rule of the lock does not apply to the record: it never
-// decides who holds a key (the key's copies do), only who renews it. A
-// claim is still a compare-and-set on each node, so of two proxies that
-// claim at once at most one wins wherever the field is.
+// decides who holds a key (the key's copies do), only what the tier
+// renews, and a renewal checks every copy it renews.
 
 // recordReply is one node's answer to a script on the record.
 type recordReply struct {
@@ -143,69 +141,6 @@ func answered(replies []recordReply) int {
 	return n
 }
 
-// ClaimHold takes the hold h.Key over for h.Owner from owner, the owner a
-// scan of the record saw: a compare-and-set on every node (see above:
-// quarantined nodes without the field count neither way). It succeeds
-// when at least one node set it and, with those blind nodes, a quorum;
-// else ErrHeld (another owner, or no field), as a *QuorumError.
-func (r *Redlock) ClaimHold(ctx context.Context, service string, h Hold, owner string) error {
-	if h.Key == "" || h.Owner == "" || owner == "" || owner == h.Owner || strings.ContainsAny(h.Owner+h.Digest, " ") || h.Digest == "" {
-		return fmt.Errorf("%w: claim %+v from %q", ErrInvalid, h, owner)
-	}
-	replies, err := r.onRecord(ctx, "claim hold", setHoldScript, service, h.Key, h.field(), owner, h.Owner)
-	if err != nil {
-		return err
-	}
-	if answered(replies) < r.quorum {
-		return r.recordFailure(ErrNoQuorum, replies)
-	}
-	set, blind := 0, 0
-	for _, rep := range replies {
-		if rep.err != nil {
-			continue
-		}
-		switch n, _ := asInt(rep.v); {
-		case n == 1:
-			set++
-		case n == -1 && rep.blind:
-			blind++
-		}
-	}
-	if set >= 1 && set+blind >= r.quorum {
-		return nil
-	}
-	return r.recordFailure(ErrHeld, replies)
-}
-
-// HandOverHolds marks every hold of owner in the record of service as
-// handed over, on every node (see above); it returns the most any node
-// counted, once a quorum answered.
-func (r *Redlock) HandOverHolds(ctx context.Context, service, owner string) (int, error) {
-	if owner == "" || strings.HasPrefix(owner, HandedOver) {
-		return 0, fmt.Errorf("%w: hand over the holds of %q", ErrInvalid, owner)
-	}
-	replies, err := r.onRecordPages(ctx, "hand over holds", handOverScript, service, owner, HandedOver+owner)
-	if err != nil {
-		return 0, err
-	}
-	if answered(replies) < r.quorum {
-		return 0, r.recordFailure(ErrNoQuorum, replies)
-	}
-	most := int64(0)
-	for _, rep := range replies {
-		if rep.err != nil {
-			continue
-		}
-		sum := int64(0)
-		for _, v := range rep.v.([]any) {
-			n, _ := asInt(v)
-			sum += n
-		}
-		most = max(most, sum)
-	}
-	return int(most), nil
-}
-
 // ScanHolds reads the record of service on every node (see above), and
 // deletes on each node the fields whose key no longer holds their value
 // in the copy they were written for. It returns the holds that a quorum
@@ -247,35 +182,27 @@ func (r *Redlock) ScanHolds(ctx context.Context, service string) ([]ScannedHold,
 
 // agreedHolds are the holds the scans agree on (key, deadline, digest):
 // found on at least one node and, with the blind nodes that lack the key,
-// on q. Owner is the one most of them name; Lease the need-th longest
-// PTTL of those that have it, need being q less those blind nodes.
+// on q. Lease is the need-th longest PTTL of those that have it, need
+// being q less those blind nodes.
 func agreedHolds(scans [][]ScannedHold, blind []map[string]bool, q int) []ScannedHold {
 	type same struct {
 		key, digest string
 		deadline    int64
 	}
-	type copies struct {
-		owners map[string]int
-		ttls   []time.Duration
-	}
-	seen := map[same]*copies{}
+	seen := map[same][]time.Duration{}
 	var order []same
 	for _, scan := range scans {
 		for _, h := range scan {
 			s := same{h.Key, h.Digest, h.Deadline}
-			c := seen[s]
-			if c == nil {
-				c = &copies{owners: map[string]int{}}
-				seen[s] = c
+			if _, ok := seen[s]; !ok {
 				order = append(order, s)
 			}
-			c.owners[h.Owner]++
-			c.ttls = append(c.ttls, h.Lease)
+			seen[s] = append(seen[s], h.Lease)
 		}
 	}
 	var out []ScannedHold
 	for _, s := range order {
-		c := seen[s]
+		ttls := seen[s]
 		need := q
 		for _, keys := range blind {
 			if !keys[s.key] {
@@ -283,18 +210,12 @@ func agreedHolds(scans [][]ScannedHold, blind []map[string]bool, q int) []Scanne
 			}
 		}
 		need = max(need, 1)
-		if len(c.ttls) < need {
+		if len(ttls) < need {
 			continue
 		}
-		owner, most := "", 0
-		for o, n := range c.owners {
-			if n > most || n == most && o < owner {
-				owner, most = o, n
-			}
-		}
 		out = append(out, ScannedHold{
-			Hold:  Hold{Key: s.key, Owner: owner, Deadline: s.deadline, Digest: s.digest},
-			Lease: quorumPTTL(c.ttls, need),
+			HoldField: HoldField{Key: s.key, Deadline: s.deadline, Digest: s.digest},
+			Lease:     quorumPTTL(ttls, need),
 		})
 	}
 	return out

@@ -19,12 +19,12 @@ func TestHoldFollowsItsCopy(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("1"))
-	h := Hold{Key: "k", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "1")
 		mr.SetTTL("k", 2*time.Second)
 	}
-	if err := c.r.SetHold(ctx, svc, h, ""); err != nil {
+	if err := c.r.SetHold(ctx, svc, h); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.r.RenewHold(ctx, svc, h, 2*time.Second); err != nil {
@@ -54,8 +54,8 @@ func TestHoldFollowsItsCopy(t *testing.T) {
 		_, _ = mr.Push("list", "x")
 		mr.SetTTL("list", 2*time.Second)
 	}
-	anyHold := Hold{Key: "list", Owner: "proxyA", Digest: AnyDigest}
-	if err := c.r.SetHold(ctx, svc, anyHold, ""); err != nil {
+	anyHold := HoldField{Key: "list", Digest: AnyDigest}
+	if err := c.r.SetHold(ctx, svc, anyHold); err != nil {
 		t.Fatal(err)
 	}
 	c.wait(t)
@@ -68,51 +68,27 @@ func TestHoldFollowsItsCopy(t *testing.T) {
 }
 
 // TestRecordThroughQuarantine: while two of three nodes are quarantined
-// (restarted empty) the record is read, claimed and handed over through
-// the node that has it; with every node voting, one node's field is not
-// a quorum's.
+// (restarted empty) the record is read through the node that has it;
+// with every node voting, one node's field is not a quorum's.
 func TestRecordThroughQuarantine(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("v"))
-	h := Hold{Key: "k", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	_ = c.mrs[0].Set("k", "v")
 	c.mrs[0].SetTTL("k", 2*time.Second)
 	c.mrs[0].HSet(HoldsKey(svc), "k", h.field())
 	if got, err := c.r.ScanHolds(ctx, svc); err != nil || len(got) != 0 {
 		t.Fatalf("ScanHolds of one voting node's field = %+v, %v; want none", got, err)
 	}
-	claim := h
-	claim.Owner = "proxyB"
-	if err := c.r.ClaimHold(ctx, svc, claim, h.Owner); !errors.Is(err, ErrHeld) {
-		t.Fatalf("ClaimHold of one voting node's field = %v, want ErrHeld", err)
-	}
-	c.mrs[0].HSet(HoldsKey(svc), "k", h.field()) // a failed claim is not undone
 	for i := 1; i < 3; i++ {
 		c.r.health[i].mu.Lock()
 		c.r.health[i].quarantine(time.Now().Add(time.Minute), "restarted: run_id changed")
 		c.r.health[i].mu.Unlock()
 	}
 	got, err := c.r.ScanHolds(ctx, svc)
-	if err != nil || len(got) != 1 || got[0].Hold != h || got[0].Lease != 2*time.Second {
+	if err != nil || len(got) != 1 || got[0].HoldField != h || got[0].Lease != 2*time.Second {
 		t.Fatalf("ScanHolds during the quarantine = %+v, %v; want %+v", got, err, h)
-	}
-	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != 1 {
-		t.Fatalf("HandOverHolds during the quarantine = %d, %v; want 1", n, err)
-	}
-	if err := c.r.ClaimHold(ctx, svc, claim, HandedOver+"proxyA"); err != nil {
-		t.Fatalf("ClaimHold during the quarantine = %v", err)
-	}
-	if f := c.mrs[0].HGet(HoldsKey(svc), "k"); f != claim.field() {
-		t.Fatalf("field after the claim = %q, want %q", f, claim.field())
-	}
-	late := h
-	late.Owner = "proxyC"
-	if err := c.r.ClaimHold(ctx, svc, late, HandedOver+"proxyA"); !errors.Is(err, ErrHeld) {
-		t.Fatalf("a second claim from the old owner = %v, want ErrHeld", err)
-	}
-	if err := c.r.ClaimHold(ctx, svc, h, h.Owner); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("a claim from oneself = %v, want ErrInvalid", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +13,13 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
-// TestHoldsRecord: a hold is written to a quorum under its owner; another
-// proxy cannot overwrite it unless it passes the owner it saw (a claim);
-// a hand-over marks the owner's holds and counts them; only the owner
-// drops its hold. Bad holds are refused.
+// digestOf is the record's digest of v.
+func digestOf(v string) string { s := sha1.Sum([]byte(v)); return hex.EncodeToString(s[:]) }
+
+// TestHoldsRecord: a hold is written to a quorum where its key holds its
+// value, naming no owner; an end with another value's digest leaves it,
+// one with its own deletes it. Bad holds are refused; fields an older
+// proxy wrote with an owner are read.
 func TestHoldsRecord(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
@@ -34,74 +36,53 @@ func TestHoldsRecord(t *testing.T) {
 		}
 		return n
 	}
-
-	a := Hold{Key: "lock", Owner: "proxyA", Digest: "d1"}
-	if err := c.r.SetHold(ctx, svc, a, "proxyA"); err != nil {
+	for _, mr := range c.mrs {
+		_ = mr.Set("lock", "v")
+	}
+	a := HoldField{Key: "lock", Digest: digestOf("v")}
+	if err := c.r.SetHold(ctx, svc, a); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.r.SetHold(ctx, svc, Hold{Key: "other", Owner: "proxyA", Deadline: 42, Digest: "d2"}, "proxyA"); err != nil {
-		t.Fatal(err)
-	}
-	if n := on("lock", "proxyA 0 d1"); n < 2 {
+	if n := on("lock", "0 "+a.Digest); n < 2 {
 		t.Fatalf("the hold is on %d nodes", n)
 	}
-	// B may not take A's hold without naming A.
-	b := Hold{Key: "lock", Owner: "proxyB", Digest: "d1"}
-	if err := c.r.SetHold(ctx, svc, b, "proxyB"); !errors.Is(err, ErrHeld) {
-		t.Fatalf("SetHold over another owner = %v, want ErrHeld", err)
-	}
-	if err := c.r.DropHold(ctx, svc, "lock", "proxyB"); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("DropHold of another owner's hold = %v, want ErrNotHeld", err)
-	}
-	// A hands over: both its holds, counted.
-	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != 2 {
-		t.Fatalf("HandOverHolds = %d, %v; want 2", n, err)
-	}
-	if n := on("other", "-proxyA 42 d2"); n < 2 {
-		t.Fatalf("handed over on %d nodes", n)
-	}
-	// B claims the handed-over hold.
-	if err := c.r.SetHold(ctx, svc, b, HandedOver+"proxyA"); err != nil {
-		t.Fatalf("claim: %v", err)
-	}
-	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != 0 {
-		t.Fatalf("HandOverHolds again = %d, %v; want 0", n, err)
-	}
-	if err := c.r.DropHold(ctx, svc, "lock", "proxyB"); err != nil {
+	if err := c.r.EndHold(ctx, svc, "lock", digestOf("w")); err != nil {
 		t.Fatal(err)
 	}
-	if n := on("lock", "proxyB 0 d1"); n > 1 {
-		t.Fatalf("the dropped hold is still on %d nodes", n)
+	if n := on("lock", "0 "+a.Digest); n < 2 {
+		t.Fatalf("an end of another value took the hold off: on %d nodes", n)
 	}
-	for _, bad := range []Hold{{Owner: "x", Digest: "d"}, {Key: "k", Digest: "d"}, {Key: "k", Owner: "a b", Digest: "d"}, {Key: "k", Owner: "x"}} {
-		if err := c.r.SetHold(ctx, svc, bad, ""); !errors.Is(err, ErrInvalid) {
+	if err := c.r.EndHold(ctx, svc, "lock", a.Digest); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the ended hold off every node", func() bool { return on("lock", "0 "+a.Digest) == 0 })
+	for _, bad := range []HoldField{{Digest: "d"}, {Key: "k"}, {Key: "k", Digest: "a b"}} {
+		if err := c.r.SetHold(ctx, svc, bad); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("SetHold(%+v) = %v, want ErrInvalid", bad, err)
 		}
 	}
-	if _, err := c.r.HandOverHolds(ctx, svc, HandedOver); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("HandOverHolds(-) = %v, want ErrInvalid", err)
+	for f, want := range map[string]HoldField{"42 d": {Key: "k", Deadline: 42, Digest: "d"}, "proxyA 42 d": {Key: "k", Deadline: 42, Digest: "d"}} {
+		if h, err := parseHold("k", f); err != nil || h != want {
+			t.Fatalf("parseHold(%q) = %+v, %v", f, h, err)
+		}
 	}
-	if h, err := parseHold("k", "proxyA 42 d"); err != nil || h != (Hold{Key: "k", Owner: "proxyA", Deadline: 42, Digest: "d"}) {
-		t.Fatalf("parseHold = %+v, %v", h, err)
-	}
-	for _, bad := range []string{"", "a b", "a -1 d", "a x d", "a 1 d e"} {
+	for _, bad := range []string{"", "d", "-1 d", "x d", "a 1 d e", "~ 0 d"} {
 		if _, err := parseHold("k", bad); err == nil {
 			t.Fatalf("parseHold(%q) accepted", bad)
 		}
 	}
 }
 
-// TestRenewHold: the owner renews while the key holds its value, and
-// writes the field back where a node lost it; once a peer owns the field,
-// or the key holds another value, the renewal fails (ErrHeld, ErrNotHeld)
-// and gives no lease.
+// TestRenewHold: any proxy renews a hold while its key holds its value;
+// a node whose field is gone is not renewed (its copy may be another
+// client's); once the key holds another value the renewal fails
+// (ErrNotHeld), drops the field and gives no lease.
 func TestRenewHold(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
 	hk := HoldsKey(svc)
-	sum := sha1.Sum([]byte("v"))
-	h := Hold{Key: "lock", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	h := HoldField{Key: "lock", Digest: digestOf("v")}
 	// every waits until every node's field of lock is f (a quorum
 	// operation leaves the last node's call in flight).
 	every := func(what, f string) {
@@ -121,18 +102,14 @@ func TestRenewHold(t *testing.T) {
 		}
 		mr.SetTTL("lock", time.Second)
 	}
-	if err := c.r.SetHold(ctx, svc, h, h.Owner); err != nil {
+	if err := c.r.SetHold(ctx, svc, h); err != nil {
 		t.Fatal(err)
 	}
 	every("the hold on every node", h.field())
-	// A node without the field (it missed the record, or a release
-	// dropped it and the key was taken again) is not renewed: its copy
-	// may be another client's.
 	c.mrs[2].HDel(hk, "lock")
 	if err := c.r.RenewHold(ctx, svc, h, 5*time.Second); err != nil {
 		t.Fatalf("RenewHold = %v", err)
 	}
-	// The renewal answers at a quorum; the last node's call may land after.
 	testkit.Eventually(t, 10*time.Second, "the lease renewed where the field is", func() bool {
 		return c.mrs[0].TTL("lock") == 5*time.Second && c.mrs[1].TTL("lock") == 5*time.Second
 	})
@@ -140,23 +117,31 @@ func TestRenewHold(t *testing.T) {
 		t.Fatalf("node without the field: field %q, ttl %v; want none and the old 1s", c.mrs[2].HGet(hk, "lock"), c.mrs[2].TTL("lock"))
 	}
 	c.mrs[2].HSet(hk, "lock", h.field())
-	// A peer took the hold over: A's renewal stops.
-	b := h
-	b.Owner = "proxyB"
-	if err := c.r.SetHold(ctx, svc, b, h.Owner); err != nil {
+	// A hold whose field has a deadline (written through any proxy) is
+	// renewed to it at most, whatever deadline the renewer knew.
+	d := h
+	d.Deadline = time.Now().Add(3 * time.Second).UnixMilli()
+	if err := c.r.SetHold(ctx, svc, d); err != nil {
 		t.Fatal(err)
 	}
-	every("the take-over on every node", b.field())
-	if err := c.r.RenewHold(ctx, svc, h, 9*time.Second); !errors.Is(err, ErrHeld) {
-		t.Fatalf("RenewHold after a take-over = %v, want ErrHeld", err)
+	every("the field with its deadline", d.field())
+	if err := c.r.RenewHold(ctx, svc, h, 9*time.Second); err != nil {
+		t.Fatalf("RenewHold to a deadline = %v", err)
 	}
-	// The key was overwritten: B's renewal ends the hold.
+	testkit.Eventually(t, 10*time.Second, "every copy renewed to the deadline", func() bool {
+		for _, mr := range c.mrs {
+			if ttl := mr.TTL("lock"); ttl > 3*time.Second || ttl < 2*time.Second {
+				return false
+			}
+		}
+		return true
+	})
 	for _, mr := range c.mrs {
 		if err := mr.Set("lock", "w"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.r.RenewHold(ctx, svc, b, 9*time.Second); !errors.Is(err, ErrNotHeld) {
+	if err := c.r.RenewHold(ctx, svc, d, 9*time.Second); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("RenewHold of an overwritten key = %v, want ErrNotHeld", err)
 	}
 	every("the hold of an overwritten key dropped", "")
@@ -165,14 +150,27 @@ func TestRenewHold(t *testing.T) {
 			t.Fatalf("node %d renewed an overwritten key", i)
 		}
 	}
-	if err := c.r.RenewHold(ctx, svc, Hold{Key: "k", Owner: HandedOver, Digest: "d"}, time.Second); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("RenewHold of a handed-over hold = %v, want ErrInvalid", err)
+	if err := c.r.RenewHold(ctx, svc, HoldField{Key: "k"}, time.Second); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("RenewHold without a digest = %v, want ErrInvalid", err)
+	}
+	past := HoldField{Key: "lock", Digest: digestOf("w"), Deadline: time.Now().Add(-time.Second).UnixMilli()}
+	for _, mr := range c.mrs {
+		mr.HSet(hk, "lock", past.field())
+		mr.SetTTL("lock", time.Second)
+	}
+	if err := c.r.RenewHold(ctx, svc, past, 9*time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("RenewHold past its deadline = %v, want ErrNotHeld", err)
+	}
+	for i, mr := range c.mrs {
+		if mr.TTL("lock") != time.Second {
+			t.Fatalf("node %d renewed a hold past its deadline: ttl %v", i, mr.TTL("lock"))
+		}
 	}
 }
 
 // TestScanHolds: a scan returns the holds a quorum records for a key that
-// holds their value, with the owner most nodes name and the lease a
-// quorum of copies has; it deletes fields whose key was released or
+// holds their value (fields an older proxy wrote with an owner too),
+// with the lease a quorum of copies has; it deletes fields whose key was released or
 // overwritten, and skips holds a quorum does not record. An any-value
 // hold is renewed while its key exists, whatever its type.
 func TestScanHolds(t *testing.T) {
@@ -187,23 +185,23 @@ func TestScanHolds(t *testing.T) {
 		mr.SetTTL("a", time.Duration(i+1)*time.Second)
 		_ = mr.Set("gone", "other")
 		_, _ = mr.Push("list", "x")
-		owner := "proxyA"
+		a := "0 " + digest
 		if i == 2 {
-			owner = HandedOver
+			a = "proxyA " + a
 		}
-		mr.HSet(hk, "a", owner+" 0 "+digest)
-		mr.HSet(hk, "gone", "proxyA 0 "+digest)
-		mr.HSet(hk, "list", "proxyB 7 "+AnyDigest)
+		mr.HSet(hk, "a", a)
+		mr.HSet(hk, "gone", "0 "+digest)
+		mr.HSet(hk, "list", "7 "+AnyDigest)
 	}
-	c.mrs[0].HSet(hk, "lonely", "proxyA 0 "+digest)
+	c.mrs[0].HSet(hk, "lonely", "0 "+digest)
 	_ = c.mrs[0].Set("lonely", "v")
 	got, err := c.r.ScanHolds(ctx, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]ScannedHold{
-		"a":    {Hold: Hold{Key: "a", Owner: "proxyA", Digest: digest}, Lease: 2 * time.Second},
-		"list": {Hold: Hold{Key: "list", Owner: "proxyB", Deadline: 7, Digest: AnyDigest}, Lease: -1},
+		"a":    {HoldField: HoldField{Key: "a", Digest: digest}, Lease: 2 * time.Second},
+		"list": {HoldField: HoldField{Key: "list", Deadline: 7, Digest: AnyDigest}, Lease: -1},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("ScanHolds = %+v, want %+v", got, want)
@@ -219,7 +217,10 @@ func TestScanHolds(t *testing.T) {
 		}
 	}
 	// The any-value hold is renewed while the list exists.
-	anyHold := Hold{Key: "list", Owner: "proxyB", Deadline: 7, Digest: AnyDigest}
+	anyHold := HoldField{Key: "list", Digest: AnyDigest}
+	for _, mr := range c.mrs {
+		mr.HSet(hk, "list", anyHold.field())
+	}
 	if err := c.r.RenewHold(ctx, svc, anyHold, 3*time.Second); err != nil {
 		t.Fatalf("RenewHold of a list = %v", err)
 	}
@@ -229,51 +230,44 @@ func TestScanHolds(t *testing.T) {
 	if err := c.r.RenewHold(ctx, svc, anyHold, 3*time.Second); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("RenewHold of a deleted list = %v, want ErrNotHeld", err)
 	}
-	// A claim needs the field it names: an absent one is not claimed.
-	claim := Hold{Key: "nothing", Owner: "proxyC", Digest: digest}
-	if err := c.r.SetHold(ctx, svc, claim, "proxyA"); !errors.Is(err, ErrHeld) {
-		t.Fatalf("a claim of an absent field = %v, want ErrHeld", err)
-	}
 }
 
-// TestRenewHoldLeavesAnotherOwnersField: a field of another owner and
-// another value is not renewed over, even when the key holds this owner's
-// value: the copy may be a later client's that holds the same value.
-func TestRenewHoldLeavesAnotherOwnersField(t *testing.T) {
+// TestRenewHoldLeavesAnotherValuesField: a field of another value is not
+// renewed over, even when the key holds the renewal's value: the copy
+// may be a later client's.
+func TestRenewHoldLeavesAnotherValuesField(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
 	hk := HoldsKey(svc)
-	sum := sha1.Sum([]byte("won"))
-	won := Hold{Key: "k", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	won := HoldField{Key: "k", Digest: digestOf("won")}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "won")
-		mr.HSet(hk, "k", "proxyB 0 "+strings.Repeat("0", 40))
+		mr.HSet(hk, "k", "0 "+strings.Repeat("0", 40))
 	}
-	if err := c.r.RenewHold(ctx, svc, won, 3*time.Second); !errors.Is(err, ErrHeld) {
-		t.Fatalf("RenewHold over another owner's field = %v, want ErrHeld", err)
+	if err := c.r.RenewHold(ctx, svc, won, 3*time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("RenewHold over another value's field = %v, want ErrNotHeld", err)
 	}
 	for i, mr := range c.mrs {
 		if mr.TTL("k") != 0 || mr.HGet(hk, "k") == won.field() {
-			t.Fatalf("node %d: renewed over another owner's field (ttl %v)", i, mr.TTL("k"))
+			t.Fatalf("node %d: renewed over another value's field (ttl %v)", i, mr.TTL("k"))
 		}
 	}
 }
 
-// TestEndHold: a hold ended by another proxy stops its owner's renewal
-// (ErrHeld) and is no longer claimable as handed over; an absent field is
-// not an error. An end with the digest of a value the key no longer
+// TestEndHold: a hold ended through any proxy is renewed by none after
+// (ErrNotHeld); an absent field is not an error. An end with the digest of a value the key no longer
 // holds (a stale release) changes nothing.
 func TestEndHold(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("v"))
-	h := Hold{Key: "k", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "v")
 	}
-	if err := c.r.SetHold(ctx, svc, h, h.Owner); err != nil {
+	if err := c.r.SetHold(ctx, svc, h); err != nil {
 		t.Fatal(err)
 	}
 	old := sha1.Sum([]byte("an old token"))
@@ -298,17 +292,12 @@ func TestEndHold(t *testing.T) {
 	if _, err := c.r.ScanHolds(ctx, svc); err != nil {
 		t.Fatalf("ScanHolds over a malformed field = %v", err)
 	}
-	if err := c.r.RenewHold(ctx, svc, h, time.Second); !errors.Is(err, ErrHeld) {
-		t.Fatalf("RenewHold of an ended hold = %v, want ErrHeld", err)
-	}
-	claim := h
-	claim.Owner = "proxyB"
-	if err := c.r.SetHold(ctx, svc, claim, HandedOver); !errors.Is(err, ErrHeld) {
-		t.Fatalf("a claim of an ended hold as handed over = %v, want ErrHeld", err)
+	if err := c.r.RenewHold(ctx, svc, h, time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("RenewHold of an ended hold = %v, want ErrNotHeld", err)
 	}
 }
 
-// TestSetHoldByMakerNeedsItsValue: a maker's record (owner "") is written
+// TestSetHoldByMakerNeedsItsValue: a maker's record is written
 // only where the key holds the value of its digest, so the loser of two
 // overlapping writes does not replace the winner's field; a hold of any
 // value needs the key to exist.
@@ -322,13 +311,13 @@ func TestSetHoldByMakerNeedsItsValue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	win := Hold{Key: "k", Owner: "B", Digest: sum("winner")}
-	if err := c.r.SetHold(ctx, svc, win, ""); err != nil {
+	win := HoldField{Key: "k", Digest: sum("winner")}
+	if err := c.r.SetHold(ctx, svc, win); err != nil {
 		t.Fatalf("the winner's record = %v", err)
 	}
-	lose := Hold{Key: "k", Owner: "A", Digest: sum("loser")}
-	if err := c.r.SetHold(ctx, svc, lose, ""); !errors.Is(err, ErrHeld) {
-		t.Fatalf("the loser's record = %v, want ErrHeld", err)
+	lose := HoldField{Key: "k", Digest: sum("loser")}
+	if err := c.r.SetHold(ctx, svc, lose); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("the loser's record = %v, want ErrNotHeld", err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the winner's field on every node", func() bool {
 		for _, mr := range c.mrs {
@@ -338,13 +327,13 @@ func TestSetHoldByMakerNeedsItsValue(t *testing.T) {
 		}
 		return true
 	})
-	if err := c.r.SetHold(ctx, svc, Hold{Key: "absent", Owner: "A", Digest: AnyDigest}, ""); !errors.Is(err, ErrHeld) {
-		t.Fatalf("a hold of any value of an absent key = %v, want ErrHeld", err)
+	if err := c.r.SetHold(ctx, svc, HoldField{Key: "absent", Digest: AnyDigest}); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("a hold of any value of an absent key = %v, want ErrNotHeld", err)
 	}
 }
 
 // TestHoldRecordReadInPages: a record of thousands of holds is scanned
-// and handed over page by page, every hold once (miniredis answers HSCAN
+// page by page, every hold once (miniredis answers HSCAN
 // in one page: TestHoldRecordPagesOnRedis shows the pages on Redis).
 func TestHoldRecordReadInPages(t *testing.T) {
 	c := newCluster(t, 3, Options{})
@@ -355,29 +344,20 @@ func TestHoldRecordReadInPages(t *testing.T) {
 		for i := range holds {
 			k := fmt.Sprintf("k%d", i)
 			_ = mr.Set(k, "v")
-			mr.HSet(hk, k, "proxyA 0 "+AnyDigest)
+			mr.HSet(hk, k, "0 "+AnyDigest)
 		}
 	}
 	got, err := c.r.ScanHolds(ctx, svc)
 	if err != nil || len(got) != holds {
 		t.Fatalf("ScanHolds = %d holds, %v; want %d", len(got), err, holds)
 	}
-	if n, err := c.r.HandOverHolds(ctx, svc, "proxyA"); err != nil || n != holds {
-		t.Fatalf("HandOverHolds = %d, %v; want %d", n, err, holds)
-	}
-	fields, _ := c.mrs[1].HKeys(hk)
-	for _, h := range fields {
-		if f := c.mrs[1].HGet(hk, h); !strings.HasPrefix(f, HandedOver+"proxyA ") {
-			t.Fatalf("field %s = %q after the hand-over", h, f)
-		}
-	}
 }
 
 // TestDecodeScanOnce: a field HSCAN returned twice (it may, across
 // pages) is one hold, as last read.
 func TestDecodeScanOnce(t *testing.T) {
-	got, err := decodeScan([]any{"k", "a 0 *", int64(1000), "j", "a 0 *", int64(-1), "k", "b 0 *", int64(2000)})
-	if err != nil || len(got) != 2 || got[0].Key != "k" || got[0].Owner != "b" || got[0].Lease != 2*time.Second || got[1].Key != "j" {
+	got, err := decodeScan([]any{"k", "0 *", int64(1000), "j", "0 *", int64(-1), "k", "5 *", int64(2000)})
+	if err != nil || len(got) != 2 || got[0].Key != "k" || got[0].Deadline != 5 || got[0].Lease != 2*time.Second || got[1].Key != "j" {
 		t.Fatalf("decodeScan = %+v, %v", got, err)
 	}
 }
@@ -385,24 +365,25 @@ func TestDecodeScanOnce(t *testing.T) {
 // TestRenewHoldsPage: one call per node renews a page of holds, each
 // decided on its own: renewed; changed in place (APPEND through a proxy
 // that did not know it held: the client's data now, given its expiry,
-// none here, and no longer held); released (gone); another owner's.
+// none here, and no longer held); released (gone); taken again with
+// another value (its field another's: left alone).
 func TestRenewHoldsPage(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
 	digest := func(v string) string { s := sha1.Sum([]byte(v)); return hex.EncodeToString(s[:]) }
-	holds := []Hold{
-		{Key: "renewed", Owner: "A", Digest: digest("v")},
-		{Key: "changed", Owner: "A", Digest: digest("v")},
-		{Key: "released", Owner: "A", Digest: digest("v")},
-		{Key: "theirs", Owner: "B", Digest: digest("v")},
+	holds := []HoldField{
+		{Key: "renewed", Digest: digest("v")},
+		{Key: "changed", Digest: digest("v")},
+		{Key: "released", Digest: digest("v")},
+		{Key: "theirs", Digest: digest("v")},
 	}
 	for _, h := range holds {
 		for _, mr := range c.mrs {
 			_ = mr.Set(h.Key, "v")
 			mr.SetTTL(h.Key, time.Second)
 		}
-		if err := c.r.SetHold(ctx, svc, h, h.Owner); err != nil {
+		if err := c.r.SetHold(ctx, svc, h); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -419,11 +400,11 @@ func TestRenewHoldsPage(t *testing.T) {
 			t.Fatalf("node %d: %v", i, err)
 		}
 		c.mrs[i].Del("released")
+		_ = c.mrs[i].Set("theirs", "w")
+		c.mrs[i].HSet(HoldsKey(svc), "theirs", "0 "+digest("w"))
 	}
-	mine := slices.Clone(holds)
-	mine[3].Owner = "A"
-	errs := c.r.RenewHolds(ctx, svc, mine, 5*time.Second)
-	for i, want := range []error{nil, ErrNotHeld, ErrNotHeld, ErrHeld} {
+	errs := c.r.RenewHolds(ctx, svc, holds, 5*time.Second)
+	for i, want := range []error{nil, ErrNotHeld, ErrNotHeld, ErrNotHeld} {
 		if want == nil && errs[i] != nil || want != nil && !errors.Is(errs[i], want) {
 			t.Errorf("%s: %v, want %v", holds[i].Key, errs[i], want)
 		}
@@ -432,7 +413,8 @@ func TestRenewHoldsPage(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "every node renewed, changed and dropped", func() bool {
 		for _, mr := range c.mrs {
 			if v, _ := mr.Get("changed"); mr.TTL("renewed") != 5*time.Second || v != "vx" || mr.TTL("changed") != 0 ||
-				mr.HGet(HoldsKey(svc), "changed") != "" || mr.HGet(HoldsKey(svc), "released") != "" {
+				mr.HGet(HoldsKey(svc), "changed") != "" || mr.HGet(HoldsKey(svc), "released") != "" ||
+				mr.HGet(HoldsKey(svc), "theirs") != "0 "+digest("w") {
 				return false
 			}
 		}
@@ -448,7 +430,7 @@ func TestAcquireHold(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("t1"))
-	h := Hold{Key: "k", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
+	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	if _, err := c.r.AcquireHold(ctx, svc, h, "t1", time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +443,7 @@ func TestAcquireHold(t *testing.T) {
 		return true
 	})
 	other := h
-	other.Owner, other.Digest = "proxyB", "other"
+	other.Digest = "other"
 	if _, err := c.r.AcquireHold(ctx, svc, other, "t2", time.Second); !errors.Is(err, ErrHeld) {
 		t.Fatalf("a second AcquireHold = %v, want ErrHeld", err)
 	}

@@ -133,9 +133,9 @@ return 1`)
 // node that sets the key writes the hold's field to the record of
 // service in the same call (SetHold's write, without its round), so
 // that the tier renews it as soon as the lock is granted. A node whose
-// copy is rolled back leaves its field to the next renewal or claim
+// copy is rolled back leaves its field to the next renewal or
 // round, which drops the field of a key that does not hold its value.
-func (r *Redlock) AcquireHold(ctx context.Context, service string, h Hold, token string, ttl time.Duration) (Lock, error) {
+func (r *Redlock) AcquireHold(ctx context.Context, service string, h HoldField, token string, ttl time.Duration) (Lock, error) {
 	if err := validateKeys([]string{h.Key}, token, ttl); err != nil {
 		return Lock{}, err
 	}
@@ -221,8 +221,8 @@ func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token 
 
 // Release deletes key on every node where it holds token. It returns nil
 // as soon as a quorum deleted it; a *QuorumError of kind ErrNotHeld when a
-// quorum is impossible and a quorum of nodes answered; or of kind
-// ErrNoQuorum when more than N−quorum nodes failed. Node calls run to their
+// quorum of nodes answered that key does not hold token; else of kind
+// ErrNoQuorum (too many nodes failed to tell: it may have been held). Node calls run to their
 // own deadline even if ctx ends (a release is worth finishing); the call
 // then returns ctx.Err() wrapped. Calls still in flight after the decision
 // finish in the background.
@@ -248,10 +248,17 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 	if err := quorum(r, ctx, "release", r.nodeTimeout, del, decider[bool](t), pass.leave); err != nil {
 		return err
 	}
-	if !t.won() {
-		return t.failure(ErrNotHeld)
+	switch {
+	case t.won():
+		return nil
+	case t.answered-t.yes >= t.q:
+		return t.failure(ErrNotHeld) // a quorum said the key does not hold token
 	}
-	return nil
+	// Released on some, no answer from others: it may have been held on a
+	// quorum, and a "not held" would tell its client it had lost it.
+	e := t.noQuorum()
+	e.Granted = t.yes
+	return e
 }
 
 // ReleaseKeys deletes every key that holds token on every node and

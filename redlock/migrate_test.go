@@ -225,8 +225,8 @@ func TestMigrateRenewHold(t *testing.T) {
 	ctx := context.Background()
 	const svc = "svc"
 	sum := sha1.Sum([]byte("v"))
-	h := Hold{Key: "held", Owner: "proxyA", Digest: hex.EncodeToString(sum[:])}
-	anyHold := Hold{Key: "hash", Owner: "proxyA", Digest: AnyDigest}
+	h := HoldField{Key: "held", Digest: hex.EncodeToString(sum[:])}
+	anyHold := HoldField{Key: "hash", Digest: AnyDigest}
 	if _, err := m.r.AcquireKeys(ctx, []string{"held"}, "v", time.Second, IfAbsent); err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +236,8 @@ func TestMigrateRenewHold(t *testing.T) {
 		mr.HSet("hash", "owner", "A")
 		mr.SetTTL("hash", time.Second)
 	}
-	for _, x := range []Hold{h, anyHold} {
-		if err := m.r.SetHold(ctx, svc, x, ""); err != nil {
+	for _, x := range []HoldField{h, anyHold} {
+		if err := m.r.SetHold(ctx, svc, x); err != nil {
 			t.Fatal(err)
 		}
 		if err := m.r.RenewHold(ctx, svc, x, 5*time.Second); err != nil {

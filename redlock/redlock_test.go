@@ -317,6 +317,19 @@ func TestRelease(t *testing.T) {
 	if qe.Answered > 2 || qe.Granted != qe.Answered || len(qe.Errs) != 3 {
 		t.Fatalf("%+v", qe)
 	}
+
+	// Released on two, gone on one, no answer from two: it may have been
+	// held on a quorum, so it is no "not held" (UNLOCK 0 told a holder
+	// under load that it had lost its lock).
+	c.setMask(0, modeFail)
+	c.wait(t)
+	if _, err := c.r.Acquire(ctx, "k2", "tok", ttl); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(t)
+	c.mrs[0].Del("k2")
+	c.setMask(0b11000, modeFail)
+	mustKind(t, c.r.Release(ctx, "k2", "tok"), ErrNoQuorum)
 }
 
 // TestReleaseAfterLateAcquireCall: an acquisition answers at the quorum

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -123,19 +125,32 @@ for i, k in ipairs(KEYS) do
 end
 return out`)
 
-// refillWriteScript applies a page on the backend refilled: ARGV is
-// triples of op ("r": RESTORE of the dump with the ttl, "d": delete),
-// ttl in ms (0: none) and dump, one per KEYS.
+// refillWriteScript applies a page on the backend refilled: ARGV[1] is
+// the quarantine (ms), then quadruples of op ("r": RESTORE of the dump
+// with the ttl, "d": delete), ttl in ms (0: none), dump, and what the key
+// held there when the page was read (the SHA1 of its DUMP, "-" for
+// none), one per KEYS. A key that changed since it was read is left
+// alone: another proxy of the tier may already let this backend vote and
+// write to it (a lock granted, data written), and a decision made before
+// that write must not undo it. A key with a ttl of at most the quarantine
+// (a lock's copy) is never touched. It returns how many it wrote.
 var refillWriteScript = NewScript(`
+local n = 0
 for i, k in ipairs(KEYS) do
-	local j = 3 * i - 2
-	if ARGV[j] == "r" then
-		redis.call("RESTORE", k, ARGV[j + 1], ARGV[j + 2], "REPLACE")
-	else
-		redis.call("DEL", k)
+	local j = 4 * i - 2
+	local d, t = redis.call("DUMP", k), redis.call("PTTL", k)
+	local was = "-"
+	if d then was = redis.sha1hex(d) end
+	if was == ARGV[j + 3] and (t < 0 or t > tonumber(ARGV[1])) then
+		if ARGV[j] == "r" then
+			redis.call("RESTORE", k, ARGV[j + 1], ARGV[j + 2], "REPLACE")
+		else
+			redis.call("DEL", k)
+		end
+		n = n + 1
 	end
 end
-return #KEYS`)
+return n`)
 
 // copyState is one source's answer about one key in a refill.
 type copyState struct {
@@ -316,36 +331,60 @@ func (r *Redlock) scanPage(ctx context.Context, i int, cursor string) (string, [
 	return next, keys, nil
 }
 
-// refillKeys reads keys on every source, decides each, and writes the
-// decisions to node t in one script call.
+// refillKeys reads keys on node t, then on every source, decides each,
+// and writes the decisions to node t in one script call, each only where
+// the key is still what t held when it was read (refillWriteScript).
 func (r *Redlock) refillKeys(ctx context.Context, t int, sources []int, keys []string, f *refill) error {
 	states := make([][]copyState, len(keys))
 	short := fmt.Sprint(r.quarantineLength().Milliseconds())
-	for _, s := range sources {
-		v, err := r.nodes[s].Eval(ctx, refillReadScript, keys, short, VersionPrefix)
+	read := func(n int) ([]copyState, error) {
+		v, err := r.nodes[n].Eval(ctx, refillReadScript, keys, short, VersionPrefix)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a, ok := v.([]any)
 		if !ok || len(a) != len(keys) {
-			return fmt.Errorf("refill read: unexpected reply %T", v)
+			return nil, fmt.Errorf("refill read: unexpected reply %T", v)
 		}
+		out := make([]copyState, len(a))
 		for i, e := range a {
-			states[i] = append(states[i], asCopyState(e))
+			out[i] = asCopyState(e)
+		}
+		return out, nil
+	}
+	before, err := read(t)
+	if err != nil {
+		return err
+	}
+	for _, s := range sources {
+		a, err := read(s)
+		if err != nil {
+			return err
+		}
+		for i := range a {
+			states[i] = append(states[i], a[i])
 		}
 	}
 	var wkeys []string
-	var args []any
+	args := []any{short}
 	var copied, deleted, unsolved int64
 	for i, k := range keys {
+		was := "-"
+		switch b := before[i]; {
+		case b.ttl == -3:
+			continue // a lock's copy, or about to expire: not the refill's
+		case b.ttl != -2:
+			sum := sha1.Sum([]byte(b.dump))
+			was = hex.EncodeToString(sum[:])
+		}
 		op, st := r.decideCopy(states[i])
 		switch op {
 		case "r":
 			ttl := max(st.ttl, 0)
-			wkeys, args = append(wkeys, k), append(args, "r", ttl, st.dump)
+			wkeys, args = append(wkeys, k), append(args, "r", ttl, st.dump, was)
 			copied++
 		case "d":
-			wkeys, args = append(wkeys, k), append(args, "d", 0, "")
+			wkeys, args = append(wkeys, k), append(args, "d", 0, "", was)
 			deleted++
 		case "?":
 			unsolved++

@@ -1,6 +1,12 @@
 package redlock
 
-import "testing"
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"testing"
+	"time"
+)
 
 // TestDecideCopy: what a refill copies of one key, from the states of the
 // other backends (N = 5, quorum 3): what a quorum holds alike, else a
@@ -34,5 +40,60 @@ func TestDecideCopy(t *testing.T) {
 		if op != tc.op || op == "r" && st.dump != tc.dump {
 			t.Errorf("%s: %q %q, want %q %q", tc.name, op, st.dump, tc.op, tc.dump)
 		}
+	}
+}
+
+// TestRefillWriteLeavesWhatChanged: a refill decision is written only
+// where the key still holds what the page read (another proxy may already
+// let the backend vote and write to it), and never over a lock's copy
+// (a ttl within the quarantine). On a real redis-server (DUMP, RESTORE).
+func TestRefillWriteLeavesWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	n, err := DialNode(startRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	cl := n.Client()
+	for _, kv := range [][2]string{{"src", "copied"}, {"changed", "old"}, {"gone", "x"}, {"kept", "x"}} {
+		if err := cl.Set(ctx, kv[0], kv[1], 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dump := func(k string) string { d, _ := cl.Dump(ctx, k).Result(); return d }
+	sum := func(d string) string { s := sha1.Sum([]byte(d)); return hex.EncodeToString(s[:]) }
+	src, old, gone := dump("src"), dump("changed"), dump("gone")
+	// Written since the page was read: a lock granted through a proxy
+	// that lets this backend vote, and data written over "changed".
+	if err := cl.Set(ctx, "lock", "token", time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Set(ctx, "changed", "new", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"lock", "changed", "gone", "absent"}
+	args := []any{"2000",
+		"d", 0, "", "-", // absent when read: the lock came since
+		"r", 0, src, sum(old), // "old" when read
+		"d", 0, "", sum(gone), // unchanged: deleted
+		"r", 0, src, "-", // absent and still: copied
+	}
+	v, err := n.Eval(ctx, refillWriteScript, keys, args...)
+	if err != nil || v != int64(2) {
+		t.Fatalf("refill write = %v, %v; want 2 written", v, err)
+	}
+	if got, _ := cl.Get(ctx, "lock").Result(); got != "token" {
+		t.Errorf("the lock written since the read holds %q", got)
+	}
+	if got, _ := cl.Get(ctx, "changed").Result(); got != "new" {
+		t.Errorf("data written since the read holds %q", got)
+	}
+	if cl.Exists(ctx, "gone").Val() != 0 || cl.Get(ctx, "absent").Val() != "copied" {
+		t.Error("the unchanged keys were not written")
+	}
+	// A lock's copy read as it is now is not touched either.
+	v, err = n.Eval(ctx, refillWriteScript, []string{"lock"}, "2000", "d", 0, "", sum(dump("lock")))
+	if err != nil || v != int64(0) || cl.Exists(ctx, "lock").Val() != 1 {
+		t.Fatalf("refill write over a lock's copy = %v, %v", v, err)
 	}
 }

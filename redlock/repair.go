@@ -32,13 +32,13 @@ import (
 // held key is written once it is gone.
 
 // dumpIfScript answers DUMP of KEYS[1] where it is the hold's own copy:
-// its field in hash KEYS[2] names owner ARGV[3], the key holds the value
+// its field in hash KEYS[2] is of digest ARGV[3], the key holds the value
 // of sha1 ARGV[1] (any value of any type when ARGV[1] is "") and its
 // expiry is the one stamped in KEYS[3] (when stamped); after giving it a
 // lease of ARGV[2] ms and stamping that. Else nil.
 var dumpIfScript = NewScript(stampLua + `
 local f = redis.call("HGET", KEYS[2], KEYS[1])
-if not f or string.match(f, "^(%S+) ") ~= ARGV[3] then return false end
+if not f or string.match(f, "(%S+)$") ~= ARGV[3] then return false end
 local t = redis.call("TYPE", KEYS[1]).ok
 if t == "none" then return false end
 if ARGV[1] ~= "" then
@@ -53,7 +53,7 @@ return redis.call("DUMP", KEYS[1])`)
 // restoreHoldScript writes the hold's copy back where KEYS[1] is absent:
 // RESTORE with a lease of ARGV[1] ms from DUMP ARGV[2], its field ARGV[3]
 // in hash KEYS[2] and its expiry stamped in KEYS[3]; 1. Where the key is
-// the hold's own copy (as dumpIfScript checks, ARGV[4] the owner, ARGV[5]
+// the hold's own copy (as dumpIfScript checks, ARGV[4] the field's digest, ARGV[5]
 // the digest or ""), written back by an earlier round, it gets the lease
 // (2); another value or another copy is left alone (0).
 var restoreHoldScript = NewScript(stampLua + `
@@ -65,7 +65,7 @@ if t == "none" then
 	return 1
 end
 local f = redis.call("HGET", KEYS[2], KEYS[1])
-if not f or string.match(f, "^(%S+) ") ~= ARGV[4] then return 0 end
+if not f or string.match(f, "(%S+)$") ~= ARGV[4] then return 0 end
 if ARGV[5] ~= "" and (t ~= "string" or redis.sha1hex(redis.call("GET", KEYS[1])) ~= ARGV[5]) then return 0 end
 local at = redis.call("HGET", KEYS[3], KEYS[1])
 if at and at ~= stamp(KEYS[1]) then return 0 end
@@ -78,14 +78,14 @@ return 2`)
 // quarantined (restarted, fresh, or its clock jumped) and lacks the key,
 // with a lease of ttl, and gives that lease to every other copy of the
 // hold (voting nodes, and quarantined ones written back before). A copy
-// of the hold is one whose field names h.Owner and whose expiry is the
+// of the hold is one whose field is of h.Digest and whose expiry is the
 // one the hold stamped. It reports how many quarantined nodes it wrote.
 // With no quarantined node it does no I/O, so a renewal may call it every
 // round. It fails when no voting node holds the hold's copy (ErrNotHeld)
 // or a quarantined node could not be written; a node that holds another
 // value or another copy of the key is left as it is.
-func (r *Redlock) Repair(ctx context.Context, service string, h Hold, ttl time.Duration) (int, error) {
-	if ttl < time.Millisecond || h.Key == "" || h.Owner == "" {
+func (r *Redlock) Repair(ctx context.Context, service string, h HoldField, ttl time.Duration) (int, error) {
+	if ttl < time.Millisecond || !h.valid() {
 		return 0, fmt.Errorf("%w: repair %+v for %v", ErrInvalid, h, ttl)
 	}
 	digest := h.Digest
@@ -111,7 +111,7 @@ func (r *Redlock) Repair(ctx context.Context, service string, h Hold, ttl time.D
 		return 0, nil // nothing to repair, or nothing to copy from
 	}
 	keys := []string{h.Key, HoldsKey(service), stampsKey(service)}
-	dump, err := r.dumpFrom(ctx, sources, keys, digest, h.Owner, ttl)
+	dump, err := r.dumpFrom(ctx, sources, keys, digest, h.Digest, ttl)
 	if err != nil {
 		return 0, err
 	}
@@ -119,7 +119,7 @@ func (r *Redlock) Repair(ctx context.Context, service string, h Hold, ttl time.D
 	var errs []error
 	for _, t := range targets {
 		cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
-		v, err := t.Eval(cctx, restoreHoldScript, keys, millis(ttl), dump, h.field(), h.Owner, digest)
+		v, err := t.Eval(cctx, restoreHoldScript, keys, millis(ttl), dump, h.field(), h.Digest, digest)
 		cancel()
 		switch x, _ := asInt(v); {
 		case err != nil:
@@ -136,7 +136,7 @@ func (r *Redlock) Repair(ctx context.Context, service string, h Hold, ttl time.D
 
 // dumpFrom gives ttl to the hold's copies on nodes (keys: the key, the
 // record, the stamps), and returns the DUMP of one of them.
-func (r *Redlock) dumpFrom(ctx context.Context, nodes []Node, keys []string, digest, owner string, ttl time.Duration) (string, error) {
+func (r *Redlock) dumpFrom(ctx context.Context, nodes []Node, keys []string, digest, fieldDigest string, ttl time.Duration) (string, error) {
 	dumps := make([]string, len(nodes))
 	done := make(chan struct{}, len(nodes))
 	for i, n := range nodes {
@@ -144,7 +144,7 @@ func (r *Redlock) dumpFrom(ctx context.Context, nodes []Node, keys []string, dig
 			defer func() { done <- struct{}{} }()
 			cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
 			defer cancel()
-			if v, err := n.Eval(cctx, dumpIfScript, keys, digest, millis(ttl), owner); err == nil {
+			if v, err := n.Eval(cctx, dumpIfScript, keys, digest, millis(ttl), fieldDigest); err == nil {
 				dumps[i], _ = v.(string)
 			}
 		})

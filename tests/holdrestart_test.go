@@ -64,7 +64,7 @@ startup_quarantine = false`)
 // killed -9 and restarted empty, and then A stops: killed -9 at once
 // (before its renewal wrote anything back), killed -9 or stopped by
 // SIGTERM 1.5 s later (after it did). While the majority is quarantined
-// the record is read and claimed through the backends that have it, so
+// the record is read through the backends that have it, so
 // proxy B takes the hold over and writes it back with its field: a
 // second client polling SET NX through B for the quarantine and three
 // leases after never acquires.
@@ -90,7 +90,7 @@ func TestHoldOwnerStopsDuringMajorityRestart(t *testing.T) {
 			if ok, err := a.Client(nil).SetNX(ctx, "held", "A", 0).Result(); err != nil || !ok {
 				t.Fatalf("SET held A NX through A = %v, %v", ok, err)
 			}
-			time.Sleep(500 * time.Millisecond) // B's claim rounds have seen the record
+			time.Sleep(500 * time.Millisecond) // B's rounds have seen the record
 			restartAtOnce(t, rs[:2])
 			time.Sleep(tc.after)
 			if tc.term {
@@ -102,7 +102,7 @@ func TestHoldOwnerStopsDuringMajorityRestart(t *testing.T) {
 			start := time.Now()
 			took := time.Duration(-1)
 			for time.Since(start) < maxTTL+3*lease {
-				if took < 0 && strings.Contains(b.Log(), "took over holds") {
+				if took < 0 && strings.Contains(b.Log(), tierRenewed) {
 					took = time.Since(start).Round(10 * time.Millisecond)
 				}
 				// NOQUORUM while the majority is quarantined is a refusal.

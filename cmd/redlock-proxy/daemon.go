@@ -375,8 +375,7 @@ func (d *daemon) run(sigs <-chan os.Signal, load func() (conf.Config, error)) er
 	}
 }
 
-// stop shuts down in order: readiness off, handing the holds over to the
-// tier, leaving the tier (so the other proxies stop advertising this one
+// stop shuts down in order: readiness off, leaving the tier (so the other proxies stop advertising this one
 // at once), clients (in-flight commands finish within shutdown_timeout),
 // SESSION locks, rollbacks, the metrics server, the health loop, the
 // backends.
@@ -393,13 +392,9 @@ func (d *daemon) stop() error {
 	if d.served != nil {
 		err = errors.Join(err, <-d.served)
 	}
-	// The holds are renewed here while the clients drain (a peer does not
-	// claim from a proxy that renews on time, in the tier or not), then
-	// handed over. A failure is logged: the tier then takes them over as
-	// from a proxy that died.
-	hctx, hcancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer hcancel()
-	_, _ = d.leases.HandOverHolds(hctx)
+	// The holds made here are renewed here while the clients drain; once
+	// this proxy is gone, the tier renews them as it runs low
+	// (lease/holds.go): nothing to hand over.
 	// SESSION releases and rollbacks get their own grace, so a drain that
 	// ran out of time does not also leave session locks to expire.
 	rctx, rcancel := context.WithTimeout(context.Background(), shutdownGrace)

@@ -19,18 +19,17 @@ import (
 // or by another proxy of the tier.
 type HoldEntry struct {
 	Key      string
-	Here     bool      // renewed by this proxy
-	Owner    string    // the tier member renewing it, as the record names it ("" when only kept here)
+	Here     bool      // made through this proxy, which renews it while it lives
 	Deadline time.Time // the client's expiry; zero: none
 }
 
-// Holds lists the holds renewed here and those the holds record named at
-// the last claim round (renewed by other proxies), by key.
+// Holds lists the holds made here and those the holds record showed at
+// the last renewal round, by key.
 func (m *Manager) Holds() []HoldEntry {
 	m.keeper.mu.Lock()
 	byKey := make(map[string]HoldEntry, len(m.keeper.keys)+len(m.keeper.recorded))
 	for k, r := range m.keeper.recorded {
-		e := HoldEntry{Key: k, Owner: strings.TrimPrefix(r.Owner, redlock.HandedOver)}
+		e := HoldEntry{Key: k}
 		if r.Deadline > 0 {
 			e.Deadline = time.UnixMilli(r.Deadline)
 		}

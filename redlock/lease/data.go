@@ -39,7 +39,7 @@ type TypeError struct{ Type string }
 func (e *TypeError) Error() string { return "the key holds a " + e.Type }
 
 // isLock reports whether this proxy knows key as a lock: held (kept
-// here, or seen in the holds record at the last claim round) or granted
+// here, or seen in the holds record at the last round) or granted
 // through here. Its expiry is then a lock's: within MaxTTL, or a hold.
 func (m *Manager) isLock(key string) bool {
 	m.keeper.mu.Lock()
@@ -49,7 +49,7 @@ func (m *Manager) isLock(key string) bool {
 }
 
 // lockKnown is isLock, or else a hold of key that a quorum of the holds
-// record shows (a hold made through a peer since this proxy's last claim
+// record shows (a hold made through a peer since this proxy's last
 // round): one quorum round for a key this proxy does not know, so only
 // the writes that change an expiry (ExpireIf, Persist, Set XX) ask it.
 func (m *Manager) lockKnown(ctx context.Context, key string) (bool, error) {

@@ -38,15 +38,15 @@
 //     a release or a flush ends it; of writes of one key that overlap in
 //     time, the value a quorum holds after the last decides. Once
 //     StartHolds ran, each is also a field of the holds record on the
-//     backends (holds.go), written before the write is answered: every
-//     proxy of the tier claims the holds of one that handed them over
-//     (HandOverHolds, on shutdown), died or fell behind, so a hold
-//     survives any one proxy. A hold renews only the copy of its key it
+//     backends (holds.go), written before the write is answered; the
+//     record names no owner: the maker renews from memory, and any
+//     proxy of the tier renews a hold whose lease runs low (its maker
+//     stopped or died), so a hold survives any proxy. A hold renews only the copy of its key it
 //     wrote (each node stamps the copy's expiry): a key deleted, given an
 //     expiry or written again through any proxy is no longer its own.
 //     While backends are quarantined, a renewal first writes the key and
 //     its field back onto those that came back empty (redlock.Repair),
-//     and the record is read and claimed through the nodes that have it;
+//     and the record is read through the nodes that have it;
 //   - the holds beyond MaxTTL (clamp.go): a write, expiry or one-key
 //     acquisition with a longer ttl is made with the lease and held to its
 //     deadline; a script by vote that writes runs clamped (redlock.Script.

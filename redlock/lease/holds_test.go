@@ -1,10 +1,11 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
-	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,28 +16,19 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
-// TestHoldsHandedOverAndTakenOver: three Managers of one tier over the
-// same backends. A's keep is recorded on a quorum before Write returns;
-// A hands its holds over and B takes them (a kept value, and a hold of
-// any value with a deadline) and renews them; B stops without handing
-// over and C, for which B is not live, takes them over from B.
-func TestHoldsHandedOverAndTakenOver(t *testing.T) {
+// TestHoldsRenewedByTheTier: two Managers of one tier over the same
+// backends. A's holds (a kept value, and a hold of any value with a
+// deadline) are recorded on a quorum, naming no owner, before the write
+// returns. A stops (nothing handed over): B leaves them alone while
+// more than half their lease is left, and renews those that fall to it
+// below a half; a hold that falls to another live member B renews only
+// below a third.
+func TestHoldsRenewedByTheTier(t *testing.T) {
 	rl, mrs := redlocktest.New(t, 3, redlock.Options{})
 	const svc = "tier"
 	hk := redlock.HoldsKey(svc)
-	live := map[string]bool{"A": true, "B": true, "C": true}
-	liveMu := make(chan struct{}, 1) // guards live
-	liveIDs := func() []string {
-		liveMu <- struct{}{}
-		defer func() { <-liveMu }()
-		var ids []string
-		for id, ok := range live {
-			if ok {
-				ids = append(ids, id)
-			}
-		}
-		return ids
-	}
+	var live atomic.Pointer[[]string]
+	live.Store(&[]string{"A", "B", "Z"}) // Z: a member that renews nothing here
 	start := func(id string) *Manager {
 		m := New(Options{Locker: rl, KeepTTL: keepTTL, Logger: redlocktest.Logger(t)})
 		t.Cleanup(func() {
@@ -44,26 +36,48 @@ func TestHoldsHandedOverAndTakenOver(t *testing.T) {
 			defer cancel()
 			_ = m.Shutdown(ctx)
 		})
-		m.StartHolds(Holds{Service: svc, ID: id, Live: liveIDs})
+		m.StartHolds(Holds{Service: svc, ID: id, Live: func() []string { return *live.Load() }})
 		return m
 	}
-	// owners counts the backends whose field of key names owner.
-	owners := func(key, owner string) int {
+	// recorded counts the backends whose field of key is f.
+	recorded := func(key, f string) int {
 		n := 0
 		for _, mr := range mrs {
-			if strings.HasPrefix(mr.HGet(hk, key), owner+" ") {
+			if mr.HGet(hk, key) == f {
 				n++
 			}
 		}
 		return n
 	}
+	// renewed reports whether every backend's copy of key has more than
+	// left of its lease.
+	renewed := func(key string, left time.Duration) bool {
+		for _, mr := range mrs {
+			if mr.TTL(key) <= left {
+				return false
+			}
+		}
+		return true
+	}
+	// Keys that fall to B and to Z among the members B sees.
+	mine, theirs := "", ""
+	for i := 0; mine == "" || theirs == ""; i++ {
+		k := "k" + strconv.Itoa(i)
+		if fallsTo(k, []string{"B", "A", "B", "Z"}) == "B" {
+			mine = cmp.Or(mine, k)
+		} else if fallsTo(k, []string{"B", "Z"}) == "Z" {
+			theirs = cmp.Or(theirs, k)
+		}
+	}
 	a, b := start("A"), start("B")
 	ctx := context.Background()
-	if _, err := a.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: "v", Keep: true}); err != nil {
-		t.Fatal(err)
-	}
-	if n := owners("k", "A"); n < 2 {
-		t.Fatalf("the hold is recorded on %d backends when SETNX returns", n)
+	for _, k := range []string{mine, theirs} {
+		if _, err := a.Acquire(ctx, nil, Request{Keys: []string{k}, Token: "v", Keep: true}); err != nil {
+			t.Fatal(err)
+		}
+		if n := recorded(k, "0 "+digestOf("v")); n < 2 {
+			t.Fatalf("the hold is recorded on %d backends when SETNX returns", n)
+		}
 	}
 	for _, mr := range mrs {
 		_, _ = mr.Push("list", "x")
@@ -71,57 +85,61 @@ func TestHoldsHandedOverAndTakenOver(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * keepTTL)
 	a.HoldKey("list", Hold{AnyValue: true, Deadline: deadline})
-	want := "A " + strconv.FormatInt(deadline.UnixMilli(), 10) + " " + redlock.AnyDigest
-	if n := owners("list", "A"); n < 2 {
+	if n := recorded("list", strconv.FormatInt(deadline.UnixMilli(), 10)+" "+redlock.AnyDigest); n < 2 {
 		t.Fatalf("the hold of any value is recorded on %d backends when HoldKey returns", n)
 	}
-	for _, mr := range mrs {
-		if f := mr.HGet(hk, "list"); f != "" && f != want {
-			t.Fatalf("the hold of any value is recorded as %q, want %q", f, want)
-		}
-	}
-	if n, err := a.HandOverHolds(ctx); err != nil || n != 2 {
-		t.Fatalf("HandOverHolds = %d, %v; want 2", n, err)
-	}
-	testkit.Eventually(t, 10*time.Second, "B takes both holds over", func() bool {
-		_, held := b.HeldTTL("list", "")
-		return owners("k", "B") >= 2 && owners("list", "B") >= 2 && b.Kept("k", "v") && held
-	})
-	if ttl, _ := b.HeldTTL("list", ""); ttl <= keepTTL {
-		t.Fatalf("B's HeldTTL of the hold with a deadline = %v, want the time left to it", ttl)
-	}
-	// B dies (stops renewing, hands nothing over); C claims from B.
 	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := b.Shutdown(stop); err != nil {
+	if err := a.Shutdown(stop); err != nil {
 		t.Fatal(err)
 	}
-	liveMu <- struct{}{}
-	live["B"] = false
-	<-liveMu
-	c := start("C")
-	// B is not live, but until it misses a renewal it is not claimed
-	// from: C may simply not see it yet. Its leases run below a half, as
-	// time would leave them (miniredis ttls do not run).
-	time.Sleep(2 * c.claimEvery())
-	if c.Kept("k", "v") {
-		t.Fatal("C claimed from B while B's lease was whole")
+	live.Store(&[]string{"B", "Z"})
+	// Whole leases are not B's to renew (miniredis ttls do not run: time
+	// is made to pass).
+	redlocktest.Elapse(keepTTL*2/5, mrs...)
+	time.Sleep(2 * b.roundEvery())
+	if renewed(mine, keepTTL*3/5) {
+		t.Fatal("B renewed a hold with more than half its lease left")
 	}
-	redlocktest.Elapse(keepTTL*3/5, mrs...)
-	testkit.Eventually(t, 10*time.Second, "C takes B's holds over", func() bool {
-		_, held := c.HeldTTL("list", "")
-		return owners("k", "C") >= 2 && owners("list", "C") >= 2 && c.Kept("k", "v") && held
-	})
-	// C renews them (miniredis ttls do not run: let time pass).
 	redlocktest.Elapse(keepTTL/5, mrs...)
-	testkit.Eventually(t, 10*time.Second, "C renews what it took over", func() bool {
-		for _, mr := range mrs {
-			if mr.TTL("k") <= keepTTL*4/5 || mr.TTL("list") <= keepTTL*4/5 {
-				return false
-			}
-		}
-		return true
+	testkit.Eventually(t, 10*time.Second, "B renews the late holds that fall to it", func() bool {
+		return renewed(mine, keepTTL/2) && (fallsTo("list", []string{"B", "Z"}) != "B" || renewed("list", keepTTL/2))
 	})
+	if renewed(theirs, keepTTL/2) {
+		t.Fatal("B renewed a hold that falls to Z above a third of its lease")
+	}
+	redlocktest.Elapse(keepTTL/10, mrs...)
+	testkit.Eventually(t, 10*time.Second, "B renews every hold below a third", func() bool {
+		return renewed(theirs, keepTTL/2) && renewed("list", keepTTL/2)
+	})
+	if ttl, err := b.clientTTL(ctx, "list", redlock.Value{Exists: true, Type: "list", PTTL: mrs[0].TTL("list")}); err != nil || ttl <= keepTTL {
+		t.Fatalf("the client's ttl of the hold with a deadline through B = %v, %v; want the time left to it", ttl, err)
+	}
+}
+
+// TestFallsTo: members that see the same ids agree whatever their order;
+// a member leaving moves only its own keys.
+func TestFallsTo(t *testing.T) {
+	ids := []string{"a", "b", "c", "d"}
+	moved := 0
+	for i := range 1000 {
+		k := strconv.Itoa(i)
+		got := fallsTo(k, ids)
+		if other := fallsTo(k, []string{"d", "c", "b", "a", "a"}); other != got {
+			t.Fatalf("key %s falls to %s or %s by the order of ids", k, got, other)
+		}
+		if after := fallsTo(k, []string{"a", "b", "c"}); got != "d" && after != got {
+			t.Fatalf("key %s moved from %s to %s when d left", k, got, after)
+		} else if got == "d" {
+			moved++
+		}
+	}
+	if moved < 150 || moved > 350 {
+		t.Fatalf("%d of 1000 keys fell to one of four members", moved)
+	}
+	if fallsTo("k", nil) != "" {
+		t.Fatal("a key falls to a member of none")
+	}
 }
 
 // TestHoldKeepsItsCopyOnMigrateFrom: during a move from one Redis the

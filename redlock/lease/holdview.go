@@ -8,11 +8,11 @@ import (
 )
 
 // The client's view of a held key (docs/safety.md, "Holds"): its copies
-// carry a lease of at most KeepTTL, renewed by the hold's owner, while a
+// carry a lease of at most KeepTTL, renewed by the tier, while a
 // client asks and decides on the expiry it gave (none, or a deadline
 // beyond max_ttl), through whichever proxy of the tier it talks to. A key
 // whose quorum read shows a ttl a lease could be (0..KeepTTL) may be
-// held, here or through a peer (possibly written less than a claim round
+// held, here or through a peer (possibly written less than a round
 // ago, or ended by a peer since), so its field is read from a quorum of
 // the record (one more quorum round, for such reads only): the record,
 // not the copies nor this proxy's memory, says the expiry.
@@ -39,7 +39,7 @@ func (m *Manager) clientTTL(ctx context.Context, key string, v redlock.Value) (t
 	switch {
 	case err != nil:
 		return 0, err
-	case !ok, r.Owner == redlock.Ended:
+	case !ok:
 		return v.PTTL, nil
 	case r.Digest != redlock.AnyDigest && (v.Type != "" || r.Digest != digestOf(v.Data)):
 		return v.PTTL, nil // a hold of another value: it ends at the renewal
@@ -53,9 +53,9 @@ func (m *Manager) clientTTL(ctx context.Context, key string, v redlock.Value) (t
 }
 
 // endPeerHold ends, before an expiry of key is written through this
-// proxy, a hold of key that a peer recorded after this proxy's last claim
-// round (unkeep ends those the round saw): else the owner's next renewal
-// would give the key its lease again over the client's expiry. One
+// proxy, a hold of key that a peer recorded after this proxy's last
+// round (unkeep ends those the round saw): else the next renewal would
+// give the key its lease again over the client's expiry. One
 // quorum write (EndHold) when holds are recorded and key is neither kept
 // here nor seen in the record; it does nothing where no field exists.
 func (m *Manager) endPeerHold(ctx context.Context, key string) error {
@@ -74,7 +74,7 @@ func (m *Manager) endPeerHold(ctx context.Context, key string) error {
 
 // heldKeys is, for a clamped script by vote, the hold of each declared
 // key (redlock.ClampedHeld): kept here, or seen in the record at the last
-// claim round (a hold made through a peer since is not known: the script
+// round (a hold made through a peer since is not known: the script
 // sees its lease). Nil when none is held: the script runs as any other.
 func (m *Manager) heldKeys(keys []string) []redlock.HeldKey {
 	if !m.clamping() {

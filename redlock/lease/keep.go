@@ -44,6 +44,11 @@ func digestOf(value string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// recordOf is e as the hold of key in the record.
+func (e *kept) recordOf(key string) redlock.HoldField {
+	return redlock.HoldField{Key: key, Deadline: unixMs(e.Deadline), Digest: e.digest}
+}
+
 // holds reports whether e keeps value.
 func (e *kept) holds(value string) bool { return e.AnyValue || e.digest == digestOf(value) }
 
@@ -107,9 +112,9 @@ func (m *Manager) HeldAnyTTL(key string) (time.Duration, bool) {
 type keeper struct {
 	mu       sync.Mutex
 	keys     map[string]*kept
-	running  bool                    // the loop runs
-	recorded map[string]redlock.Hold // holds in the record at the last claim round, by key
-	// made counts the holds made here since the last claim round that it
+	running  bool                         // the loop runs
+	recorded map[string]redlock.HoldField // holds in the record at the last renewal round, by key
+	// made counts the holds made here since the last renewal round that it
 	// did not show (TierHoldCount): a release does not take one off, so
 	// the count errs high by at most one round's releases.
 	made int
@@ -140,8 +145,7 @@ func (m *Manager) keepLocked(key, value string) *kept { return m.holdLocked(key,
 
 // holdLocked is HoldKey with the keeper's lock held, but for the record:
 // it returns what the caller records once it let go of the lock (nil:
-// nothing, without a KeepTTL). After HandOverHolds nothing more is
-// renewed here: the hold is only recorded, for a peer to take over.
+// nothing, without a KeepTTL).
 func (m *Manager) holdLocked(key string, h Hold) *kept {
 	if m.keepTTL <= 0 {
 		return nil
@@ -149,9 +153,6 @@ func (m *Manager) holdLocked(key string, h Hold) *kept {
 	e := &kept{Hold: h, digest: redlock.AnyDigest, due: m.now().Add(m.keepTTL / 3)}
 	if !h.AnyValue {
 		e.digest = digestOf(h.Value)
-	}
-	if m.handedOver.Load() {
-		return e
 	}
 	k := &m.keeper
 	if k.keys == nil {
@@ -169,8 +170,8 @@ func (m *Manager) holdLocked(key string, h Hold) *kept {
 }
 
 // unkeep stops renewing key: it was overwritten, deleted or given an
-// expiry through this proxy. Before it returns, a key kept here leaves the
-// record, and one another proxy keeps is ended there (endRecorded).
+// expiry through this proxy. Before it returns, its hold is ended in the
+// record (kept here, or made through another proxy: endRecorded).
 func (m *Manager) unkeep(key string) {
 	m.keeper.mu.Lock()
 	e, was := m.keeper.keys[key]
@@ -179,7 +180,7 @@ func (m *Manager) unkeep(key string) {
 	m.keeper.mu.Unlock()
 	m.awaitRenewal(wait)
 	if was {
-		m.unrecord(key)
+		m.unrecord(key, e)
 	} else {
 		m.endRecorded(key, nil)
 	}
@@ -189,7 +190,7 @@ func (m *Manager) unkeep(key string) {
 // value is nil) before an operation that deletes the key (a release, a
 // delete): the record's field is left to go by itself, for the field of a
 // key that no longer holds its value (or whose copy is not the one the
-// hold stamped) is dropped by the next renewal or claim round that reads
+// hold stamped) is dropped by the next renewal or round that reads
 // it. One quorum round less than unkeep on the way to the reply.
 func (m *Manager) unkeepGone(key string, value *string) {
 	m.keeper.mu.Lock()
@@ -203,21 +204,20 @@ func (m *Manager) unkeepGone(key string, value *string) {
 }
 
 // unkeepValue stops renewing key if it is kept holding value (a release
-// of that token, or an extend that gave it an expiry), and takes it out
-// of the record before it returns, or ends it there if another proxy
-// keeps that value.
+// of that token, or an extend that gave it an expiry), and ends its hold
+// in the record before it returns (made here or through another proxy).
 func (m *Manager) unkeepValue(key, value string) {
 	m.keeper.mu.Lock()
-	was := false
+	var e *kept
 	var wait <-chan struct{}
 	if k := m.keeper.keys[key]; k != nil && k.holds(value) {
 		delete(m.keeper.keys, key)
-		was, wait = true, k.inFlight()
+		e, wait = k, k.inFlight()
 	}
 	m.keeper.mu.Unlock()
 	m.awaitRenewal(wait)
-	if was {
-		m.unrecord(key)
+	if e != nil {
+		m.unrecord(key, e)
 	} else {
 		m.endRecorded(key, &value)
 	}
@@ -257,7 +257,7 @@ func (m *Manager) awaitRenewal(wait <-chan struct{}) {
 	}
 }
 
-// keeps reports whether key is kept here: the claims leave it alone.
+// keeps reports whether key is kept here: the rounds leave it alone.
 func (m *Manager) keeps(key string) bool {
 	m.keeper.mu.Lock()
 	defer m.keeper.mu.Unlock()
@@ -287,7 +287,7 @@ func (m *Manager) keepLoop() {
 		}
 		k := &m.keeper
 		k.mu.Lock()
-		if len(k.keys) == 0 || m.handedOver.Load() {
+		if len(k.keys) == 0 {
 			k.running = false
 			k.mu.Unlock()
 			return
@@ -322,9 +322,9 @@ func (m *Manager) keepLoop() {
 // renewKept extends one kept key, for the lease or what is left to its
 // deadline; during a migration its copy on migrate_from too
 // (redlock.RenewHold). Not held any more (released elsewhere,
-// overwritten, deleted, expired, or its copy on migrate_from gone), taken
-// over by a peer, or its deadline within the lease: it is forgotten (and
-// leaves the record, but for a peer's). No quorum, or no answer from
+// overwritten, deleted, expired, ended through a peer, or its copy on
+// migrate_from gone), or its deadline within the lease: it is forgotten.
+// No quorum, or no answer from
 // migrate_from: it is tried again at the next tick, while the lease
 // lasts.
 //
@@ -353,16 +353,14 @@ func (m *Manager) renewKept(key string, e *kept) {
 		if again { // the renewal renews only where its field is
 			m.record(key, e)
 		}
-		m.repair(ctx, h, key, e, lease)
+		m.repair(ctx, h, e.recordOf(key), lease)
 	}
 	var err error
 	switch {
 	case lease <= 0:
 		err = redlock.ErrNotHeld // its deadline passed: it expired by itself
 	case h != nil:
-		err = m.locker.RenewHold(ctx, h.Service, redlock.Hold{
-			Key: key, Owner: h.ID, Deadline: unixMs(e.Deadline), Digest: e.digest,
-		}, lease)
+		err = m.locker.RenewHold(ctx, h.Service, e.recordOf(key), lease)
 	case e.AnyValue:
 		var ok bool
 		if ok, err = m.locker.Expire(ctx, key, lease); err == nil && !ok {
@@ -386,48 +384,39 @@ func (m *Manager) renewed(key string, e *kept, err error, last bool, lease time.
 	var onOld *redlock.MigrateError
 	switch {
 	case !current:
-		// Unkept while it was renewed: the renewal may have written the
-		// field back after the unkeep took it out.
-		drop = err == nil && k.keys[key] == nil
+		// Unkept while it was renewed: the unkeep waited for this renewal
+		// before it ended the hold, and a renewal writes no field back.
 	case err == nil && last:
 		delete(k.keys, key) // it expires at its deadline by itself
-		drop = true
 	case err == nil:
 		e.due = m.now().Add(m.keepTTL / 3)
-	case errors.Is(err, redlock.ErrHeld):
-		delete(k.keys, key)
-		m.log.Debug("hold taken over by another proxy: not renewed here", "key", key)
 	case errors.As(err, &onOld) && errors.Is(err, redlock.ErrNotHeld):
 		// Its copy on migrate_from is gone: a client that has not moved
-		// may hold the key there now. The backends' fields still name
-		// this proxy (they may have renewed): drop them, or a claim
-		// would renew it.
+		// may hold the key there now. The backends' field still holds (it
+		// may have been renewed there): end it, or a round would renew it.
 		delete(k.keys, key)
 		drop = true
 		m.log.Warn("held key gone on migrate_from: no longer kept", "key", key, "error", err)
 	case errors.Is(err, redlock.ErrNotHeld):
 		delete(k.keys, key)
-		drop = lease <= 0
 		m.log.Debug("key without expiry no longer holds its value: not renewed", "key", key)
 	default:
 		m.log.Warn("renewal of a key without expiry failed: retrying", "key", key, "error", err)
 	}
 	k.mu.Unlock()
 	if drop {
-		m.unrecord(key)
+		m.unrecord(key, e)
 	}
 }
 
-// repair copies key, held as e, to the backends that came back empty
+// repair copies the hold r to the backends that came back empty
 // (redlock.Repair: no I/O while none is quarantined).
-func (m *Manager) repair(ctx context.Context, h *Holds, key string, e *kept, lease time.Duration) {
-	switch _, err := m.locker.Repair(ctx, h.Service, redlock.Hold{
-		Key: key, Owner: h.ID, Deadline: unixMs(e.Deadline), Digest: e.digest,
-	}, lease); {
+func (m *Manager) repair(ctx context.Context, h *Holds, r redlock.HoldField, lease time.Duration) {
+	switch _, err := m.locker.Repair(ctx, h.Service, r, lease); {
 	case errors.Is(err, redlock.ErrNotHeld):
-		m.log.Debug("held key not found on a voting backend: nothing to repair from", "key", key)
+		m.log.Debug("held key not found on a voting backend: nothing to repair from", "key", r.Key)
 	case err != nil:
-		m.log.Warn("repair of a held key failed: retrying", "key", key, "error", err)
+		m.log.Warn("repair of a held key failed: retrying", "key", r.Key, "error", err)
 	}
 }
 
@@ -440,10 +429,10 @@ const renewPage = 100
 func (m *Manager) renewBatch(h *Holds, keys []string, es []*kept) {
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
-	hs := make([]redlock.Hold, len(keys))
+	hs := make([]redlock.HoldField, len(keys))
 	for i, key := range keys {
-		m.repair(ctx, h, key, es[i], m.keepTTL)
-		hs[i] = redlock.Hold{Key: key, Owner: h.ID, Deadline: unixMs(es[i].Deadline), Digest: es[i].digest}
+		hs[i] = es[i].recordOf(key)
+		m.repair(ctx, h, hs[i], m.keepTTL)
 	}
 	errs := m.locker.RenewHolds(ctx, h.Service, hs, m.keepTTL)
 	for i, key := range keys {

@@ -151,8 +151,7 @@ type Manager struct {
 	stopOnce  sync.Once
 	closing   atomic.Bool // Shutdown began: new sessions are released at once
 
-	holds      atomic.Pointer[Holds] // the record, once StartHolds ran
-	handedOver atomic.Bool           // HandOverHolds ran: nothing is renewed here
+	holds atomic.Pointer[Holds] // the record, once StartHolds ran
 }
 
 // New returns a Manager over opts.Locker.
@@ -267,8 +266,8 @@ func (m *Manager) acquireOnce(ctx context.Context, req Request) (redlock.Lock, t
 		l, err = m.locker.AcquireFenced(ctx, req.Keys[0], req.Token, req.TTL)
 	case req.Keep && h != nil && len(req.Keys) == 1:
 		// The hold's field goes with the lock, in the same call.
-		l, err = m.locker.AcquireHold(ctx, h.Service, redlock.Hold{
-			Key: req.Keys[0], Owner: m.holder(h), Digest: digestOf(req.Token),
+		l, err = m.locker.AcquireHold(ctx, h.Service, redlock.HoldField{
+			Key: req.Keys[0], Digest: digestOf(req.Token),
 		}, req.Token, req.TTL)
 	default:
 		l, err = m.locker.AcquireKeys(ctx, req.Keys, req.Token, req.TTL, req.Mode)
