@@ -3,8 +3,10 @@ package redlock
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,9 +24,6 @@ import (
 // do).
 func (n *RedisNode) DialConn(ctx context.Context) (net.Conn, error) {
 	o := n.opts
-	if o == nil {
-		o = n.c.Options()
-	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, dialTimeout)
@@ -39,6 +38,13 @@ func (n *RedisNode) DialConn(ctx context.Context) (net.Conn, error) {
 		return nil, err
 	}
 	return nc, nil
+}
+
+// hasErrorPrefix reports a backend's error reply that starts with prefix,
+// after an "ERR " some servers put before every error (KVRocks).
+func hasErrorPrefix(err error, prefix string) bool {
+	var re RedisError
+	return errors.As(err, &re) && strings.HasPrefix(strings.TrimPrefix(string(re), "ERR "), prefix)
 }
 
 // authCommand is the AUTH that o's credentials call for, or nil.

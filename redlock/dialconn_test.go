@@ -41,7 +41,7 @@ func TestConnSetupAuthSelect(t *testing.T) {
 	if _, err := nc.Write(resp.AppendCommand(nil, "SET", "by-dialconn", "v")); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := readReply(bufio.NewReader(nc)); v != StatusOK || err != nil {
+	if v, err := resp.Read(bufio.NewReader(nc)); v != StatusOK || err != nil {
 		t.Fatalf("SET on DialConn's connection = %#v, %v", v, err)
 	}
 	for _, k := range []string{"by-pipe", "by-dialconn"} {

@@ -1,9 +1,9 @@
 // Package redlock implements the Redlock algorithm over N independent Redis
 // masters behind a small Node interface, and RedisNode, its own client for
-// them: RESP2 on one auto-pipelined connection per backend (node.go,
-// pipe.go), encoded and read with package resp, each connection of its
-// own started by connSetup (dialconn.go: AUTH, SELECT). It knows nothing of the proxy's clients or of the protocol
-// they speak: a key a client changes reaches it through package lease
+// them: RESP2 on auto-pipelined connections of package backend (node.go:
+// one for the calls, one each for probes, long commands and SCRIPT KILL),
+// each started by connSetup (dialconn.go: AUTH, SELECT). It knows nothing
+// of the proxy's clients or of the protocol they speak: a key a client changes reaches it through package lease
 // (a blocking pop through package relay); packages tier and relay use it
 // for their own keys and connections.
 //

@@ -107,7 +107,7 @@ const inlineNodes = 5
 //
 // Its caller must call wait. A flight launched while no other one waits
 // is lone: its commands are written by this goroutine onto the idle
-// backend connections (see pipeConn.tryInline), so a lone request wakes no
+// backend connections (see backend.Conn.TrySend), so a lone request wakes no
 // writer. Under concurrency the connection's writer batches them.
 func launch[T any](r *Redlock, op string, d time.Duration, c call[T], dec decider[T], undo func(Node, reply[T])) *flight[T] {
 	lone := r.waiting.Add(1) == 1

@@ -232,7 +232,7 @@ func TestConnect(t *testing.T) {
 		t.Fatalf("Connect = %d, want 2 of 3", up)
 	}
 	for i, n := range nodes {
-		if n.(*RedisNode).p.ready() == nil {
+		if n.(*RedisNode).p.Ready() == nil {
 			t.Fatalf("node %d has no connection after Connect", i)
 		}
 	}

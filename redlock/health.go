@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
@@ -232,16 +231,16 @@ func outcome(err error, d, nodeTimeout time.Duration) callOutcome {
 	if timedOut && d < nodeTimeout {
 		return callIgnored
 	}
-	var re redis.Error
+	var re RedisError
 	if errors.As(err, &re) {
 		// BUSY: a script runs, a client's script by vote (the proxy's own
 		// run in milliseconds). Its SCRIPT KILL decides (scriptkill.go):
 		// stopped, the node serves again; UNKILLABLE marks it down.
-		if redis.HasErrorPrefix(err, "BUSY") {
+		if hasErrorPrefix(err, "BUSY") {
 			return callIgnored
 		}
 		for _, p := range []string{"LOADING", "MASTERDOWN", "READONLY"} {
-			if redis.HasErrorPrefix(err, p) {
+			if hasErrorPrefix(err, p) {
 				return callFailed
 			}
 		}

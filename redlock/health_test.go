@@ -157,7 +157,7 @@ func (f *fakeNode) SetObserver(obs func(Probe)) {
 	f.mu.Unlock()
 }
 
-// connect reports a new connection, as RedisNode's OnConnect hook does.
+// connect reports a new connection, as RedisNode's connect check (setupPipe) does.
 func (f *fakeNode) connect(p Probe) {
 	f.mu.Lock()
 	obs := f.obs

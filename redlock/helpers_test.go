@@ -184,7 +184,7 @@ func newCluster(tb testing.TB, n int, opts Options) *cluster {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { _ = rn.Close() })
-		if err := rn.Client().Ping(context.Background()).Err(); err != nil {
+		if _, err := rn.Do(context.Background(), "PING"); err != nil {
 			tb.Fatal(err)
 		}
 		fn := &faultyNode{Node: rn}

@@ -102,12 +102,6 @@ func (f *fullBackend) dropAll() {
 	f.conns = nil
 }
 
-func (l *killLine) ready() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.nc != nil
-}
-
 // TestKillLineOpenAhead: SCRIPT KILL's connection is open (and
 // authenticated) before it is needed, so a kill reaches a backend that
 // refuses new connections (at maxclients); the connection is kept for the
@@ -120,7 +114,7 @@ func TestKillLineOpenAhead(t *testing.T) {
 	}
 	defer n.Close()
 	n.keepKillLine()
-	testkit.Eventually(t, 10*time.Second, "the kill line open", n.kill.ready)
+	testkit.Eventually(t, 10*time.Second, "the kill line open", func() bool { return n.kill.Ready() != nil })
 	f.setFull(true)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -145,7 +139,7 @@ func TestKillLineOpenAhead(t *testing.T) {
 	if err := n.KillScript(ctx); err == nil || !strings.HasPrefix(err.Error(), "NOTBUSY") {
 		t.Fatalf("kill after the line was closed = %v, want NOTBUSY", err)
 	}
-	if !n.kill.ready() {
+	if n.kill.Ready() == nil {
 		t.Fatal("the new connection was not kept as the kill line")
 	}
 }

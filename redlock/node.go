@@ -13,21 +13,46 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
-// Client settings for DialNodeTLS.
-const (
-	dialTimeout  = time.Second
-	poolSize     = 64
-	minIdleConns = 2
-)
+// dialTimeout bounds the dial of a backend connection (TCP, TLS, setup).
+const dialTimeout = time.Second
 
-// RedisNode is a Node over one backend. Its calls (SetNX, the compare
-// scripts, Eval, Do) go through one auto-pipelined connection (pipe.go)
-// shared by all callers; the health probes, SCRIPT KILL and a Do longer
-// than inlineMax through a go-redis client. Scripts run with EVALSHA and
-// fall back to EVAL on NOSCRIPT.
+// Status is a simple string reply from a backend (+OK), as opposed to a
+// bulk string, which reads as a string.
+type Status = resp.Status
+
+// StatusOK is the most common reply.
+const StatusOK = resp.StatusOK
+
+// RedisError is an error reply from a backend: "NOSCRIPT No matching ...".
+type RedisError = resp.Error
+
+// isRedisError reports a backend's error reply.
+func isRedisError(err error) bool {
+	var re RedisError
+	return errors.As(err, &re)
+}
+
+// RedisNode is a Node over one backend. Every command goes through an
+// auto-pipelined connection (a backend.Pipe), each kind on one of its own
+// so that none waits behind another's load:
+//
+//   - p: the calls (SetNX, the compare scripts, Eval, Do), shared by all
+//     callers;
+//   - side: the health probes and the script limit (CONFIG SET), so a
+//     probe measures the backend, not the queue of calls in front of it;
+//   - bulk: a Do longer than backend.InlineMax (a list push of many
+//     values), out of order with the calls, which would otherwise wait
+//     behind its bytes;
+//   - kill: SCRIPT KILL's line, authenticated only and kept open ahead
+//     (scriptkill.go).
+//
+// p is dialled at once, kill when the Redlock starts with a script
+// timeout, side and bulk on first use. Scripts run with EVALSHA and fall
+// back to EVAL on NOSCRIPT.
 //
 // Compare-and-delete uses the backend's own command when it has one:
 // Redis ≥ 8.4 has DELEX key IFEQ value (and SET key value IFEQ old), Valkey
@@ -41,12 +66,10 @@ const (
 // has no native form (SET … IFEQ would rewrite the value) and always runs
 // expireScript.
 type RedisNode struct {
-	c    *redis.Client
-	p    *pipe    // the lock operations and Eval
-	kill killLine // SCRIPT KILL's connection (killline.go)
-	addr string
-	opts *redis.Options // DialNodeTLS's, for DialConn
-	db   int            // the database the URL selects
+	p, side, bulk, kill *backend.Pipe // see above
+	addr                string
+	opts                *redis.Options // from the URL: address, TLS, credentials, database
+	db                  int            // the database the URL selects
 
 	// native is the backend's compare-and-delete command (a nativeCAD),
 	// set from each new pipelined connection's INFO.
@@ -63,20 +86,20 @@ type RedisNode struct {
 }
 
 // DialNodeTLS builds a RedisNode from "redis://[user:pass@]host:port[/db]",
-// "rediss://…" (TLS) or a bare "host:port". The client never retries a
-// command (MaxRetries -1) or a dial (DialerRetries 1) and honours context
-// deadlines, so a node call cannot outlive its share of the validity
-// window. It neither blocks on nor fails for an unreachable server; the
-// pool dials in the background. Every new connection runs INFO before its
-// first command and reports it to the observer (SetObserver), so a
-// restarted backend is seen before it votes.
+// "rediss://…" (TLS) or a bare "host:port" (go-redis parses the URL). A
+// call is never retried and ends with its context, so a node call cannot
+// outlive its share of the validity window. It neither blocks on nor fails
+// for an unreachable server; the connections dial in the background. Every
+// new connection but the kill line runs INFO before its first command and
+// reports it to the observer (SetObserver), so a restarted backend is seen
+// before it votes.
 //
 // tc gives the TLS settings of rediss:// URLs (roots, client certificate,
 // …): when tc is not nil it replaces the URL's default (system roots,
 // ServerName from the URL's host). The host stays the ServerName unless tc
 // sets one, and MinVersion is at least TLS 1.2. Plain redis:// URLs and
-// bare host:port never use tc. The go-redis client and the pipelined
-// connection share the result.
+// bare host:port never use tc. Every connection of the node uses the
+// result.
 func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	u := rawurl
 	if !strings.Contains(u, "://") {
@@ -87,23 +110,16 @@ func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 		// The parse error may quote the URL, password included.
 		return nil, fmt.Errorf("%w: backend address %q: not a redis URL or host:port", ErrInvalid, redact(rawurl))
 	}
-	opts.MaxRetries = -1
-	opts.DialerRetries = 1
-	opts.ContextTimeoutEnabled = true
-	opts.DialTimeout = dialTimeout
-	opts.PoolSize = poolSize
-	opts.MinIdleConns = minIdleConns
-	opts.DisableIdentity = true
 	if opts.TLSConfig != nil && tc != nil {
 		opts.TLSConfig = mergeTLS(opts.TLSConfig, tc)
 	}
 	opts.Dialer = backendDialer(opts)
 	n := &RedisNode{addr: opts.Addr, opts: opts, db: opts.DB}
-	opts.OnConnect = n.onConnect
-	n.c = redis.NewClient(opts)
-	n.p = newPipe(n.dialPipe(opts), dialTimeout)
-	n.kill.dial = n.dialKill
-	n.p.prime()
+	n.p = backend.NewPipe(n.dialPipe(opts), dialTimeout)
+	n.side = backend.NewPipe(n.dialPipe(opts), dialTimeout)
+	n.bulk = backend.NewPipe(n.dialPipe(opts), dialTimeout)
+	n.kill = backend.NewPipe(n.dialKill, dialTimeout)
+	n.p.Prime()
 	return n, nil
 }
 
@@ -120,9 +136,9 @@ func mergeTLS(fromURL, tc *tls.Config) *tls.Config {
 	return out
 }
 
-// dialPipe dials the pipelined connection as go-redis would (TLS, AUTH,
-// SELECT) and runs the same connect check (INFO, reported to the observer)
-// before the connection carries its first command.
+// dialPipe dials a pipelined connection (TLS, AUTH, SELECT) and runs the
+// connect check (INFO, reported to the observer) before the connection
+// carries its first command.
 func (n *RedisNode) dialPipe(opts *redis.Options) func(ctx context.Context) (net.Conn, error) {
 	return func(ctx context.Context) (net.Conn, error) {
 		nc, err := opts.Dialer(ctx, opts.Network, opts.Addr)
@@ -137,7 +153,7 @@ func (n *RedisNode) dialPipe(opts *redis.Options) func(ctx context.Context) (net
 	}
 }
 
-// backendDialer dials a backend for both of a node's connections: TCP (or
+// backendDialer dials a backend for every connection of a node: TCP (or
 // a Unix socket), then TLS when opts has a TLS config. It refuses a TCP
 // connection to itself: dialling a loopback port that nothing listens on
 // can connect the socket to itself (TCP simultaneous open), and that
@@ -219,9 +235,9 @@ func redact(rawurl string) string {
 // once. Calls do not need it: they dial on demand.
 func (n *RedisNode) Connect(ctx context.Context) error {
 	for {
-		_, err := n.p.get(ctx)
+		_, err := n.p.Get(ctx)
 		var refused RedisError
-		if err == nil || ctx.Err() != nil || n.p.isClosed() || errors.As(err, &refused) {
+		if err == nil || ctx.Err() != nil || n.p.IsClosed() || errors.As(err, &refused) {
 			return err
 		}
 		select { // a refused dial fails at once: do not spin on it
@@ -234,9 +250,6 @@ func (n *RedisNode) Connect(ctx context.Context) error {
 
 // connectRetry is Connect's pause between dials.
 const connectRetry = 50 * time.Millisecond
-
-// Client returns the underlying client.
-func (n *RedisNode) Client() *redis.Client { return n.c }
 
 // Addr returns host:port (or the socket path), never credentials.
 func (n *RedisNode) Addr() string { return n.addr }
@@ -367,7 +380,7 @@ func (n *RedisNode) runPipe(ctx context.Context, c *command) (any, error) {
 func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, error) {
 	for {
 		sent := st
-		v, err := n.p.doWith(ctx, func(b []byte) []byte {
+		v, err := n.p.Do(ctx, func(b []byte) []byte {
 			b, sent = n.encode(b, c, st)
 			return b
 		})
@@ -384,36 +397,62 @@ func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, 
 // goroutine. What cannot be pipelined now (no live connection, a full
 // queue) runs in a goroutine.
 func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int, lone bool) {
-	if !n.sendStep(n.p.ready(), c, n.firstStep(c), deadline, to, tag, lone) {
+	if !n.sendStep(n.p.Ready(), c, n.firstStep(c), deadline, to, tag, lone) {
 		goSend(n, c, deadline, to, tag)
 	}
+}
+
+// callRequest is a flight's call on the pipelined connection: the
+// command, how it was sent, and where its result goes. It receives its
+// own reply (Receive, on the connection's reader goroutine) and is then
+// recycled.
+type callRequest struct {
+	backend.Request
+	node *RedisNode
+	call *command
+	step step
+	to   target
+	tag  int
+}
+
+var callRequests = sync.Pool{New: func() any {
+	r := &callRequest{}
+	r.To = r
+	return r
+}}
+
+// Receive finishes the call (onReply) and recycles the request.
+func (r *callRequest) Receive(v any, err error) {
+	r.node.onReply(r, v, err)
+	r.node, r.call, r.to = nil, nil, nil
+	callRequests.Put(r)
 }
 
 // sendStep queues c at step st on conn without waiting for the backend;
 // false when it could not (no connection, a full queue). With inline, an
 // idle connection's command is written by the caller (see
-// pipeConn.tryInline).
-func (n *RedisNode) sendStep(conn *pipeConn, c *command, st step, deadline time.Time, to target, tag int, inline bool) bool {
+// backend.Conn.TrySend).
+func (n *RedisNode) sendStep(conn *backend.Conn, c *command, st step, deadline time.Time, to target, tag int, inline bool) bool {
 	if conn == nil {
 		return false
 	}
-	req := requestPool.Get().(*request)
-	req.cmd, st = n.encode(req.cmd[:0], c, st)
-	req.deadline = deadline
+	req := callRequests.Get().(*callRequest)
+	req.Cmd, st = n.encode(req.Cmd[:0], c, st)
+	req.Deadline = deadline
 	req.node, req.call, req.step, req.to, req.tag = n, c, st, to, tag
-	if conn.trySend(req, inline) {
+	if conn.TrySend(&req.Request, inline) {
 		return true
 	}
 	req.node, req.call, req.to = nil, nil, nil
-	requestPool.Put(req)
+	callRequests.Put(req)
 	return false
 }
 
 // onReply finishes a call started with send. A call that must try again
 // (see finish) is sent again from here when that cannot block, else
 // finished by a goroutine of the operation (target.spawn).
-func (n *RedisNode) onReply(req *request, v any, err error) {
-	c, to, tag, deadline := req.call, req.to, req.tag, req.deadline
+func (n *RedisNode) onReply(req *callRequest, v any, err error) {
+	c, to, tag, deadline := req.call, req.to, req.tag, req.Deadline
 	res, err, next, again := n.finish(c, req.step, v, err)
 	if !again {
 		to.deliver(tag, res, err)
@@ -425,7 +464,7 @@ func (n *RedisNode) onReply(req *request, v any, err error) {
 		to.deliver(tag, nil, context.DeadlineExceeded)
 		return
 	}
-	if n.sendStep(n.p.ready(), c, next, deadline, to, tag, false) { // on the reader: never write here
+	if n.sendStep(n.p.Ready(), c, next, deadline, to, tag, false) { // on the reader: never write here
 		return
 	}
 	to.spawn(func() {
@@ -467,16 +506,12 @@ func appendScriptHead(b []byte, s *Script, st step, keys []string, nargs int) []
 // backend (BLPOP and the like take a connection of their own: DialConn).
 // It waits until ctx ends: give it a deadline (the pipe has none of its
 // own, and a stalled backend never answers). A command longer than
-// inlineMax (a list push of many values) goes on the go-redis client
-// instead, out of order with the rest: on the pipelined connection every
+// backend.InlineMax (a list push of many values) goes on the bulk connection
+// instead, out of order with the rest: on the calls' connection every
 // lock call to this node would wait behind its bytes.
 func (n *RedisNode) Do(ctx context.Context, args ...any) (any, error) {
-	if argBytes(args) > inlineMax {
-		v, err := n.c.Do(ctx, args...).Result()
-		if errors.Is(err, redis.Nil) {
-			return nil, nil
-		}
-		return v, err
+	if argBytes(args) > backend.InlineMax {
+		return n.bulk.Do(ctx, func(b []byte) []byte { return resp.AppendCommand(b, args...) })
 	}
 	return n.runPipe(ctx, &command{kind: callDo, args: args})
 }
@@ -503,13 +538,12 @@ func isUnknownCommand(err error) bool {
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "ERR unknown command")
 }
 
-// Close closes the pipelined connection and the client.
+// Close closes the node's connections.
 func (n *RedisNode) Close() error {
-	if n.p != nil {
-		n.p.close()
+	for _, p := range []*backend.Pipe{n.p, n.side, n.bulk, n.kill} {
+		p.Close()
 	}
-	n.kill.close()
-	return n.c.Close()
+	return nil
 }
 
 // millis is d in whole milliseconds, rounded up.

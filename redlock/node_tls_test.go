@@ -25,7 +25,7 @@ func TestDialNodeTLSOptions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.url, err)
 		}
-		got := n.Client().Options().TLSConfig
+		got := n.opts.TLSConfig
 		n.Close()
 		if (got != nil) != tc.wantTLS {
 			t.Fatalf("%s: TLS = %v, want %v", tc.url, got != nil, tc.wantTLS)

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Probes: what a backend says about itself, how RedisNode reports it on
@@ -23,9 +21,9 @@ import (
 //   - observable: SetObserver(func(Probe)) registers the callback a node
 //     calls on each new backend connection, before that connection's first
 //     command. New attaches itself to every node that has it. RedisNode
-//     (built by DialNodeTLS) runs INFO in go-redis's OnConnect hook for this,
-//     and replays the last report to a late observer, so connections made
-//     before New are not missed.
+//     (built by DialNodeTLS) runs INFO on each new connection for this
+//     (setupPipe), and replays the last report to a late observer, so
+//     connections made before New are not missed.
 
 // Probe is what a backend reports about itself. Fields it did not report
 // are unknown and treated as fine: RunID "" (exempt from restart
@@ -80,18 +78,6 @@ func (n *RedisNode) SetObserver(f func(Probe)) {
 	}
 }
 
-// onConnect is the go-redis OnConnect hook of DialNodeTLS's clients: INFO on
-// the new connection, reported to the observer. A failed INFO fails the
-// connection, so no command runs on a connection that was not checked.
-func (n *RedisNode) onConnect(ctx context.Context, cn *redis.Conn) error {
-	s, err := cn.Info(ctx).Result()
-	if err != nil {
-		return fmt.Errorf("info on connect: %w", err)
-	}
-	n.report(parseInfo(s))
-	return nil
-}
-
 // report records a new connection's INFO and hands it to the observer.
 func (n *RedisNode) report(p Probe) {
 	n.obsMu.Lock()
@@ -103,19 +89,41 @@ func (n *RedisNode) report(p Probe) {
 	}
 }
 
-// Probe sends TIME and INFO in one pipeline. Plain INFO (default
-// sections) is what both redis-server and miniredis accept; miniredis
-// reports neither run_id nor uptime nor loading.
+// Probe sends TIME and INFO in one pipeline, on the node's side
+// connection (see RedisNode). Plain INFO (default sections) is what both
+// redis-server and miniredis accept; miniredis reports neither run_id nor
+// uptime nor loading.
 func (n *RedisNode) Probe(ctx context.Context) (Probe, error) {
-	pipe := n.c.Pipeline()
-	tm := pipe.Time(ctx)
-	info := pipe.Info(ctx)
-	if _, err := pipe.Exec(ctx); err != nil {
+	replies, err := n.side.DoAll(ctx, []any{"TIME"}, []any{"INFO"})
+	if err != nil {
 		return Probe{}, err
 	}
-	p := parseInfo(info.Val())
-	p.Time = tm.Val()
+	for _, v := range replies {
+		if e, isErr := v.(RedisError); isErr {
+			return Probe{}, e
+		}
+	}
+	info, _ := replies[1].(string)
+	p := parseInfo(info)
+	if p.Time, err = parseTime(replies[0]); err != nil {
+		return Probe{}, err
+	}
 	return p, nil
+}
+
+// parseTime reads a TIME reply: seconds and microseconds.
+func parseTime(v any) (time.Time, error) {
+	a, _ := v.([]any)
+	if len(a) == 2 {
+		s, _ := a[0].(string)
+		us, _ := a[1].(string)
+		sec, err1 := strconv.ParseInt(s, 10, 64)
+		usec, err2 := strconv.ParseInt(us, 10, 64)
+		if err1 == nil && err2 == nil {
+			return time.Unix(sec, usec*1000), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("TIME: unexpected reply %v", v)
 }
 
 // parseInfo reads the fields of an INFO reply this package uses.

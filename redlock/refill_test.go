@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestDecideCopy: what a refill copies of one key, from the states of the
@@ -54,7 +56,8 @@ func TestRefillWriteLeavesWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	cl := n.Client()
+	cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
+	defer cl.Close()
 	for _, kv := range [][2]string{{"src", "copied"}, {"changed", "old"}, {"gone", "x"}, {"kept", "x"}} {
 		if err := cl.Set(ctx, kv[0], kv[1], 0).Err(); err != nil {
 			t.Fatal(err)

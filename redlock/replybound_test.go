@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
@@ -96,9 +97,9 @@ func TestReplyPastBoundIsNotAFailure(t *testing.T) {
 	if _, err := nodes[0].Do(ctx, "ECHO", "x"); err != nil {
 		t.Fatal(err)
 	}
-	pipes := make([]*pipeConn, len(nodes))
+	pipes := make([]*backend.Conn, len(nodes))
 	for i, n := range nodes {
-		pipes[i] = n.(*RedisNode).p.live.Load()
+		pipes[i] = n.(*RedisNode).p.Ready()
 	}
 
 	script := NewScript("return 'a table nested past the bound'")
@@ -120,7 +121,7 @@ func TestReplyPastBoundIsNotAFailure(t *testing.T) {
 		}
 	}
 	for i, n := range nodes {
-		if c := n.(*RedisNode).p.live.Load(); c != pipes[i] || !c.alive() {
+		if c := n.(*RedisNode).p.Ready(); c == nil || c != pipes[i] {
 			t.Fatalf("backend %d: its pipelined connection was dialed again after the deep replies", i)
 		}
 	}

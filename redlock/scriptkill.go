@@ -1,10 +1,10 @@
 package redlock
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -19,12 +19,18 @@ import (
 // else: every lock quorum through every proxy would fail until it ends.
 // So a vote waits for each backend at most ScriptTimeout; a backend whose
 // call is still open then is sent SCRIPT KILL on a connection of its own,
-// kept open ahead (killline.go; the pipelined one is stuck behind the
-// script). A backend reads no other connection while a script runs until
-// the script has run for its busy-reply-threshold (lua-time-limit, 5 s by
-// default), so the proxy sets that to ScriptTimeout on every backend
-// (CheckBackends at start, and each new pipelined connection after a
-// restart); it is a server-wide setting.
+// the kill line (the pipelined one is stuck behind the script). SCRIPT
+// KILL is needed exactly when the backend is in trouble: busy with a
+// runaway script, and perhaps at maxclients because callers piled up
+// behind it, when a new connection may be refused or slow to be served.
+// So the kill line is dialled ahead, when the Redlock starts with a script
+// timeout, and again in the background after each use that lost it; a
+// kill that finds it gone or stale (the backend restarted) dials a new one
+// within its own deadline. A backend reads no other connection while a
+// script runs until the script has run for its busy-reply-threshold
+// (lua-time-limit, 5 s by default), so the proxy sets that to
+// ScriptTimeout on every backend (CheckBackends at start, and each new
+// pipelined connection after a restart); it is a server-wide setting.
 //
 // The kill's answer decides what happens to the node:
 //
@@ -85,7 +91,7 @@ type scriptKiller interface {
 	keepKillLine()
 }
 
-func (n *RedisNode) keepKillLine() { n.kill.prime() }
+func (n *RedisNode) keepKillLine() { n.kill.Prime() }
 
 func (n *RedisNode) setScriptLimit(d time.Duration) { n.scriptLimit.Store(millis(d)) }
 
@@ -106,20 +112,20 @@ func (n *RedisNode) applyScriptLimit(ctx context.Context) error {
 	if cmd == nil {
 		return nil
 	}
-	err := n.c.Do(ctx, cmd...).Err()
-	if redis.HasErrorPrefix(err, "unknown command") || redis.HasErrorPrefix(err, "ERR unknown command") {
+	_, err := n.side.Do(ctx, func(b []byte) []byte { return resp.AppendCommand(b, cmd...) })
+	if hasErrorPrefix(err, "unknown command") {
 		return nil // a backend without CONFIG (miniredis) has no such threshold
 	}
 	return err
 }
 
-// KillScript: see scriptKiller. It goes on the kill line (killline.go),
-// kept open ahead; when that is gone or stale, on a new connection, which
-// then becomes the kill line.
+// KillScript: see scriptKiller. It goes on the kill line, a pipelined
+// connection of its own kept open ahead (see RedisNode); when that is gone
+// or stale, on a new connection, which then becomes the kill line.
 func (n *RedisNode) KillScript(ctx context.Context) error {
-	defer n.kill.prime() // a line lost on the way is opened again ahead of the next kill
-	cmd := resp.AppendCommand(nil, "SCRIPT", "KILL")
-	if nc, br := n.kill.take(); nc != nil {
+	defer n.kill.Prime() // a line lost on the way is opened again ahead of the next kill
+	kill := func(b []byte) []byte { return resp.AppendCommand(b, "SCRIPT", "KILL") }
+	if c := n.kill.Ready(); c != nil {
 		// Half of what is left at most: a line gone silent must leave the
 		// new connection time to be dialed.
 		kctx := ctx
@@ -128,28 +134,42 @@ func (n *RedisNode) KillScript(ctx context.Context) error {
 			kctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
 			defer cancel()
 		}
-		_, err := killRoundTrip(kctx, nc, br, cmd)
+		_, err := c.Do(kctx, kill)
 		if err == nil || isRedisError(err) {
-			n.kill.put(nc, br)
 			return err
 		}
-		nc.Close() // closed by the backend (a restart, its timeout): dial anew
+		c.Fail(err) // closed by the backend (a restart, its timeout) or silent: dial anew
 		if ctx.Err() != nil {
 			return fmt.Errorf("script kill: %w", err)
 		}
 	}
-	nc, err := n.dialKill(ctx)
+	c, err := n.kill.Get(ctx)
 	if err != nil {
 		return err
 	}
-	br := bufio.NewReaderSize(nc, 512)
-	_, err = killRoundTrip(ctx, nc, br, cmd)
+	_, err = c.Do(ctx, kill)
 	if err != nil && !isRedisError(err) {
-		nc.Close()
+		c.Fail(err)
 		return fmt.Errorf("script kill: %w", err)
 	}
-	n.kill.put(nc, br)
 	return err
+}
+
+// dialKill dials the kill line: the backend, authenticated as the URL
+// says, and nothing else (SELECT is refused while a script runs; SCRIPT
+// KILL needs no database).
+func (n *RedisNode) dialKill(ctx context.Context) (net.Conn, error) {
+	o := n.opts
+	nc, err := o.Dialer(ctx, o.Network, o.Addr)
+	if err != nil {
+		return nil, err
+	}
+	auth := &redis.Options{Username: o.Username, Password: o.Password}
+	if _, err := connSetup(ctx, nc, auth); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("script kill connection: %w", err)
+	}
+	return nc, nil
 }
 
 // bounded runs a vote's flight with its per-node deadline: the larger of

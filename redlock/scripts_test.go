@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 )
 
 // The scripts must run the same on miniredis and on a real Redis 7.
@@ -44,7 +45,8 @@ func checkScripts(t *testing.T, addr string) {
 	defer n.Close()
 	r := New([]Node{n}, Options{NodeTimeout: testTimeout, Logger: testLogger(t)})
 	defer r.Close(ctx)
-	cl := n.Client()
+	cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
+	defer cl.Close()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -106,7 +106,6 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		metrics = proxy.NewMetrics(version)
 		observeCall = metrics.ObserveBackend
 	}
-	redlock.RouteDriverLogs(logger.Named("backend"))
 	var migrateFrom redlock.Node // dialled like a backend
 	if cfg.MigrateFrom != "" {
 		n, err := redlock.DialNodeTLS(cfg.MigrateFrom, nodeTLS)

@@ -362,7 +362,7 @@ func allIn(a, b []string) bool {
 	return true
 }
 
-func (br *bcastRole) frame(_ *bconn, v any) {
+func (br *bcastRole) frame(v any) {
 	if keys, flush, ok := invalidation(v); ok {
 		br.b.invalidated(br.i, keys, flush)
 	}

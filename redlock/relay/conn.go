@@ -1,15 +1,12 @@
 package relay
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 )
 
 // Backend is what the relay needs of a backend: a name for logs, and a
@@ -35,68 +32,83 @@ type SetupError struct {
 
 func (e *SetupError) Error() string { return e.Cmd + ": " + string(e.Err) }
 
-// bconn is one RESP3 connection to a backend. Its reader is its owner's
-// (session.go, pop.go); writes may come from any goroutine. Replies that
-// a writer awaits are matched in order with the queue.
+// bconn is one RESP3 connection to a backend, on the proxy's one engine
+// of backend connections (backend.Conn). Writes may come from any
+// goroutine and are matched in order with their replies; the frames no
+// write awaits (pushes, and replies nobody waits for) go to its owner's
+// frame function (session.go) on the reader's goroutine.
 type bconn struct {
-	nc net.Conn
-	br *bufio.Reader
+	*backend.Conn
 	id int64 // the backend's CLIENT ID for it
-
-	wmu    sync.Mutex // one writer at a time: a batch's queue entries and bytes stay in order
-	mu     sync.Mutex // queue and closed; the reader takes only this one
-	queue  []waiter   // replies expected, in order
-	closed bool
 }
 
 // waiter is where an expected reply goes: ch (buffered), or fn, called
 // on the reader's goroutine before it reads on — so what fn records is in
 // place before any frame the backend sent after that reply is handled —
-// with nil when the connection ended first. Neither: not awaited.
+// with nil when the connection ended first. Neither: not awaited. An
+// error reply is delivered as a ServerError value.
 type waiter struct {
+	backend.Request
 	ch chan any
 	fn func(v any, ok bool)
 }
 
+func (w *waiter) Receive(v any, err error) {
+	ok := true
+	if se, isErr := err.(ServerError); isErr {
+		v = se
+	} else if err != nil {
+		v, ok = nil, false
+	}
+	switch {
+	case w.ch != nil && ok:
+		w.ch <- v
+	case w.ch != nil:
+		close(w.ch)
+	case w.fn != nil:
+		w.fn(v, ok)
+	}
+}
+
 // dial opens a connection to b, switches it to RESP3 (HELLO 3) and runs
-// setup, each command of which must succeed.
-func dial(ctx context.Context, b Backend, setup ...[]any) (*bconn, error) {
+// setup, each command of which must succeed. frame, when not nil, takes
+// the frames no write awaits (see backend.Options.Push; a PONG sent as a
+// push is a reply).
+func dial(ctx context.Context, b Backend, frame func(v any), setup ...[]any) (*bconn, error) {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	nc, err := b.DialConn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	deadline, _ := ctx.Deadline()
-	_ = nc.SetDeadline(deadline)
-	c := &bconn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10)}
-	buf := resp.AppendCommand(nil, "HELLO", "3")
-	for _, cmd := range setup {
-		buf = resp.AppendCommand(buf, cmd...)
+	c := &bconn{}
+	o := backend.Options{WriteTimeout: writeTimeout}
+	if frame != nil {
+		o.Push = func(v any) bool {
+			if p, ok := v.(Push); ok && isPong(p) {
+				return false
+			}
+			frame(v)
+			return true
+		}
 	}
-	if _, err := nc.Write(buf); err != nil {
-		nc.Close()
+	c.Conn = backend.NewConn(nc, o)
+	replies, err := c.DoAll(ctx, append([][]any{{"HELLO", "3"}}, setup...)...)
+	if err != nil {
+		c.Fail(err)
 		return nil, err
 	}
-	for i := -1; i < len(setup); i++ {
-		v, err := resp.Read(c.br)
-		if err != nil {
-			nc.Close()
-			return nil, err
-		}
+	for i, v := range replies {
 		if se, ok := v.(ServerError); ok {
-			nc.Close()
+			c.Fail(backend.ErrClosed)
 			name := "HELLO 3"
-			if i >= 0 {
-				name = fmt.Sprint(setup[i]...)
+			if i > 0 {
+				name = fmt.Sprint(setup[i-1]...)
 			}
 			return nil, &SetupError{Cmd: name, Err: se}
 		}
-		if i == -1 {
-			c.id = helloID(v)
-		}
 	}
-	_ = nc.SetDeadline(time.Time{})
+	c.id = helloID(replies[0])
 	return c, nil
 }
 
@@ -112,13 +124,10 @@ func helloID(v any) int64 {
 	return 0
 }
 
-// errClosed is what a waiter gets when the connection ended first.
-var errClosed = errors.New("backend connection closed")
-
 // send writes an encoded command whose replies nobody awaits, counting
-// replies of them in the queue (0 for commands answered by pushes only).
+// replies of them (0 for commands answered by pushes only).
 func (c *bconn) send(b []byte, replies int) error {
-	return c.write(b, replies, waiter{})
+	return c.write(b, replies, &waiter{})
 }
 
 // call writes an encoded batch of commands that yields replies replies and
@@ -126,90 +135,44 @@ func (c *bconn) send(b []byte, replies int) error {
 // ServerError), or is closed if the connection ends first.
 func (c *bconn) call(b []byte, replies int) (<-chan any, error) {
 	ch := make(chan any, 1)
-	return ch, c.write(b, replies, waiter{ch: ch})
+	return ch, c.write(b, replies, &waiter{ch: ch})
 }
 
 // callFunc is call with the last reply handed to fn on the reader's
 // goroutine (see waiter).
 func (c *bconn) callFunc(b []byte, replies int, fn func(v any, ok bool)) error {
-	return c.write(b, replies, waiter{fn: fn})
+	return c.write(b, replies, &waiter{fn: fn})
 }
 
-func (c *bconn) write(b []byte, replies int, last waiter) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return errClosed
-	}
-	for i := range replies {
-		w := waiter{}
-		if i == replies-1 {
-			w = last
-		}
-		c.queue = append(c.queue, w)
-	}
-	c.mu.Unlock()
-	// Enqueued before written, so the reply finds its waiter; wmu keeps
-	// one batch whole and the queue in the order of the bytes.
-	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := c.nc.Write(b); err != nil {
-		c.close()
-		return err
+func (c *bconn) write(b []byte, replies int, w *waiter) error {
+	w.Cmd, w.Replies, w.NoReply, w.To = b, replies, replies == 0, w
+	if err := c.Send(&w.Request); err != nil {
+		return backend.ErrClosed
 	}
 	return nil
 }
 
-// reply hands a reply to its waiter; false when none was awaited (the
-// reader then treats it as its role says).
-func (c *bconn) reply(v any) bool {
-	c.mu.Lock()
-	if len(c.queue) == 0 {
-		c.mu.Unlock()
-		return false
+// do writes one command and waits for its reply, within d when d > 0 (a
+// pop connection's blocking pop); an error reply is a ServerError value.
+func (c *bconn) do(cmd []byte, d time.Duration) (any, error) {
+	ctx := context.Background()
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
 	}
-	w := c.queue[0]
-	c.queue[0] = waiter{}
-	c.queue = c.queue[1:]
-	c.mu.Unlock()
-	switch {
-	case w.ch != nil:
-		w.ch <- v
-	case w.fn != nil:
-		w.fn(v, true)
+	v, err := c.Do(ctx, func(b []byte) []byte { return append(b, cmd...) })
+	if se, isErr := err.(ServerError); isErr {
+		return se, nil
 	}
-	return true
+	return v, err
 }
 
-// isClosed reports a connection closed by close.
-func (c *bconn) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+// isClosed reports a connection that failed or was closed.
+func (c *bconn) isClosed() bool { return !c.Alive() }
 
-// close closes the connection and wakes every waiter.
-func (c *bconn) close() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.closed = true
-	_ = c.nc.Close()
-	queue := c.queue
-	c.queue = nil
-	c.mu.Unlock()
-	for _, w := range queue {
-		switch {
-		case w.ch != nil:
-			close(w.ch)
-		case w.fn != nil:
-			w.fn(nil, false)
-		}
-	}
-}
+// close closes the connection: every waiter gets its end.
+func (c *bconn) close() { c.Fail(backend.ErrClosed) }
 
 // await waits for a reply channel from call, for ctx, or for d.
 func await(ctx context.Context, ch <-chan any, d time.Duration) (any, error) {
@@ -218,7 +181,7 @@ func await(ctx context.Context, ch <-chan any, d time.Duration) (any, error) {
 	select {
 	case v, ok := <-ch:
 		if !ok {
-			return nil, errClosed
+			return nil, backend.ErrClosed
 		}
 		if se, isErr := v.(ServerError); isErr {
 			return nil, se

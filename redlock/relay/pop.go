@@ -263,20 +263,6 @@ func (pc *popCall) unblock() {
 	}
 }
 
-// do writes one command and reads its reply on a connection without a
-// reader of its own (pop connections), within d when d > 0.
-func (c *bconn) do(cmd []byte, d time.Duration) (any, error) {
-	if d > 0 {
-		_ = c.nc.SetReadDeadline(time.Now().Add(d))
-		defer c.nc.SetReadDeadline(time.Time{})
-	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := c.nc.Write(cmd); err != nil {
-		return nil, err
-	}
-	return resp.Read(c.br)
-}
-
 // popPool keeps idle pop connections to one backend.
 type popPool struct {
 	b      Backend
@@ -298,7 +284,7 @@ func (p *popPool) get(ctx context.Context) (*bconn, error) {
 		return c, nil
 	}
 	p.mu.Unlock()
-	return dial(ctx, p.b)
+	return dial(ctx, p.b, nil)
 }
 
 func (p *popPool) put(c *bconn) {

@@ -33,12 +33,12 @@ type role interface {
 	// setup is sent after HELLO 3 on every new connection; each command
 	// must succeed.
 	setup() [][]any
-	// up is called with a new connection before its reader starts; it
-	// sends what the role wants of the backend (subscriptions again).
+	// up is called with a new connection, its reader running; it sends
+	// what the role wants of the backend (subscriptions again).
 	up(c *bconn) error
 	// frame is called by the reader with every push, and with every
 	// reply that no caller awaited.
-	frame(c *bconn, v any)
+	frame(v any)
 	// reconcile is called after a kick: bring the backend in line with
 	// what the role wants now.
 	reconcile(c *bconn) error
@@ -72,7 +72,7 @@ func (s *session) run(ctx context.Context) {
 	backoff := minBackoff
 	failing := false
 	for ctx.Err() == nil {
-		c, err := dial(ctx, s.b, s.role.setup()...)
+		c, err := dial(ctx, s.b, s.role.frame, s.role.setup()...)
 		if err != nil {
 			s.role.down()
 			if ctx.Err() != nil {
@@ -108,33 +108,12 @@ func (s *session) run(ctx context.Context) {
 	}
 }
 
-// serve runs one connection until it ends.
+// serve runs one connection until it ends. Its reader (the engine's) hands
+// the frames no write awaits to the role (dial).
 func (s *session) serve(ctx context.Context, c *bconn) error {
-	var last atomic.Int64 // when the reader last read a frame
-	last.Store(time.Now().UnixNano())
-	done := make(chan error, 1)
-	go func() { // owned: serve waits for it below
-		for {
-			v, err := resp.Read(c.br)
-			if err != nil {
-				done <- err
-				return
-			}
-			last.Store(time.Now().UnixNano())
-			if p, ok := v.(Push); ok && !isPong(p) {
-				s.role.frame(c, p)
-				continue
-			}
-			if !c.reply(v) {
-				s.role.frame(c, v)
-			}
-		}
-	}()
 	stop := func(err error) error {
 		c.close()
-		if rerr := <-done; err == nil {
-			err = rerr
-		}
+		<-c.Done() // the reader has stopped: no frame after down
 		return err
 	}
 	s.up.Store(true)
@@ -147,15 +126,14 @@ func (s *session) serve(ctx context.Context, c *bconn) error {
 		select {
 		case <-ctx.Done():
 			return stop(ctx.Err())
-		case err := <-done:
-			c.close()
-			return err
+		case <-c.Done():
+			return c.Err()
 		case <-s.kick:
 			if err := s.role.reconcile(c); err != nil {
 				return stop(err)
 			}
 		case now := <-tick.C:
-			idle := now.Sub(time.Unix(0, last.Load()))
+			idle := now.Sub(c.LastRead())
 			if idle >= stallAfter {
 				return stop(errStalled)
 			}

@@ -95,7 +95,7 @@ func appendBatches(b []byte, cmd string, names []string) []byte {
 }
 
 // frame takes the backend's pushes: messages and confirmations.
-func (sr *subRole) frame(c *bconn, v any) {
+func (sr *subRole) frame(v any) {
 	p, ok := v.(Push)
 	if !ok || len(p) < 3 {
 		if se, isErr := v.(ServerError); isErr {

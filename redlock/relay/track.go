@@ -447,7 +447,7 @@ func (tr *trackRole) down() {
 
 func (tr *trackRole) reconcile(*bconn) error { return nil }
 
-func (tr *trackRole) frame(_ *bconn, v any) {
+func (tr *trackRole) frame(v any) {
 	if keys, flush, ok := invalidation(v); ok {
 		tr.t.invalidated(tr.i, keys, flush)
 	}

@@ -1,4 +1,4 @@
-package redlock
+package backend
 
 import (
 	"bufio"
@@ -18,14 +18,14 @@ import (
 )
 
 // do sends one command and waits for its reply or for ctx to end.
-func (p *pipe) do(ctx context.Context, args ...any) (any, error) {
-	return p.doWith(ctx, func(b []byte) []byte { return resp.AppendCommand(b, args...) })
+func (p *Pipe) do(ctx context.Context, args ...any) (any, error) {
+	return p.Do(ctx, func(b []byte) []byte { return resp.AppendCommand(b, args...) })
 }
 
-func newTestPipe(t *testing.T, addr string) *pipe {
+func newTestPipe(t *testing.T, addr string) *Pipe {
 	t.Helper()
-	p := newPipe(dialTCP(addr, time.Second, nil), time.Second)
-	t.Cleanup(func() { p.close() })
+	p := NewPipe(dialTCP(addr, time.Second, nil), time.Second)
+	t.Cleanup(func() { p.Close() })
 	return p
 }
 
@@ -39,7 +39,7 @@ func TestPipeConcurrentCallers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			k, v := "k"+strconv.Itoa(i), "v"+strconv.Itoa(i)
-			if r, err := p.do(ctx, "SET", k, v, "NX", "PX", 10000); err != nil || r != StatusOK {
+			if r, err := p.do(ctx, "SET", k, v, "NX", "PX", 10000); err != nil || r != resp.StatusOK {
 				t.Errorf("SET %s = %v, %v", k, r, err)
 			}
 			if r, err := p.do(ctx, "GET", k); err != nil || r != v {
@@ -66,12 +66,12 @@ func TestPipeRepliesOfEveryType(t *testing.T) {
 		t.Fatalf("EVAL = %#v", r)
 	}
 	_, err := p.do(ctx, "EVALSHA", "0000000000000000000000000000000000000000", 0)
-	var re RedisError
+	var re resp.Error
 	if !errors.As(err, &re) || re[:8] != "NOSCRIPT" {
 		t.Fatalf("EVALSHA unknown = %v", err)
 	}
 	// An error reply leaves the connection usable.
-	if r, err := p.do(ctx, "PING"); err != nil || r != Status("PONG") {
+	if r, err := p.do(ctx, "PING"); err != nil || r != resp.Status("PONG") {
 		t.Fatalf("PING after error = %v, %v", r, err)
 	}
 }
@@ -170,18 +170,18 @@ func dialTCP(addr string, timeout time.Duration, setup func(ctx context.Context,
 func TestPipeDropsExpiredRequests(t *testing.T) {
 	client, server := net.Pipe()
 	defer server.Close()
-	c := newPipeConn(client)
-	defer c.fail(errPipeClosed)
-	stale := &request{cmd: resp.AppendCommand(nil, "DEL", "k"), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
-	staleInline := &request{cmd: resp.AppendCommand(nil, "DEL", "k2"), deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
-	live := &request{cmd: resp.AppendCommand(nil, "PING"), done: make(chan response, 1)}
-	if !c.trySend(staleInline, true) {
+	c := NewConn(client, Options{})
+	defer c.Fail(ErrClosed)
+	stale := &Request{Cmd: resp.AppendCommand(nil, "DEL", "k"), Deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
+	staleInline := &Request{Cmd: resp.AppendCommand(nil, "DEL", "k2"), Deadline: time.Now().Add(-time.Second), done: make(chan response, 1)}
+	live := &Request{Cmd: resp.AppendCommand(nil, "PING"), done: make(chan response, 1)}
+	if !c.TrySend(staleInline, true) {
 		t.Fatal("not taken")
 	}
 	if r := <-staleInline.done; !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("stale request on an idle connection answered %v", r.err)
 	}
-	if !c.trySend(stale, false) || !c.trySend(live, false) {
+	if !c.TrySend(stale, false) || !c.TrySend(live, false) {
 		t.Fatal("not taken")
 	}
 	if r := <-stale.done; !errors.Is(r.err, context.DeadlineExceeded) {
@@ -240,8 +240,18 @@ func TestPipeMalformedReply(t *testing.T) {
 			}
 			testkit.Eventually(t, 5*time.Second, "a PONG on a new connection", func() bool {
 				v, err := p.do(ctx, "PING")
-				return err == nil && v == Status("PONG")
+				return err == nil && v == resp.Status("PONG")
 			})
 		})
 	}
+}
+
+// readReply reads one reply with package resp: an error reply at the top
+// is returned as the error (a resp.Error); inside an array, an element.
+func readReply(br *bufio.Reader) (any, error) {
+	v, err := resp.Read(br)
+	if e, ok := v.(error); ok { // resp.Error: the only value that is one
+		return nil, e
+	}
+	return v, err
 }

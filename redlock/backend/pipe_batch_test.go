@@ -1,4 +1,4 @@
-package redlock
+package backend
 
 import (
 	"bufio"
@@ -71,7 +71,7 @@ func bytesReaderOf(b []byte) *bytesReader { r := bytesReader(b); return &r }
 
 // newCountingPipe is a pipe to addr whose connections are counted; with
 // hold, the first write of the first connection waits for release.
-func newCountingPipe(t testing.TB, addr string, hold bool) (*pipe, *countingConn) {
+func newCountingPipe(t testing.TB, addr string, hold bool) (*Pipe, *countingConn) {
 	t.Helper()
 	cc := &countingConn{}
 	if hold {
@@ -79,7 +79,7 @@ func newCountingPipe(t testing.TB, addr string, hold bool) (*pipe, *countingConn
 	}
 	var dialled atomic.Bool
 	dial := dialTCP(addr, time.Second, nil)
-	p := newPipe(func(ctx context.Context) (net.Conn, error) {
+	p := NewPipe(func(ctx context.Context) (net.Conn, error) {
 		nc, err := dial(ctx)
 		if err != nil || dialled.Swap(true) {
 			return nc, err // later connections are not counted
@@ -87,7 +87,7 @@ func newCountingPipe(t testing.TB, addr string, hold bool) (*pipe, *countingConn
 		cc.Conn = nc
 		return cc, nil
 	}, time.Second)
-	t.Cleanup(func() { p.close() })
+	t.Cleanup(func() { p.Close() })
 	return p, cc
 }
 
@@ -97,15 +97,15 @@ func newCountingPipe(t testing.TB, addr string, hold bool) (*pipe, *countingConn
 func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 	mr := miniredis.RunT(t)
 	p, cc := newCountingPipe(t, mr.Addr(), false)
-	c, err := p.get(context.Background())
+	c, err := p.Get(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		req := requestPool.Get().(*request)
-		req.cmd = resp.AppendCommand(req.cmd[:0], "ECHO", strconv.Itoa(i))
-		req.deadline = time.Time{}
-		if !c.trySend(req, true) {
+		req := requestPool.Get().(*Request)
+		req.Cmd = resp.AppendCommand(req.Cmd[:0], "ECHO", strconv.Itoa(i))
+		req.Deadline = time.Time{}
+		if !c.TrySend(req, true) {
 			t.Fatal("not taken")
 		}
 		if w := cc.writes.Load(); w != int64(i+1) {
@@ -119,8 +119,8 @@ func TestPipeLoneCommandWrittenByCaller(t *testing.T) {
 }
 
 // echoRequest is a request for ECHO s.
-func echoRequest(s string) *request {
-	return &request{cmd: resp.AppendCommand(nil, "ECHO", s), done: make(chan response, 1)}
+func echoRequest(s string) *Request {
+	return &Request{Cmd: resp.AppendCommand(nil, "ECHO", s), done: make(chan response, 1)}
 }
 
 // TestPipeBatchGrowsWhileWriteInFlight: requests queued while a write is
@@ -129,25 +129,25 @@ func echoRequest(s string) *request {
 func TestPipeBatchGrowsWhileWriteInFlight(t *testing.T) {
 	mr := miniredis.RunT(t)
 	p, cc := newCountingPipe(t, mr.Addr(), true)
-	c, err := p.get(context.Background())
+	c, err := p.Get(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	const callers = 100
 	first := echoRequest("first")
-	if !c.trySend(first, false) { // to the writer, whose write is held
+	if !c.TrySend(first, false) { // to the writer, whose write is held
 		t.Fatal("not taken")
 	}
 	<-cc.entered
-	reqs := make([]*request, callers)
+	reqs := make([]*Request, callers)
 	for i := range reqs {
 		reqs[i] = echoRequest(strconv.Itoa(i))
-		if !c.trySend(reqs[i], true) { // not idle: queued, not written here
+		if !c.TrySend(reqs[i], true) { // not idle: queued, not written here
 			t.Fatal("not taken")
 		}
 	}
 	close(cc.release)
-	for i, r := range append([]*request{first}, reqs...) {
+	for i, r := range append([]*Request{first}, reqs...) {
 		want := "first"
 		if i > 0 {
 			want = strconv.Itoa(i - 1)
@@ -190,14 +190,14 @@ func TestPipeBackendDiesMidBatch(t *testing.T) {
 		bufio.NewReader(nc).WriteTo(discard{})
 	}()
 	p, cc := newCountingPipe(t, ln.Addr().String(), true)
-	c, err := p.get(context.Background())
+	c, err := p.Get(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs := make([]*request, callers)
+	reqs := make([]*Request, callers)
 	for i := range reqs {
 		reqs[i] = echoRequest(strconv.Itoa(i))
-		if !c.trySend(reqs[i], false) {
+		if !c.TrySend(reqs[i], false) {
 			t.Fatal("not taken")
 		}
 		if i == 0 {
@@ -271,8 +271,8 @@ func TestPipeStress(t *testing.T) {
 				return
 			case <-time.After(3 * time.Millisecond):
 			}
-			if c := p.ready(); c != nil && i%4 == 0 {
-				c.fail(errors.New("broken by the test"))
+			if c := p.Ready(); c != nil && i%4 == 0 {
+				c.Fail(errors.New("broken by the test"))
 			}
 		}
 	}()
