@@ -111,13 +111,15 @@ func (m *Manager) heldKeys(keys []string) []redlock.HeldKey {
 
 // HeldExpiry is the expiry the client gave key, held here or through a
 // peer (the record), whatever its value, for a command that copies it
-// (COPY): ok false when key is not held. A key this proxy does not keep
-// costs a quorum read, and the record's field when the ttl could be a
-// lease (clientTTL).
+// (COPY): ok false when key is not held. It costs a quorum read, and
+// the record's field when the ttl could be a lease (clientTTL).
 func (m *Manager) HeldExpiry(ctx context.Context, key string) (time.Duration, bool, error) {
-	if ttl, ok := m.HeldAnyTTL(key); ok {
-		return ttl, true, nil
+	if m.holds.Load() == nil { // no record (unit tests): this proxy's holds are all there is
+		ttl, ok := m.HeldAnyTTL(key)
+		return ttl, ok, nil
 	}
+	// The record, even for a hold made here: another proxy may have
+	// changed its deadline (PERSIST, EXPIRE) since.
 	v, err := m.locker.Read(ctx, key)
 	if err != nil || !v.Exists {
 		return 0, false, err
