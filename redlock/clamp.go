@@ -216,7 +216,7 @@ func (s *Script) guard() *Script { return s.guardWith(false) }
 
 // guardWith is s in guardSource, with the held shadow when held.
 func (s *Script) guardWith(held bool) *Script {
-	shebang, body := splitShebang(s.src)
+	shebang, body := s.body()
 	mk, prep, params, args := shadowSource(s, held, false)
 	parts := strings.SplitN(guardSource, "%[2]s", 2)
 	// mk goes in before the SHA1 it names is.
@@ -225,6 +225,16 @@ func (s *Script) guardWith(held bool) *Script {
 	src := sha.Replace(r.Replace(parts[0])) + body + sha.Replace(r.Replace(parts[1]))
 	h := sha1.Sum([]byte(src))
 	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, isWrapper: true}
+}
+
+// body is s's shebang line and body as its wrappers send them: an
+// enforced body printed again (enforce_body.go).
+func (s *Script) body() (shebang, body string) {
+	shebang, body = splitShebang(s.src)
+	if s.enforce != nil {
+		body = enforcedBodyOrError(body)
+	}
+	return shebang, body
 }
 
 // NoWrites reports whether s's shebang declares the no-writes flag: Redis
@@ -300,7 +310,7 @@ func (s *Script) clamp(maxTTL, lease time.Duration) *Script { return s.clampWith
 // clampWith is s in the clamp for maxTTL and lease, with the held shadow
 // when held (and the built keys' shadow when s builds keys).
 func (s *Script) clampWith(held bool, maxTTL, lease time.Duration) *Script {
-	shebang, body := splitShebang(s.src)
+	shebang, body := s.body()
 	mk, prep, params, args := shadowSource(s, held, s.builds != nil)
 	src := clampSprintf(shebang, body, mk, prep, params, args, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
 	h := sha1.Sum([]byte(src))

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 )
@@ -21,7 +22,12 @@ import (
 //     offsets and the keys and bytes the script writes stay within the
 //     Enforcement's bounds; and the replies of unordered reads are sorted;
 //   - a string library, table.concat and unpack bounded before C code
-//     runs (string.rep's result, Lua patterns' backtracking);
+//     runs (what string.rep, format, gsub and table.concat build, Lua
+//     patterns' backtracking), and a bound on the Lua memory a run adds;
+//   - its text printed again (enforce_body.go), so that '..' and a
+//     string's methods, reached by any alias, go through the same bounds;
+//     a getmetatable that answers a string's metatable with the bounded
+//     library, a collectgarbage that cannot stop the collector;
 //   - a _G that is a copy holding these, and no loadstring or load (code
 //     they compile would see the real globals).
 //
@@ -33,9 +39,11 @@ import (
 //
 // The user's key patterns travel as arguments (EnforceArgs), after the
 // client's ARGV and before the holds' (HeldArgs): the wrapper takes them
-// off before it copies ARGV. What stays out of reach: a string's methods
-// called with ':' (("x"):rep(n)) use Redis's own string library, whose
-// metatable is read-only; the static analysis bounds those.
+// off before it copies ARGV. A string's metatable is Redis's own and
+// read-only (Redis 7 refuses a change to it or to the string library,
+// rawset included), its __index the real string library: only the body's
+// own index of a string can be redirected, which is why the body is
+// printed again.
 
 // ScriptCommand is one command a script by vote may call, with its key
 // positions as Redis's COMMAND counts them (the name is 0): First to Last
@@ -62,6 +70,10 @@ type Enforcement struct {
 	// MaxString bounds a string that string.rep, gsub or table.concat
 	// builds.
 	MaxString int
+	// MaxHeap bounds the Lua memory a run may add (0: defaultMaxHeap),
+	// checked by every function that builds a string and by '..': past
+	// it, a full collection, then a refusal.
+	MaxHeap int
 	// WriteKeys and WriteBytes bound the distinct keys one run writes and
 	// the bytes of its write commands' arguments.
 	WriteKeys  int
@@ -76,6 +88,9 @@ type Enforcement struct {
 // to the power of its unbounded quantifiers (one more when it is not
 // anchored), times two per optional item.
 const patternCost = 1 << 26
+
+// defaultMaxHeap is Enforcement.MaxHeap's default.
+const defaultMaxHeap = 64 << 20
 
 // NewEnforcement returns e, its wrapper's Lua made once.
 func NewEnforcement(e Enforcement) *Enforcement {
@@ -166,6 +181,7 @@ func enforceLua(e *Enforcement) string {
 		"@WKEYS@", strconv.Itoa(e.WriteKeys),
 		"@WBYTES@", strconv.Itoa(e.WriteBytes),
 		"@COST@", strconv.Itoa(patternCost),
+		"@HEAPKB@", strconv.Itoa(cmp.Or(e.MaxHeap, defaultMaxHeap)>>10),
 		"@SEL0@", strconv.FormatBool(e.SelectZero),
 	)
 	return oneLine(r.Replace(enforceSource))

@@ -12,6 +12,7 @@ const enforceSource = `
 local type, tonumber, select, rawget, next, ipairs, setmt, getmt = type, tonumber, select, rawget, next, ipairs, setmetatable, getmetatable
 local upper, lower, sfind, ssub, sbyte, sformat, srep, sgsub = string.upper, string.lower, string.find, string.sub, string.byte, string.format, string.rep, string.gsub
 local smatch, sgmatch, tsort, tconcat, floor, mlog, err0, unpack0 = string.match, string.gmatch, table.sort, table.concat, math.floor, math.log, error, unpack
+local sgfind, gcol = string.gfind, collectgarbage
 local __rp_C, __rp_res = @CMDS@, @RES@
 local __rp_decl, __rp_isdecl = {}, {}
 for i = 1, #KEYS do __rp_decl[i] = KEYS[i] __rp_isdecl[KEYS[i]] = true end
@@ -175,10 +176,18 @@ local function __rp_pat(s, p, anch)
 		__rp_no('script used a Lua pattern that may backtrack too long on a subject of ' .. ls .. ' bytes')
 	end
 end
-local __rp_S, __rp_T = {}, {}
+local __rp_S, __rp_T, __rp_m0 = {}, {}, gcol('count')
+if type(__rp_m0) ~= 'number' then __rp_m0 = nil end
+local function __rp_heap()
+	if __rp_m0 and gcol('count') - __rp_m0 > @HEAPKB@ then
+		gcol('collect')
+		if gcol('count') - __rp_m0 > @HEAPKB@ then __rp_no('script holds more than @HEAPKB@ KiB of strings and tables, the most a script by vote may') end
+	end
+end
 __rp_S.rep = function(s, n)
 	local ls, k = __rp_len(s), tonumber(n)
 	if ls and k and ls * k > @MAXS@ then __rp_no('script asked string.rep for more than @MAXS@ bytes') end
+	__rp_heap()
 	return srep(s, n)
 end
 __rp_S.find = function(s, p, i, plain) if not plain then __rp_pat(s, p, true) end return sfind(s, p, i, plain) end
@@ -202,7 +211,23 @@ __rp_S.gsub = function(s, p, r, n)
 			return v
 		end
 	end
+	__rp_heap()
 	return sgsub(s, p, r, n)
+end
+__rp_S.gfind = __rp_S.gmatch
+__rp_S.format = function(f, ...)
+	local a, n, tot = {...}, select('#', ...), __rp_len(f) or 0
+	local mul = 1
+	if type(f) == 'string' and sfind(f, 'q', 1, true) then mul = 4 end
+	for i = 1, n do
+		local x = a[i]
+		if type(x) == 'string' then tot = tot + mul * #x + 101
+		elseif type(x) == 'number' and x < 1e15 and x > -1e15 then tot = tot + 128
+		else tot = tot + 512 end
+	end
+	if tot > @MAXS@ then __rp_no('script asked string.format for a result that may pass @MAXS@ bytes') end
+	__rp_heap()
+	return sformat(f, ...)
 end
 __rp_T.concat = function(t, sep, i, j)
 	if type(t) == 'table' then
@@ -215,6 +240,7 @@ __rp_T.concat = function(t, sep, i, j)
 			k = k + 1
 		end
 	end
+	__rp_heap()
 	return tconcat(t, sep, i, j)
 end
 local function __rp_unpack(t, i, j)
@@ -222,6 +248,46 @@ local function __rp_unpack(t, i, j)
 	if not b and type(t) == 'table' then b = #t end
 	if b and b - a >= 8000 then __rp_no('script asked unpack for more than 8000 values') end
 	return unpack0(t, i, j)
+end
+local function __rp_cat(a, b)
+	local la, lb = __rp_len(a), __rp_len(b)
+	if la and lb then
+		if la + lb > @MAXS@ then __rp_no('script built a string of more than @MAXS@ bytes with ..') end
+		__rp_heap()
+	else
+		local ta, tb = type(a), type(b)
+		if ta ~= 'table' and ta ~= 'userdata' and tb ~= 'table' and tb ~= 'userdata' then
+			if la then ta = tb end
+			err0('attempt to concatenate a ' .. ta .. ' value', 2)
+		end
+	end
+	return a .. b
+end
+local function __rp_getmt(o) if type(o) == 'string' then return {__index = __rp_S} end return getmt(o) end
+local function __rp_gc(o, ...)
+	if o == nil or o == 'collect' or o == 'count' or o == 'step' then return gcol(o, ...) end
+	__rp_no('script called collectgarbage with an option other than collect, count or step')
+end
+local __rp_real = {[srep] = __rp_S.rep, [sformat] = __rp_S.format, [sgsub] = __rp_S.gsub, [sfind] = __rp_S.find, [smatch] = __rp_S.match,
+	[sgmatch] = __rp_S.gmatch, [sgfind] = __rp_S.gfind, [tconcat] = __rp_T.concat, [unpack0] = __rp_unpack, [getmt] = __rp_getmt, [gcol] = __rp_gc}
+local function __rp_ix(o, k)
+	local t = type(o)
+	if t == 'string' then return __rp_S[k] end
+	if t ~= 'table' and t ~= 'userdata' then err0('attempt to index a ' .. t .. ' value', 2) end
+	local v = o[k]
+	if type(v) == 'function' and __rp_real[v] then return __rp_real[v] end
+	return v
+end
+local function __rp_mc(o, k, ...)
+	local t, f = type(o), nil
+	if t == 'string' then f = __rp_S[k]
+	elseif t == 'table' or t == 'userdata' then
+		f = o[k]
+		if type(f) == 'function' and __rp_real[f] then f = __rp_real[f] end
+	else err0('attempt to index a ' .. t .. ' value', 2) end
+	local tf = type(f)
+	if tf ~= 'function' and tf ~= 'table' and tf ~= 'userdata' then err0("attempt to call method '" .. k .. "' (a " .. tf .. ' value)', 2) end
+	return f(o, ...)
 end
 local function __rp_noload() __rp_no('script called loadstring or load, which scripts by vote may not') end
 local function __rp_nofenv() __rp_no('script called getfenv or setfenv, which scripts by vote may not') end
@@ -232,15 +298,16 @@ for i = 1, #KEYS do __rp_K[i] = KEYS[i] end
 for i = 1, #ARGV do __rp_A[i] = ARGV[i] end
 __rp_G.redis, __rp_G.KEYS, __rp_G.ARGV, __rp_G.string, __rp_G.table = __rp_base, __rp_K, __rp_A, __rp_S, __rp_T
 __rp_G.unpack, __rp_G._G, __rp_G.loadstring, __rp_G.load = __rp_unpack, __rp_G, __rp_noload, __rp_noload
-__rp_G.getfenv, __rp_G.setfenv = __rp_nofenv, __rp_nofenv
+__rp_G.getfenv, __rp_G.setfenv, __rp_G.getmetatable, __rp_G.collectgarbage = __rp_nofenv, __rp_nofenv, __rp_getmt, __rp_gc
 local __rp_g0 = _G
 setmt(__rp_G, {__index = function(_, k) return rawget(__rp_g0, k) end, __metatable = false})
-local __rp_env = {__rp_K, __rp_A, __rp_S, __rp_T, __rp_unpack, __rp_G, __rp_noload, __rp_noload, __rp_nofenv, __rp_nofenv}
+local __rp_env = {__rp_K, __rp_A, __rp_S, __rp_T, __rp_unpack, __rp_G, __rp_noload, __rp_noload, __rp_nofenv, __rp_nofenv,
+	__rp_getmt, __rp_gc, __rp_ix, __rp_mc, __rp_cat}
 `
 
 // enforceParams are the body's parameters after redis when it runs
 // enforced, in __rp_env's order: each shadows the global of its name.
-const enforceParams = "KEYS, ARGV, string, table, unpack, _G, loadstring, load, getfenv, setfenv, "
+const enforceParams = "KEYS, ARGV, string, table, unpack, _G, loadstring, load, getfenv, setfenv, getmetatable, collectgarbage, __rp_ix, __rp_mc, __rp_cat, "
 
 // enforcePrep takes the user's patterns off ARGV (EnforceArgs), after
 // the holds' (heldPrep), into __rp_pats; a script sent without them is

@@ -14,14 +14,15 @@ var testEnforcement = NewEnforcement(Enforcement{Commands: []ScriptCommand{
 }, MaxValue: 64, MaxString: 1024, WriteKeys: 3, WriteBytes: 1 << 10})
 
 // TestEnforcedSource: an enforced wrapper keeps the body on its first
-// line (after a shebang) untouched, gives the body its shadows as
+// line (after a shebang), printed again (enforce_body.go: its strings
+// escaped, so that no placeholder is replaced in it), gives the body its shadows as
 // parameters, and takes the patterns off ARGV (EnforceArgs: the patterns,
 // then their count).
 func TestEnforcedSource(t *testing.T) {
 	s := NewScript("#!lua\nreturn '%[5]s @MAXV@'").Enforced(testEnforcement)
 	for _, w := range []*Script{s.Guarded(), s.Clamped(3*time.Second, 2*time.Second), s.GuardedHeld(), s.ClampedHeld(3*time.Second, 2*time.Second)} {
 		lines := strings.Split(w.Source(), "\n")
-		if lines[0] != "#!lua" || !strings.HasSuffix(lines[1], "function(redis, "+enforceParams+"...) return '%[5]s @MAXV@'") {
+		if lines[0] != "#!lua" || !strings.HasSuffix(lines[1], "function(redis, "+enforceParams+"...) "+`return "\37\915\93s \64MAXV\64"; `) {
 			t.Fatalf("enforced source starts %q", lines[:2])
 		}
 		if !strings.Contains(w.Source(), enforcePrep) || !s.IsEnforced() {

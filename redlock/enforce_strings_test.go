@@ -1,0 +1,139 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// realEnforced runs scripts by vote, enforced with testEnforcement, on
+// one throwaway redis-server (skipped under -short).
+func realEnforced(t *testing.T) func(src string, argv ...string) (any, error) {
+	t.Helper()
+	addr := startRedis(t)
+	n, err := DialNode(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	r := New([]Node{n}, Options{NodeTimeout: testTimeout, Logger: testLogger(t)})
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return func(src string, argv ...string) (any, error) {
+		s := NewScript(src).ForVote(Shape{}, []string{""}).Enforced(testEnforcement)
+		return r.Vote(context.Background(), s, []string{"t:1"}, append(argv, EnforceArgs([]string{"t:1", "t:1:*"})...))
+	}
+}
+
+// TestEnforcedStringAliases: on a real Redis 7, every way a script body
+// reaches the string library, or builds a string, is bounded at run
+// time (testEnforcement: 1024 bytes), whatever alias it takes: a
+// string's methods picked by a computed key or kept in a local,
+// getmetatable(""), a table whose __index is a string, string.format
+// with many arguments, '..' doubling, gfind's pattern; collectgarbage
+// cannot stop the collector.
+func TestEnforcedStringAliases(t *testing.T) {
+	run := realEnforced(t)
+	for _, tc := range []struct {
+		src  string
+		argv []string
+		want string
+	}{
+		{"local f = ('x')[ARGV[1]] return #f('x', 4096)", []string{"rep"}, "string.rep"},
+		{"local v = 'x' local f = v[ARGV[1]] return #f(v, 4096)", []string{"rep"}, "string.rep"},
+		{"local s = getmetatable('').__index return #s.rep('x', 4096)", nil, "string.rep"},
+		{"local s = rawget(getmetatable('x'), '__index') return #s.rep('x', 4096)", nil, "string.rep"},
+		{"local mt = getmetatable('') local f = mt.__index[ARGV[1]] return #f('x', 4096)", []string{"rep"}, "string.rep"},
+		{"local t = setmetatable({}, {__index = 'x'}) return #t.rep('x', 4096)", nil, "string.rep"},
+		{"local a = string.rep('y', 300) local t = setmetatable({}, {__index = 'x'}) local f = t[ARGV[1]] return #f('%s%s%s%s', a, a, a, a)", []string{"format"}, "string.format"},
+		{"local s = 'x' for i = 1, 12 do s = s .. s end return #s", nil, ".."},
+		{"local s = 'x' for i = 1, 12 do s = s .. s .. '' end return #s", nil, ".."},
+		{"local t = {} for i = 1, 100 do t[i] = string.rep('y', 100) end return #string.format(string.rep('%s', 100), unpack(t))", nil, "string.format"},
+		{"local a = string.rep('y', 900) return #('%s%s'):format(a, a)", nil, "string.format"},
+		{"local a = string.rep('y', 400) return #string.format('%q', a .. string.rep('\\0', 200))", nil, "string.format"},
+		{"local s = string.rep('a', 90) for m in string.gfind(s, 'a*a*a*c') do end return 1", nil, "backtrack"},
+		{"local s = string.rep('a', 90) return ('x')[ARGV[1]](s, 'a*a*a*c')", []string{"find"}, "backtrack"},
+		{"collectgarbage('stop') return 1", nil, "collectgarbage"},
+	} {
+		v, err := run(tc.src, tc.argv...)
+		if re, ok := v.(RedisError); err != nil || !ok || !strings.Contains(string(re), tc.want) {
+			t.Errorf("%s = %v, %v; want an error naming %q", tc.src, v, err, tc.want)
+		}
+	}
+}
+
+// TestEnforcedBodySameResults: on a real Redis 7, a body printed for the
+// run-time check (enforce_body.go) answers what the body as written
+// answers, and a run-time error names the line the client wrote.
+func TestEnforcedBodySameResults(t *testing.T) {
+	addr := startRedis(t)
+	n, err := DialNode(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	r := New([]Node{n}, Options{NodeTimeout: testTimeout, Logger: testLogger(t)})
+	defer r.Close(context.Background())
+	ctx := context.Background()
+	for _, src := range []string{
+		"local function fact(n) if n <= 1 then return 1 end return n * fact(n - 1) end return fact(10)",
+		"local fact = 7 local fact = function(n) return fact end return fact(1)",
+		"local function f(...) return select('#', ...), ... end local a, b, c = f(1, nil, 3) return {a, b, c}",
+		"local function f() return 1, 2, 3 end return {f(), f()}",
+		"local function f() return 1, 2, 3 end return {(f())}",
+		"local t = {n = 1} function t.inc(x) t.n = t.n + x end function t:add(x) self.n = self.n + x end t.inc(2) t:add(3) return t.n",
+		"local s = 'abc' return s:upper() .. s:rep(2) .. ('%d-%s'):format(5, 'x') .. s:sub(2) .. #s",
+		"local s = 'a,b,,c' local out = {} for w in s:gmatch('[^,]+') do out[#out + 1] = w end return table.concat(out, '|')",
+		`return (string.gsub('hello world', '(%w+)', function(w) return w:upper() end))`,
+		"return {string.find('hello', 'l+')}",
+		"local x = - -1 local y = 2 ^ 3 ^ 2 local z = -2 ^ 2 return {x, y, z, 7 % 3, 1 .. 2, 10 / 4 .. ''}",
+		"local i, acc = 0, {} repeat local j = i i = i + 1 acc[#acc + 1] = j until j >= 3 return acc",
+		"local acc = {} for i = 10, 1, -3 do acc[#acc + 1] = i end for k, v in ipairs({'a', 'b'}) do acc[#acc + 1] = k .. v end return acc",
+		"local v = 5 if v < 3 then return 'a' elseif v < 6 then return 'b' else return 'c' end",
+		"local t = {a = {b = {}}} t.a.b.c = 'deep' t['a'].b['d'] = 'er' return t.a.b.c .. t.a.b.d",
+		"local s = [[long\nstring\x00with]] .. \"\\n\\\"esc\\\"\" return s",
+		"local t = setmetatable({}, {__index = function(_, k) return k .. '!' end, __concat = function(a, b) return 'cat' end}) return t.x .. (t .. 'y') .. t[ARGV[1]]",
+		"return redis.call('SET', KEYS[1], 'v') and redis.call('GET', KEYS[1]) .. KEYS[1]:len()",
+		"return not nil == true and 1 or 2",
+		"local a = {}\nlocal b = nil\nreturn a.x.y",
+		"local a = 1\n\nlocal b = nil .. 'x'\nreturn b",
+		"local a = 1\nreturn\n  ('x'):bad()",
+		"local t = {}\nt[1] = 'a'\nreturn #t, t[1]",
+	} {
+		s := NewScript(src).ForVote(Shape{}, []string{""})
+		want, werr := n.Client().Eval(ctx, src, []string{"t:1"}, "k").Result()
+		got, gerr := r.Vote(ctx, s.Enforced(testEnforcement), []string{"t:1"}, append([]string{"k"}, EnforceArgs([]string{"t:1"})...))
+		if re, ok := got.(RedisError); ok {
+			got, gerr = nil, re
+		}
+		if werr != nil || gerr != nil {
+			// An error names the same line; its text may differ.
+			line := func(e error) string {
+				if e == nil {
+					return "<no error>"
+				}
+				i := strings.Index(e.Error(), "user_script:")
+				if i < 0 {
+					return e.Error()
+				}
+				return strings.SplitN(e.Error()[i:], ":", 3)[1]
+			}
+			if line(werr) != line(gerr) {
+				t.Errorf("%q: error %v as written, %v enforced", src, werr, gerr)
+			}
+			continue
+		}
+		if fmt.Sprint(want) != fmt.Sprint(got) {
+			t.Errorf("%q = %v as written, %v enforced", src, want, got)
+		}
+	}
+}
+
+func TestEnforcedBodyRefused(t *testing.T) {
+	if _, err := enforcedBody("goto x ::x::"); err == nil {
+		t.Fatal("goto printed")
+	}
+	if got := enforcedBodyOrError("return (1"); !strings.Contains(got, "cannot run this script") {
+		t.Fatalf("a body that does not parse: %s", got)
+	}
+}
