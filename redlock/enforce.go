@@ -84,6 +84,19 @@ type Enforcement struct {
 	lua        string // the shadow, made once by NewEnforcement
 }
 
+// GrowsValue reports whether the wrapper bounds what the command name
+// (upper case) may grow a value to, beyond its arguments' own sizes
+// (__rp_check: SETRANGE and SETBIT by their offset, APPEND by the value's
+// length, BITFIELD by its offsets). A caller that has checked a command's
+// keys and arguments itself needs the wrapper only for these.
+func GrowsValue(name string) bool {
+	switch name {
+	case "SETRANGE", "SETBIT", "APPEND", "BITFIELD":
+		return true
+	}
+	return false
+}
+
 // patternCost bounds a Lua pattern's backtracking: the subject's length
 // to the power of its unbounded quantifiers (one more when it is not
 // anchored), times two per optional item.
