@@ -27,7 +27,9 @@ import (
 //   - its text printed again (enforce_body.go), so that '..' and a
 //     string's methods, reached by any alias, go through the same bounds;
 //     a getmetatable that answers a string's metatable with the bounded
-//     library, a collectgarbage that cannot stop the collector;
+//     library, a collectgarbage that cannot stop the collector; cjson and
+//     cmsgpack whose encoders walk their input first, and whose shared
+//     settings cannot be changed;
 //   - a _G that is a copy holding these, and no loadstring or load (code
 //     they compile would see the real globals).
 //
@@ -134,7 +136,8 @@ func EnforceArgs(patterns []string) []string {
 }
 
 // luaQuote is s as a Lua string literal, every byte that is not a letter,
-// digit or one of " _-:*" written as a decimal escape.
+// digit or one of " _-:*" written as a decimal escape of three digits (a
+// shorter one would take a digit after it in: "\91" then "1" is "\911").
 func luaQuote(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
@@ -144,7 +147,7 @@ func luaQuote(s string) string {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.IndexByte(" _-:*", c) >= 0:
 			b.WriteByte(c)
 		default:
-			b.WriteString("\\" + strconv.Itoa(int(c)))
+			b.WriteString("\\" + strconv.Itoa(int(c)/100) + strconv.Itoa(int(c)/10%10) + strconv.Itoa(int(c)%10))
 		}
 	}
 	b.WriteByte('"')

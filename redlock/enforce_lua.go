@@ -249,6 +249,49 @@ local function __rp_unpack(t, i, j)
 	if b and b - a >= 8000 then __rp_no('script asked unpack for more than 8000 values') end
 	return unpack0(t, i, j)
 end
+local function __rp_encodes(...)
+	local st, n, tot = {...}, select('#', ...), 0
+	while n > 0 do
+		local v = st[n]
+		st[n], n = nil, n - 1
+		if type(v) == 'string' then tot = tot + 6 * #v + 3
+		elseif type(v) == 'table' then
+			tot = tot + 2
+			for k, x in next, v do
+				st[n + 1], st[n + 2], n, tot = k, x, n + 2, tot + 2
+				if tot > @MAXS@ then return false end
+			end
+		else tot = tot + 32 end
+		if tot > @MAXS@ then return false end
+	end
+	return true
+end
+local __rp_CJ, __rp_MP, __rp_cj0, __rp_mp0 = nil, nil, rawget(_G, 'cjson'), rawget(_G, 'cmsgpack')
+if type(__rp_cj0) == 'table' then
+	local enc, dec = __rp_cj0.encode, __rp_cj0.decode
+	__rp_CJ = {encode = function(v)
+		if not __rp_encodes(v) then __rp_no('script asked cjson.encode for more than @MAXS@ bytes') end
+		__rp_heap()
+		return enc(v)
+	end, decode = dec}
+	for _, k in ipairs({'decode_invalid_numbers', 'decode_max_depth', 'encode_invalid_numbers', 'encode_keep_buffer', 'encode_max_depth', 'encode_number_precision', 'encode_sparse_array'}) do
+		local f = __rp_cj0[k]
+		if f then __rp_CJ[k] = function(...)
+			if select('#', ...) > 0 then __rp_no("script tried to change cjson's settings, which every later script shares") end
+			return f()
+		end end
+	end
+	__rp_CJ.new = function() return __rp_CJ end
+	setmt(__rp_CJ, {__index = __rp_cj0, __metatable = false})
+end
+if type(__rp_mp0) == 'table' then
+	local pack = __rp_mp0.pack
+	__rp_MP = setmt({pack = function(...)
+		if not __rp_encodes(...) then __rp_no('script asked cmsgpack.pack for more than @MAXS@ bytes') end
+		__rp_heap()
+		return pack(...)
+	end}, {__index = __rp_mp0, __metatable = false})
+end
 local function __rp_cat(a, b)
 	local la, lb = __rp_len(a), __rp_len(b)
 	if la and lb then
@@ -268,8 +311,14 @@ local function __rp_gc(o, ...)
 	if o == nil or o == 'collect' or o == 'count' or o == 'step' then return gcol(o, ...) end
 	__rp_no('script called collectgarbage with an option other than collect, count or step')
 end
-local __rp_real = {[srep] = __rp_S.rep, [sformat] = __rp_S.format, [sgsub] = __rp_S.gsub, [sfind] = __rp_S.find, [smatch] = __rp_S.match,
-	[sgmatch] = __rp_S.gmatch, [sgfind] = __rp_S.gfind, [tconcat] = __rp_T.concat, [unpack0] = __rp_unpack, [getmt] = __rp_getmt, [gcol] = __rp_gc}
+local __rp_real = {}
+do
+	local real = {srep, __rp_S.rep, sformat, __rp_S.format, sgsub, __rp_S.gsub, sfind, __rp_S.find, smatch, __rp_S.match, sgmatch, __rp_S.gmatch,
+		sgfind or false, __rp_S.gfind, tconcat, __rp_T.concat, unpack0, __rp_unpack, getmt, __rp_getmt, gcol, __rp_gc}
+	if __rp_CJ then real[#real + 1], real[#real + 2], real[#real + 3], real[#real + 4] = __rp_cj0.encode or false, __rp_CJ.encode, __rp_cj0.new or false, __rp_CJ.new end
+	if __rp_MP then real[#real + 1], real[#real + 2] = __rp_mp0.pack or false, __rp_MP.pack end
+	for i = 1, #real, 2 do if real[i] then __rp_real[real[i]] = real[i + 1] end end
+end
 local function __rp_ix(o, k)
 	local t = type(o)
 	if t == 'string' then return __rp_S[k] end
@@ -299,15 +348,16 @@ for i = 1, #ARGV do __rp_A[i] = ARGV[i] end
 __rp_G.redis, __rp_G.KEYS, __rp_G.ARGV, __rp_G.string, __rp_G.table = __rp_base, __rp_K, __rp_A, __rp_S, __rp_T
 __rp_G.unpack, __rp_G._G, __rp_G.loadstring, __rp_G.load = __rp_unpack, __rp_G, __rp_noload, __rp_noload
 __rp_G.getfenv, __rp_G.setfenv, __rp_G.getmetatable, __rp_G.collectgarbage = __rp_nofenv, __rp_nofenv, __rp_getmt, __rp_gc
+__rp_G.cjson, __rp_G.cmsgpack = __rp_CJ, __rp_MP
 local __rp_g0 = _G
 setmt(__rp_G, {__index = function(_, k) return rawget(__rp_g0, k) end, __metatable = false})
 local __rp_env = {__rp_K, __rp_A, __rp_S, __rp_T, __rp_unpack, __rp_G, __rp_noload, __rp_noload, __rp_nofenv, __rp_nofenv,
-	__rp_getmt, __rp_gc, __rp_ix, __rp_mc, __rp_cat}
+	__rp_getmt, __rp_gc, __rp_CJ, __rp_MP, __rp_ix, __rp_mc, __rp_cat}
 `
 
 // enforceParams are the body's parameters after redis when it runs
 // enforced, in __rp_env's order: each shadows the global of its name.
-const enforceParams = "KEYS, ARGV, string, table, unpack, _G, loadstring, load, getfenv, setfenv, getmetatable, collectgarbage, __rp_ix, __rp_mc, __rp_cat, "
+const enforceParams = "KEYS, ARGV, string, table, unpack, _G, loadstring, load, getfenv, setfenv, getmetatable, collectgarbage, cjson, cmsgpack, __rp_ix, __rp_mc, __rp_cat, "
 
 // enforcePrep takes the user's patterns off ARGV (EnforceArgs), after
 // the holds' (heldPrep), into __rp_pats; a script sent without them is

@@ -33,8 +33,10 @@ func realEnforced(t *testing.T) func(src string, argv ...string) (any, error) {
 // time (testEnforcement: 1024 bytes), whatever alias it takes: a
 // string's methods picked by a computed key or kept in a local,
 // getmetatable(""), a table whose __index is a string, string.format
-// with many arguments, '..' doubling, gfind's pattern; collectgarbage
-// cannot stop the collector.
+// with many arguments, '..' doubling, gfind's pattern, cjson.encode and
+// cmsgpack.pack of a table that holds one subtable many times;
+// collectgarbage cannot stop the collector, nor a script change cjson's
+// settings, which every later script shares.
 func TestEnforcedStringAliases(t *testing.T) {
 	run := realEnforced(t)
 	for _, tc := range []struct {
@@ -57,6 +59,10 @@ func TestEnforcedStringAliases(t *testing.T) {
 		{"local s = string.rep('a', 90) for m in string.gfind(s, 'a*a*a*c') do end return 1", nil, "backtrack"},
 		{"local s = string.rep('a', 90) return ('x')[ARGV[1]](s, 'a*a*a*c')", []string{"find"}, "backtrack"},
 		{"collectgarbage('stop') return 1", nil, "collectgarbage"},
+		{"local t = {'xxxxxxxx'} for i = 1, 12 do t = {t, t} end return #cjson.encode(t)", nil, "cjson.encode"},
+		{"local t = {'xxxxxxxx'} for i = 1, 12 do t = {t, t} end return #_G['cj' .. 'son'].new().encode(t)", nil, "cjson.encode"},
+		{"local t = {'xxxxxxxx'} for i = 1, 12 do t = {t, t} end return #cmsgpack.pack(t, t)", nil, "cmsgpack.pack"},
+		{"cjson.encode_number_precision(1) return 1", nil, "cjson's settings"},
 	} {
 		v, err := run(tc.src, tc.argv...)
 		if re, ok := v.(RedisError); err != nil || !ok || !strings.Contains(string(re), tc.want) {
@@ -98,6 +104,8 @@ func TestEnforcedBodySameResults(t *testing.T) {
 		"local t = setmetatable({}, {__index = function(_, k) return k .. '!' end, __concat = function(a, b) return 'cat' end}) return t.x .. (t .. 'y') .. t[ARGV[1]]",
 		"return redis.call('SET', KEYS[1], 'v') and redis.call('GET', KEYS[1]) .. KEYS[1]:len()",
 		"return not nil == true and 1 or 2",
+		"return cjson.encode({a = {1, 2}}) .. cjson.decode('[1,2]')[2] .. cjson.encode_max_depth() .. #cjson.new().encode({'x'})",
+		"local t = cmsgpack.unpack(cmsgpack.pack({1, 'two'})) return t[2]",
 		"local a = {}\nlocal b = nil\nreturn a.x.y",
 		"local a = 1\n\nlocal b = nil .. 'x'\nreturn b",
 		"local a = 1\nreturn\n  ('x'):bad()",
