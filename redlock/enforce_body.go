@@ -291,7 +291,7 @@ func (p *bodyPrinter) expr(ex ast.Expr) {
 	case *ast.FalseExpr:
 		p.w("false")
 	case *ast.NumberExpr:
-		p.w(e.Value)
+		p.w(number(e.Value))
 	case *ast.StringExpr:
 		p.w(luaQuote(e.Value))
 	case *ast.Comma3Expr:
@@ -387,6 +387,19 @@ func (p *bodyPrinter) expr(ex ast.Expr) {
 	default:
 		panic(bodyError(fmt.Sprintf("an expression of a kind it does not know (%T)", ex)))
 	}
+}
+
+// number is a number as the lexer read it, without its decimal leading
+// zeros (the lexer drops one of them: 000 reads 00; the value is the
+// same either way).
+func number(v string) string {
+	if strings.ContainsAny(v, "xX") {
+		return v
+	}
+	for len(v) > 1 && v[0] == '0' && v[1] >= '0' && v[1] <= '9' {
+		v = v[1:]
+	}
+	return v
 }
 
 // binary is (l op r): every operator parenthesised, so that no

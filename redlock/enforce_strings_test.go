@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/yuin/gopher-lua/parse"
 )
 
 // realEnforced runs scripts by vote, enforced with testEnforcement, on
@@ -201,4 +203,40 @@ func BenchmarkKeyedWrapper(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzEnforcedBody: a body that parses prints to one that parses, and
+// printing that again changes nothing.
+//
+//	go test -run '^$' -fuzz FuzzEnforcedBody -fuzztime 30s ./redlock
+func FuzzEnforcedBody(f *testing.F) {
+	for _, s := range []string{
+		"return redis.call('GET', KEYS[1]) .. ':' .. #ARGV",
+		"local function f(a, ...) return a and f(nil, ...) or {...} end return f(1, 2)",
+		"local t = {x = 1, [2] = 'b', 'c'; f()} t.x, t[1] = - -t.x, t:rep(2) return (t.y)",
+		"for i = 10, 1, -1 do if i % 2 == 0 then break elseif i > 3 then local s = ('x'):rep(i) end end",
+		"while true do repeat local x = 1 until x end end return not 1 == 2 ^ -3",
+		"function a.b.c:d(x) return self[x] end local s = [==[\nlong]==] return s:format(...)",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		if _, err := parse.Parse(strings.NewReader(src), "src"); err != nil {
+			return
+		}
+		out, err := enforcedBody(src)
+		if err != nil {
+			if strings.Contains(err.Error(), "goto") {
+				return
+			}
+			t.Fatalf("%q: %v", src, err)
+		}
+		again, err := enforcedBody(out)
+		if err != nil {
+			t.Fatalf("%q printed as %q, which does not parse: %v", src, out, err)
+		}
+		if again != out {
+			t.Fatalf("%q printed as %q, then as %q", src, out, again)
+		}
+	})
 }
