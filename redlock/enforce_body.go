@@ -29,8 +29,9 @@ import (
 // Every other index (a literal name of no such function, a number) and
 // every assignment stays as written. The printed body keeps each
 // statement and expression on its line, so that errors name the lines
-// the client wrote; operators are parenthesised, strings written with
-// decimal escapes, and each statement ends with ';'.
+// the client wrote; operators are parenthesised where Lua would group
+// them otherwise, strings written with decimal escapes, and each
+// statement ends with ';'.
 
 // boundedNames are the string functions an index by a literal name
 // reaches through __rp_ix (their real forms build or match in C).
@@ -175,6 +176,14 @@ func (p *bodyPrinter) stmt(st ast.Stmt) {
 		p.funcBody(s.Func)
 	case *ast.ReturnStmt:
 		p.w("return ")
+		if len(s.Exprs) == 1 && oneValueCall(s.Exprs[0]) {
+			// Not a tail call: an error the check raises names the
+			// caller's line, which a tail call would have left.
+			p.w("(")
+			p.expr(s.Exprs[0])
+			p.w(")")
+			break
+		}
 		p.exprs(s.Exprs)
 	case *ast.BreakStmt:
 		p.w("break")
@@ -268,6 +277,18 @@ func (p *bodyPrinter) prefix(e ast.Expr) {
 		p.expr(e)
 		p.w(")")
 	}
+}
+
+// oneValueCall reports whether e prints as a call of the check's that
+// answers one value (__rp_cat, __rp_ix).
+func oneValueCall(e ast.Expr) bool {
+	switch e := e.(type) {
+	case *ast.StringConcatOpExpr:
+		return true
+	case *ast.AttrGetExpr:
+		return boundedKey(e.Key)
+	}
+	return false
 }
 
 // boundedKey reports whether an index by key goes through __rp_ix.
@@ -364,23 +385,32 @@ func (p *bodyPrinter) expr(ex ast.Expr) {
 	case *ast.ArithmeticOpExpr:
 		p.binary(e.Lhs, e.Operator, e.Rhs)
 	case *ast.StringConcatOpExpr:
+		// One call for a chain a .. b .. c (right-associative: the
+		// chain runs down Rhs), as Lua concatenates it in one step: a
+		// call per operand would nest as deep as the chain is long.
 		p.w("__rp_cat(")
 		p.expr(e.Lhs)
-		p.w(", ")
-		p.expr(e.Rhs)
+		r := e.Rhs
+		for {
+			p.w(", ")
+			c, ok := r.(*ast.StringConcatOpExpr)
+			if !ok {
+				break
+			}
+			p.expr(c.Lhs)
+			r = c.Rhs
+		}
+		p.expr(r)
 		p.w(")")
 	case *ast.UnaryMinusOpExpr:
-		p.w("(-(")
-		p.expr(e.Expr)
-		p.w("))")
+		p.w("- ")
+		p.operand(e.Expr, precUnary, false)
 	case *ast.UnaryNotOpExpr:
-		p.w("(not ")
-		p.expr(e.Expr)
-		p.w(")")
+		p.w("not ")
+		p.operand(e.Expr, precUnary, false)
 	case *ast.UnaryLenOpExpr:
-		p.w("(#")
-		p.expr(e.Expr)
-		p.w(")")
+		p.w("#")
+		p.operand(e.Expr, precUnary, false)
 	case *ast.FunctionExpr:
 		p.w("function")
 		p.funcBody(e)
@@ -402,12 +432,62 @@ func number(v string) string {
 	return v
 }
 
-// binary is (l op r): every operator parenthesised, so that no
-// precedence is lost and no two minus signs meet (--, a comment).
+// Lua 5.1's operator precedences, lowest first ('..', 4, is printed as
+// a call); ^ is right-associative, the others left.
+const (
+	precOr    = 1
+	precAnd   = 2
+	precCmp   = 3
+	precAdd   = 5
+	precMul   = 6
+	precUnary = 7
+	precPow   = 8
+)
+
+var binaryPrec = map[string]int{"or": precOr, "and": precAnd, "<": precCmp, ">": precCmp, "<=": precCmp, ">=": precCmp,
+	"~=": precCmp, "==": precCmp, "+": precAdd, "-": precAdd, "*": precMul, "/": precMul, "%": precMul, "^": precPow}
+
+// prec is e's precedence as an operand: an operator's, or above every
+// operator's for what needs no parentheses.
+func prec(e ast.Expr) int {
+	switch e := e.(type) {
+	case *ast.LogicalOpExpr:
+		return binaryPrec[e.Operator]
+	case *ast.RelationalOpExpr:
+		return binaryPrec[e.Operator]
+	case *ast.ArithmeticOpExpr:
+		return binaryPrec[e.Operator]
+	case *ast.UnaryMinusOpExpr, *ast.UnaryNotOpExpr, *ast.UnaryLenOpExpr:
+		return precUnary
+	}
+	return precPow + 1
+}
+
+// binary is l op r, each operand parenthesised only where Lua would
+// group it otherwise: a chain a + b + c prints as written, not nested
+// (Lua's parser allows 200 levels of nesting, not of chain). Spaces
+// around op keep two minus signs from meeting (--, a comment).
 func (p *bodyPrinter) binary(l ast.Expr, op string, r ast.Expr) {
-	p.w("(")
-	p.expr(l)
+	pr := binaryPrec[op]
+	if pr == 0 {
+		panic(bodyError("an operator it does not know (" + op + ")"))
+	}
+	p.operand(l, pr, op == "^")
 	p.w(" ", op, " ")
-	p.expr(r)
-	p.w(")")
+	p.operand(r, pr, op != "^")
+}
+
+// operand prints e as an operand of an operator of precedence pr:
+// parenthesised when it binds less tightly, or as tightly on the side
+// that does not associate (tight: the right of a left-associative
+// operator, the left of ^).
+func (p *bodyPrinter) operand(e ast.Expr, pr int, tight bool) {
+	ep := prec(e)
+	if ep < pr || ep == pr && tight {
+		p.w("(")
+		p.expr(e)
+		p.w(")")
+		return
+	}
+	p.expr(e)
 }

@@ -292,7 +292,7 @@ if type(__rp_mp0) == 'table' then
 		return pack(...)
 	end}, {__index = __rp_mp0, __metatable = false})
 end
-local function __rp_cat(a, b)
+local function __rp_cat2(a, b)
 	local la, lb = __rp_len(a), __rp_len(b)
 	if la and lb then
 		if la + lb > @MAXS@ then __rp_no('script built a string of more than @MAXS@ bytes with ..') end
@@ -301,10 +301,32 @@ local function __rp_cat(a, b)
 		local ta, tb = type(a), type(b)
 		if ta ~= 'table' and ta ~= 'userdata' and tb ~= 'table' and tb ~= 'userdata' then
 			if la then ta = tb end
-			err0('attempt to concatenate a ' .. ta .. ' value', 2)
+			err0('attempt to concatenate a ' .. ta .. ' value', 3)
 		end
 	end
 	return a .. b
+end
+local function __rp_cat(a, b, ...)
+	local n = select('#', ...)
+	if n == 0 then
+		local r = __rp_cat2(a, b)
+		return r
+	end
+	local t, tot = {a, b, ...}, 0
+	n = n + 2
+	for i = 1, n do
+		local l = __rp_len(t[i])
+		if not l then tot = nil break end
+		tot = tot + l
+	end
+	if tot then
+		if tot > @MAXS@ then __rp_no('script built a string of more than @MAXS@ bytes with ..') end
+		__rp_heap()
+		return tconcat(t, '', 1, n)
+	end
+	local r = t[n]
+	for i = n - 1, 1, -1 do r = __rp_cat2(t[i], r) end
+	return r
 end
 local function __rp_getmt(o) if type(o) == 'string' then return {__index = __rp_S} end return getmt(o) end
 local function __rp_gc(o, ...)

@@ -112,6 +112,13 @@ func TestEnforcedBodySameResults(t *testing.T) {
 		"local a = 1\n\nlocal b = nil .. 'x'\nreturn b",
 		"local a = 1\nreturn\n  ('x'):bad()",
 		"local t = {}\nt[1] = 'a'\nreturn #t, t[1]",
+		// Long chains parse as Lua parses them, not nested a level an
+		// operator.
+		"local a = 1 return " + strings.Repeat("a + ", 300) + "a",
+		"local a = 'x' return #(" + strings.Repeat("a .. ", 150) + "a)",
+		"local a = {} return " + strings.Repeat("a and ", 150) + "1",
+		"local t = setmetatable({}, {__concat = function(x, y) return 'M' end}) return 'a' .. 1 .. t .. 'b' .. 'c'",
+		"local a = 'x'\nlocal b\nreturn a .. 'y' .. b .. 'z'",
 	} {
 		s := NewScript(src).ForVote(Shape{}, []string{""})
 		want, werr := n.Client().Eval(ctx, src, []string{"t:1"}, "k").Result()
