@@ -104,6 +104,12 @@ func GrowsValue(name string) bool {
 // anchored), times two per optional item.
 const patternCost = 1 << 26
 
+// sortValues is the most values table.sort orders in a script by vote
+// without a comparison function: all in C, where no time limit reaches
+// (3·10⁶ numbers took 2.2 s on Redis 7.0.15; 2^18, about 0.15 s). With
+// one, each comparison runs in Lua, where the time limit does.
+const sortValues = 1 << 18
+
 // defaultMaxHeap is Enforcement.MaxHeap's default.
 const defaultMaxHeap = 64 << 20
 
@@ -197,6 +203,7 @@ func enforceLua(e *Enforcement) string {
 		"@WKEYS@", strconv.Itoa(e.WriteKeys),
 		"@WBYTES@", strconv.Itoa(e.WriteBytes),
 		"@COST@", strconv.Itoa(patternCost),
+		"@SORTN@", strconv.Itoa(sortValues),
 		"@HEAPKB@", strconv.Itoa(cmp.Or(e.MaxHeap, defaultMaxHeap)>>10),
 		"@SEL0@", strconv.FormatBool(e.SelectZero),
 	)

@@ -243,6 +243,10 @@ __rp_T.concat = function(t, sep, i, j)
 	__rp_heap()
 	return tconcat(t, sep, i, j)
 end
+__rp_T.sort = function(t, f)
+	if f == nil and type(t) == 'table' and #t > @SORTN@ then __rp_no('script asked table.sort for more than @SORTN@ values without a comparison function') end
+	return tsort(t, f)
+end
 local function __rp_unpack(t, i, j)
 	local a, b = tonumber(i) or 1, tonumber(j)
 	if not b and type(t) == 'table' then b = #t end
@@ -336,7 +340,7 @@ end
 local __rp_real = {}
 do
 	local real = {srep, __rp_S.rep, sformat, __rp_S.format, sgsub, __rp_S.gsub, sfind, __rp_S.find, smatch, __rp_S.match, sgmatch, __rp_S.gmatch,
-		sgfind or false, __rp_S.gfind, tconcat, __rp_T.concat, unpack0, __rp_unpack, getmt, __rp_getmt, gcol, __rp_gc}
+		sgfind or false, __rp_S.gfind, tconcat, __rp_T.concat, tsort, __rp_T.sort, unpack0, __rp_unpack, getmt, __rp_getmt, gcol, __rp_gc}
 	if __rp_CJ then real[#real + 1], real[#real + 2], real[#real + 3], real[#real + 4] = __rp_cj0.encode or false, __rp_CJ.encode, __rp_cj0.new or false, __rp_CJ.new end
 	if __rp_MP then real[#real + 1], real[#real + 2] = __rp_mp0.pack or false, __rp_MP.pack end
 	for i = 1, #real, 2 do if real[i] then __rp_real[real[i]] = real[i + 1] end end

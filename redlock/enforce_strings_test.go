@@ -36,7 +36,8 @@ func realEnforced(t *testing.T) func(src string, argv ...string) (any, error) {
 // string's methods picked by a computed key or kept in a local,
 // getmetatable(""), a table whose __index is a string, string.format
 // with many arguments, '..' doubling, gfind's pattern, cjson.encode and
-// cmsgpack.pack of a table that holds one subtable many times;
+// cmsgpack.pack of a table that holds one subtable many times, table.sort
+// of 300,000 values (in C, unkillable);
 // collectgarbage cannot stop the collector, nor a script change cjson's
 // settings, which every later script shares.
 func TestEnforcedStringAliases(t *testing.T) {
@@ -65,6 +66,8 @@ func TestEnforcedStringAliases(t *testing.T) {
 		{"local t = {'xxxxxxxx'} for i = 1, 12 do t = {t, t} end return #_G['cj' .. 'son'].new().encode(t)", nil, "cjson.encode"},
 		{"local t = {'xxxxxxxx'} for i = 1, 12 do t = {t, t} end return #cmsgpack.pack(t, t)", nil, "cmsgpack.pack"},
 		{"cjson.encode_number_precision(1) return 1", nil, "cjson's settings"},
+		{"local t = {} for i = 1, 300000 do t[i] = -i end table.sort(t) return t[1]", nil, "table.sort"},
+		{"local t = {} for i = 1, 300000 do t[i] = -i end local s = _G['tab' .. 'le'] s[ARGV[1]](t) return t[1]", []string{"sort"}, "table.sort"},
 	} {
 		v, err := run(tc.src, tc.argv...)
 		if re, ok := v.(RedisError); err != nil || !ok || !strings.Contains(string(re), tc.want) {
