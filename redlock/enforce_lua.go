@@ -176,12 +176,13 @@ local function __rp_pat(s, p, anch)
 		__rp_no('script used a Lua pattern that may backtrack too long on a subject of ' .. ls .. ' bytes')
 	end
 end
-local __rp_S, __rp_T, __rp_m0 = {}, {}, gcol('count')
+local __rp_S, __rp_T, __rp_gci, __rp_m0 = {}, {}, rawget(_G, 'gcinfo'), nil
+if type(__rp_gci) == 'function' then __rp_m0 = __rp_gci() end
 if type(__rp_m0) ~= 'number' then __rp_m0 = nil end
 local function __rp_heap()
-	if __rp_m0 and gcol('count') - __rp_m0 > @HEAPKB@ then
+	if __rp_m0 and __rp_gci() - __rp_m0 > @HEAPKB@ then
 		gcol('collect')
-		if gcol('count') - __rp_m0 > @HEAPKB@ then __rp_no('script holds more than @HEAPKB@ KiB of strings and tables, the most a script by vote may') end
+		if __rp_gci() - __rp_m0 > @HEAPKB@ then __rp_no('script holds more than @HEAPKB@ KiB of strings and tables, the most a script by vote may') end
 	end
 end
 __rp_S.rep = function(s, n)

@@ -12,9 +12,9 @@ import (
 	"github.com/yuin/gopher-lua/parse"
 )
 
-// realEnforced runs scripts by vote, enforced with testEnforcement, on
-// one throwaway redis-server (skipped under -short).
-func realEnforced(t *testing.T) func(src string, argv ...string) (any, error) {
+// realEnforced runs scripts by vote, enforced with e, on one throwaway
+// redis-server (skipped under -short).
+func realEnforced(t *testing.T, e *Enforcement) func(src string, argv ...string) (any, error) {
 	t.Helper()
 	addr := startRedis(t)
 	n, err := DialNode(addr)
@@ -25,7 +25,7 @@ func realEnforced(t *testing.T) func(src string, argv ...string) (any, error) {
 	r := New([]Node{n}, Options{NodeTimeout: testTimeout, Logger: testLogger(t)})
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	return func(src string, argv ...string) (any, error) {
-		s := NewScript(src).ForVote(Shape{}, []string{""}).Enforced(testEnforcement)
+		s := NewScript(src).ForVote(Shape{}, []string{""}).Enforced(e)
 		return r.Vote(context.Background(), s, []string{"t:1"}, append(argv, EnforceArgs([]string{"t:1", "t:1:*"})...))
 	}
 }
@@ -41,7 +41,7 @@ func realEnforced(t *testing.T) func(src string, argv ...string) (any, error) {
 // collectgarbage cannot stop the collector, nor a script change cjson's
 // settings, which every later script shares.
 func TestEnforcedStringAliases(t *testing.T) {
-	run := realEnforced(t)
+	run := realEnforced(t, testEnforcement)
 	for _, tc := range []struct {
 		src  string
 		argv []string
@@ -73,6 +73,23 @@ func TestEnforcedStringAliases(t *testing.T) {
 		if re, ok := v.(RedisError); err != nil || !ok || !strings.Contains(string(re), tc.want) {
 			t.Errorf("%s = %v, %v; want an error naming %q", tc.src, v, err, tc.want)
 		}
+	}
+}
+
+// TestEnforcedHeap: on a real Redis 7, a run that keeps strings past the
+// heap bound (8 MiB here) is refused, though each string is within the
+// string bound; one that builds as much and lets it go is not.
+func TestEnforcedHeap(t *testing.T) {
+	e := *testEnforcement
+	e.MaxString, e.MaxHeap = 1<<20, 8<<20
+	run := realEnforced(t, NewEnforcement(e))
+	keep := "local t, s = {}, string.rep('x', 600000) for i = 1, 30 do t[i] = s .. i end return #t"
+	if v, err := run(keep); err != nil || !strings.Contains(toString(v), "KiB of strings and tables") {
+		t.Fatalf("keeping 30 strings of 600 kB = %v, %v; want refused past the heap bound", v, err)
+	}
+	drop := "local n, s = 0, string.rep('x', 600000) for i = 1, 30 do n = n + #(s .. i) end return n"
+	if v, err := run(drop); err != nil || v != int64(30*600001+21) {
+		t.Fatalf("building and dropping 30 strings of 600 kB = %v, %v; want them counted", v, err)
 	}
 }
 
