@@ -55,14 +55,16 @@ func (w *rateWindow) allow(now time.Time, limit int) bool {
 }
 
 // analyse returns s's analysis, made now within the bounds above when no
-// one made it yet. c may be nil (no rate then).
-func (d *Dispatcher) analyse(ctx context.Context, c *Client, s *script) (*lua.Analysis, Reply) {
+// one made it yet, and the cache's entry for s (scriptCache.lookup): a
+// new text is kept once analysed, unless it does not compile; one the
+// bounds refuse is not. c may be nil (no rate then).
+func (d *Dispatcher) analyse(ctx context.Context, c *Client, s *script) (*script, *lua.Analysis, Reply) {
 	if s.analysed.Load() {
-		return s.a, nil
+		return d.keepValid(s), s.a, nil
 	}
 	if c != nil && !c.newScripts.allow(d.now(), newScriptsPerSecond) {
 		d.refusedNew.Add(1)
-		return nil, Errorf(errTooManyNewScripts, newScriptsPerSecond)
+		return s, nil, Errorf(errTooManyNewScripts, newScriptsPerSecond)
 	}
 	if d.analyses != nil {
 		timer := time.NewTimer(analysisWait)
@@ -72,13 +74,23 @@ func (d *Dispatcher) analyse(ctx context.Context, c *Client, s *script) (*lua.An
 			defer func() { <-d.analyses }()
 		case <-timer.C:
 			d.refusedBusy.Add(1)
-			return nil, Errorf(errAnalysesBusy, maxAnalyses)
+			return s, nil, Errorf(errAnalysesBusy, maxAnalyses)
 		case <-ctx.Done():
 			d.refusedBusy.Add(1)
-			return nil, Errorf(errAnalysesBusy, maxAnalyses)
+			return s, nil, Errorf(errAnalysesBusy, maxAnalyses)
 		}
 	}
-	return s.analysis(), nil
+	a := s.analysis()
+	return d.keepValid(s), a, nil
+}
+
+// keepValid keeps analysed s in the cache unless it does not compile (as
+// Redis keeps no such text), and returns the cache's entry for it.
+func (d *Dispatcher) keepValid(s *script) *script {
+	if s.a.Invalid {
+		return s
+	}
+	return d.scripts.keep(s)
 }
 
 // Refusals counts the new scripts refused by the bounds above since New,

@@ -77,3 +77,68 @@ func TestAnalysesBounded(t *testing.T) {
 		t.Fatalf("the new script once a turn is free = %q", got)
 	}
 }
+
+// TestRefusedScriptsNotCached: a text the new-script bounds refuse (the
+// rate, every analysis turn taken) or that does not compile is not
+// remembered: SCRIPT EXISTS answers 0 and EVALSHA NOSCRIPT, and the
+// refused texts evict nothing from the cache.
+func TestRefusedScriptsNotCached(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	now := time.Now()
+	d.now = func() time.Time { return now }
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	src := func(i int) string { return fmt.Sprintf("return redis.call('get', KEYS[1]) -- %d", i) }
+	exists := func(s string) string { return do(d, c, "SCRIPT", "EXISTS", hashScript([]byte(s))) }
+	for i := range newScriptsPerSecond {
+		if got := do(d, c, "SCRIPT", "LOAD", src(i)); !strings.Contains(got, hashScript([]byte(src(i)))) {
+			t.Fatalf("SCRIPT LOAD %d = %q", i, got)
+		}
+	}
+	n := len(d.scripts.bySHA)
+	for i := 100; i < 110; i++ {
+		if got := do(d, c, "SCRIPT", "LOAD", src(i)); !strings.Contains(got, "too many new scripts") {
+			t.Fatalf("SCRIPT LOAD past the rate = %q, want refused", got)
+		}
+	}
+	if got := do(d, c, "EVAL", src(110), "1", "k"); !strings.Contains(got, "too many new scripts") {
+		t.Fatalf("EVAL past the rate = %q, want refused", got)
+	}
+	for _, s := range []string{src(100), src(110)} {
+		if got := exists(s); got != "*1\r\n:0\r\n" {
+			t.Fatalf("SCRIPT EXISTS of a refused text = %q, want 0", got)
+		}
+	}
+	if got := do(d, c, "EVALSHA", hashScript([]byte(src(100))), "1", "k"); !strings.Contains(got, "NOSCRIPT") {
+		t.Fatalf("EVALSHA of a refused text = %q, want NOSCRIPT", got)
+	}
+	if got := len(d.scripts.bySHA); got != n {
+		t.Fatalf("the cache holds %d scripts after refusals, want %d", got, n)
+	}
+	now = now.Add(time.Second)
+	for range maxAnalyses {
+		d.analyses <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if got := string(AppendReply(nil, d.Do(ctx, c, args("SCRIPT", "LOAD", src(120))), 2)); !strings.Contains(got, "busy analysing") {
+		t.Fatalf("SCRIPT LOAD with every turn taken = %q, want refused", got)
+	}
+	for range maxAnalyses {
+		<-d.analyses
+	}
+	if got := exists(src(120)); got != "*1\r\n:0\r\n" {
+		t.Fatalf("SCRIPT EXISTS of a text refused as busy = %q, want 0", got)
+	}
+	if got := do(d, c, "SCRIPT", "LOAD", "return ("); !strings.Contains(got, "Error compiling") {
+		t.Fatalf("SCRIPT LOAD of a text that does not compile = %q", got)
+	}
+	if got := exists("return ("); got != "*1\r\n:0\r\n" {
+		t.Fatalf("SCRIPT EXISTS of a text that does not compile = %q, want 0", got)
+	}
+	if got := do(d, c, "SCRIPT", "LOAD", src(120)); !strings.Contains(got, hashScript([]byte(src(120)))) {
+		t.Fatalf("SCRIPT LOAD once a turn is free = %q", got)
+	}
+	if got := exists(src(120)); got != "*1\r\n:1\r\n" {
+		t.Fatalf("SCRIPT EXISTS of a loaded text = %q, want 1", got)
+	}
+}

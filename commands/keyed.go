@@ -173,12 +173,11 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		}
 		argv = append(argv, e)
 	}
-	// Run as a script by vote, the command is checked where it runs as a
-	// script's calls are (redlock.Enforced): the user's key patterns, and
-	// the values it may grow (SETRANGE, SETBIT, APPEND, BITFIELD) within
-	// max_value_bytes.
-	argv = append(argv, enforceArgs(c)...)
-	script := d.scripts.enforced(k.script)
+	script := k.script
+	if d.checkedAtRun(k, keys, args) {
+		argv = append(argv, enforceArgs(c)...)
+		script = d.scripts.enforced(k.script)
+	}
 	var v any
 	var err error
 	switch {
@@ -205,6 +204,35 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		}
 	}
 	return r
+}
+
+// checkedAtRun reports whether k's call, args, runs in the wrapper that
+// checks it as it runs (redlock.Enforced), as a script's calls are. Its
+// keys were checked here as the wrapper would check them (every key
+// position of the same table: the reserved prefix in keyed, the user's
+// patterns in permit) and every other argument within max_value_bytes,
+// and a fixed script has no client code: what only the wrapper can check
+// is what a command may grow a value to past its arguments (SETRANGE,
+// SETBIT, APPEND, BITFIELD: redlock.GrowsValue), and the write budget of
+// one run (scriptWriteKeys, scriptWriteBytes), which a call that could
+// pass it is left to. The others run without it: a plain call, not a
+// wrapper that copies KEYS and ARGV and makes its closures on each run
+// (about half the time of a call on the backend: docs/benchmarks.md).
+func (d *Dispatcher) checkedAtRun(k *keyed, keys []string, args [][]byte) bool {
+	if d.scripts.enforce == nil {
+		return false
+	}
+	if redlock.GrowsValue(k.cmd.Name) {
+		return true
+	}
+	if !k.cmd.Writes {
+		return false
+	}
+	n := 0
+	for _, a := range args[1:] {
+		n += len(a)
+	}
+	return len(keys) > scriptWriteKeys || n > scriptWriteBytes
 }
 
 // refusal answers a command the table has no row for: the reason it

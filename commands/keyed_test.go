@@ -168,3 +168,55 @@ func TestKeyedTooManyArgs(t *testing.T) {
 		t.Fatalf("SADD with %d arguments = %.120q", len(args)-1, r)
 	}
 }
+
+// TestKeyedCheckedAtRun: a keyed command sent directly runs in the
+// run-time check only when it may grow a value past its arguments
+// (SETRANGE, SETBIT, APPEND, BITFIELD) or pass one run's write budget;
+// the others run as a plain call, their keys and values checked here. A
+// PFMERGE of more keys than the budget is still refused by the check.
+func TestKeyedCheckedAtRun(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	row := func(name string) *keyed {
+		for _, kc := range lua.KeyCommands() {
+			if kc.Name == name {
+				return &keyed{cmd: kc}
+			}
+		}
+		t.Fatalf("no keyed command %s", name)
+		return nil
+	}
+	manyKeys := []string{"PFMERGE"}
+	for i := range scriptWriteKeys + 1 {
+		manyKeys = append(manyKeys, "k"+strconv.Itoa(i))
+	}
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"SADD", "s", "m"}, false},
+		{[]string{"SMEMBERS", "s"}, false},
+		{[]string{"MSET", "a", "1", "b", "2"}, false},
+		{[]string{"SETRANGE", "s", "10", "x"}, true},
+		{[]string{"SETBIT", "s", "10", "1"}, true},
+		{[]string{"APPEND", "s", "x"}, true},
+		{[]string{"BITFIELD", "s", "SET", "u8", "0", "1"}, true},
+		{manyKeys, true},
+		{append([]string{"EXISTS"}, manyKeys[1:]...), false},
+	} {
+		k, a := row(tc.args[0]), args(tc.args...)
+		keys := make([]string, 0)
+		for _, key := range k.cmd.Keys(a) {
+			keys = append(keys, string(key))
+		}
+		if got := d.checkedAtRun(k, keys, a); got != tc.want {
+			t.Errorf("checkedAtRun(%.40q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+	if r := do(d, c, manyKeys...); !strings.Contains(r, "wrote more than 1000 keys") {
+		t.Fatalf("PFMERGE of %d keys = %.160q, want refused by the write budget", len(manyKeys)-1, r)
+	}
+	if r := do(d, c, "SETRANGE", "s", "100000000", "x"); !strings.Contains(r, "max_value_bytes") {
+		t.Fatalf("SETRANGE past max_value_bytes = %.160q, want refused", r)
+	}
+}

@@ -220,25 +220,42 @@ var hashScript = func(src []byte) string {
 // add remembers src, whose SHA1 is sha ("": not computed yet), and
 // returns its entry.
 func (c *scriptCache) add(src []byte, sha string) *script {
+	return c.keep(c.lookup(src, sha))
+}
+
+// lookup returns src's entry, whose SHA1 is sha ("": not computed yet),
+// or a new one the cache does not hold yet (keep): a new text is kept
+// only once the new-script bounds let it be analysed (analyse), so that
+// the texts they refuse neither take the cache's room nor evict others.
+func (c *scriptCache) lookup(src []byte, sha string) *script {
 	if sha == "" {
 		sha = hashScript(src)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s := c.bySHA[sha]; s != nil {
+	if s := c.get(sha); s != nil {
 		return s
-	}
-	if c.bySHA == nil {
-		c.bySHA = make(map[string]*script)
 	}
 	s := &script{sha: sha, src: string(src)}
 	s.run = redlock.NewScriptHash(s.src, sha)
 	if c.enforce != nil {
 		s.run = s.run.Enforced(c.enforce)
 	}
-	c.bySHA[sha] = s
-	c.order = append(c.order, sha)
-	c.bytes += len(src)
+	return s
+}
+
+// keep remembers s, and returns the entry of its SHA1: s, or the one
+// kept before it.
+func (c *scriptCache) keep(s *script) *script {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k := c.bySHA[s.sha]; k != nil {
+		return k
+	}
+	if c.bySHA == nil {
+		c.bySHA = make(map[string]*script)
+	}
+	c.bySHA[s.sha] = s
+	c.order = append(c.order, s.sha)
+	c.bytes += len(s.src)
 	for len(c.order) > maxScripts || c.bytes > maxScriptsBytes {
 		old := c.order[0]
 		c.order = c.order[1:]
@@ -264,7 +281,7 @@ func (c *scriptCache) flush() {
 // EVAL script numkeys [key ...] [arg ...]; keys: scriptKeys; the script's
 // SHA1 as Plan computed it, if it did.
 func (d *Dispatcher) eval(ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply {
-	return d.runScript(ctx, c, d.scripts.add(args[1], p.sha), args[2:], p.keys)
+	return d.runScript(ctx, c, d.scripts.lookup(args[1], p.sha), args[2:], p.keys)
 }
 
 // EVALSHA sha1 numkeys [key ...] [arg ...]; keys: scriptKeys.
@@ -349,7 +366,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 		}
 		argv[i] = string(a)
 	}
-	a, r := d.analyse(ctx, c, s)
+	s, a, r := d.analyse(ctx, c, s)
 	if r != nil {
 		return r
 	}
@@ -471,8 +488,7 @@ func (d *Dispatcher) scriptCmd(ctx context.Context, c *Client, args [][]byte) Re
 	sub := strings.ToUpper(string(args[1]))
 	switch {
 	case sub == "LOAD" && len(args) == 3:
-		s := d.scripts.add(args[2], "")
-		a, r := d.analyse(ctx, c, s)
+		s, a, r := d.analyse(ctx, c, d.scripts.lookup(args[2], ""))
 		if r != nil {
 			return r
 		}

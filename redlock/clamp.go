@@ -71,7 +71,7 @@ import (
 // line, not the line of the call (the shadow is the frame that called it).
 const clampSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, %[8]s...) %[2]s
 end
-local __rp_r0, __rp_seen = redis, {}
+` + failLocals + `local __rp_r0, __rp_seen = redis, {}
 %[7]slocal __rp_redis, __rp_env = __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0, __rp_pats)
 local __rp_keys, __rp_before, __rp_declared = {}, {}, {}
 for i, k in ipairs(KEYS) do __rp_keys[i], __rp_before[i], __rp_declared[k] = k, __rp_r0.call('PTTL', k), true end
@@ -105,11 +105,10 @@ for _, a in ipairs(__rp_built) do
 		__rp_report[#__rp_report + 1] = t
 	end
 end
-if not __rp_ok then __rp_r = __rp_fail(__rp_r) end
-return {__rp_report, __rp_r}`
+` + failSource + `return {__rp_report, __rp_r}`
 
 // shadowSource returns a shadow's parts (clampSource): mk defines
-// __rp_fail (failSource) and __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0,
+// __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0,
 // __rp_pats), which returns the redis the body is given and, enforced, the
 // rest of its parameters (enforce.go); prep, run after the body's
 // definition, sets __rp_h, __rp_ht0 and __rp_pats; params and args are
@@ -119,9 +118,9 @@ return {__rp_report, __rp_r}`
 // notes them; the guard only checks them).
 func shadowSource(s *Script, held, builds bool) (mk, prep, params, args string) {
 	if !held && !builds && s.replyCap == 0 && s.enforce == nil {
-		return failSource + "local __rp_mk = function(r0) return r0 end ", "local __rp_h, __rp_ht0, __rp_pats ", "", ""
+		return "local __rp_mk = function(r0) return r0 end ", "local __rp_h, __rp_ht0, __rp_pats ", "", ""
 	}
-	mk = failSource + "local __rp_mk = function(__rp_r0, __rp_seen, __rp_h, __rp_ht0, __rp_pats) local __rp_base = __rp_r0 "
+	mk = "local __rp_mk = function(__rp_r0, __rp_seen, __rp_h, __rp_ht0, __rp_pats) local __rp_base = __rp_r0 "
 	prep = "local __rp_h, __rp_ht0 "
 	if held {
 		mk += heldShadow + "__rp_base = __rp_hr "
@@ -156,17 +155,22 @@ func buildsTable(builds []string) string {
 	return b.String()
 }
 
-// failSource defines __rp_fail, which turns the body's error into one
+// failSource turns the body's error (__rp_r when not __rp_ok) into one
 // Redis can send: it reads an error object only with rawget and type (no
 // metamethod of the client's runs), and turns anything but a string err
-// into a fixed text. %[5]s is the body's SHA1.
-const failSource = "local __rp_fail do local type, rawget, tostring = type, rawget, tostring " +
-	"__rp_fail = function(e) local m, src, ln " +
-	"if type(e) == 'table' then m, src, ln = rawget(e, 'err'), rawget(e, 'source'), rawget(e, 'line') " +
-	"else m = 'ERR ' .. tostring(e) end " +
-	"if type(m) ~= 'string' then m = 'ERR a script raised an error object without an err string' end " +
-	"if type(src) == 'string' and type(ln) == 'number' then m = m .. ' script: %[5]s, on ' .. src .. ':' .. ln .. '.' end " +
-	"return {err = m} end end "
+// into a fixed text. %[5]s is the body's SHA1. It is inline code, not a
+// function (a closure made on every run), and calls the functions
+// failLocals takes after the body's definition, which the body cannot
+// see, before it runs.
+const failSource = "if not __rp_ok then local e, m, src, ln = __rp_r " +
+	"if __rp_type(e) == 'table' then m, src, ln = __rp_rawget(e, 'err'), __rp_rawget(e, 'source'), __rp_rawget(e, 'line') " +
+	"else m = 'ERR ' .. __rp_tostring(e) end " +
+	"if __rp_type(m) ~= 'string' then m = 'ERR a script raised an error object without an err string' end " +
+	"if __rp_type(src) == 'string' and __rp_type(ln) == 'number' then m = m .. ' script: %[5]s, on ' .. src .. ':' .. ln .. '.' end " +
+	"__rp_r = {err = m} end\n"
+
+// failLocals are the functions failSource calls.
+const failLocals = "local __rp_type, __rp_rawget, __rp_tostring = type, rawget, tostring\n"
 
 // cappedShadow wraps __rp_base in a redis whose call and pcall fail the
 // script on a reply of more than %[1]d elements (Script.CapReplies): an
@@ -198,12 +202,11 @@ const builtShadow = "local function __rp_note(...) for i = 1, select('#', ...) d
 // once. %[1]s the shebang line or "", %[2]s the body, %[5]s its SHA1.
 const guardSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, %[8]s...) %[2]s
 end
-local __rp_r0 = redis
+` + failLocals + `local __rp_r0 = redis
 %[7]slocal __rp_redis, __rp_env = __rp_mk(__rp_r0, {}, __rp_h, __rp_ht0, __rp_pats)
 pcall(math.randomseed, 0)
 local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis%[9]s)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
-if __rp_ok then return __rp_r end
-return __rp_fail(__rp_r)`
+` + failSource + `return __rp_r`
 
 // Guarded returns s in the wrapper of a script that cannot write (see
 // guardSource): its replies are s's, an error object Redis would crash
@@ -216,7 +219,7 @@ func (s *Script) guard() *Script { return s.guardWith(false) }
 
 // guardWith is s in guardSource, with the held shadow when held.
 func (s *Script) guardWith(held bool) *Script {
-	shebang, body := splitShebang(s.src)
+	shebang, body := s.body()
 	mk, prep, params, args := shadowSource(s, held, false)
 	parts := strings.SplitN(guardSource, "%[2]s", 2)
 	// mk goes in before the SHA1 it names is.
@@ -225,6 +228,16 @@ func (s *Script) guardWith(held bool) *Script {
 	src := sha.Replace(r.Replace(parts[0])) + body + sha.Replace(r.Replace(parts[1]))
 	h := sha1.Sum([]byte(src))
 	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, isWrapper: true}
+}
+
+// body is s's shebang line and body as its wrappers send them: an
+// enforced body printed again (enforce_body.go).
+func (s *Script) body() (shebang, body string) {
+	shebang, body = splitShebang(s.src)
+	if s.enforce != nil {
+		body = enforcedBodyOrError(body)
+	}
+	return shebang, body
 }
 
 // NoWrites reports whether s's shebang declares the no-writes flag: Redis
@@ -300,7 +313,7 @@ func (s *Script) clamp(maxTTL, lease time.Duration) *Script { return s.clampWith
 // clampWith is s in the clamp for maxTTL and lease, with the held shadow
 // when held (and the built keys' shadow when s builds keys).
 func (s *Script) clampWith(held bool, maxTTL, lease time.Duration) *Script {
-	shebang, body := splitShebang(s.src)
+	shebang, body := s.body()
 	mk, prep, params, args := shadowSource(s, held, s.builds != nil)
 	src := clampSprintf(shebang, body, mk, prep, params, args, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
 	h := sha1.Sum([]byte(src))

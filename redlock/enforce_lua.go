@@ -12,6 +12,7 @@ const enforceSource = `
 local type, tonumber, select, rawget, next, ipairs, setmt, getmt = type, tonumber, select, rawget, next, ipairs, setmetatable, getmetatable
 local upper, lower, sfind, ssub, sbyte, sformat, srep, sgsub = string.upper, string.lower, string.find, string.sub, string.byte, string.format, string.rep, string.gsub
 local smatch, sgmatch, tsort, tconcat, floor, mlog, err0, unpack0 = string.match, string.gmatch, table.sort, table.concat, math.floor, math.log, error, unpack
+local sgfind, gcol = string.gfind, collectgarbage
 local __rp_C, __rp_res = @CMDS@, @RES@
 local __rp_decl, __rp_isdecl = {}, {}
 for i = 1, #KEYS do __rp_decl[i] = KEYS[i] __rp_isdecl[KEYS[i]] = true end
@@ -175,10 +176,19 @@ local function __rp_pat(s, p, anch)
 		__rp_no('script used a Lua pattern that may backtrack too long on a subject of ' .. ls .. ' bytes')
 	end
 end
-local __rp_S, __rp_T = {}, {}
+local __rp_S, __rp_T, __rp_gci, __rp_m0 = {}, {}, rawget(_G, 'gcinfo'), nil
+if type(__rp_gci) == 'function' then __rp_m0 = __rp_gci() end
+if type(__rp_m0) ~= 'number' then __rp_m0 = nil end
+local function __rp_heap()
+	if __rp_m0 and __rp_gci() - __rp_m0 > @HEAPKB@ then
+		gcol('collect')
+		if __rp_gci() - __rp_m0 > @HEAPKB@ then __rp_no('script holds more than @HEAPKB@ KiB of strings and tables, the most a script by vote may') end
+	end
+end
 __rp_S.rep = function(s, n)
 	local ls, k = __rp_len(s), tonumber(n)
 	if ls and k and ls * k > @MAXS@ then __rp_no('script asked string.rep for more than @MAXS@ bytes') end
+	__rp_heap()
 	return srep(s, n)
 end
 __rp_S.find = function(s, p, i, plain) if not plain then __rp_pat(s, p, true) end return sfind(s, p, i, plain) end
@@ -202,7 +212,23 @@ __rp_S.gsub = function(s, p, r, n)
 			return v
 		end
 	end
+	__rp_heap()
 	return sgsub(s, p, r, n)
+end
+__rp_S.gfind = __rp_S.gmatch
+__rp_S.format = function(f, ...)
+	local a, n, tot = {...}, select('#', ...), __rp_len(f) or 0
+	local mul = 1
+	if type(f) == 'string' and sfind(f, 'q', 1, true) then mul = 4 end
+	for i = 1, n do
+		local x = a[i]
+		if type(x) == 'string' then tot = tot + mul * #x + 101
+		elseif type(x) == 'number' and x < 1e15 and x > -1e15 then tot = tot + 128
+		else tot = tot + 512 end
+	end
+	if tot > @MAXS@ then __rp_no('script asked string.format for a result that may pass @MAXS@ bytes') end
+	__rp_heap()
+	return sformat(f, ...)
 end
 __rp_T.concat = function(t, sep, i, j)
 	if type(t) == 'table' then
@@ -215,13 +241,129 @@ __rp_T.concat = function(t, sep, i, j)
 			k = k + 1
 		end
 	end
+	__rp_heap()
 	return tconcat(t, sep, i, j)
+end
+__rp_T.sort = function(t, f)
+	if f == nil and type(t) == 'table' and #t > @SORTN@ then __rp_no('script asked table.sort for more than @SORTN@ values without a comparison function') end
+	return tsort(t, f)
 end
 local function __rp_unpack(t, i, j)
 	local a, b = tonumber(i) or 1, tonumber(j)
 	if not b and type(t) == 'table' then b = #t end
 	if b and b - a >= 8000 then __rp_no('script asked unpack for more than 8000 values') end
 	return unpack0(t, i, j)
+end
+local function __rp_encodes(...)
+	local st, n, tot = {...}, select('#', ...), 0
+	while n > 0 do
+		local v = st[n]
+		st[n], n = nil, n - 1
+		if type(v) == 'string' then tot = tot + 6 * #v + 3
+		elseif type(v) == 'table' then
+			tot = tot + 2
+			for k, x in next, v do
+				st[n + 1], st[n + 2], n, tot = k, x, n + 2, tot + 2
+				if tot > @MAXS@ then return false end
+			end
+		else tot = tot + 32 end
+		if tot > @MAXS@ then return false end
+	end
+	return true
+end
+local __rp_CJ, __rp_MP, __rp_cj0, __rp_mp0 = nil, nil, rawget(_G, 'cjson'), rawget(_G, 'cmsgpack')
+if type(__rp_cj0) == 'table' then
+	local enc, dec = __rp_cj0.encode, __rp_cj0.decode
+	__rp_CJ = {encode = function(v)
+		if not __rp_encodes(v) then __rp_no('script asked cjson.encode for more than @MAXS@ bytes') end
+		__rp_heap()
+		return enc(v)
+	end, decode = dec}
+	for _, k in ipairs({'decode_invalid_numbers', 'decode_max_depth', 'encode_invalid_numbers', 'encode_keep_buffer', 'encode_max_depth', 'encode_number_precision', 'encode_sparse_array'}) do
+		local f = __rp_cj0[k]
+		if f then __rp_CJ[k] = function(...)
+			if select('#', ...) > 0 then __rp_no("script tried to change cjson's settings, which every later script shares") end
+			return f()
+		end end
+	end
+	__rp_CJ.new = function() return __rp_CJ end
+	setmt(__rp_CJ, {__index = __rp_cj0, __metatable = false})
+end
+if type(__rp_mp0) == 'table' then
+	local pack = __rp_mp0.pack
+	__rp_MP = setmt({pack = function(...)
+		if not __rp_encodes(...) then __rp_no('script asked cmsgpack.pack for more than @MAXS@ bytes') end
+		__rp_heap()
+		return pack(...)
+	end}, {__index = __rp_mp0, __metatable = false})
+end
+local function __rp_cat2(a, b)
+	local la, lb = __rp_len(a), __rp_len(b)
+	if la and lb then
+		if la + lb > @MAXS@ then __rp_no('script built a string of more than @MAXS@ bytes with ..') end
+		__rp_heap()
+	else
+		local ta, tb = type(a), type(b)
+		if ta ~= 'table' and ta ~= 'userdata' and tb ~= 'table' and tb ~= 'userdata' then
+			if la then ta = tb end
+			err0('attempt to concatenate a ' .. ta .. ' value', 3)
+		end
+	end
+	return a .. b
+end
+local function __rp_cat(a, b, ...)
+	local n = select('#', ...)
+	if n == 0 then
+		local r = __rp_cat2(a, b)
+		return r
+	end
+	local t, tot = {a, b, ...}, 0
+	n = n + 2
+	for i = 1, n do
+		local l = __rp_len(t[i])
+		if not l then tot = nil break end
+		tot = tot + l
+	end
+	if tot then
+		if tot > @MAXS@ then __rp_no('script built a string of more than @MAXS@ bytes with ..') end
+		__rp_heap()
+		return tconcat(t, '', 1, n)
+	end
+	local r = t[n]
+	for i = n - 1, 1, -1 do r = __rp_cat2(t[i], r) end
+	return r
+end
+local function __rp_getmt(o) if type(o) == 'string' then return {__index = __rp_S} end return getmt(o) end
+local function __rp_gc(o, ...)
+	if o == nil or o == 'collect' or o == 'count' or o == 'step' then return gcol(o, ...) end
+	__rp_no('script called collectgarbage with an option other than collect, count or step')
+end
+local __rp_real = {}
+do
+	local real = {srep, __rp_S.rep, sformat, __rp_S.format, sgsub, __rp_S.gsub, sfind, __rp_S.find, smatch, __rp_S.match, sgmatch, __rp_S.gmatch,
+		sgfind or false, __rp_S.gfind, tconcat, __rp_T.concat, tsort, __rp_T.sort, unpack0, __rp_unpack, getmt, __rp_getmt, gcol, __rp_gc}
+	if __rp_CJ then real[#real + 1], real[#real + 2], real[#real + 3], real[#real + 4] = __rp_cj0.encode or false, __rp_CJ.encode, __rp_cj0.new or false, __rp_CJ.new end
+	if __rp_MP then real[#real + 1], real[#real + 2] = __rp_mp0.pack or false, __rp_MP.pack end
+	for i = 1, #real, 2 do if real[i] then __rp_real[real[i]] = real[i + 1] end end
+end
+local function __rp_ix(o, k)
+	local t = type(o)
+	if t == 'string' then return __rp_S[k] end
+	if t ~= 'table' and t ~= 'userdata' then err0('attempt to index a ' .. t .. ' value', 2) end
+	local v = o[k]
+	if type(v) == 'function' and __rp_real[v] then return __rp_real[v] end
+	return v
+end
+local function __rp_mc(o, k, ...)
+	local t, f = type(o), nil
+	if t == 'string' then f = __rp_S[k]
+	elseif t == 'table' or t == 'userdata' then
+		f = o[k]
+		if type(f) == 'function' and __rp_real[f] then f = __rp_real[f] end
+	else err0('attempt to index a ' .. t .. ' value', 2) end
+	local tf = type(f)
+	if tf ~= 'function' and tf ~= 'table' and tf ~= 'userdata' then err0("attempt to call method '" .. k .. "' (a " .. tf .. ' value)', 2) end
+	return f(o, ...)
 end
 local function __rp_noload() __rp_no('script called loadstring or load, which scripts by vote may not') end
 local function __rp_nofenv() __rp_no('script called getfenv or setfenv, which scripts by vote may not') end
@@ -232,15 +374,17 @@ for i = 1, #KEYS do __rp_K[i] = KEYS[i] end
 for i = 1, #ARGV do __rp_A[i] = ARGV[i] end
 __rp_G.redis, __rp_G.KEYS, __rp_G.ARGV, __rp_G.string, __rp_G.table = __rp_base, __rp_K, __rp_A, __rp_S, __rp_T
 __rp_G.unpack, __rp_G._G, __rp_G.loadstring, __rp_G.load = __rp_unpack, __rp_G, __rp_noload, __rp_noload
-__rp_G.getfenv, __rp_G.setfenv = __rp_nofenv, __rp_nofenv
+__rp_G.getfenv, __rp_G.setfenv, __rp_G.getmetatable, __rp_G.collectgarbage = __rp_nofenv, __rp_nofenv, __rp_getmt, __rp_gc
+__rp_G.cjson, __rp_G.cmsgpack = __rp_CJ, __rp_MP
 local __rp_g0 = _G
 setmt(__rp_G, {__index = function(_, k) return rawget(__rp_g0, k) end, __metatable = false})
-local __rp_env = {__rp_K, __rp_A, __rp_S, __rp_T, __rp_unpack, __rp_G, __rp_noload, __rp_noload, __rp_nofenv, __rp_nofenv}
+local __rp_env = {__rp_K, __rp_A, __rp_S, __rp_T, __rp_unpack, __rp_G, __rp_noload, __rp_noload, __rp_nofenv, __rp_nofenv,
+	__rp_getmt, __rp_gc, __rp_CJ, __rp_MP, __rp_ix, __rp_mc, __rp_cat}
 `
 
 // enforceParams are the body's parameters after redis when it runs
 // enforced, in __rp_env's order: each shadows the global of its name.
-const enforceParams = "KEYS, ARGV, string, table, unpack, _G, loadstring, load, getfenv, setfenv, "
+const enforceParams = "KEYS, ARGV, string, table, unpack, _G, loadstring, load, getfenv, setfenv, getmetatable, collectgarbage, cjson, cmsgpack, __rp_ix, __rp_mc, __rp_cat, "
 
 // enforcePrep takes the user's patterns off ARGV (EnforceArgs), after
 // the holds' (heldPrep), into __rp_pats; a script sent without them is

@@ -14,14 +14,15 @@ var testEnforcement = NewEnforcement(Enforcement{Commands: []ScriptCommand{
 }, MaxValue: 64, MaxString: 1024, WriteKeys: 3, WriteBytes: 1 << 10})
 
 // TestEnforcedSource: an enforced wrapper keeps the body on its first
-// line (after a shebang) untouched, gives the body its shadows as
+// line (after a shebang), printed again (enforce_body.go: its strings
+// escaped, so that no placeholder is replaced in it), gives the body its shadows as
 // parameters, and takes the patterns off ARGV (EnforceArgs: the patterns,
 // then their count).
 func TestEnforcedSource(t *testing.T) {
 	s := NewScript("#!lua\nreturn '%[5]s @MAXV@'").Enforced(testEnforcement)
 	for _, w := range []*Script{s.Guarded(), s.Clamped(3*time.Second, 2*time.Second), s.GuardedHeld(), s.ClampedHeld(3*time.Second, 2*time.Second)} {
 		lines := strings.Split(w.Source(), "\n")
-		if lines[0] != "#!lua" || !strings.HasSuffix(lines[1], "function(redis, "+enforceParams+"...) return '%[5]s @MAXV@'") {
+		if lines[0] != "#!lua" || !strings.HasSuffix(lines[1], "function(redis, "+enforceParams+"...) "+`return "\037\0915\093s \064MAXV\064"; `) {
 			t.Fatalf("enforced source starts %q", lines[:2])
 		}
 		if !strings.Contains(w.Source(), enforcePrep) || !s.IsEnforced() {
@@ -31,8 +32,11 @@ func TestEnforcedSource(t *testing.T) {
 	if got := EnforceArgs([]string{"a:*", "b"}); strings.Join(got, ",") != "a:*,b,2" {
 		t.Fatalf("EnforceArgs = %q", got)
 	}
-	if got := luaQuote("a\"\\\n\x00é"); got != `"a\34\92\10\0\195\169"` {
+	if got := luaQuote("a\"\\\n\x00é"); got != `"a\034\092\010\000\195\169"` {
 		t.Fatalf("luaQuote = %s", got)
+	}
+	if got := luaQuote("x.1[2"); got != `"x\0461\0912"` {
+		t.Fatalf("luaQuote = %s, want three digits before a digit", got)
 	}
 }
 

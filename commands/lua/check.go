@@ -313,15 +313,16 @@ func (c *checker) expr(e ast.Expr, ctx ctxKind, to *binding) {
 	}
 }
 
-// unboundedString are the string functions whose C code the wrapper on
-// the backends bounds (redlock.Enforced) when called as string.f(…); a
-// string's own methods (s:rep(…), s.find) reach Redis's string library,
-// whose metatable the wrapper cannot replace.
+// unboundedString are the string functions whose C code grows with its
+// input. The wrapper on the backends bounds them however they are
+// reached (redlock.Enforced: a string's methods too, through its index);
+// the analysis refuses them early when taken from anything but string,
+// whose calls it models.
 var unboundedString = map[string]bool{"rep": true, "find": true, "match": true, "gmatch": true, "gsub": true}
 
 // stringMethod is why a string method is refused.
 func stringMethod(name string) string {
-	return "a string's own " + name + " runs in Redis's C code unbounded (the wrapper bounds only string." + name +
+	return "a string's own " + name + " is not followed by the analysis (it models string." + name +
 		"); write string." + name + "(s, …)"
 }
 
@@ -411,8 +412,8 @@ func (c *checker) call(e *ast.FuncCallExpr) {
 		switch a.Key.(type) {
 		case *ast.StringExpr, *ast.NumberExpr:
 		default:
-			// On a string, v[name] is one of Redis's own string functions,
-			// which the wrapper cannot bound.
+			// On a string, v[name] is a string function the analysis does
+			// not follow (the wrapper bounds it as it runs).
 			c.fail(e.Line(), "calls a function picked by a computed key (x[k](…)); call it by its name")
 			return
 		}

@@ -1,0 +1,495 @@
+package redlock
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/yuin/gopher-lua/ast"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// The body of an enforced script is not sent as the client wrote it but
+// printed again from its syntax tree, with three changes that route what
+// no shadow can reach through the wrapper's checks at run time:
+//
+//   - every a .. b becomes __rp_cat(a, b), which bounds the string it
+//     builds (Lua's own concatenation runs in the interpreter: a loop of
+//     s = s .. s doubles a string each turn, past any memory);
+//   - every index by a computed key, or by the name of a string function
+//     that builds or matches (find, format, gfind, gmatch, gsub, match,
+//     rep), becomes __rp_ix(o, k): a string's methods are then the
+//     bounded library's, whatever alias the body took of them (v[k],
+//     local f = v.rep, a table whose __index is a string). A string's
+//     metatable is Redis's, read-only, and its __index the real string
+//     library: only the index itself can be redirected;
+//   - every method call by such a name, o:rep(…), becomes
+//     __rp_mc(o, 'rep', …).
+//
+// Every other index (a literal name of no such function, a number) and
+// every assignment stays as written. The printed body keeps each
+// statement and expression on its line, so that errors name the lines
+// the client wrote; operators are parenthesised where Lua would group
+// them otherwise, strings written with decimal escapes, and each
+// statement ends with ';'.
+
+// boundedNames are the string functions an index by a literal name
+// reaches through __rp_ix (their real forms build or match in C).
+var boundedNames = map[string]bool{"find": true, "format": true, "gfind": true, "gmatch": true, "gsub": true, "match": true, "rep": true}
+
+// bodyError is a body the printer cannot send (goto and labels, which
+// Redis's Lua 5.1 does not know).
+type bodyError string
+
+// enforcedBody returns body printed for the enforced wrapper (see above).
+func enforcedBody(body string) (out string, err error) {
+	defer func() {
+		// A syntax tree the printer does not expect is answered, not a
+		// crash of the proxy (FuzzEnforcedBody finds none).
+		if r := recover(); r != nil {
+			if e, ok := r.(bodyError); ok {
+				out, err = "", fmt.Errorf("%s", string(e))
+				return
+			}
+			out, err = "", fmt.Errorf("a body it could not print: %v", r)
+		}
+	}()
+	chunk, err := parse.Parse(strings.NewReader(body), "body")
+	if err != nil {
+		return "", err
+	}
+	p := &bodyPrinter{lines: strings.Split(body, "\n"), line: 1}
+	p.block(chunk)
+	return p.b.String(), nil
+}
+
+// enforcedBodyOrError is enforcedBody, or a body that answers why it
+// cannot run.
+func enforcedBodyOrError(body string) string {
+	out, err := enforcedBody(body)
+	if err != nil {
+		return "return {err = " + luaQuote("ERR redlock-proxy cannot run this script by vote under its run-time check: "+err.Error()) + "}"
+	}
+	return out
+}
+
+type bodyPrinter struct {
+	b     strings.Builder
+	line  int      // the line being written
+	lines []string // the body as written
+}
+
+// at starts a new line until the one being written is line.
+func (p *bodyPrinter) at(line int) {
+	for p.line < line {
+		p.b.WriteByte('\n')
+		p.line++
+	}
+}
+
+func (p *bodyPrinter) w(ss ...string) {
+	for _, s := range ss {
+		p.b.WriteString(s)
+	}
+}
+
+func (p *bodyPrinter) block(stmts []ast.Stmt) {
+	for _, s := range stmts {
+		p.stmt(s)
+	}
+}
+
+func (p *bodyPrinter) stmt(st ast.Stmt) {
+	p.at(st.Line())
+	switch s := st.(type) {
+	case *ast.AssignStmt:
+		for i, e := range s.Lhs {
+			if i > 0 {
+				p.w(", ")
+			}
+			p.target(e)
+		}
+		p.w(" = ")
+		p.exprs(s.Rhs)
+	case *ast.LocalAssignStmt:
+		if f, ok := oneFunction(s.Exprs); ok && len(s.Names) == 1 && p.localFunction(s.Line(), s.Names[0]) {
+			p.w("local function ", s.Names[0])
+			p.funcBody(f)
+			break
+		}
+		p.w("local ", strings.Join(s.Names, ", "))
+		if len(s.Exprs) > 0 {
+			p.w(" = ")
+			p.exprs(s.Exprs)
+		}
+	case *ast.FuncCallStmt:
+		p.expr(s.Expr)
+	case *ast.DoBlockStmt:
+		p.w("do ")
+		p.block(s.Stmts)
+		p.w(" end")
+	case *ast.WhileStmt:
+		p.w("while ")
+		p.expr(s.Condition)
+		p.w(" do ")
+		p.block(s.Stmts)
+		p.w(" end")
+	case *ast.RepeatStmt:
+		p.w("repeat ")
+		p.block(s.Stmts)
+		p.w(" until ")
+		p.expr(s.Condition)
+	case *ast.IfStmt:
+		p.w("if ")
+		p.expr(s.Condition)
+		p.w(" then ")
+		p.block(s.Then)
+		if len(s.Else) > 0 {
+			p.w(" else ")
+			p.block(s.Else)
+		}
+		p.w(" end")
+	case *ast.NumberForStmt:
+		p.w("for ", s.Name, " = ")
+		p.expr(s.Init)
+		p.w(", ")
+		p.expr(s.Limit)
+		if s.Step != nil {
+			p.w(", ")
+			p.expr(s.Step)
+		}
+		p.w(" do ")
+		p.block(s.Stmts)
+		p.w(" end")
+	case *ast.GenericForStmt:
+		p.w("for ", strings.Join(s.Names, ", "), " in ")
+		p.exprs(s.Exprs)
+		p.w(" do ")
+		p.block(s.Stmts)
+		p.w(" end")
+	case *ast.FuncDefStmt:
+		p.w("function ")
+		if s.Name.Receiver != nil {
+			p.funcName(s.Name.Receiver)
+			p.w(":", s.Name.Method)
+		} else {
+			p.funcName(s.Name.Func)
+		}
+		p.funcBody(s.Func)
+	case *ast.ReturnStmt:
+		p.w("return ")
+		if len(s.Exprs) == 1 && oneValueCall(s.Exprs[0]) {
+			// Not a tail call: an error the check raises names the
+			// caller's line, which a tail call would have left.
+			p.w("(")
+			p.expr(s.Exprs[0])
+			p.w(")")
+			break
+		}
+		p.exprs(s.Exprs)
+	case *ast.BreakStmt:
+		p.w("break")
+	default:
+		panic(bodyError("goto and labels are not Lua 5.1"))
+	}
+	p.w("; ")
+}
+
+// oneFunction reports whether exprs is one function literal.
+func oneFunction(exprs []ast.Expr) (*ast.FunctionExpr, bool) {
+	if len(exprs) != 1 {
+		return nil, false
+	}
+	f, ok := exprs[0].(*ast.FunctionExpr)
+	return f, ok
+}
+
+// localFunction reports whether the body's line says local function
+// name: the syntax tree does not tell it from local name = function,
+// whose body does not see the name.
+func (p *bodyPrinter) localFunction(line int, name string) bool {
+	if line < 1 || line > len(p.lines) {
+		return false
+	}
+	re := regexp.MustCompile(`(^|[^\w])local\s+function\s+` + regexp.QuoteMeta(name) + `([^\w]|$)`)
+	return re.MatchString(p.lines[line-1])
+}
+
+// funcName is a function statement's name: a.b.c.
+func (p *bodyPrinter) funcName(e ast.Expr) {
+	switch e := e.(type) {
+	case *ast.IdentExpr:
+		p.w(e.Value)
+	case *ast.AttrGetExpr:
+		k, ok := e.Key.(*ast.StringExpr)
+		if !ok {
+			panic(bodyError("a function name that is not a name"))
+		}
+		p.funcName(e.Object)
+		p.w(".", k.Value)
+	default:
+		panic(bodyError("a function name that is not a name"))
+	}
+}
+
+func (p *bodyPrinter) funcBody(f *ast.FunctionExpr) {
+	p.w("(", strings.Join(f.ParList.Names, ", "))
+	if f.ParList.HasVargs {
+		if len(f.ParList.Names) > 0 {
+			p.w(", ")
+		}
+		p.w("...")
+	}
+	p.w(") ")
+	p.block(f.Stmts)
+	p.w(" end")
+}
+
+// target is an assignment's target: its last index stays as written.
+func (p *bodyPrinter) target(e ast.Expr) {
+	if a, ok := e.(*ast.AttrGetExpr); ok {
+		p.at(a.Line())
+		p.prefix(a.Object)
+		p.w("[")
+		p.expr(a.Key)
+		p.w("]")
+		return
+	}
+	p.expr(e)
+}
+
+func (p *bodyPrinter) exprs(es []ast.Expr) {
+	for i, e := range es {
+		if i > 0 {
+			p.w(", ")
+		}
+		p.expr(e)
+	}
+}
+
+// prefix is e where Lua wants a prefix expression (before an index or
+// call's arguments): parenthesised unless it is a name, an index or a
+// call.
+func (p *bodyPrinter) prefix(e ast.Expr) {
+	switch e.(type) {
+	case *ast.IdentExpr, *ast.AttrGetExpr, *ast.FuncCallExpr:
+		p.expr(e)
+	default:
+		p.w("(")
+		p.expr(e)
+		p.w(")")
+	}
+}
+
+// oneValueCall reports whether e prints as a call of the check's that
+// answers one value (__rp_cat, __rp_ix).
+func oneValueCall(e ast.Expr) bool {
+	switch e := e.(type) {
+	case *ast.StringConcatOpExpr:
+		return true
+	case *ast.AttrGetExpr:
+		return boundedKey(e.Key)
+	}
+	return false
+}
+
+// boundedKey reports whether an index by key goes through __rp_ix.
+func boundedKey(key ast.Expr) bool {
+	switch k := key.(type) {
+	case *ast.NumberExpr, *ast.NilExpr, *ast.TrueExpr, *ast.FalseExpr:
+		return false
+	case *ast.StringExpr:
+		return boundedNames[k.Value]
+	}
+	return true
+}
+
+func (p *bodyPrinter) expr(ex ast.Expr) {
+	p.at(ex.Line())
+	switch e := ex.(type) {
+	case *ast.NilExpr:
+		p.w("nil")
+	case *ast.TrueExpr:
+		p.w("true")
+	case *ast.FalseExpr:
+		p.w("false")
+	case *ast.NumberExpr:
+		p.w(number(e.Value))
+	case *ast.StringExpr:
+		p.w(luaQuote(e.Value))
+	case *ast.Comma3Expr:
+		if e.AdjustRet {
+			p.w("(...)")
+		} else {
+			p.w("...")
+		}
+	case *ast.IdentExpr:
+		p.w(e.Value)
+	case *ast.AttrGetExpr:
+		if boundedKey(e.Key) {
+			p.w("__rp_ix(")
+			p.expr(e.Object)
+			p.w(", ")
+			p.expr(e.Key)
+			p.w(")")
+			break
+		}
+		p.prefix(e.Object)
+		p.w("[")
+		p.expr(e.Key)
+		p.w("]")
+	case *ast.TableExpr:
+		p.w("{")
+		for i, f := range e.Fields {
+			if i > 0 {
+				p.w(", ")
+			}
+			if f.Key != nil {
+				p.w("[")
+				p.expr(f.Key)
+				p.w("] = ")
+			}
+			p.expr(f.Value)
+		}
+		p.w("}")
+	case *ast.FuncCallExpr:
+		if e.AdjustRet {
+			p.w("(")
+		}
+		switch {
+		case e.Receiver != nil && boundedNames[e.Method]:
+			p.w("__rp_mc(")
+			p.expr(e.Receiver)
+			p.w(", ", luaQuote(e.Method))
+			for _, a := range e.Args {
+				p.w(", ")
+				p.expr(a)
+			}
+			p.w(")")
+		case e.Receiver != nil:
+			p.prefix(e.Receiver)
+			p.w(":", e.Method, "(")
+			p.exprs(e.Args)
+			p.w(")")
+		default:
+			p.prefix(e.Func)
+			p.w("(")
+			p.exprs(e.Args)
+			p.w(")")
+		}
+		if e.AdjustRet {
+			p.w(")")
+		}
+	case *ast.LogicalOpExpr:
+		p.binary(e.Lhs, e.Operator, e.Rhs)
+	case *ast.RelationalOpExpr:
+		p.binary(e.Lhs, e.Operator, e.Rhs)
+	case *ast.ArithmeticOpExpr:
+		p.binary(e.Lhs, e.Operator, e.Rhs)
+	case *ast.StringConcatOpExpr:
+		// One call for a chain a .. b .. c (right-associative: the
+		// chain runs down Rhs), as Lua concatenates it in one step: a
+		// call per operand would nest as deep as the chain is long.
+		p.w("__rp_cat(")
+		p.expr(e.Lhs)
+		r := e.Rhs
+		for {
+			p.w(", ")
+			c, ok := r.(*ast.StringConcatOpExpr)
+			if !ok {
+				break
+			}
+			p.expr(c.Lhs)
+			r = c.Rhs
+		}
+		p.expr(r)
+		p.w(")")
+	case *ast.UnaryMinusOpExpr:
+		p.w("- ")
+		p.operand(e.Expr, precUnary, false)
+	case *ast.UnaryNotOpExpr:
+		p.w("not ")
+		p.operand(e.Expr, precUnary, false)
+	case *ast.UnaryLenOpExpr:
+		p.w("#")
+		p.operand(e.Expr, precUnary, false)
+	case *ast.FunctionExpr:
+		p.w("function")
+		p.funcBody(e)
+	default:
+		panic(bodyError(fmt.Sprintf("an expression of a kind it does not know (%T)", ex)))
+	}
+}
+
+// number is a number as the lexer read it, without its decimal leading
+// zeros (the lexer drops one of them: 000 reads 00; the value is the
+// same either way).
+func number(v string) string {
+	if strings.ContainsAny(v, "xX") {
+		return v
+	}
+	for len(v) > 1 && v[0] == '0' && v[1] >= '0' && v[1] <= '9' {
+		v = v[1:]
+	}
+	return v
+}
+
+// Lua 5.1's operator precedences, lowest first ('..', 4, is printed as
+// a call); ^ is right-associative, the others left.
+const (
+	precOr    = 1
+	precAnd   = 2
+	precCmp   = 3
+	precAdd   = 5
+	precMul   = 6
+	precUnary = 7
+	precPow   = 8
+)
+
+var binaryPrec = map[string]int{"or": precOr, "and": precAnd, "<": precCmp, ">": precCmp, "<=": precCmp, ">=": precCmp,
+	"~=": precCmp, "==": precCmp, "+": precAdd, "-": precAdd, "*": precMul, "/": precMul, "%": precMul, "^": precPow}
+
+// prec is e's precedence as an operand: an operator's, or above every
+// operator's for what needs no parentheses.
+func prec(e ast.Expr) int {
+	switch e := e.(type) {
+	case *ast.LogicalOpExpr:
+		return binaryPrec[e.Operator]
+	case *ast.RelationalOpExpr:
+		return binaryPrec[e.Operator]
+	case *ast.ArithmeticOpExpr:
+		return binaryPrec[e.Operator]
+	case *ast.UnaryMinusOpExpr, *ast.UnaryNotOpExpr, *ast.UnaryLenOpExpr:
+		return precUnary
+	}
+	return precPow + 1
+}
+
+// binary is l op r, each operand parenthesised only where Lua would
+// group it otherwise: a chain a + b + c prints as written, not nested
+// (Lua's parser allows 200 levels of nesting, not of chain). Spaces
+// around op keep two minus signs from meeting (--, a comment).
+func (p *bodyPrinter) binary(l ast.Expr, op string, r ast.Expr) {
+	pr := binaryPrec[op]
+	if pr == 0 {
+		panic(bodyError("an operator it does not know (" + op + ")"))
+	}
+	p.operand(l, pr, op == "^")
+	p.w(" ", op, " ")
+	p.operand(r, pr, op != "^")
+}
+
+// operand prints e as an operand of an operator of precedence pr:
+// parenthesised when it binds less tightly, or as tightly on the side
+// that does not associate (tight: the right of a left-associative
+// operator, the left of ^).
+func (p *bodyPrinter) operand(e ast.Expr, pr int, tight bool) {
+	ep := prec(e)
+	if ep < pr || ep == pr && tight {
+		p.w("(")
+		p.expr(e)
+		p.w(")")
+		return
+	}
+	p.expr(e)
+}
