@@ -411,22 +411,41 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 }
 
 // VoteData runs a command that writes data by vote (a keyed command:
-// HSET, SADD, RPUSH, APPEND …, as a script that only calls it): the
-// copies keep exactly the expiry the command leaves, with no clamp, no
-// lease and no hold. A key this proxy knows as a lock (isLock) is a
-// lock's still: the command then runs as any script by vote (Vote).
+// HSET, SADD, RPUSH, APPEND, MSET, COPY …, as a script that only calls
+// it): the copies keep exactly the expiry the command leaves, with no
+// clamp, no lease and no hold, whatever its keys were. A write that
+// replaces a lock's value (MSET, SETEX, COPY … REPLACE) takes the key as
+// on one Redis: it is data now, and the hold of the value it replaced
+// ends at its next renewal (the copy's expiry is no longer the one the
+// hold stamped). One that changes a held value in place (APPEND,
+// SETRANGE, HSET on a held string…) leaves the hold to its renewal,
+// which gives the changed key the client's expiry (none, or the hold's
+// deadline) and drops the hold, as for Incr. Only an expiry of a lock
+// (VoteExpiry) is a lock's.
 func (m *Manager) VoteData(ctx context.Context, script *redlock.Script, keys, argv []string) (any, error) {
-	for _, k := range keys {
-		if m.isLock(k) {
-			return m.Vote(ctx, script, keys, argv, true)
-		}
-	}
 	v, _, err := m.locker.VoteClamped(ctx, script.Guarded(), keys, argv) // ordered, and on migrate_from
 	m.reg.forget(keys...)
 	if err == nil {
 		m.changed(keys)
 	}
 	return v, err
+}
+
+// VoteExpiry runs a command by vote that may set its key's expiry and
+// keep its value (GETEX EX|PX|EXAT|PXAT|PERSIST): on data, as VoteData;
+// on a lock (lockKnown), as any script by vote (Vote): its copies within
+// MaxTTL, and held beyond.
+func (m *Manager) VoteExpiry(ctx context.Context, script *redlock.Script, keys, argv []string) (any, error) {
+	for _, k := range keys {
+		lock, err := m.lockKnown(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if lock {
+			return m.Vote(ctx, script, keys, argv, true)
+		}
+	}
+	return m.VoteData(ctx, script, keys, argv)
 }
 
 // MigrateStats is what migrate_from has seen, for INFO and metrics.
