@@ -240,3 +240,72 @@ func backendContents(ctx context.Context, t *testing.T, b *redis.Client, key str
 	}
 	return fmt.Sprintf("%s:%v", typ, v)
 }
+
+// TestDataOverAnEndedLockTakesTheClientsExpiry: a key that was a lock and
+// is data now (written with SET through another proxy than the one that
+// holds or granted the lock, or after its release) takes exactly the
+// expiry the client gives it next, through either proxy: EXPIRE 3600 is
+// an hour on every backend and PERSIST none, not a lease the tier renews
+// (which every proxy down longer than default_ttl would lose). A key
+// that still holds its lock's value keeps the lock rule: its copies carry
+// the lease. Before, each proxy decided from its memory (the holds it
+// keeps, the record as of its last claim round, its grants), as old as a
+// renewal or a claim round: every data case below was put on a lease.
+func TestDataOverAnEndedLockTakesTheClientsExpiry(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	a := startProxy(t, rs, holdsHCL)
+	b := startProxy(t, rs, holdsHCL)
+	ca, cb := a.Client(nil), b.Client(nil)
+	ctx := testCtx(t, 60*time.Second)
+	do := func(c *redis.Client, args ...any) {
+		t.Helper()
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	for _, k := range []string{"ended:del", "ended:persist", "lock:held"} {
+		do(ca, "SETNX", k, "t")
+	}
+	time.Sleep(holdLease) // B's claim rounds see the holds in the record
+	// Deleted through the proxy that kept it, then data through B.
+	do(ca, "DEL", "ended:del")
+	do(cb, "SET", "ended:del", "data")
+	do(cb, "EXPIRE", "ended:del", "3600")
+	// Overwritten through B while A keeps it; its expiry through A.
+	do(ca, "SETNX", "ended:over", "t")
+	do(cb, "SET", "ended:over", "data")
+	do(ca, "EXPIRE", "ended:over", "3600")
+	// A lock with a ttl granted through A, overwritten through B.
+	do(ca, "LOCK", "ended:lock", "3000")
+	do(cb, "SET", "ended:lock", "data")
+	do(ca, "PEXPIRE", "ended:lock", "3600000")
+	// Given an expiry through B, then persisted through A.
+	do(cb, "SET", "ended:persist", "data", "EX", "100")
+	do(ca, "PERSIST", "ended:persist")
+	// Still a lock: held through A, an hour asked through B.
+	do(cb, "EXPIRE", "lock:held", "3600")
+	want := map[string]time.Duration{"ended:del": time.Hour, "ended:over": time.Hour, "ended:lock": time.Hour, "ended:persist": -1}
+	for i, r := range rs {
+		bc := r.Client()
+		for k, ttl := range want {
+			got, err := bc.PTTL(ctx, k).Result()
+			switch {
+			case err != nil:
+				t.Fatalf("backend %d PTTL %s: %v", i, k, err)
+			case ttl < 0 && got != -1:
+				t.Errorf("backend %d: %s has ttl %v, want none", i, k, got)
+			case ttl > 0 && (got <= ttl-time.Minute || got > ttl):
+				t.Errorf("backend %d: %s has ttl %v, want about %v", i, k, got, ttl)
+			}
+		}
+		if got, err := bc.PTTL(ctx, "lock:held").Result(); err != nil || got <= 0 || got > 2*time.Second {
+			t.Errorf("backend %d: the hold given an hour through B has ttl %v, %v; want its lease", i, got, err)
+		}
+	}
+	for _, c := range []*redis.Client{ca, cb} {
+		if got, err := c.TTL(ctx, "lock:held").Result(); err != nil || got < 3500*time.Second {
+			t.Errorf("TTL of the hold given an hour = %v, %v", got, err)
+		}
+	}
+}
