@@ -93,6 +93,10 @@ func TestDataSurvivesTheProxies(t *testing.T) {
 		{"ZRANGESTORE", "zr", "z", "0", "-1"},
 		{"GEOADD", "geo", "13.361389", "38.115556", "Palermo"},
 		{"GEOSEARCHSTORE", "geos", "geo", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km"},
+		// streams (an explicit id: '*' would differ between backends)
+		{"XADD", "xs", "1-1", "f", "v"},
+		{"XADD", "xs", "2-1", "f", "w"},
+		{"XDEL", "xs", "1-1"},
 		// generic: expiries and copies of data
 		{"COPY", "h", "hcopy"},
 		{"SET", "ex", "dave"},
@@ -133,7 +137,7 @@ func TestDataSurvivesTheProxies(t *testing.T) {
 		"h": -1, "hi": -1, "hf": -1, "hn": -1, "hm": -1,
 		"l": -1, "lp": -1, "lsrc": -1, "ldst": -1, "lrp": -1,
 		"set": -1, "s1": -1, "s2": -1, "su": -1, "si": -1, "sd": -1,
-		"z": -1, "zi": -1, "zu": -1, "zn": -1, "zr": -1, "geo": -1, "geos": -1,
+		"z": -1, "zi": -1, "zu": -1, "zn": -1, "zr": -1, "geo": -1, "geos": -1, "xs": -1,
 		"hcopy": -1, "ex": time.Hour, "eat": time.Hour, "pex": 30 * time.Second, "peat": time.Hour, "hex": -1, "pe": -1,
 		"lk": -1, "lkd": -1, "lt": -1, "ltd": -1, "lhc": -1, "la": -1, "lx": time.Hour,
 	}
@@ -234,6 +238,8 @@ func backendContents(ctx context.Context, t *testing.T, b *redis.Client, key str
 		v = ms
 	case "zset":
 		v, err = b.ZRangeWithScores(ctx, key, 0, -1).Result()
+	case "stream":
+		v, err = b.XRange(ctx, key, "-", "+").Result()
 	}
 	if err != nil {
 		t.Fatalf("read %s %s: %v", typ, key, err)
