@@ -28,9 +28,11 @@ const errCannotServe = "ERR redlock-proxy cannot serve this command: %s. See doc
 
 // lockWrites are the keyed commands whose writes are a lock's, not data
 // (docs/safety.md, "Locks and data"): MSETNX acquires its keys. They run
-// as scripts by vote do, their copies bounded to max_ttl and held beyond;
-// every other keyed write is data (lease.Manager.VoteData), a lock's only
-// on a key this proxy knows as one.
+// as scripts by vote do, their copies bounded to max_ttl and held beyond.
+// A command that sets its key's expiry and keeps its value (GETEX's
+// options: lua.KeyCommand.Expires) is a lock's expiry on a lock
+// (lease.Manager.VoteExpiry); every other keyed write is data, whatever
+// its keys were (lease.Manager.VoteData).
 var lockWrites = map[string]bool{"MSETNX": true}
 
 // keyed is what the handler of one generated row needs.
@@ -181,6 +183,8 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 	var v any
 	var err error
 	switch {
+	case k.cmd.Writes && k.cmd.Expires && len(args) > 2: // with an expiry option
+		v, err = d.leases.VoteExpiry(ctx, script, keys, argv)
 	case k.cmd.Writes && !lockWrites[k.cmd.Name]:
 		v, err = d.leases.VoteData(ctx, script, keys, argv) // data: the expiry as the command leaves it
 	default:

@@ -51,7 +51,7 @@ func (d *Dispatcher) zvote(ctx context.Context, name string, args [][]byte, writ
 	keys := []string{string(args[1])}
 	var v any
 	var err error
-	if writes { // data, unless the key is a lock (lease.VoteData); a release wakes the key's waiters
+	if writes { // data: ZREM leaves the key's expiry as it was (lease.VoteData); a release wakes the key's waiters
 		v, err = d.leases.VoteData(ctx, zScripts[name], keys, argv)
 	} else {
 		v, err = d.leases.Vote(ctx, zScripts[name], keys, argv, false)

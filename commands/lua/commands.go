@@ -12,6 +12,11 @@ const (
 	fWrite   cmdFlags = 1 << iota // changes data
 	fPublish                      // publishes a message: fires once per backend
 	fTime                         // reads the backend's clock
+	// fExpire: sets its key's expiry and keeps its value (EXPIRE, PERSIST,
+	// GETEX's options). Of a lock that is a lock's expiry, within max_ttl
+	// or held (docs/safety.md, "Locks and data"); every other write of a
+	// lock's key replaces or changes its value, and is data.
+	fExpire
 )
 
 // keySpec says which arguments of a command are keys, counted as Redis's
@@ -57,14 +62,14 @@ var allowed = func() map[string]command {
 		{"DEL", kAll, fWrite}, {"UNLINK", kAll, fWrite}, {"EXISTS", kAll, 0},
 		{"TYPE", kOne, 0}, {"TOUCH", kAll, 0},
 		// Expiry.
-		{"EXPIRE", kOne, fWrite}, {"PEXPIRE", kOne, fWrite},
-		{"EXPIREAT", kOne, fWrite}, {"PEXPIREAT", kOne, fWrite},
-		{"PERSIST", kOne, fWrite}, {"TTL", kOne, 0}, {"PTTL", kOne, 0},
+		{"EXPIRE", kOne, fWrite | fExpire}, {"PEXPIRE", kOne, fWrite | fExpire},
+		{"EXPIREAT", kOne, fWrite | fExpire}, {"PEXPIREAT", kOne, fWrite | fExpire},
+		{"PERSIST", kOne, fWrite | fExpire}, {"TTL", kOne, 0}, {"PTTL", kOne, 0},
 		{"EXPIRETIME", kOne, 0}, {"PEXPIRETIME", kOne, 0},
 		// Strings.
 		{"GET", kOne, 0}, {"SET", kOne, fWrite}, {"SETNX", kOne, fWrite},
 		{"SETEX", kOne, fWrite}, {"PSETEX", kOne, fWrite}, {"GETSET", kOne, fWrite},
-		{"GETDEL", kOne, fWrite}, {"GETEX", kOne, fWrite}, {"MGET", kAll, 0},
+		{"GETDEL", kOne, fWrite}, {"GETEX", kOne, fWrite | fExpire}, {"MGET", kAll, 0},
 		{"MSET", kPairs, fWrite}, {"MSETNX", kPairs, fWrite}, {"APPEND", kOne, fWrite},
 		{"STRLEN", kOne, 0}, {"GETRANGE", kOne, 0}, {"SUBSTR", kOne, 0}, {"DELEX", kOne, fWrite},
 		{"SETRANGE", kOne, fWrite}, {"INCR", kOne, fWrite}, {"DECR", kOne, fWrite},

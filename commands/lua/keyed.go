@@ -20,6 +20,9 @@ type KeyCommand struct {
 	Arity int    // Redis 7's convention: n exact, -n at least n (name included)
 	// Writes: the command may change data.
 	Writes bool
+	// Expires: the command may set its key's expiry and keep its value
+	// (GETEX EX|PX|EXAT|PXAT|PERSIST): of a lock, a lock's expiry.
+	Expires bool
 	// Unordered: an array reply whose order is each backend's own
 	// (SMEMBERS, HKEYS); Pairs: field/value pairs in such an order
 	// (HGETALL). A vote compares them as a multiset.
@@ -89,7 +92,7 @@ var keyCommands = func() []KeyCommand {
 		if !ok {
 			panic("lua: no arity for " + c.name)
 		}
-		k := KeyCommand{Name: c.name, Arity: n, Writes: c.flags&fWrite != 0, keys: c.keys,
+		k := KeyCommand{Name: c.name, Arity: n, Writes: c.flags&fWrite != 0, Expires: c.flags&fExpire != 0, keys: c.keys,
 			First: c.keys.first, Last: c.keys.last, Step: c.keys.step, NumKeys: c.keys.numkeys,
 			Movable: c.keys.store || c.name == "SORT_RO"}
 		if unordered {

@@ -38,27 +38,54 @@ type TypeError struct{ Type string }
 
 func (e *TypeError) Error() string { return "the key holds a " + e.Type }
 
-// isLock reports whether this proxy knows key as a lock: held (kept
-// here, or seen in the holds record at the last round) or granted
-// through here. Its expiry is then a lock's: within MaxTTL, or a hold.
-func (m *Manager) isLock(key string) bool {
+// lockKnown reports whether key is a lock now, so that an expiry of it
+// (ExpireIf, Persist, Set XX, VoteExpiry) is a lock's: within MaxTTL, or
+// held. It is when the value a quorum holds (v, or read when v is nil) is
+// one a lock wrote: the token of a grant through here, the value of a
+// hold kept here, or the digest of a hold in the record (as of this
+// proxy's last round, else as a quorum of the record shows it; a
+// hold of any value while the key exists). What this proxy remembers may
+// be as old as a renewal or a round: a key written as data since,
+// through any proxy (SET k v over a released or overwritten lock), holds
+// another value and is data, its expiry exactly the client's. (Before,
+// the memory alone decided, and EXPIRE k 3600 of such data within a
+// round put it on a lease: lost once every proxy was down.)
+func (m *Manager) lockKnown(ctx context.Context, key string, v *redlock.Value) (bool, error) {
+	tokens := m.reg.tokens(key)
 	m.keeper.mu.Lock()
-	_, recorded := m.keeper.recorded[key]
+	e := m.keeper.keys[key]
+	r, recorded := m.keeper.recorded[key]
 	m.keeper.mu.Unlock()
-	return recorded || m.keeps(key) || m.reg.knows(key)
-}
-
-// lockKnown is isLock, or else a hold of key that a quorum of the holds
-// record shows (a hold made through a peer since this proxy's last
-// round): one quorum round for a key this proxy does not know, so only
-// the writes that change an expiry (ExpireIf, Persist, Set XX) ask it.
-func (m *Manager) lockKnown(ctx context.Context, key string) (bool, error) {
 	h := m.holds.Load()
-	if m.isLock(key) || h == nil {
-		return m.isLock(key), nil
+	if len(tokens) == 0 && e == nil && !recorded && h == nil {
+		return false, nil
 	}
-	_, ok, err := m.locker.ReadHold(ctx, h.Service, key)
-	return ok, err
+	if v == nil {
+		got, err := m.locker.Get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		v = &got
+	}
+	if !v.Exists {
+		return false, nil
+	}
+	digest := redlock.AnyDigest // a key of another type: only a hold of any value is its
+	if v.Type == "" {
+		digest = digestOf(v.Data)
+		if slices.Contains(tokens, v.Data) {
+			return true, nil
+		}
+	}
+	switch {
+	case e != nil && (e.AnyValue || e.digest == digest),
+		recorded && (r.Digest == redlock.AnyDigest || r.Digest == digest):
+		return true, nil
+	case h == nil:
+		return false, nil
+	}
+	hold, ok, err := m.locker.ReadHold(ctx, h.Service, key)
+	return ok && (hold.Digest == redlock.AnyDigest || hold.Digest == digest), err
 }
 
 // Write sets key to value on every node (redlock.Write), a data write:
@@ -181,7 +208,7 @@ type SetOptions struct {
 
 // Set is SET with XX, KEEPTTL, GET or a deadline already past: it reads key
 // on a quorum (Read), then acts on what it read. An XX write of the value
-// a lock known here holds (isLock), with a ttl, is an extend of that lock
+// a lock known here holds (lockKnown), with a ttl, is an extend of that lock
 // (redlock.ExtendKeys), within MaxTTL or held; if the key changed in
 // between, a plain write. Any other write is a
 // plain write (Write), a past deadline a delete (Delete). The read and the
@@ -211,7 +238,7 @@ func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration,
 	}
 	lock := false
 	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value {
-		if lock, err = m.lockKnown(ctx, key); err != nil {
+		if lock, err = m.lockKnown(ctx, key, &old); err != nil {
 			return old, false, err
 		}
 	}
@@ -244,7 +271,7 @@ const (
 
 // ExpireIf gives key ttl on a quorum where cond holds, as Redis's EXPIRE
 // options: a ttl of 0 or less (a deadline now or past) deletes the key.
-// Data gets ttl exactly; a lock known here (isLock) at most MaxTTL, and
+// Data gets ttl exactly; a lock (lockKnown) at most MaxTTL, and
 // is held to a deadline beyond.
 // It reports whether it did; false when key is absent or cond does not
 // hold. A condition is checked on a quorum read (Read; a key kept here
@@ -269,7 +296,7 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		return n > 0, err
 	}
 	lease, until := ttl, time.Time{}
-	lock, err := m.lockKnown(ctx, key)
+	lock, err := m.lockKnown(ctx, key, nil)
 	if err != nil {
 		return false, err
 	}
@@ -312,13 +339,13 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 }
 
 // Persist takes away key's expiry. Data: PERSIST on a quorum
-// (redlock.Persist). A lock known here (isLock) is held instead, its
+// (redlock.Persist). A lock (lockKnown) is held instead, its
 // copies keeping a lease (renewed while it holds the value it holds now;
 // a key of another type, a hash lock, while it exists, as a script by
 // vote's is). True when it did; false when key is absent, already
 // without expiry, or changed since it was read.
 func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
-	lock, err := m.lockKnown(ctx, key)
+	lock, err := m.lockKnown(ctx, key, nil)
 	if err != nil {
 		return false, err
 	}
@@ -418,22 +445,41 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 }
 
 // VoteData runs a command that writes data by vote (a keyed command:
-// HSET, SADD, RPUSH, APPEND …, as a script that only calls it): the
-// copies keep exactly the expiry the command leaves, with no clamp, no
-// lease and no hold. A key this proxy knows as a lock (isLock) is a
-// lock's still: the command then runs as any script by vote (Vote).
+// HSET, SADD, RPUSH, APPEND, MSET, COPY …, as a script that only calls
+// it): the copies keep exactly the expiry the command leaves, with no
+// clamp, no lease and no hold, whatever its keys were. A write that
+// replaces a lock's value (MSET, SETEX, COPY … REPLACE) takes the key as
+// on one Redis: it is data now, and the hold of the value it replaced
+// ends at its next renewal (the copy's expiry is no longer the one the
+// hold stamped). One that changes a held value in place (APPEND,
+// SETRANGE, HSET on a held string…) leaves the hold to its renewal,
+// which gives the changed key the client's expiry (none, or the hold's
+// deadline) and drops the hold, as for Incr. Only an expiry of a lock
+// (VoteExpiry) is a lock's.
 func (m *Manager) VoteData(ctx context.Context, script *redlock.Script, keys, argv []string) (any, error) {
-	for _, k := range keys {
-		if m.isLock(k) {
-			return m.Vote(ctx, script, keys, argv, true)
-		}
-	}
 	v, _, err := m.locker.VoteClamped(ctx, script.Guarded(), keys, argv) // ordered, and on migrate_from
 	m.reg.forget(keys...)
 	if err == nil {
 		m.changed(keys)
 	}
 	return v, err
+}
+
+// VoteExpiry runs a command by vote that may set its key's expiry and
+// keep its value (GETEX EX|PX|EXAT|PXAT|PERSIST): on data, as VoteData;
+// on a lock (lockKnown), as any script by vote (Vote): its copies within
+// MaxTTL, and held beyond.
+func (m *Manager) VoteExpiry(ctx context.Context, script *redlock.Script, keys, argv []string) (any, error) {
+	for _, k := range keys {
+		lock, err := m.lockKnown(ctx, k, nil)
+		if err != nil {
+			return nil, err
+		}
+		if lock {
+			return m.Vote(ctx, script, keys, argv, true)
+		}
+	}
+	return m.VoteData(ctx, script, keys, argv)
 }
 
 // MigrateStats is what migrate_from has seen, for INFO and metrics.

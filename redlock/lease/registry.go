@@ -459,12 +459,20 @@ func (r *registry) extendedGrant(keys []string, token string, deadline time.Time
 	}
 }
 
-// knows reports whether key was granted through here, remembered or
-// noted, and not forgotten since (lease.isLock).
-func (r *registry) knows(key string) bool {
+// tokens are the tokens key was granted with through here, remembered or
+// noted and not forgotten since (lease.lockKnown compares them with the
+// value the key holds).
+func (r *registry) tokens(key string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.held[key] != nil || r.grants[key] != nil
+	var out []string
+	if h := r.held[key]; h != nil {
+		out = append(out, h.token)
+	}
+	if g := r.grants[key]; g != nil {
+		out = append(out, g.token)
+	}
+	return out
 }
 
 // grantedValue is the token of key's note (registry.knows), unless key
