@@ -172,7 +172,7 @@ func (m *Metrics) Watch(src MetricsSources) {
 		gauge("lock_waiters", "LOCK … WAIT callers queued on this proxy for a held key.", src.Waiters),
 		gauge("holds", "Keys this proxy renews as holds (kept without expiry or beyond max_ttl).", src.Holds),
 		gauge("tier_members", "Live proxies of the tier (this one included) as this proxy sees them.", src.TierMembers),
-		gauge("tier_holds", "Holds of the whole tier as max_holds counts them: the record as of the last claim round, and this proxy's own.", src.TierHolds),
+		gauge("tier_holds", "Holds of the whole tier as max_holds counts them: the record as of the last round, and this proxy's own.", src.TierHolds),
 		gauge("max_holds", "The max_holds setting: past it, locks without expiry or beyond max_ttl are refused (0: no bound).", src.MaxHolds),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metricPrefix + "holds_refused_total",
 			Help: "Locks without expiry or beyond max_ttl refused because the tier held max_holds."},

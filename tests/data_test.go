@@ -255,8 +255,8 @@ func backendContents(ctx context.Context, t *testing.T, b *redis.Client, key str
 // (which every proxy down longer than default_ttl would lose). A key
 // that still holds its lock's value keeps the lock rule: its copies carry
 // the lease. Before, each proxy decided from its memory (the holds it
-// keeps, the record as of its last claim round, its grants), as old as a
-// renewal or a claim round: every data case below was put on a lease.
+// keeps, the record as of its last round, its grants), as old as a
+// renewal or a round: every data case below was put on a lease.
 func TestDataOverAnEndedLockTakesTheClientsExpiry(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
@@ -273,7 +273,7 @@ func TestDataOverAnEndedLockTakesTheClientsExpiry(t *testing.T) {
 	for _, k := range []string{"ended:del", "ended:persist", "lock:held"} {
 		do(ca, "SETNX", k, "t")
 	}
-	time.Sleep(holdLease) // B's claim rounds see the holds in the record
+	time.Sleep(holdLease) // B's rounds see the holds in the record
 	// Deleted through the proxy that kept it, then data through B.
 	do(ca, "DEL", "ended:del")
 	do(cb, "SET", "ended:del", "data")

@@ -62,8 +62,8 @@ func TestPersistHashAsOneRedis(t *testing.T) {
 
 // TestPeerAnswersTheHoldsExpiry: locks held through proxy A (SET NX
 // without expiry, SET NX EX 600), read and changed through proxy B of the
-// tier, both at once (B's claim rounds have not seen the record yet) and
-// after B's claim rounds did. B answered the copies' lease (TTL 2 where
+// tier, both at once (B's rounds have not seen the record yet) and
+// after B's rounds did. B answered the copies' lease (TTL 2 where
 // one Redis answers -1), and decided EXPIRE's options and SET KEEPTTL on
 // it, so that a write through B ended a hold one Redis keeps. Every reply
 // is compared with one redis-server given the same commands; after three
@@ -112,7 +112,7 @@ func TestPeerAnswersTheHoldsExpiry(t *testing.T) {
 			} {
 				sameAs(ctx, t, ref, cb, cmd...)
 			}
-			if wait > 0 { // B's claim round has seen the holds: so do its scripts
+			if wait > 0 { // B's round has seen the holds: so do its scripts
 				sameAs(ctx, t, ref, cb, "EVAL", "return redis.call('EXPIRE', KEYS[1], 1, 'XX')", 1, "scriptxx")
 				sameAs(ctx, t, ref, cb, "EVAL", "return {redis.call('PERSIST', KEYS[1]), redis.call('TTL', KEYS[1])}", 1, "scriptpersist")
 			}

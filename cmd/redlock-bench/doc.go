@@ -110,7 +110,7 @@
 // an HSET) and M holds (SETNX, renewed by the tier) on -fill-c
 // connections, -fill-pipeline commands per round trip, and reads the
 // commandstats over -fill-quiet again: the difference is what renewing
-// the holds and the tier's claim rounds cost the backends at rest. With
+// the holds and the tier's renewal rounds cost the backends at rest. With
 // -fill-during it keeps rewriting the data keys through the second proxy
 // while the runs go on. INFO backends of both proxies is polled from the
 // fill to the end of the runs (any backend not voting is listed, with the

@@ -23,14 +23,14 @@ import (
 //
 //  1. the backends' INFO commandstats are read over -fill-quiet with
 //     nothing running: the cost of the tier at rest (health probes,
-//     claim rounds);
+//     renewal rounds);
 //  2. -fill-c connections write, through proxy2, -fill-pipeline commands
 //     per round trip, N data keys (plain SET; every tenth an HSET of two fields) and M
 //     holds (SETNX: locks without expiry, which the tier renews a page of
 //     keys per backend call), spread evenly among each other;
 //  3. the commandstats are read over -fill-quiet again: the tier at rest
 //     with the holds, whose difference from 1 is what renewing them (and
-//     reading the holds record in the claim rounds) costs the backends.
+//     reading the holds record in the renewal rounds) costs the backends.
 //
 // With -fill-during the fill connections then keep rewriting the string
 // data keys through proxy2 until the runs end. Each run's row gets the
