@@ -21,10 +21,9 @@ import (
 // and what LOCKINFO reads from the backends (ttl-ms, nodes-holding,
 // nodes, waiters). Null when the key is free.
 //
-// HOLDS lists the holds: renewed here, and those of the other proxies as
-// the holds record named them at the last claim round (within a second):
-// an array of maps key, renewed-here, owner, deadline-ms (Unix ms; -1
-// none).
+// HOLDS lists the holds: made here, and those of the other proxies as
+// the holds record showed them at the last round (within default_ttl/6):
+// an array of maps key, renewed-here, deadline-ms (Unix ms; -1 none).
 func (d *Dispatcher) lockadmin(ctx context.Context, c *Client, args [][]byte) Reply {
 	sub := strings.ToUpper(string(args[1]))
 	switch {

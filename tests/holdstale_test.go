@@ -16,7 +16,7 @@ import (
 // TestEndedHoldDoesNotRenewTheNextLock: a key held through proxy A beyond
 // max_ttl (SET k 1 NX EX 3600, a string kept while it holds "1"; HSET
 // without expiry, a hash kept while it exists) is deleted or given an
-// expiry through proxy B, at once, before any claim round of B saw the
+// expiry through proxy B, at once, before any round of B saw the
 // hold; another client then takes the key through B with a 1 s lock of
 // the same value. A's renewal must not extend that lock: every copy the
 // hold did not write is not its own. Each 1 s lock is gone within three
@@ -74,7 +74,7 @@ func TestEndedHoldDoesNotRenewTheNextLock(t *testing.T) {
 // proxy A, as a hold (SETNX, SET NX without expiry) or as a lock with a
 // ttl (SET NX PX, LOCK), and releases it; a second client takes it
 // through A; the first client then repeats its release of its old token,
-// through A or through B (whose last claim round saw the first hold in
+// through A or through B (whose last round saw the first hold in
 // the record; the first release and the second acquire also go through
 // either), by every release path clients send: UNLOCK, MUNLOCK,
 // DELIFEQ, DELEX IFEQ, SET … IFEQ (a compare-and-set, and the renewal
@@ -245,7 +245,7 @@ func staleReleases(t *testing.T, run, later func(op, route string) bool) {
 			}
 		}
 	}
-	time.Sleep(holdLease) // B's claim rounds see the first holds in the record
+	time.Sleep(holdLease) // B's rounds see the first holds in the record
 	bs := make([]*redis.Client, len(rs))
 	for i, r := range rs {
 		bs[i] = r.Client()
