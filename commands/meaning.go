@@ -8,7 +8,6 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
-	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // A recognised script (lua.Meaning) is carried out as the quorum operation
@@ -110,7 +109,7 @@ func (d *Dispatcher) acquireOrExtend(ctx context.Context, m *lua.Meaning, keys [
 		if m.Acquire == lua.IfAbsentOrMine {
 			mode = redlock.IfAbsentOrMine
 		}
-		_, err = d.leases.Acquire(ctx, nil, lease.Request{Keys: keys, Token: token, TTL: ttl, Mode: mode})
+		err = d.leases.AcquireScript(ctx, keys, token, ttl, mode)
 	} else {
 		mode := redlock.Replace
 		if m.Extend == lua.Add {
