@@ -103,7 +103,7 @@ func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time
 		fence = r.raiseFence(t.max)
 		return r.writeBackFence(ctx, key, token, fence, ttl)
 	}
-	l, err := acquireFlight(r, ctx, keys[:1], token, ttl, IfAbsent, set, granted, voteTally[fenceReply](t), writeBack)
+	l, err := acquireFanout(r, ctx, keys[:1], token, ttl, IfAbsent, set, granted, voteTally[fenceReply](t), writeBack)
 	if err != nil {
 		return Lock{}, err
 	}
