@@ -71,21 +71,21 @@ func (m *Manager) holdWanted(start time.Time, w []redlock.Wanted) {
 	}
 }
 
-// loosen turns the keep of a value into a hold of any value, to the same
-// deadline, for each declared key a clamped vote left as it was (its ttl
-// untouched): the script may have changed the value in place (APPEND,
-// INCR, SETRANGE), and a keep of the old value would let the changed key
-// expire at the next renewal.
-func (m *Manager) loosen(w []redlock.Wanted) {
+// holdAnyValue turns the keep of a value into a hold of any value, to
+// the same deadline, for each declared key a clamped vote left as it was
+// (its ttl untouched): the script may have changed the value in place
+// (APPEND, INCR, SETRANGE), and a keep of the old value would let the
+// changed key expire at the next renewal.
+func (m *Manager) holdAnyValue(w []redlock.Wanted) {
 	for _, x := range w {
 		if !x.Hold && !x.Bounded {
-			m.loosenKeep(x.Key)
+			m.holdAnyValueOf(x.Key)
 		}
 	}
 }
 
-// loosenKeep turns the keep of a value of key into a hold of any value.
-func (m *Manager) loosenKeep(key string) {
+// holdAnyValueOf turns the keep of a value of key into a hold of any value.
+func (m *Manager) holdAnyValueOf(key string) {
 	m.keeper.mu.Lock()
 	e := m.keeper.keys[key]
 	var h Hold

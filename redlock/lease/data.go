@@ -388,7 +388,7 @@ func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error)
 // is held.
 func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv []string, writes bool) (any, error) {
 	if !writes || script.NoWrites() {
-		if held := m.heldKeys(keys); held != nil {
+		if held := m.declaredHolds(keys); held != nil {
 			argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
 			return m.locker.Vote(ctx, script.GuardedHeld(), keys, argv)
 		}
@@ -401,7 +401,7 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 	}
 	start := m.now()
 	clamped := m.clamped(script)
-	if held := m.heldKeys(keys); held != nil {
+	if held := m.declaredHolds(keys); held != nil {
 		clamped = script.ClampedHeld(m.maxTTL, min(m.keepTTL, m.maxTTL))
 		argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
 	}
@@ -412,7 +412,7 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 		return v, err
 	}
 	m.holdWanted(start, w)
-	m.loosen(w)
+	m.holdAnyValue(w)
 	m.changed(keys)
 	return v, nil
 }
