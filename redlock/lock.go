@@ -144,7 +144,7 @@ func (r *Redlock) AcquireHold(ctx context.Context, service string, h HoldField, 
 	}
 	keys := []string{h.Key}
 	set := call[bool]{
-		cmd:    command{kind: callEval, script: acquireHoldScript, keys: append(keys, holdKeys(service)...), args: []any{token, millis(ttl), h.field()}},
+		cmd:    command{kind: callEval, script: acquireHoldScript, keys: append(keys, recordKeys(service)...), args: []any{token, millis(ttl), h.field()}},
 		decode: intIs1,
 	}
 	return acquireFanout(r, ctx, keys, token, ttl, IfAbsent, set, func(ok bool) bool { return ok }, r.tally(), nil)

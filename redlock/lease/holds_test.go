@@ -26,7 +26,7 @@ import (
 func TestHoldsRenewedByTheTier(t *testing.T) {
 	rl, mrs := redlocktest.New(t, 3, redlock.Options{})
 	const svc = "tier"
-	hk := redlock.HoldsKey(svc)
+	hk := redlock.RecordKey(svc)
 	var live atomic.Pointer[[]string]
 	live.Store(&[]string{"A", "B", "Z"}) // Z: a member that renews nothing here
 	start := func(id string) *Manager {
@@ -172,7 +172,7 @@ func TestHoldKeepsItsCopyOnMigrateFrom(t *testing.T) {
 			return false
 		}
 		for _, mr := range mrs {
-			if mr.HGet(redlock.HoldsKey("tier"), "k") != "" {
+			if mr.HGet(redlock.RecordKey("tier"), "k") != "" {
 				return false
 			}
 		}
