@@ -26,9 +26,9 @@ import (
 // carrying the lease) rather than refused: with a MaxTTL and a KeepTTL.
 func (m *Manager) HoldsLong() bool { return m.clamping() }
 
-// long splits a ttl beyond MaxTTL into the lease the copies carry and the
-// deadline the key is held to (zero: ttl as it is, no hold).
-func (m *Manager) long(ttl time.Duration) (time.Duration, time.Time) {
+// splitTTL splits a ttl beyond MaxTTL into the lease the copies carry
+// and the deadline the key is held to (zero: ttl as it is, no hold).
+func (m *Manager) splitTTL(ttl time.Duration) (time.Duration, time.Time) {
 	if !m.clamping() || ttl <= m.maxTTL {
 		return ttl, time.Time{}
 	}

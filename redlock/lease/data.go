@@ -79,7 +79,7 @@ func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl
 	if m.maxTTL > 0 && !m.clamping() && (keep || ttl > m.maxTTL) {
 		return ErrLockTTL // beyond max_ttl, or without expiry, and nothing to hold it by
 	}
-	ttl, until := m.long(ttl)
+	ttl, until := m.splitTTL(ttl)
 	if keep {
 		ttl = m.keepTTL
 	}
@@ -219,7 +219,7 @@ func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration,
 		if m.maxTTL > 0 && ttl > m.maxTTL && !m.clamping() {
 			return old, false, ErrLockTTL
 		}
-		lease, until := m.long(ttl)
+		lease, until := m.splitTTL(ttl)
 		_, err := m.Extend(ctx, []string{key}, value, lease, redlock.Replace)
 		if !errors.Is(err, redlock.ErrNotHeld) {
 			m.holdUntil(err, key, value, until)
@@ -277,7 +277,7 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		if m.maxTTL > 0 && ttl > m.maxTTL && !m.clamping() {
 			return false, ErrLockTTL
 		}
-		lease, until = m.long(ttl)
+		lease, until = m.splitTTL(ttl)
 		if !until.IsZero() && m.holdsFull(key) {
 			return false, ErrMaxHolds
 		}

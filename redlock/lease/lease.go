@@ -205,7 +205,7 @@ func (m *Manager) acquire(ctx context.Context, owner *Owner, req request) (Grant
 	}
 	var until time.Time // a lock beyond MaxTTL: granted with the lease, held (clamp.go)
 	if !req.keep && !req.remember && len(req.keys) == 1 {
-		req.ttl, until = m.long(req.ttl)
+		req.ttl, until = m.splitTTL(req.ttl)
 	}
 	if (req.keep || !until.IsZero()) && m.holdsFull(req.keys[0]) {
 		return Grant{}, ErrMaxHolds
@@ -406,7 +406,7 @@ func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl t
 	}
 	var until time.Time // one key set beyond MaxTTL: the lease, then held (clamp.go)
 	if len(keys) == 1 && mode == redlock.Replace {
-		ttl, until = m.long(ttl)
+		ttl, until = m.splitTTL(ttl)
 	}
 	start := m.now()
 	validity, err := m.locker.ExtendKeys(ctx, keys, token, ttl, mode)
