@@ -191,7 +191,7 @@ type Redlock struct {
 	waiting         atomic.Int32 // fan-outs between launch and the return of wait
 	observeCall     func(addr string, elapsed time.Duration, err error)
 	notices         atomic.Bool  // Options.ReleaseNotices, until checkNotices turns them off
-	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fenceshare.go)
+	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fence.go)
 	migrate         *migration   // Options.MigrateFrom; nil without
 
 	// Backend health (health.go): one per node, in node order.
