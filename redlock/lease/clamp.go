@@ -17,10 +17,11 @@ import (
 // was keeps whatever hold it had.
 
 // Writes and expiries with a ttl beyond MaxTTL (SET … PX, PEXPIRE, SET NX
-// PX: Write, CompareAndSet, GetSet, Set, ExpireIf, Acquire of one key not
-// remembered) are made with the lease and held, to the deadline the
-// client asked for: while the key holds the value written (an expiry: any
-// value). Native locks are refused above MaxTTL before they reach here.
+// PX: Write, CompareAndSet, GetSet, Set, ExpireIf, SetIfAbsent,
+// AcquireScript of one key) are made with the lease and held, to the
+// deadline the client asked for: while the key holds the value written
+// (an expiry: any value). Native locks are refused above MaxTTL before
+// they reach here.
 
 // HoldsLong reports whether ttls beyond MaxTTL are held (the copies
 // carrying the lease) rather than refused: with a MaxTTL and a KeepTTL.
