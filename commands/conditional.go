@@ -221,8 +221,7 @@ func (d *Dispatcher) condWrite(ctx context.Context, req setRequest, v redlock.Va
 	case !v.Exists && req.expired:
 		return nil // written and gone at once, as on one Redis
 	case !v.Exists:
-		_, err := d.leases.Acquire(ctx, nil, lease.Request{Keys: []string{req.key}, Token: req.value, TTL: req.ttl, Keep: req.ttl == 0})
-		return err
+		return d.leases.SetIfAbsent(ctx, req.key, req.value, req.ttl)
 	case req.expired:
 		return d.leases.Release(ctx, req.key, v.Data)
 	}

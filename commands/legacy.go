@@ -49,7 +49,7 @@ func (d *Dispatcher) acquireLegacy(ctx context.Context, key, value string, ttl t
 	if ttl == 0 && d.leases.KeepTTL() == 0 {
 		return Error("ERR lock writes without expiry need default_ttl > 0 on redlock-proxy")
 	}
-	_, err := d.leases.Acquire(ctx, nil, lease.Request{Keys: []string{key}, Token: value, TTL: ttl, Keep: ttl == 0})
+	err := d.leases.SetIfAbsent(ctx, key, value, ttl)
 	switch {
 	case err == nil:
 		return yes

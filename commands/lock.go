@@ -61,8 +61,8 @@ func (d *Dispatcher) newToken() (string, Reply) {
 	return tok, nil
 }
 
-func (d *Dispatcher) parseLock(args [][]byte) (lease.Request, Reply) {
-	req := lease.Request{Remember: true}
+func (d *Dispatcher) parseLock(args [][]byte) (lease.LockRequest, Reply) {
+	var req lease.LockRequest
 	if r := d.checkKey(args[1]); r != nil {
 		return req, r
 	}
@@ -170,7 +170,7 @@ func (d *Dispatcher) mlock(ctx context.Context, c *Client, args [][]byte) Reply 
 	if r != nil {
 		return r
 	}
-	req := lease.Request{Keys: distinct(keys), TTL: ttl, Remember: true}
+	req := lease.LockRequest{Keys: distinct(keys), TTL: ttl}
 	if req.Token, r = d.newToken(); r != nil {
 		return r
 	}

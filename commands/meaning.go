@@ -8,7 +8,6 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
-	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 )
 
 // A recognised script (lua.Meaning) is carried out as the quorum operation
@@ -47,11 +46,11 @@ func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning, long bool) (ttl time.Dur
 	return ttl, false, r
 }
 
-// carryOut runs m (already selected for argv) over keys. A deadline too
+// runRecognised runs m (already selected for argv) over keys. A deadline too
 // near to carry out (scriptTTL) runs the script itself by vote instead, so
 // that every backend answers it as one Redis does (its keys' waiters
 // wake); where only recognised scripts run, it is the ttl range error.
-func (d *Dispatcher) carryOut(ctx context.Context, s *script, m *lua.Meaning, keys, argv []string) Reply {
+func (d *Dispatcher) runRecognised(ctx context.Context, s *script, m *lua.Meaning, keys, argv []string) Reply {
 	covered := m.KeysOf(keys)
 	switch m.Op {
 	case lua.OpAcquire, lua.OpExtend:
@@ -110,7 +109,7 @@ func (d *Dispatcher) acquireOrExtend(ctx context.Context, m *lua.Meaning, keys [
 		if m.Acquire == lua.IfAbsentOrMine {
 			mode = redlock.IfAbsentOrMine
 		}
-		_, err = d.leases.Acquire(ctx, nil, lease.Request{Keys: keys, Token: token, TTL: ttl, Mode: mode})
+		err = d.leases.AcquireScript(ctx, keys, token, ttl, mode)
 	} else {
 		mode := redlock.Replace
 		if m.Extend == lua.Add {

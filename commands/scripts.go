@@ -391,7 +391,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 				refusal = ResultHeld
 			}
 			if len(argv) >= m.Args && len(keys) > 0 {
-				return d.carryOut(ctx, s, m, keys, argv)
+				return d.runRecognised(ctx, s, m, keys, argv)
 			}
 		}
 	}

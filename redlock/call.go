@@ -50,7 +50,7 @@ func (c *command) run(ctx context.Context, n Node) (any, error) {
 	}
 }
 
-// target is the operation a call belongs to (a flight): where the result
+// target is the operation a call belongs to (a fan-out): where the result
 // of a command started with send goes.
 type target interface {
 	// deliver gets the result of the call tagged tag, as run would have

@@ -26,8 +26,8 @@ import (
 // on every backend (the ttl sent, not each backend's clock). Scripts
 // with no held key run without it.
 
-// HeldKey is a declared key's hold as the script's shadow reads it.
-type HeldKey struct {
+// DeclaredHold is a declared key's hold as the script's shadow reads it.
+type DeclaredHold struct {
 	Held     bool
 	Deadline int64  // Unix ms (this proxy's clock); -1: without expiry
 	TTL      int64  // ms left to Deadline when sent; -1: without expiry
@@ -36,7 +36,7 @@ type HeldKey struct {
 
 // HeldArgs is what a script clamped with ClampedHeld expects after its
 // client's ARGV: three strings per declared key, in order.
-func HeldArgs(held []HeldKey) []string {
+func HeldArgs(held []DeclaredHold) []string {
 	out := make([]string, 0, 3*len(held))
 	for _, h := range held {
 		if !h.Held {

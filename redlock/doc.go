@@ -89,7 +89,7 @@
 // when it answers; a node reporting loading:1 does not vote; a node whose
 // TIME runs away from the proxy's monotonic clock is quarantined (clock
 // watch). Status reports each node's state and why. FENCE tokens are in
-// fence.go, with the argument for their monotonicity; fenceshare.go lets
+// fence.go, with the argument for their monotonicity, and how
 // the proxies of a tier (package tier) share their high-water marks, so
 // that fences keep increasing across proxies when a majority of backends
 // restarts empty. Keys under ReservedPrefix belong to the proxy.

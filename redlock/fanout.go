@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// The fan-out engine. Every operation is one flight: launch hands one
+// The fan-out engine. Every operation is one fan-out: launch hands one
 // command to every node's sender, each reply is counted by a decider
 // (tally.go) as it arrives, and wait returns as soon as the decider says
 // the outcome is certain; quorum is that sequence for every operation but
-// an acquisition (acquireFlight, which undoes a failure). Every call of a
-// flight has the same deadline, detached from the caller's cancellation.
+// an acquisition (acquireFanout, which undoes a failure). Every call of a
+// fan-out has the same deadline, detached from the caller's cancellation.
 //
 // A RedisNode takes the command onto its pipelined connection without a
 // goroutine, and its reply is counted on the connection's reader: a lock
@@ -25,8 +25,8 @@ import (
 // overtaken. A call that cannot be pipelined (any other Node, or no live
 // connection) is owned by a goroutine that runs it with the deadline in
 // its context (goSend) and alone settles it: an undo waits until the call
-// returned. Either way the flight is held in r.bg until every call is
-// settled and, for a flight with an undo, its outcome is decided, so
+// returned. Either way the fan-out is held in r.bg until every call is
+// settled and, for a fan-out with an undo, its outcome is decided, so
 // Close waits for it.
 
 // reply is one node's answer: val when err is nil.
@@ -36,14 +36,14 @@ type reply[T any] struct {
 	err  error
 }
 
-// call is what a flight asks of every node: the command, and how its
+// call is what a fan-out asks of every node: the command, and how its
 // result reads as a T.
 type call[T any] struct {
 	cmd    command
 	decode func(any) (T, error)
 }
 
-// verdict is a flight's decision.
+// verdict is a fan-out's decision.
 type verdict uint8
 
 const (
@@ -59,18 +59,18 @@ const (
 	callOwned        // run by a goroutine, which alone delivers it
 )
 
-// nodeCall is one node's part of a flight.
+// nodeCall is one node's part of a fan-out.
 type nodeCall[T any] struct {
 	epoch   uint64        // the node's health epoch when the call started
 	state   atomic.Uint32 // callOpen, callTaken or callOwned
 	skipped bool          // not called (not voting): nothing to undo
 	owned   bool          // run by a goroutine (own): set before it starts
-	done    bool          // under flight.mu: rep is final
+	done    bool          // under fanout.mu: rep is final
 	rep     reply[T]
 }
 
-// flight is one fan-out in progress.
-type flight[T any] struct {
+// fanout is one operation's calls to every node, in progress.
+type fanout[T any] struct {
 	r      *Redlock
 	op     string
 	cmd    command
@@ -96,23 +96,23 @@ type flight[T any] struct {
 	released   bool // r.bg released
 }
 
-// inlineNodes is how many nodes a flight holds without allocating.
+// inlineNodes is how many nodes a fan-out holds without allocating.
 const inlineNodes = 5
 
-// launch sends c to every node with deadline d and returns the flight;
+// launch sends c to every node with deadline d and returns the fan-out;
 // dec counts the replies until wait returns. When undo is set, each node's
-// call, once it is done and the flight is decided as failed, is undone in
+// call, once it is done and the fan-out is decided as failed, is undone in
 // the background (never before its own call is done, so an undo cannot
 // overtake it).
 //
-// Its caller must call wait. A flight launched while no other one waits
+// Its caller must call wait. A fan-out launched while no other one waits
 // is lone: its commands are written by this goroutine onto the idle
 // backend connections (see backend.Conn.TrySend), so a lone request wakes no
 // writer. Under concurrency the connection's writer batches them.
-func launch[T any](r *Redlock, op string, d time.Duration, c call[T], dec decider[T], undo func(Node, reply[T])) *flight[T] {
+func launch[T any](r *Redlock, op string, d time.Duration, c call[T], dec decider[T], undo func(Node, reply[T])) *fanout[T] {
 	lone := r.waiting.Add(1) == 1
 	n := len(r.nodes)
-	f := &flight[T]{
+	f := &fanout[T]{
 		r: r, op: op, cmd: c.cmd, decode: c.decode,
 		undo: undo, d: d, wake: make(chan struct{}, 1),
 		dec: dec, pending: n, open: true,
@@ -160,7 +160,7 @@ func launch[T any](r *Redlock, op string, d time.Duration, c call[T], dec decide
 
 // quorum runs c on every node with deadline d and returns once dec is
 // done, or with the caller's error: launch, wait, decide. Every operation
-// but an acquisition (which undoes a failure: acquireFlight) is one call.
+// but an acquisition (which undoes a failure: acquireFanout) is one call.
 // afterCalls, when not nil, runs once every call is done, which may be
 // after quorum returned (a release leaves the key's gate then).
 func quorum[T any](r *Redlock, ctx context.Context, op string, d time.Duration, c call[T], dec decider[T], afterCalls func()) error {
@@ -174,7 +174,7 @@ func quorum[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 
 // deliver takes node i's result (see target): from its goroutine, or from
 // the pipe unless the deadline took the call first.
-func (f *flight[T]) deliver(i int, v any, err error) {
+func (f *fanout[T]) deliver(i int, v any, err error) {
 	st := &f.calls[i].state
 	if st.CompareAndSwap(callOpen, callTaken) || st.CompareAndSwap(callOwned, callTaken) {
 		f.take(i, v, err)
@@ -182,7 +182,7 @@ func (f *flight[T]) deliver(i int, v any, err error) {
 }
 
 // own claims node i's call for the goroutine that runs it (see target).
-func (f *flight[T]) own(i int) bool {
+func (f *fanout[T]) own(i int) bool {
 	if !f.calls[i].state.CompareAndSwap(callOpen, callOwned) {
 		return false
 	}
@@ -192,7 +192,7 @@ func (f *flight[T]) own(i int) bool {
 
 // take turns node i's result, which the caller has claimed, into its
 // reply: decoded, reported to the metrics and the node's health, settled.
-func (f *flight[T]) take(i int, v any, err error) {
+func (f *fanout[T]) take(i int, v any, err error) {
 	rep := reply[T]{node: i}
 	if err == nil {
 		rep.val, err = f.decode(v)
@@ -205,11 +205,11 @@ func (f *flight[T]) take(i int, v any, err error) {
 }
 
 // spawn runs fn in a goroutine of r.bg (see target).
-func (f *flight[T]) spawn(fn func()) { f.r.bg.Go(fn) }
+func (f *fanout[T]) spawn(fn func()) { f.r.bg.Go(fn) }
 
 // expire times out every call still open at the deadline. An owned call
 // is left to its goroutine: its context has the same deadline.
-func (f *flight[T]) expire() {
+func (f *fanout[T]) expire() {
 	for i := range f.calls {
 		if f.calls[i].state.CompareAndSwap(callOpen, callTaken) {
 			f.take(i, nil, context.DeadlineExceeded)
@@ -218,9 +218,9 @@ func (f *flight[T]) expire() {
 }
 
 // settled records node i's final reply: counted while the caller waits,
-// undone if the flight failed, and once it is the last, the flight's
+// undone if the fan-out failed, and once it is the last, the fan-out's
 // after-work runs.
-func (f *flight[T]) settled(i int, rep reply[T]) {
+func (f *fanout[T]) settled(i int, rep reply[T]) {
 	f.mu.Lock()
 	c := &f.calls[i]
 	c.rep, c.done = rep, true
@@ -278,7 +278,7 @@ func (f *flight[T]) settled(i int, rep reply[T]) {
 	}
 }
 
-func (f *flight[T]) logNodeError(i int, err error) {
+func (f *fanout[T]) logNodeError(i int, err error) {
 	addr := f.r.nodes[i].Addr()
 	var re RedisError
 	switch {
@@ -293,10 +293,10 @@ func (f *flight[T]) logNodeError(i int, err error) {
 
 // wait returns once the decider is done or every call is done, or with an
 // error wrapping ctx.Err() when ctx ends first. Replies that come later are
-// not counted. As soon as the decider has lost, the flight is decided as
+// not counted. As soon as the decider has lost, the fan-out is decided as
 // failed, so undo starts while wait may still wait for replies to tell
 // "no" (enough definite answers) from "no quorum" (too many node errors).
-func (f *flight[T]) wait(ctx context.Context) error {
+func (f *fanout[T]) wait(ctx context.Context) error {
 	defer f.r.waiting.Add(-1)
 	if err := ctx.Err(); err != nil { // gave up before the first reply counted
 		return f.giveUp(err)
@@ -318,7 +318,7 @@ func (f *flight[T]) wait(ctx context.Context) error {
 }
 
 // giveUp stops counting replies and returns the caller's error.
-func (f *flight[T]) giveUp(err error) error {
+func (f *fanout[T]) giveUp(err error) error {
 	f.mu.Lock()
 	f.open = false
 	f.mu.Unlock()
@@ -327,7 +327,7 @@ func (f *flight[T]) giveUp(err error) error {
 
 // decide records the outcome; only the first call counts. Failed, every
 // call already done is undone now and every later one when it is done.
-func (f *flight[T]) decide(failed bool) {
+func (f *fanout[T]) decide(failed bool) {
 	o := outSucceeded
 	if failed {
 		o = outFailed
@@ -344,7 +344,7 @@ func (f *flight[T]) decide(failed bool) {
 }
 
 // decideLocked sets the outcome if undecided and returns the calls to undo.
-func (f *flight[T]) decideLocked(o verdict) []int {
+func (f *fanout[T]) decideLocked(o verdict) []int {
 	if f.outcome != outUndecided {
 		return nil
 	}
@@ -361,10 +361,10 @@ func (f *flight[T]) decideLocked(o verdict) []int {
 	return undo
 }
 
-// releaseLocked reports, once, that the flight's background work is over:
+// releaseLocked reports, once, that the fan-out's background work is over:
 // every call done and, with an undo, the outcome decided (undos run in
 // goroutines of their own).
-func (f *flight[T]) releaseLocked() bool {
+func (f *fanout[T]) releaseLocked() bool {
 	if f.released || f.pending > 0 || f.undo != nil && f.outcome == outUndecided {
 		return false
 	}
@@ -373,17 +373,17 @@ func (f *flight[T]) releaseLocked() bool {
 }
 
 // holdUndos counts the undos about to start in r.bg while f.mu is held,
-// before the flight can release its own hold: otherwise another goroutine
-// settling the last call could release the flight, and Close return,
+// before the fan-out can release its own hold: otherwise another goroutine
+// settling the last call could release the fan-out, and Close return,
 // between this one unlocking and starting its undos.
-func (f *flight[T]) holdUndos(nodes []int) {
+func (f *fanout[T]) holdUndos(nodes []int) {
 	for range nodes {
 		f.r.bg.Add()
 	}
 }
 
 // undoAll starts the undos that holdUndos counted.
-func (f *flight[T]) undoAll(nodes []int) {
+func (f *fanout[T]) undoAll(nodes []int) {
 	for _, i := range nodes {
 		rep := f.calls[i].rep
 		go func() {
@@ -393,10 +393,10 @@ func (f *flight[T]) undoAll(nodes []int) {
 	}
 }
 
-// afterCalls runs fn once every call of the flight is done (replied or met
+// afterCalls runs fn once every call of the fan-out is done (replied or met
 // its deadline): at once if they are, else on the goroutine that settles
 // the last one.
-func (f *flight[T]) afterCalls(fn func()) {
+func (f *fanout[T]) afterCalls(fn func()) {
 	f.mu.Lock()
 	if f.pending > 0 {
 		f.after = fn
@@ -407,7 +407,7 @@ func (f *flight[T]) afterCalls(fn func()) {
 	fn()
 }
 
-// afterOwnedCalls runs fn once every call of the flight that a goroutine
+// afterOwnedCalls runs fn once every call of the fan-out that a goroutine
 // runs (goSend: a node without a live pipelined connection, a full
 // queue, or any other Node) is done: at once if none is left, else on the
 // goroutine that settles the last one. Only launch makes a call owned, so
@@ -415,7 +415,7 @@ func (f *flight[T]) afterCalls(fn func()) {
 // it. A pipelined call needs no wait: a later command to its node is
 // queued behind it on the same connection. An owned call is not ordered
 // against anything sent later, so whoever must not overtake it waits.
-func (f *flight[T]) afterOwnedCalls(fn func()) {
+func (f *fanout[T]) afterOwnedCalls(fn func()) {
 	f.mu.Lock()
 	left := 0
 	for i := range f.calls {
@@ -432,7 +432,7 @@ func (f *flight[T]) afterOwnedCalls(fn func()) {
 	fn()
 }
 
-// decider turns the replies of one flight into an outcome.
+// decider turns the replies of one fan-out into an outcome.
 type decider[T any] interface {
 	// add counts a definite answer.
 	add(v T)

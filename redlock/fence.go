@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -14,7 +15,7 @@ const FenceKey = "redlock-proxy:fence"
 // it grants the lock and returns it. The proxy waits for every voting node
 // to answer (or meet its deadline), not just the first quorum, takes the
 // largest counter T among the nodes that answered, raises it above every
-// fence this process issued or learned (the high-water mark, fenceshare.go),
+// fence this process issued or learned (the high-water mark, FenceHighWater),
 // and writes T back before it answers: every node that answers raises its
 // counter to T, and a quorum of them must confirm that our key still holds
 // our token there. A later holder's quorum shares at least one node with
@@ -103,7 +104,7 @@ func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time
 		fence = r.raiseFence(t.max)
 		return r.writeBackFence(ctx, key, token, fence, ttl)
 	}
-	l, err := acquireFlight(r, ctx, keys[:1], token, ttl, IfAbsent, set, granted, voteTally[fenceReply](t), writeBack)
+	l, err := acquireFanout(r, ctx, keys[:1], token, ttl, IfAbsent, set, granted, voteTally[fenceReply](t), writeBack)
 	if err != nil {
 		return Lock{}, err
 	}
@@ -138,4 +139,41 @@ func (r *Redlock) writeBackFence(ctx context.Context, key, token string, fence i
 		return t.failure(ErrNoQuorum)
 	}
 	return nil
+}
+
+// ReservedPrefix starts every key the proxy keeps on the backends for
+// itself: the fence counter (FenceKey) and the membership of the proxy
+// tier (package tier). Clients may not name such keys: a client that
+// could write them could lower a fence counter or forge a proxy.
+const ReservedPrefix = "redlock-proxy:"
+
+// Reserved reports whether key belongs to the proxy (see ReservedPrefix).
+func Reserved(key string) bool { return strings.HasPrefix(key, ReservedPrefix) }
+
+// Sharing the fence high-water mark between proxies. Each process keeps
+// the highest fence it issued; package tier's heartbeat raises every
+// backend's counter to it and raises it to the largest counter it reads,
+// so that the marks of the live proxies and the counters of every backend
+// converge on the highest fence any of them issued. A proxy that restarts
+// reads that before it serves (tier.Join), and a majority of backends
+// restarting empty gets its counters back from the proxies' marks within
+// one heartbeat. docs/safety.md has the argument.
+
+// FenceHighWater is the highest fence this process issued or learned
+// through RaiseFenceHighWater: every later fence is larger.
+func (r *Redlock) FenceHighWater() int64 { return r.fenceHWM.Load() }
+
+// RaiseFenceHighWater raises the high-water mark to at least v, so that
+// every fence this process issues from now on is above v. It reports
+// whether the mark moved.
+func (r *Redlock) RaiseFenceHighWater(v int64) bool {
+	for {
+		hwm := r.fenceHWM.Load()
+		if v <= hwm {
+			return false
+		}
+		if r.fenceHWM.CompareAndSwap(hwm, v) {
+			return true
+		}
+	}
 }

@@ -122,7 +122,7 @@ func (p *gatePass) leave() {
 // share makes the pass be left by two parties instead of one caller of
 // leave: each calls leaveShared once, and the second call leaves. An
 // acquisition leaves the gate once it returned and its node calls run by
-// goroutines are done (acquireFlight), whichever is last.
+// goroutines are done (acquireFanout), whichever is last.
 func (p *gatePass) share() { p.shares.Store(2) }
 
 // leaveShared is one party's leave of a shared pass.

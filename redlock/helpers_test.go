@@ -53,7 +53,7 @@ type faultyNode struct {
 func (f *faultyNode) set(m mode) { f.mode.Store(int32(m)) }
 
 // send passes a command to the pipelined node underneath while no fault is
-// set, so that the tests run the flights' pipelined path (replies counted
+// set, so that the tests run the fan-outs' pipelined path (replies counted
 // on the connection's reader) as well as the goroutine per call path.
 func (f *faultyNode) send(c *command, deadline time.Time, to target, tag int, lone bool) {
 	if s, ok := f.Node.(sender); ok && mode(f.mode.Load()) == modeOK && f.failScript.Load() == nil {

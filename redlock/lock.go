@@ -109,7 +109,7 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 		}
 	}
 	granted := func(ok bool) bool { return ok }
-	l, err := acquireFlight(r, ctx, send, token, ttl, mode, set, granted, r.tally(), nil)
+	l, err := acquireFanout(r, ctx, send, token, ttl, mode, set, granted, r.tally(), nil)
 	if err != nil {
 		return Lock{}, err
 	}
@@ -144,13 +144,13 @@ func (r *Redlock) AcquireHold(ctx context.Context, service string, h HoldField, 
 	}
 	keys := []string{h.Key}
 	set := call[bool]{
-		cmd:    command{kind: callEval, script: acquireHoldScript, keys: append(keys, holdKeys(service)...), args: []any{token, millis(ttl), h.field()}},
+		cmd:    command{kind: callEval, script: acquireHoldScript, keys: append(keys, recordKeys(service)...), args: []any{token, millis(ttl), h.field()}},
 		decode: intIs1,
 	}
-	return acquireFlight(r, ctx, keys, token, ttl, IfAbsent, set, func(ok bool) bool { return ok }, r.tally(), nil)
+	return acquireFanout(r, ctx, keys, token, ttl, IfAbsent, set, func(ok bool) bool { return ok }, r.tally(), nil)
 }
 
-// voteTally is what acquireFlight needs of a decider: yes votes counted
+// voteTally is what acquireFanout needs of a decider: yes votes counted
 // towards a quorum, and the failure named.
 type voteTally[T any] interface {
 	decider[T]
@@ -161,15 +161,15 @@ type voteTally[T any] interface {
 
 func (t *tally) granted() int { return t.yes }
 
-// acquireFlight is one acquisition: it enters the keys' gate, sends set to
+// acquireFanout is one acquisition: it enters the keys' gate, sends set to
 // every node (and takes the keys on the old instance with mode, when
 // migrating: migrate.go), decides with t, runs after (when not nil:
 // FENCE's write-back) once a quorum granted, waits for the old instance's
 // yes, and measures the validity after that. On any
-// failure it decides the flight as failed, so every node that may have set
+// failure it decides the fan-out as failed, so every node that may have set
 // the keys (all but a definite "no", per granted) is rolled back after its
 // own call returned.
-func acquireFlight[T any](r *Redlock, ctx context.Context, keys []string, token string, ttl time.Duration, mode AcquireMode,
+func acquireFanout[T any](r *Redlock, ctx context.Context, keys []string, token string, ttl time.Duration, mode AcquireMode,
 	set call[T], granted func(T) bool, t voteTally[T], after func() error) (Lock, error) {
 	undo := func(n Node, rep reply[T]) {
 		if rep.err == nil && !granted(rep.val) {

@@ -25,7 +25,7 @@ import (
 // The old instance is run as a Redlock of one node (quorum 1), so each of
 // its operations has the backends' deadline, validity measure and undo.
 // Its part of an acquisition starts inside the keys' gate, at the same
-// moment as the backends' flight, and is waited for before the validity
+// moment as the backends' fan-out, and is waited for before the validity
 // is measured from a clock reading taken before either started, so the
 // validity holds for both.
 
@@ -127,7 +127,7 @@ type mirror struct {
 }
 
 // mirrorAcquire starts the acquisition of keys on the old instance beside
-// the backends' flight; nil without migrate_from.
+// the backends' fan-out; nil without migrate_from.
 func (r *Redlock) mirrorAcquire(ctx context.Context, keys []string, token string, ttl time.Duration, mode AcquireMode) *mirror {
 	m := r.migrate
 	if m == nil {

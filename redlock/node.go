@@ -402,7 +402,7 @@ func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int, lon
 	}
 }
 
-// callRequest is a flight's call on the pipelined connection: the
+// callRequest is a fan-out's call on the pipelined connection: the
 // command, how it was sent, and where its result goes. It receives its
 // own reply (Receive, on the connection's reader goroutine) and is then
 // recycled.

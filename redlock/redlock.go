@@ -179,7 +179,7 @@ type Lock struct {
 // for concurrent use.
 type Redlock struct {
 	nodes           []Node
-	senders         []sender // one per node: how a flight reaches it
+	senders         []sender // one per node: how a fan-out reaches it
 	quorum          int
 	nodeTimeout     time.Duration
 	rollbackTimeout time.Duration
@@ -188,10 +188,10 @@ type Redlock struct {
 	log             hclog.Logger
 	bg              Tracker
 	gate            keyGate
-	waiting         atomic.Int32 // flights between launch and the return of wait
+	waiting         atomic.Int32 // fan-outs between launch and the return of wait
 	observeCall     func(addr string, elapsed time.Duration, err error)
 	notices         atomic.Bool  // Options.ReleaseNotices, until checkNotices turns them off
-	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fenceshare.go)
+	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fence.go)
 	migrate         *migration   // Options.MigrateFrom; nil without
 
 	// Backend health (health.go): one per node, in node order.
@@ -332,7 +332,7 @@ func (r *Redlock) Connect(ctx context.Context) int {
 }
 
 // Tracker owns background work: Go starts a goroutine it owns, Add and
-// Done bracket work that runs elsewhere (a flight's pipelined calls, a
+// Done bracket work that runs elsewhere (a fan-out's pipelined calls, a
 // client's command), and Wait waits until none is left. Unlike sync.WaitGroup it allows new
 // work to start while someone is waiting. The count is atomic; the lock is
 // taken only when it drops to zero and by Wait. The zero value is ready

@@ -16,8 +16,8 @@ import (
 // the restarted nodes would grant it to a second client. So the renewal
 // of a hold writes the key back to every quarantined node that lacks it,
 // copied (DUMP, RESTORE) from a voting node that holds the hold's own
-// copy, together with its field in the record and its stamp (holds.go),
-// so that the record stays readable there (holdrecord.go), before the
+// copy, together with its field in the record and its stamp (record.go),
+// so that the record stays readable there (recordread.go), before the
 // quarantine ends: a quarantine outlasts a renewal round
 // (max_ttl ≥ default_ttl). While nodes are quarantined a quorum may not
 // vote at all, so the copies on the other nodes are extended there too,
@@ -110,7 +110,7 @@ func (r *Redlock) Repair(ctx context.Context, service string, h HoldField, ttl t
 	if len(targets) == 0 || len(sources) == 0 {
 		return 0, nil // nothing to repair, or nothing to copy from
 	}
-	keys := []string{h.Key, HoldsKey(service), stampsKey(service)}
+	keys := []string{h.Key, RecordKey(service), stampsKey(service)}
 	dump, err := r.dumpFrom(ctx, sources, keys, digest, h.Digest, ttl)
 	if err != nil {
 		return 0, err

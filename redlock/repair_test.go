@@ -26,7 +26,7 @@ func TestRepair(t *testing.T) {
 		if err := c.mrs[i].Set("k", "tok"); err != nil {
 			t.Fatal(err)
 		}
-		c.mrs[i].HSet(HoldsKey(svc), "k", h.field())
+		c.mrs[i].HSet(RecordKey(svc), "k", h.field())
 	}
 	if n, err := c.r.Repair(ctx, svc, h, 2*time.Second); n != 0 || err != nil {
 		t.Fatalf("Repair with no node quarantined = %d, %v; want 0, nil", n, err)
@@ -50,7 +50,7 @@ func TestRepair(t *testing.T) {
 		if ttl := c.mrs[i].TTL("k"); ttl <= 0 || ttl > 2*time.Second {
 			t.Errorf("node %d: ttl %v after the repair, want the lease of 2s", i, ttl)
 		}
-		if f := c.mrs[i].HGet(HoldsKey(svc), "k"); f != h.field() {
+		if f := c.mrs[i].HGet(RecordKey(svc), "k"); f != h.field() {
 			t.Errorf("node %d: field %q after the repair, want %q", i, f, h.field())
 		}
 	}

@@ -172,11 +172,11 @@ func (n *RedisNode) dialKill(ctx context.Context) (net.Conn, error) {
 	return nc, nil
 }
 
-// bounded runs a vote's flight with its per-node deadline: the larger of
-// NodeTimeout and ScriptTimeout. The flight runs to its end even when ctx
+// bounded runs a vote's fan-out with its per-node deadline: the larger of
+// NodeTimeout and ScriptTimeout. The fan-out runs to its end even when ctx
 // ends (its calls would run on until the deadline anyway, and only their
 // end says which backends still run the script); then the script is
-// stopped wherever a call ran into the deadline. c is the flight's
+// stopped wherever a call ran into the deadline. c is the fan-out's
 // counts: when too few nodes answered for a quorum because of that, the
 // vote fails with a *ScriptTimeoutError.
 func (r *Redlock) bounded(ctx context.Context, run func(context.Context, time.Duration) error, c *counts) error {

@@ -145,18 +145,8 @@ func (m *Manager) ForceRelease(ctx context.Context, key, by string) (bool, error
 // HeldBy is the grant of key through this proxy that is neither released
 // nor expired, if any: the connection it was granted to.
 func (m *Manager) HeldBy(key string) (Held, bool) {
-	h := m.reg.lookup(key)
-	if h == nil {
-		return Held{}, false
+	if h := m.reg.lookup(key); h != nil {
+		return m.heldOf(h, m.now())
 	}
-	deadline, _, gone := m.reg.state(h)
-	if gone {
-		return Held{}, false
-	}
-	now := m.now()
-	return Held{
-		Keys: h.keys, OwnerID: h.owner.id, OwnerName: h.owner.name(),
-		Age: now.Sub(h.granted), Validity: max(deadline.Sub(now), 0), TTL: h.ttl,
-		Session: h.session, Fence: h.fence, Fenced: h.fenced,
-	}, true
+	return Held{}, false
 }

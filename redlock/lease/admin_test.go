@@ -57,7 +57,7 @@ func TestHotKeys(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = m.Acquire(waitCtx, NewOwner(2, OwnerHooks{}), Request{Keys: []string{"b"}, Token: "w", TTL: ttl, Wait: time.Minute})
+		_, _ = m.Acquire(waitCtx, NewOwner(2, OwnerHooks{}), LockRequest{Keys: []string{"b"}, Token: "w", TTL: ttl, Wait: time.Minute})
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for m.Waiters() != 1 {
@@ -84,7 +84,7 @@ func TestForceReleaseOfAnMLOCKKey(t *testing.T) {
 	m, mrs := newManager(t, Options{})
 	ctx := context.Background()
 	o := NewOwner(1, OwnerHooks{Lost: func(key, why string) {}})
-	if _, err := m.Acquire(ctx, o, Request{Keys: []string{"ma", "mb"}, Token: "t", TTL: 30 * time.Second, Remember: true}); err != nil {
+	if _, err := m.Acquire(ctx, o, LockRequest{Keys: []string{"ma", "mb"}, Token: "t", TTL: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := m.ForceRelease(ctx, "ma", "ops@test"); err != nil || !ok {

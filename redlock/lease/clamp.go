@@ -17,18 +17,19 @@ import (
 // was keeps whatever hold it had.
 
 // Writes and expiries with a ttl beyond MaxTTL (SET … PX, PEXPIRE, SET NX
-// PX: Write, CompareAndSet, GetSet, Set, ExpireIf, Acquire of one key not
-// remembered) are made with the lease and held, to the deadline the
-// client asked for: while the key holds the value written (an expiry: any
-// value). Native locks are refused above MaxTTL before they reach here.
+// PX: Write, CompareAndSet, GetSet, Set, ExpireIf, SetIfAbsent,
+// AcquireScript of one key) are made with the lease and held, to the
+// deadline the client asked for: while the key holds the value written
+// (an expiry: any value). Native locks are refused above MaxTTL before
+// they reach here.
 
 // HoldsLong reports whether ttls beyond MaxTTL are held (the copies
 // carrying the lease) rather than refused: with a MaxTTL and a KeepTTL.
 func (m *Manager) HoldsLong() bool { return m.clamping() }
 
-// long splits a ttl beyond MaxTTL into the lease the copies carry and the
-// deadline the key is held to (zero: ttl as it is, no hold).
-func (m *Manager) long(ttl time.Duration) (time.Duration, time.Time) {
+// splitTTL splits a ttl beyond MaxTTL into the lease the copies carry
+// and the deadline the key is held to (zero: ttl as it is, no hold).
+func (m *Manager) splitTTL(ttl time.Duration) (time.Duration, time.Time) {
 	if !m.clamping() || ttl <= m.maxTTL {
 		return ttl, time.Time{}
 	}
@@ -71,21 +72,21 @@ func (m *Manager) holdWanted(start time.Time, w []redlock.Wanted) {
 	}
 }
 
-// loosen turns the keep of a value into a hold of any value, to the same
-// deadline, for each declared key a clamped vote left as it was (its ttl
-// untouched): the script may have changed the value in place (APPEND,
-// INCR, SETRANGE), and a keep of the old value would let the changed key
-// expire at the next renewal.
-func (m *Manager) loosen(w []redlock.Wanted) {
+// holdAnyValue turns the keep of a value into a hold of any value, to
+// the same deadline, for each declared key a clamped vote left as it was
+// (its ttl untouched): the script may have changed the value in place
+// (APPEND, INCR, SETRANGE), and a keep of the old value would let the
+// changed key expire at the next renewal.
+func (m *Manager) holdAnyValue(w []redlock.Wanted) {
 	for _, x := range w {
 		if !x.Hold && !x.Bounded {
-			m.loosenKeep(x.Key)
+			m.holdAnyValueOf(x.Key)
 		}
 	}
 }
 
-// loosenKeep turns the keep of a value of key into a hold of any value.
-func (m *Manager) loosenKeep(key string) {
+// holdAnyValueOf turns the keep of a value of key into a hold of any value.
+func (m *Manager) holdAnyValueOf(key string) {
 	m.keeper.mu.Lock()
 	e := m.keeper.keys[key]
 	var h Hold

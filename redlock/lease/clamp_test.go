@@ -90,7 +90,7 @@ func TestVoteClampsAndHolds(t *testing.T) {
 	if _, err := m.Delete(ctx, []string{"k"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: "tok", TTL: 600 * time.Second}); err != nil {
+	if err := m.SetIfAbsent(ctx, "k", "tok", 600*time.Second); err != nil {
 		t.Fatalf("Acquire of 600 s: %v", err)
 	}
 	bounded("Acquire of 600 s")

@@ -106,7 +106,7 @@ func (m *Manager) CompareAndSet(ctx context.Context, key, old, value string, ttl
 	if m.maxTTL > 0 && !m.clamping() && (keep || ttl > m.maxTTL) {
 		return ErrLockTTL // beyond max_ttl, or without expiry, and nothing to hold it by
 	}
-	ttl, until := m.long(ttl)
+	ttl, until := m.splitTTL(ttl)
 	if keep {
 		ttl = m.keepTTL
 	}
@@ -246,7 +246,7 @@ func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration,
 		if m.maxTTL > 0 && ttl > m.maxTTL && !m.clamping() {
 			return old, false, ErrLockTTL
 		}
-		lease, until := m.long(ttl)
+		lease, until := m.splitTTL(ttl)
 		_, err := m.Extend(ctx, []string{key}, value, lease, redlock.Replace)
 		if !errors.Is(err, redlock.ErrNotHeld) {
 			m.holdUntil(err, key, value, until)
@@ -304,7 +304,7 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		if m.maxTTL > 0 && ttl > m.maxTTL && !m.clamping() {
 			return false, ErrLockTTL
 		}
-		lease, until = m.long(ttl)
+		lease, until = m.splitTTL(ttl)
 		if !until.IsZero() && m.holdsFull(key) {
 			return false, ErrMaxHolds
 		}
@@ -415,7 +415,7 @@ func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error)
 // is held.
 func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv []string, writes bool) (any, error) {
 	if !writes || script.NoWrites() {
-		if held := m.heldKeys(keys); held != nil {
+		if held := m.declaredHolds(keys); held != nil {
 			argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
 			return m.locker.Vote(ctx, script.GuardedHeld(), keys, argv)
 		}
@@ -428,7 +428,7 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 	}
 	start := m.now()
 	clamped := m.clamped(script)
-	if held := m.heldKeys(keys); held != nil {
+	if held := m.declaredHolds(keys); held != nil {
 		clamped = script.ClampedHeld(m.maxTTL, min(m.keepTTL, m.maxTTL))
 		argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
 	}
@@ -439,7 +439,7 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 		return v, err
 	}
 	m.holdWanted(start, w)
-	m.loosen(w)
+	m.holdAnyValue(w)
 	m.changed(keys)
 	return v, nil
 }

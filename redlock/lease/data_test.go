@@ -25,7 +25,7 @@ func TestLocksKeptDataNot(t *testing.T) {
 	ctx := context.Background()
 	setnx := func(v string) func() error {
 		return func() error {
-			_, err := m.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: v, Keep: true})
+			err := m.SetIfAbsent(ctx, "k", v, 0)
 			return err
 		}
 	}
@@ -141,7 +141,7 @@ func TestStaleKeepEnds(t *testing.T) {
 	c := &clock{t: time.Now()}
 	m, mrs := newManager(t, Options{KeepTTL: keepTTL, Now: c.now})
 	ctx := context.Background()
-	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: "1", Keep: true}); err != nil || !m.Kept("k", "1") {
+	if err := m.SetIfAbsent(ctx, "k", "1", 0); err != nil || !m.Kept("k", "1") {
 		t.Fatalf("SETNX: kept %v, %v", m.Kept("k", "1"), err)
 	}
 	del := redlock.NewScript("return redis.call('del', KEYS[1])")
@@ -151,7 +151,7 @@ func TestStaleKeepEnds(t *testing.T) {
 	if m.Kept("k", "1") {
 		t.Fatal("still kept after a script by vote deleted it")
 	}
-	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k2"}, Token: "1", Keep: true}); err != nil || !m.Kept("k2", "1") {
+	if err := m.SetIfAbsent(ctx, "k2", "1", 0); err != nil || !m.Kept("k2", "1") {
 		t.Fatalf("SETNX: kept %v, %v", m.Kept("k2", "1"), err)
 	}
 	// Deleted behind this proxy's back (through another proxy), before
@@ -160,7 +160,7 @@ func TestStaleKeepEnds(t *testing.T) {
 		mr.Del("k2")
 	}
 	c.add(heldRecheck) // the note of the kept grant answers "held" until then
-	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k2"}, Token: "1", TTL: ttl}); err != nil {
+	if err := m.SetIfAbsent(ctx, "k2", "1", ttl); err != nil {
 		t.Fatal(err)
 	}
 	if m.Kept("k2", "1") {
@@ -260,7 +260,7 @@ func TestGetSetOfAHeldHashKeepsItsHold(t *testing.T) {
 func TestLockBeyondMaxTTLWithoutLease(t *testing.T) {
 	m, mrs := newManager(t, Options{MaxTTL: 10 * time.Second})
 	ctx := context.Background()
-	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"l"}, Token: "t", TTL: 5 * time.Second}); err != nil {
+	if err := m.SetIfAbsent(ctx, "l", "t", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Persist(ctx, "l"); !errors.Is(err, ErrLockTTL) {

@@ -63,16 +63,17 @@ func TestDeleteOfAGrantInOneRound(t *testing.T) {
 	m, mrs, calls := countingManager(t, Options{KeepTTL: time.Hour})
 	ctx := context.Background()
 	for _, keep := range []bool{false, true} {
-		req := setNX("warm", "v") // loads the scripts: NOSCRIPT costs a call
-		req.Keep = keep
-		if _, err := m.Acquire(ctx, nil, req); err != nil {
+		ttl := ttl
+		if keep {
+			ttl = 0
+		}
+		if err := m.SetIfAbsent(ctx, "warm", "v", ttl); err != nil { // loads the scripts: NOSCRIPT costs a call
 			t.Fatal(err)
 		}
 		if _, err := m.Delete(ctx, []string{"warm"}); err != nil {
 			t.Fatal(err)
 		}
-		req.Keys = []string{"k"}
-		if _, err := m.Acquire(ctx, nil, req); err != nil {
+		if err := m.SetIfAbsent(ctx, "k", "v", ttl); err != nil {
 			t.Fatal(err)
 		}
 		// Every operation so far made one call per backend (three in the
@@ -146,9 +147,11 @@ func TestDeleteOfAGrantChangedFallsBack(t *testing.T) {
 			if keep {
 				key += " kept"
 			}
-			req := setNX(key, "holder")
-			req.Keep = keep
-			if _, err := m.Acquire(ctx, nil, req); err != nil {
+			ttl := ttl
+			if keep {
+				ttl = 0
+			}
+			if err := m.SetIfAbsent(ctx, key, "holder", ttl); err != nil {
 				t.Fatal(err)
 			}
 			tc.change(key)

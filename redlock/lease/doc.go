@@ -4,9 +4,9 @@
 //
 // A Manager is the one door to the keyspace: package commands reaches the
 // backends through it and holds no Redlock of its own. It takes the lock
-// operations — Acquire (with WAIT, FENCE and SESSION options, for the
-// native commands, the single-Redis dialect and the library scripts
-// alike), Release, ReleaseKeys and Extend — and the data operations of
+// operations — Acquire (a LockRequest: LOCK, MLOCK), SetIfAbsent (SET
+// NX, SETNX), AcquireScript (a recognised library script), Release,
+// ReleaseKeys and Extend — and the data operations of
 // the single-Redis dialect (data.go: Write, CompareAndSet, GetSet, Get,
 // Read, Exists, Delete, Expire, Persist, FlushAll, Incr, and Vote for
 // scripts and the commands run by vote as a script (ZREM, ZCARD, the keyed

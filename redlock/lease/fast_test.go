@@ -40,26 +40,24 @@ func commands(mrs []*miniredis.Miniredis) int {
 	return n
 }
 
-func setNX(key, token string) Request {
-	return Request{Keys: []string{key}, Token: token, TTL: ttl}
-}
-
 // TestHeldAnsweredFast: contenders for a key granted here are answered
 // "held" without a backend command; once per heldRecheck one asks.
 func TestHeldAnsweredFast(t *testing.T) {
 	c := &clock{t: time.Now()}
 	m, mrs := newManager(t, Options{Now: c.now})
 	ctx := context.Background()
-	if _, err := m.Acquire(ctx, nil, setNX("k", "holder")); err != nil {
+	if err := m.SetIfAbsent(ctx, "k", "holder", ttl); err != nil {
 		t.Fatal(err)
 	}
 	before := commands(mrs)
 	for range 5 {
-		for _, req := range []Request{setNX("k", "other"), setNX("k", "holder"), lockReq("k")} {
-			req.Remember = false
-			if _, err := m.Acquire(ctx, nil, req); !errors.Is(err, ErrHeldHere) {
-				t.Fatalf("Acquire by %s: %v, want ErrHeldHere", req.Token, err)
+		for _, token := range []string{"other", "holder"} {
+			if err := m.SetIfAbsent(ctx, "k", token, ttl); !errors.Is(err, ErrHeldHere) {
+				t.Fatalf("Acquire by %s: %v, want ErrHeldHere", token, err)
 			}
+		}
+		if err := m.AcquireScript(ctx, []string{"k"}, "tok-k", ttl, redlock.IfAbsent); !errors.Is(err, ErrHeldHere) {
+			t.Fatalf("Acquire by tok-k: %v, want ErrHeldHere", err)
 		}
 	}
 	if got := commands(mrs) - before; got != 0 {
@@ -69,27 +67,25 @@ func TestHeldAnsweredFast(t *testing.T) {
 		t.Fatalf("Stats = %+v, want 15 fast contended answers", s)
 	}
 	// The holder's own script-style retake (IfAbsentOrMine) asks.
-	mine := setNX("k", "holder")
-	mine.Mode = redlock.IfAbsentOrMine
-	if _, err := m.Acquire(ctx, nil, mine); err != nil {
+	if err := m.AcquireScript(ctx, []string{"k"}, "holder", ttl, redlock.IfAbsentOrMine); err != nil {
 		t.Fatalf("IfAbsentOrMine by the holder: %v", err)
 	}
 	// After heldRecheck, one acquisition asks the backends; the next is
 	// answered from memory again.
 	c.add(heldRecheck)
 	before = commands(mrs)
-	if _, err := m.Acquire(ctx, nil, setNX("k", "other")); !errors.Is(err, redlock.ErrHeld) || errors.Is(err, ErrHeldHere) {
+	if err := m.SetIfAbsent(ctx, "k", "other", ttl); !errors.Is(err, redlock.ErrHeld) || errors.Is(err, ErrHeldHere) {
 		t.Fatalf("Acquire after heldRecheck: %v, want a quorum's ErrHeld", err)
 	}
 	if commands(mrs) == before {
 		t.Fatal("the acquisition after heldRecheck sent no backend command")
 	}
-	if _, err := m.Acquire(ctx, nil, setNX("k", "other")); !errors.Is(err, ErrHeldHere) {
+	if err := m.SetIfAbsent(ctx, "k", "other", ttl); !errors.Is(err, ErrHeldHere) {
 		t.Fatalf("Acquire after the check: %v, want ErrHeldHere", err)
 	}
 	// Past the grant's validity, nothing is answered from memory.
 	c.add(ttl)
-	if _, err := m.Acquire(ctx, nil, setNX("k", "other")); errors.Is(err, ErrHeldHere) {
+	if err := m.SetIfAbsent(ctx, "k", "other", ttl); errors.Is(err, ErrHeldHere) {
 		t.Fatalf("Acquire past the validity: %v, want the backends asked", err)
 	}
 }
@@ -103,10 +99,10 @@ func TestHeldFastEnds(t *testing.T) {
 	ctx := context.Background()
 	grant := func(key string) {
 		t.Helper()
-		if _, err := m.Acquire(ctx, nil, setNX(key, "holder")); err != nil {
+		if err := m.SetIfAbsent(ctx, key, "holder", ttl); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Acquire(ctx, nil, setNX(key, "other")); !errors.Is(err, ErrHeldHere) {
+		if err := m.SetIfAbsent(ctx, key, "other", ttl); !errors.Is(err, ErrHeldHere) {
 			t.Fatalf("contender of %s: %v, want ErrHeldHere", key, err)
 		}
 	}
@@ -136,7 +132,7 @@ func TestHeldFastEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := commands(mrs)
-			_, err := m.Acquire(ctx, nil, setNX(key, "other"))
+			err := m.SetIfAbsent(ctx, key, "other", ttl)
 			if errors.Is(err, ErrHeldHere) || commands(mrs) == before {
 				t.Fatalf("contender after %s: %v without asking the backends", tc.name, err)
 			}
@@ -158,19 +154,17 @@ func TestKeepAnsweredFast(t *testing.T) {
 	c := &clock{t: time.Now()}
 	m, mrs := newManager(t, Options{Now: c.now, KeepTTL: long})
 	ctx := context.Background()
-	keepReq := func(key, token string) Request {
-		r := setNX(key, token)
-		r.Keep = true
-		return r
-	}
-	if _, err := m.Acquire(ctx, nil, keepReq("k", "holder")); err != nil {
+	if err := m.SetIfAbsent(ctx, "k", "holder", 0); err != nil {
 		t.Fatal(err)
 	}
 	before := commands(mrs)
 	for range 5 {
-		for _, req := range []Request{keepReq("k", "other"), keepReq("k", "holder"), setNX("k", "other")} {
-			if _, err := m.Acquire(ctx, nil, req); !errors.Is(err, ErrHeldHere) {
-				t.Fatalf("Acquire of a kept key by %s (keep %v): %v, want ErrHeldHere", req.Token, req.Keep, err)
+		for _, req := range []struct {
+			token string
+			ttl   time.Duration // 0: keep
+		}{{"other", 0}, {"holder", 0}, {"other", ttl}} {
+			if err := m.SetIfAbsent(ctx, "k", req.token, req.ttl); !errors.Is(err, ErrHeldHere) {
+				t.Fatalf("Acquire of a kept key by %s (keep %v): %v, want ErrHeldHere", req.token, req.ttl == 0, err)
 			}
 		}
 	}
@@ -184,7 +178,7 @@ func TestKeepAnsweredFast(t *testing.T) {
 	// by them.
 	c.add(heldRecheck)
 	before = commands(mrs)
-	if _, err := m.Acquire(ctx, nil, keepReq("k", "other")); !errors.Is(err, redlock.ErrHeld) || errors.Is(err, ErrHeldHere) {
+	if err := m.SetIfAbsent(ctx, "k", "other", 0); !errors.Is(err, redlock.ErrHeld) || errors.Is(err, ErrHeldHere) {
 		t.Fatalf("Acquire after heldRecheck: %v, want the backends' ErrHeld", err)
 	}
 	if commands(mrs) == before {
@@ -195,7 +189,7 @@ func TestKeepAnsweredFast(t *testing.T) {
 	if n, err := m.Delete(ctx, []string{"k"}); err != nil || n != 1 {
 		t.Fatalf("DEL = %d, %v", n, err)
 	}
-	if _, err := m.Acquire(ctx, nil, keepReq("k", "next")); err != nil {
+	if err := m.SetIfAbsent(ctx, "k", "next", 0); err != nil {
 		t.Fatalf("SETNX after the holder's DEL: %v", err)
 	}
 
@@ -206,22 +200,22 @@ func TestKeepAnsweredFast(t *testing.T) {
 	delete(m.keeper.keys, "k")
 	m.keeper.mu.Unlock()
 	before = commands(mrs)
-	if _, err := m.Acquire(ctx, nil, keepReq("k", "other")); errors.Is(err, ErrHeldHere) || commands(mrs) == before {
+	if err := m.SetIfAbsent(ctx, "k", "other", 0); errors.Is(err, ErrHeldHere) || commands(mrs) == before {
 		t.Fatalf("contender of a key no longer kept here: %v without asking the backends", err)
 	}
 
 	// Expiry: a kept lock whose lease ran out unrenewed (the copies
 	// expired on the backends): past the grant's validity the contender
 	// asks, and gets it.
-	if _, err := m.Acquire(ctx, nil, keepReq("e", "holder")); err != nil {
+	if err := m.SetIfAbsent(ctx, "e", "holder", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Acquire(ctx, nil, keepReq("e", "other")); !errors.Is(err, ErrHeldHere) {
+	if err := m.SetIfAbsent(ctx, "e", "other", 0); !errors.Is(err, ErrHeldHere) {
 		t.Fatalf("contender of e: %v, want ErrHeldHere", err)
 	}
 	c.add(long + time.Second)
 	redlocktest.Elapse(long+time.Second, mrs...)
-	if _, err := m.Acquire(ctx, nil, keepReq("e", "other")); err != nil {
+	if err := m.SetIfAbsent(ctx, "e", "other", 0); err != nil {
 		t.Fatalf("SETNX after the lease expired: %v, want it granted", err)
 	}
 }

@@ -27,13 +27,14 @@ import (
 
 // Holds configures the record (StartHolds).
 type Holds struct {
-	// Service names the record: redlock.HoldsKey(Service) on every
+	// Service names the record: redlock.RecordKey(Service) on every
 	// backend, shared by the proxies of one tier service.
 	Service string
 	// ID is this proxy's member id, as Live names it.
 	ID string
-	// Live returns the ids of the tier's live members: a late hold is
-	// renewed by the one its key falls to.
+	// Live returns the ids of the tier's live members: a hold whose lease
+	// fell below half is renewed by the one its key falls to (below a
+	// third, by anyone).
 	Live func() []string
 }
 
@@ -162,7 +163,7 @@ func (m *Manager) holdsFull(key string) bool {
 }
 
 // roundEvery is how often the record is read: KeepTTL/6, so that a hold
-// found late (below KeepTTL/3, by anyone) has at least a sixth of
+// whose lease fell below KeepTTL/3 (renewed by anyone) has at least a sixth of
 // KeepTTL left when it is renewed. Each round reads every field on every backend (about
 // four commands a field): once a second, as it was, 20,000 holds through
 // two proxies asked five backends for some 800,000 commands a second,
@@ -211,7 +212,7 @@ func (m *Manager) renewRound(h *Holds) {
 	live := append([]string{h.ID}, h.Live()...)
 	var due []redlock.HoldField
 	for _, s := range scanned {
-		if m.keeps(s.Key) || !m.late(s, 2) || !m.late(s, 3) && fallsTo(s.Key, live) != h.ID {
+		if m.keeps(s.Key) || !m.leaseBelow(s, 2) || !m.leaseBelow(s, 3) && fallsTo(s.Key, live) != h.ID {
 			continue // renewed here from memory, not due, or another's
 		}
 		due = append(due, s.HoldField)
@@ -237,9 +238,9 @@ func (m *Manager) renewRound(h *Holds) {
 	}
 }
 
-// late reports whether s's lease on a quorum fell below 1/part of what
+// leaseBelow reports whether s's lease on a quorum fell below 1/part of what
 // a renewal gives (min(KeepTTL, time left to its deadline)).
-func (m *Manager) late(s redlock.ScannedHold, part int64) bool {
+func (m *Manager) leaseBelow(s redlock.ScannedHold, part int64) bool {
 	if s.Lease < 0 {
 		return false // no expiry: nothing runs out
 	}

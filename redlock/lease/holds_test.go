@@ -26,7 +26,7 @@ import (
 func TestHoldsRenewedByTheTier(t *testing.T) {
 	rl, mrs := redlocktest.New(t, 3, redlock.Options{})
 	const svc = "tier"
-	hk := redlock.HoldsKey(svc)
+	hk := redlock.RecordKey(svc)
 	var live atomic.Pointer[[]string]
 	live.Store(&[]string{"A", "B", "Z"}) // Z: a member that renews nothing here
 	start := func(id string) *Manager {
@@ -72,7 +72,7 @@ func TestHoldsRenewedByTheTier(t *testing.T) {
 	a, b := start("A"), start("B")
 	ctx := context.Background()
 	for _, k := range []string{mine, theirs} {
-		if _, err := a.Acquire(ctx, nil, Request{Keys: []string{k}, Token: "v", Keep: true}); err != nil {
+		if err := a.SetIfAbsent(ctx, k, "v", 0); err != nil {
 			t.Fatal(err)
 		}
 		if n := recorded(k, "0 "+digestOf("v")); n < 2 {
@@ -159,7 +159,7 @@ func TestHoldKeepsItsCopyOnMigrateFrom(t *testing.T) {
 		_ = m.Shutdown(ctx)
 	})
 	m.StartHolds(Holds{Service: "tier", ID: "A", Live: func() []string { return []string{"A"} }})
-	if _, err := m.Acquire(context.Background(), nil, Request{Keys: []string{"k"}, Token: "v", Keep: true}); err != nil {
+	if err := m.SetIfAbsent(context.Background(), "k", "v", 0); err != nil {
 		t.Fatal(err)
 	}
 	old.SetTTL("k", time.Second) // as time passing would leave it
@@ -172,7 +172,7 @@ func TestHoldKeepsItsCopyOnMigrateFrom(t *testing.T) {
 			return false
 		}
 		for _, mr := range mrs {
-			if mr.HGet(redlock.HoldsKey("tier"), "k") != "" {
+			if mr.HGet(redlock.RecordKey("tier"), "k") != "" {
 				return false
 			}
 		}
@@ -188,7 +188,7 @@ func TestMaxHolds(t *testing.T) {
 	m, _ := newManager(t, Options{KeepTTL: keepTTL, MaxTTL: 2 * keepTTL, MaxHolds: 2})
 	ctx := context.Background()
 	setnx := func(k, v string) error {
-		_, err := m.Acquire(ctx, nil, Request{Keys: []string{k}, Token: v, Keep: true})
+		err := m.SetIfAbsent(ctx, k, v, 0)
 		return err
 	}
 	for _, k := range []string{"h1", "h2"} {
@@ -199,10 +199,10 @@ func TestMaxHolds(t *testing.T) {
 	if err := setnx("h3", "v"); !errors.Is(err, ErrMaxHolds) {
 		t.Fatalf("a third hold = %v, want ErrMaxHolds", err)
 	}
-	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"h3"}, Token: "v", TTL: 10 * keepTTL}); !errors.Is(err, ErrMaxHolds) {
+	if err := m.SetIfAbsent(ctx, "h3", "v", 10*keepTTL); !errors.Is(err, ErrMaxHolds) {
 		t.Fatalf("a lock beyond max_ttl = %v, want ErrMaxHolds", err)
 	}
-	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"short"}, Token: "v", TTL: keepTTL}); err != nil {
+	if err := m.SetIfAbsent(ctx, "short", "v", keepTTL); err != nil {
 		t.Fatalf("a lock within max_ttl = %v", err)
 	}
 	if err := m.CompareAndSet(ctx, "h1", "v", "w", 0); err != nil {

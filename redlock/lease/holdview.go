@@ -72,24 +72,24 @@ func (m *Manager) endPeerHold(ctx context.Context, key string) error {
 	return m.locker.EndHold(ctx, h.Service, key, "")
 }
 
-// heldKeys is, for a clamped script by vote, the hold of each declared
+// declaredHolds is, for a clamped script by vote, the hold of each declared
 // key (redlock.ClampedHeld): kept here, or seen in the record at the last
 // round (a hold made through a peer since is not known: the script
 // sees its lease). Nil when none is held: the script runs as any other.
-func (m *Manager) heldKeys(keys []string) []redlock.HeldKey {
+func (m *Manager) declaredHolds(keys []string) []redlock.DeclaredHold {
 	if !m.clamping() {
 		return nil
 	}
 	now := m.now()
-	var out []redlock.HeldKey
+	var out []redlock.DeclaredHold
 	m.keeper.mu.Lock()
 	defer m.keeper.mu.Unlock()
 	for i, key := range keys {
-		var h redlock.HeldKey
+		var h redlock.DeclaredHold
 		if e := m.keeper.keys[key]; e != nil {
-			h = redlock.HeldKey{Held: true, Deadline: unixMs(e.Deadline), Digest: e.digest}
+			h = redlock.DeclaredHold{Held: true, Deadline: unixMs(e.Deadline), Digest: e.digest}
 		} else if r, ok := m.keeper.recorded[key]; ok {
-			h = redlock.HeldKey{Held: true, Deadline: r.Deadline, Digest: r.Digest}
+			h = redlock.DeclaredHold{Held: true, Deadline: r.Deadline, Digest: r.Digest}
 		}
 		switch {
 		case !h.Held:
@@ -100,7 +100,7 @@ func (m *Manager) heldKeys(keys []string) []redlock.HeldKey {
 			h.Held = h.TTL > 0 // past its deadline: it expires by itself
 		}
 		if h.Held && out == nil {
-			out = make([]redlock.HeldKey, len(keys))
+			out = make([]redlock.DeclaredHold, len(keys))
 		}
 		if out != nil {
 			out[i] = h

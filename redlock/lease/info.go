@@ -72,21 +72,23 @@ func (m *Manager) Snapshot() []Held {
 	ls := m.reg.snapshot()
 	out := make([]Held, 0, len(ls))
 	for _, h := range ls {
-		deadline, _, gone := m.reg.state(h)
-		if gone {
-			continue
+		if v, ok := m.heldOf(h, now); ok {
+			out = append(out, v)
 		}
-		out = append(out, Held{
-			Keys:      h.keys,
-			OwnerID:   h.owner.id,
-			OwnerName: h.owner.name(),
-			Age:       now.Sub(h.granted),
-			Validity:  max(deadline.Sub(now), 0),
-			TTL:       h.ttl,
-			Session:   h.session,
-			Fence:     h.fence,
-			Fenced:    h.fenced,
-		})
 	}
 	return out
+}
+
+// heldOf is what Snapshot shows of h at now; false once h was released or
+// expired.
+func (m *Manager) heldOf(h *heldLock, now time.Time) (Held, bool) {
+	deadline, _, gone := m.reg.state(h)
+	if gone {
+		return Held{}, false
+	}
+	return Held{
+		Keys: h.keys, OwnerID: h.owner.id, OwnerName: h.owner.name(),
+		Age: now.Sub(h.granted), Validity: max(deadline.Sub(now), 0), TTL: h.ttl,
+		Session: h.session, Fence: h.fence, Fenced: h.fenced,
+	}, true
 }

@@ -13,7 +13,7 @@ import (
 func TestUnkeepWaitsForTheRenewalInFlight(t *testing.T) {
 	m, _ := newManager(t, Options{KeepTTL: keepTTL})
 	ctx := context.Background()
-	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: "v", Keep: true}); err != nil {
+	if err := m.SetIfAbsent(ctx, "k", "v", 0); err != nil {
 		t.Fatal(err)
 	}
 	m.keeper.mu.Lock()

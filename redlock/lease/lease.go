@@ -17,7 +17,7 @@ import (
 // redlock.ErrHeld: to a caller who asked for the lock, each means another
 // owner has it.
 var (
-	// ErrWaitOver: Request.Wait ran out with the key still held.
+	// ErrWaitOver: LockRequest.Wait ran out with the key still held.
 	ErrWaitOver = fmt.Errorf("wait ran out: %w", redlock.ErrHeld)
 	// ErrQueued: a request without Wait on a key that has waiters queued
 	// here goes behind them, that is, it does not get the lock.
@@ -70,28 +70,24 @@ type Options struct {
 // subscription.
 type WatchFunc func(ctx context.Context, key string, notice func(tag string), gap func()) (stop func())
 
-// Request is one acquisition.
-type Request struct {
-	Keys  []string // one key, or several taken all or none
-	Token string
-	TTL   time.Duration
-	Mode  redlock.AcquireMode // IfAbsent, or IfAbsentOrMine (library scripts)
-	// Wait, when positive, queues the request behind the key's earlier
-	// waiters and waits up to this long for the key (one key only).
-	Wait time.Duration
-	// Fence asks for a fencing token (one key only, IfAbsent).
-	Fence bool
-	// Session renews the lock while the owner lives, and releases it when
-	// the owner closes (one key only, Remember).
-	Session bool
-	// Remember records the grant in the registry with its owner: Info and
-	// Snapshot show it, and its release or expiry wakes the key's waiters
-	// at once. The native commands remember; the single-Redis dialect and
-	// the library scripts do not.
-	Remember bool
-	// Keep makes a lock without expiry (SET NX, SETNX): TTL is ignored,
-	// the key is written with a lease of KeepTTL and kept (keep.go).
-	Keep bool
+// LockRequest is a native LOCK or MLOCK, remembered with its owner.
+type LockRequest struct {
+	Keys    []string // one key, or several taken all or none (MLOCK)
+	Token   string
+	TTL     time.Duration
+	Wait    time.Duration // > 0: queued behind the key's waiters this long (one key)
+	Fence   bool          // with a fencing token (one key)
+	Session bool          // renewed while the owner lives, released when it closes (one key)
+}
+
+// request is any acquisition inside the Manager: remember a native lock's
+// (in the registry with its owner), keep one without expiry's (keep.go).
+type request struct {
+	keys                           []string
+	token                          string
+	ttl, wait                      time.Duration
+	mode                           redlock.AcquireMode
+	fence, session, remember, keep bool
 }
 
 // Grant is an acquired lock.
@@ -99,7 +95,7 @@ type Grant struct {
 	Keys     []string
 	Token    string
 	Validity time.Duration
-	Fence    int64 // when Request.Fence
+	Fence    int64 // when LockRequest.Fence
 }
 
 // Stats counts lock operations by outcome, for INFO.
@@ -177,30 +173,48 @@ func New(opts Options) *Manager {
 	return m
 }
 
-// Acquire takes req.Keys for owner (nil is allowed unless req.Remember).
-// It fails with redlock.ErrHeld (wrapped: ErrWaitOver, ErrQueued, or a
+// Acquire takes req.Keys for owner, a native LOCK or MLOCK. It fails
+// with redlock.ErrHeld (wrapped: ErrWaitOver, ErrQueued, or a
 // *redlock.QuorumError), redlock.ErrNoQuorum, ErrOwnerGone, ErrStopped,
 // or the caller's cancellation.
-func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant, error) {
-	if req.Keep {
-		req.TTL = m.keepTTL
-	} else if req.Mode == redlock.IfAbsentOrMine {
-		for _, k := range req.Keys {
-			m.unkeepValue(k, req.Token) // it may get an expiry: no renewal may undo it
+func (m *Manager) Acquire(ctx context.Context, owner *Owner, req LockRequest) (Grant, error) {
+	return m.acquire(ctx, owner, request{keys: req.Keys, token: req.Token, ttl: req.TTL,
+		wait: req.Wait, fence: req.Fence, session: req.Session, remember: true})
+}
+
+// SetIfAbsent is the single-Redis dialect's acquire (SET NX, SETNX, SET
+// IF… of a missing key) of key, value its token; ttl 0: without expiry.
+func (m *Manager) SetIfAbsent(ctx context.Context, key, value string, ttl time.Duration) error {
+	_, err := m.acquire(ctx, nil, request{keys: []string{key}, token: value, ttl: ttl, keep: ttl == 0})
+	return err
+}
+
+// AcquireScript is a recognised library script's acquire of keys.
+func (m *Manager) AcquireScript(ctx context.Context, keys []string, token string, ttl time.Duration, mode redlock.AcquireMode) error {
+	_, err := m.acquire(ctx, nil, request{keys: keys, token: token, ttl: ttl, mode: mode})
+	return err
+}
+
+func (m *Manager) acquire(ctx context.Context, owner *Owner, req request) (Grant, error) {
+	if req.keep {
+		req.ttl = m.keepTTL
+	} else if req.mode == redlock.IfAbsentOrMine {
+		for _, k := range req.keys {
+			m.unkeepValue(k, req.token) // it may get an expiry: no renewal may undo it
 		}
 	}
 	var until time.Time // a lock beyond MaxTTL: granted with the lease, held (clamp.go)
-	if !req.Keep && !req.Remember && len(req.Keys) == 1 {
-		req.TTL, until = m.long(req.TTL)
+	if !req.keep && !req.remember && len(req.keys) == 1 {
+		req.ttl, until = m.splitTTL(req.ttl)
 	}
-	if (req.Keep || !until.IsZero()) && m.holdsFull(req.Keys[0]) {
+	if (req.keep || !until.IsZero()) && m.holdsFull(req.keys[0]) {
 		return Grant{}, ErrMaxHolds
 	}
 	// A key granted here is refused from memory while its grant is valid
 	// (registry.go: admit); a kept one also while it is still kept here
 	// (keptNotesLive). docs/safety.md, "Contention answered from memory".
-	held, gen := m.reg.admit(req.Keys, req.Token, req.Mode == redlock.IfAbsentOrMine, m.now(), req.Wait <= 0)
-	if held && !m.keptNotesLive(req.Keys) {
+	held, gen := m.reg.admit(req.keys, req.token, req.mode == redlock.IfAbsentOrMine, m.now(), req.wait <= 0)
+	if held && !m.keptNotesLive(req.keys) {
 		held = false
 	}
 	if held {
@@ -212,12 +226,12 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	err := m.acquireWaiting(ctx, owner, req, func(l redlock.Lock, start time.Time) {
 		g = Grant{Keys: l.Keys, Token: l.Token, Validity: l.Validity, Fence: l.Fence}
 		now := m.now()
-		m.reg.noteGrant(l.Keys, l.Token, now.Add(l.Validity), gen, now, req.Keep)
-		if req.Remember {
+		m.reg.noteGrant(l.Keys, l.Token, now.Add(l.Validity), gen, now, req.keep)
+		if req.remember {
 			m.remember(owner, l, req, start)
 		}
 	})
-	if err == nil && req.Remember && !req.Session && owner.gone() {
+	if err == nil && req.remember && !req.session && owner.gone() {
 		// The owner closed while the lock was being taken: nobody will
 		// read the token, so give it back now.
 		h, keys, token := m.reg.byToken(g.Keys[0], g.Token), g.Keys, g.Token
@@ -226,9 +240,9 @@ func (m *Manager) Acquire(ctx context.Context, owner *Owner, req Request) (Grant
 	}
 	m.count(err)
 	switch {
-	case err == nil && req.Keep && m.holds.Load() != nil && len(g.Keys) == 1:
+	case err == nil && req.keep && m.holds.Load() != nil && len(g.Keys) == 1:
 		m.keepRecorded(g.Keys[0], g.Token) // recorded by the acquisition
-	case err == nil && req.Keep:
+	case err == nil && req.keep:
 		m.keep(g.Keys[0], g.Token)
 	case err == nil && !until.IsZero():
 		m.HoldKey(g.Keys[0], Hold{Value: g.Token, Deadline: until})
@@ -278,7 +292,7 @@ func (m *Manager) count(err error) {
 }
 
 // acquireOnce tries once; start is when the attempt began.
-func (m *Manager) acquireOnce(ctx context.Context, req Request) (redlock.Lock, time.Time, error) {
+func (m *Manager) acquireOnce(ctx context.Context, req request) (redlock.Lock, time.Time, error) {
 	start := m.now()
 	var (
 		l   redlock.Lock
@@ -286,41 +300,41 @@ func (m *Manager) acquireOnce(ctx context.Context, req Request) (redlock.Lock, t
 	)
 	h := m.holds.Load()
 	switch {
-	case req.Fence:
-		l, err = m.locker.AcquireFenced(ctx, req.Keys[0], req.Token, req.TTL)
-	case req.Keep && h != nil && len(req.Keys) == 1:
+	case req.fence:
+		l, err = m.locker.AcquireFenced(ctx, req.keys[0], req.token, req.ttl)
+	case req.keep && h != nil && len(req.keys) == 1:
 		// The hold's field goes with the lock, in the same call.
 		l, err = m.locker.AcquireHold(ctx, h.Service, redlock.HoldField{
-			Key: req.Keys[0], Digest: digestOf(req.Token),
-		}, req.Token, req.TTL)
+			Key: req.keys[0], Digest: digestOf(req.token),
+		}, req.token, req.ttl)
 	default:
-		l, err = m.locker.AcquireKeys(ctx, req.Keys, req.Token, req.TTL, req.Mode)
+		l, err = m.locker.AcquireKeys(ctx, req.keys, req.token, req.ttl, req.mode)
 	}
 	return l, start, err
 }
 
 // remember records a grant (and starts its renewal when it is a SESSION
 // lock); start is when the acquisition began.
-func (m *Manager) remember(owner *Owner, l redlock.Lock, req Request, start time.Time) {
+func (m *Manager) remember(owner *Owner, l redlock.Lock, req request, start time.Time) {
 	now := m.now()
 	h := &heldLock{
 		keys:     l.Keys,
 		token:    l.Token,
-		fenced:   req.Fence,
+		fenced:   req.fence,
 		fence:    l.Fence,
-		ttl:      req.TTL,
+		ttl:      req.ttl,
 		granted:  now,
 		owner:    owner,
-		session:  req.Session,
+		session:  req.session,
 		deadline: now.Add(l.Validity),
-		expires:  start.Add(req.TTL),
+		expires:  start.Add(req.ttl),
 	}
 	var sctx context.Context
-	if req.Session {
+	if req.session {
 		sctx, h.stop = context.WithCancel(m.life)
 	}
 	m.reg.add(h, now)
-	if req.Session {
+	if req.session {
 		m.startSession(sctx, h)
 	}
 }
@@ -392,7 +406,7 @@ func (m *Manager) Extend(ctx context.Context, keys []string, token string, ttl t
 	}
 	var until time.Time // one key set beyond MaxTTL: the lease, then held (clamp.go)
 	if len(keys) == 1 && mode == redlock.Replace {
-		ttl, until = m.long(ttl)
+		ttl, until = m.splitTTL(ttl)
 	}
 	start := m.now()
 	validity, err := m.locker.ExtendKeys(ctx, keys, token, ttl, mode)

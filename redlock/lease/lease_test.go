@@ -46,8 +46,8 @@ func holders(mrs []*miniredis.Miniredis, key string) int {
 	return n
 }
 
-func lockReq(key string) Request {
-	return Request{Keys: []string{key}, Token: "tok-" + key, TTL: ttl, Remember: true}
+func lockReq(key string) LockRequest {
+	return LockRequest{Keys: []string{key}, Token: "tok-" + key, TTL: ttl}
 }
 
 func TestAcquireReleaseCounted(t *testing.T) {
@@ -58,7 +58,7 @@ func TestAcquireReleaseCounted(t *testing.T) {
 	if err != nil || g.Token != "tok-k" || g.Validity <= 0 || g.Validity > ttl {
 		t.Fatalf("Acquire = %+v, %v", g, err)
 	}
-	if _, err := m.Acquire(ctx, a, Request{Keys: []string{"k"}, Token: "other", TTL: ttl}); !errors.Is(err, redlock.ErrHeld) {
+	if err := m.SetIfAbsent(ctx, "k", "other", ttl); !errors.Is(err, redlock.ErrHeld) {
 		t.Fatalf("second Acquire: %v, want ErrHeld", err)
 	}
 	if err := m.Release(ctx, "k", "other"); !errors.Is(err, redlock.ErrNotHeld) {
@@ -132,7 +132,7 @@ func TestWaitQueueRules(t *testing.T) {
 	}()
 	testkit.Eventually(t, 5*time.Second, "the waiter queues", func() bool { return m.Waiters() == 1 })
 	// While it waits, a request without WAIT does not jump the queue.
-	if _, err := m.Acquire(ctx, holder, Request{Keys: []string{"k"}, Token: "jump", TTL: ttl}); !errors.Is(err, ErrQueued) {
+	if err := m.SetIfAbsent(ctx, "k", "jump", ttl); !errors.Is(err, ErrQueued) {
 		t.Fatalf("Acquire past a queue: %v, want ErrQueued", err)
 	}
 	m.CloseOwner(w)
@@ -160,8 +160,8 @@ func TestGrantToClosedOwnerIsGivenBack(t *testing.T) {
 // 150ms.
 const sessionTTL = 3 * time.Second
 
-func sessionReq(key string) Request {
-	return Request{Keys: []string{key}, Token: "tok-" + key, TTL: sessionTTL, Remember: true, Session: true}
+func sessionReq(key string) LockRequest {
+	return LockRequest{Keys: []string{key}, Token: "tok-" + key, TTL: sessionTTL, Session: true}
 }
 
 func TestSessionRenewedThenReleasedOnClose(t *testing.T) {
@@ -306,7 +306,7 @@ const keepTTL = 3 * time.Second
 func TestKeepRenewsUntilOverwritten(t *testing.T) {
 	m, mrs := newManager(t, Options{KeepTTL: keepTTL})
 	ctx := context.Background()
-	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"k"}, Token: "v", Keep: true}); err != nil {
+	if err := m.SetIfAbsent(ctx, "k", "v", 0); err != nil {
 		t.Fatal(err)
 	}
 	if !m.Kept("k", "v") || m.Kept("k", "other") {
@@ -340,7 +340,7 @@ func TestKeepEndsWithReleaseOrExpiry(t *testing.T) {
 	m, _ := newManager(t, Options{KeepTTL: keepTTL})
 	ctx := context.Background()
 	for _, k := range []string{"a", "b"} {
-		if _, err := m.Acquire(ctx, nil, Request{Keys: []string{k}, Token: "v", Keep: true}); err != nil {
+		if err := m.SetIfAbsent(ctx, k, "v", 0); err != nil {
 			t.Fatal(err)
 		}
 	}

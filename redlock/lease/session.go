@@ -9,7 +9,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
-// SESSION locks (Request.Session) live as long as their Owner: one owned
+// SESSION locks (LockRequest.Session) live as long as their Owner: one owned
 // goroutine per lock extends it every third of its ttl, until MaxHold; the
 // lock is released when the owner closes or the Manager shuts down. A
 // renewal that fails (no quorum, or no longer held) loses the lock, and

@@ -10,7 +10,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
-// Request.Wait (LOCK … WAIT): waiters for one key on this proxy queue
+// LockRequest.Wait (LOCK … WAIT): waiters for one key on this proxy queue
 // first come, first served, and only the head of the queue tries to
 // acquire. While the key is
 // held through this proxy the head sleeps until it is released (UNLOCK,
@@ -34,12 +34,12 @@ const (
 	localPoll = time.Second
 )
 
-// acquireWaiting acquires req.Keys, waiting up to req.Wait in the key's
+// acquireWaiting acquires req.keys, waiting up to req.wait in the key's
 // queue. grant runs on success while the waiter still heads the queue, so
 // that the next waiter finds the new holder registered.
-func (m *Manager) acquireWaiting(ctx context.Context, owner *Owner, req Request, grant func(redlock.Lock, time.Time)) error {
-	if req.Wait <= 0 {
-		for _, k := range req.Keys {
+func (m *Manager) acquireWaiting(ctx context.Context, owner *Owner, req request, grant func(redlock.Lock, time.Time)) error {
+	if req.wait <= 0 {
+		for _, k := range req.keys {
 			if m.reg.waiting(k) > 0 {
 				return ErrQueued
 			}
@@ -55,8 +55,8 @@ func (m *Manager) acquireWaiting(ctx context.Context, owner *Owner, req Request,
 		return ErrStopped
 	default:
 	}
-	key := req.Keys[0]
-	deadline := time.NewTimer(req.Wait)
+	key := req.keys[0]
+	deadline := time.NewTimer(req.wait)
 	defer deadline.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()

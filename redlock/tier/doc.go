@@ -16,7 +16,7 @@
 // that expired, and returns the rest with their remaining ttl. The same
 // script raises the backend's fence counter to this proxy's fence
 // high-water mark and returns the counter, and the proxy raises its mark
-// to the largest counter it read (redlock/fenceshare.go): the live
+// to the largest counter it read (redlock/fence.go): the live
 // proxies' marks and every backend's counter converge, which is what
 // keeps fences increasing across proxies when a majority of backends
 // restarts empty (docs/safety.md).

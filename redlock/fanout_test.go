@@ -71,10 +71,10 @@ func warm(t *testing.T, nodes []Node) {
 	}
 }
 
-// TestFlightLateReplyUndone: a node that answers after the deadline has
+// TestFanoutLateReplyUndone: a node that answers after the deadline has
 // its late write undone, in order: the rollback is sent on the same
 // connection behind the write, so it runs after it.
-func TestFlightLateReplyUndone(t *testing.T) {
+func TestFanoutLateReplyUndone(t *testing.T) {
 	mrs, nodes := pipelinedNodes(t, 4)
 	fake, addr := startFakeBackend(t, "# Server\r\nredis_version:7.0.15\r\n")
 	slow, err := DialNode(addr)
@@ -121,10 +121,10 @@ func TestFlightLateReplyUndone(t *testing.T) {
 	}
 }
 
-// TestFlightStalledMinority: two pipelined nodes that never answer cost
+// TestFanoutStalledMinority: two pipelined nodes that never answer cost
 // the quorum nothing; their calls time out at the deadline, count as
 // failures in their health, and Close waits for that.
-func TestFlightStalledMinority(t *testing.T) {
+func TestFanoutStalledMinority(t *testing.T) {
 	_, nodes := pipelinedNodes(t, 3)
 	fakes, more := fakeNodes(t, 2)
 	nodes = append(nodes, more...)
@@ -165,9 +165,9 @@ func TestFlightStalledMinority(t *testing.T) {
 	}
 }
 
-// TestFlightCallerGivesUp: a caller whose context ends gets its error at
+// TestFanoutCallerGivesUp: a caller whose context ends gets its error at
 // once; the calls still count towards health and are undone.
-func TestFlightCallerGivesUp(t *testing.T) {
+func TestFanoutCallerGivesUp(t *testing.T) {
 	mrs, nodes := pipelinedNodes(t, 2)
 	fakes, more := fakeNodes(t, 3)
 	nodes = append(nodes, more...)
@@ -308,10 +308,10 @@ func closeWithin(t *testing.T, r *Redlock) {
 	}
 }
 
-// TestFlightUndoAfterSlowCall: a call run by a goroutine that returns
+// TestFanoutUndoAfterSlowCall: a call run by a goroutine that returns
 // after the deadline is undone only once it returned (the
 // deadline used to settle it, and the undo overtook the SET).
-func TestFlightUndoAfterSlowCall(t *testing.T) {
+func TestFanoutUndoAfterSlowCall(t *testing.T) {
 	a, b, c := newSlowNode("a"), newSlowNode("b"), newSlowNode("c")
 	a.keys["k"], b.keys["k"] = "other", "other"
 	c.setDelay = 150 * time.Millisecond
@@ -324,10 +324,10 @@ func TestFlightUndoAfterSlowCall(t *testing.T) {
 	}
 }
 
-// TestFlightReleaseGateAfterSlowDelete: Release keeps the key's gate
+// TestFanoutReleaseGateAfterSlowDelete: Release keeps the key's gate
 // until a slow delete returned, so a re-acquire with the same token is not
 // deleted by it.
-func TestFlightReleaseGateAfterSlowDelete(t *testing.T) {
+func TestFanoutReleaseGateAfterSlowDelete(t *testing.T) {
 	a, b, c := newSlowNode("a"), newSlowNode("b"), newSlowNode("c")
 	for _, n := range []*slowNode{a, b, c} {
 		n.keys["k"] = "tok"
@@ -346,10 +346,10 @@ func TestFlightReleaseGateAfterSlowDelete(t *testing.T) {
 	}
 }
 
-// TestFlightTinyDeadline: a deadline shorter than launch itself (1ns)
+// TestFanoutTinyDeadline: a deadline shorter than launch itself (1ns)
 // neither races nor panics (the timer could fire before
 // launch had stored it).
-func TestFlightTinyDeadline(t *testing.T) {
+func TestFanoutTinyDeadline(t *testing.T) {
 	r := New([]Node{newSlowNode("a"), newSlowNode("b"), newSlowNode("c")}, Options{NodeTimeout: 1})
 	for range 2000 {
 		_ = r.Release(context.Background(), "k", "tok")
@@ -369,10 +369,10 @@ func (s slowSender) send(c *command, deadline time.Time, to target, tag int) {
 	goSend(s, c, deadline, to, tag)
 }
 
-// TestFlightNotVotingNeverUndone: a node that does not vote is neither
+// TestFanoutNotVotingNeverUndone: a node that does not vote is neither
 // called nor undone, even when launch passes the deadline before reaching
 // it.
-func TestFlightNotVotingNeverUndone(t *testing.T) {
+func TestFanoutNotVotingNeverUndone(t *testing.T) {
 	a, b, c := newSlowNode("a"), newSlowNode("b"), newSlowNode("c")
 	r := New([]Node{slowSender{a, 30 * time.Millisecond}, b, c}, Options{NodeTimeout: 5 * time.Millisecond, Logger: testLogger(t)})
 	h := r.health[1]
@@ -387,12 +387,12 @@ func TestFlightNotVotingNeverUndone(t *testing.T) {
 	}
 }
 
-// TestFlightStress runs 64 workers for 2 s through flights over pipelined
+// TestFanoutStress runs 64 workers for 2 s through fan-outs over pipelined
 // nodes, two of them fakes that stall and lose their native command now
 // and then, with deadlines of a few milliseconds and callers giving up at
 // random: under -race it checks the fan-out for races, and Close checks
-// that every flight let go of its background work.
-func TestFlightStress(t *testing.T) {
+// that every fan-out let go of its background work.
+func TestFanoutStress(t *testing.T) {
 	_, nodes := pipelinedNodes(t, 3)
 	stalling, more := fakeNodes(t, 1)
 	nodes = append(nodes, more...)
@@ -445,7 +445,7 @@ func TestFlightStress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.Close(ctx); err != nil {
-		t.Fatalf("Close: %v: a flight kept its background work", err)
+		t.Fatalf("Close: %v: a fan-out kept its background work", err)
 	}
 }
 

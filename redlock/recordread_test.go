@@ -78,7 +78,7 @@ func TestRecordThroughQuarantine(t *testing.T) {
 	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	_ = c.mrs[0].Set("k", "v")
 	c.mrs[0].SetTTL("k", 2*time.Second)
-	c.mrs[0].HSet(HoldsKey(svc), "k", h.field())
+	c.mrs[0].HSet(RecordKey(svc), "k", h.field())
 	if got, err := c.r.ScanHolds(ctx, svc); err != nil || len(got) != 0 {
 		t.Fatalf("ScanHolds of one voting node's field = %+v, %v; want none", got, err)
 	}
@@ -90,5 +90,43 @@ func TestRecordThroughQuarantine(t *testing.T) {
 	got, err := c.r.ScanHolds(ctx, svc)
 	if err != nil || len(got) != 1 || got[0].HoldField != h || got[0].Lease != 2*time.Second {
 		t.Fatalf("ScanHolds during the quarantine = %+v, %v; want %+v", got, err, h)
+	}
+}
+
+// TestReadHold: the field a quorum holds alike is read (its deadline and
+// digest; fields an older proxy wrote with an owner read alike); one
+// node's field, a hold an older proxy ended or no field at all reads as
+// none.
+func TestReadHold(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	const svc = "mymaster"
+	key := RecordKey(svc)
+	set := func(k string, fields ...string) {
+		for i, f := range fields {
+			if f != "" {
+				c.mrs[i].HSet(key, k, f)
+			}
+		}
+	}
+	set("held", "A 0 d1", "0 d1", "B 0 d1")
+	set("one", "A 5 d1", "", "")
+	set("split", "A 5 d1", "A 6 d1", "A 7 d1")
+	set("ended", "~ 0 d1", "~ 0 d1", "0 d1")
+	set("bad", "A x d1", "junk", "A x d1")
+	h, ok, err := c.r.ReadHold(ctx, svc, "held")
+	if err != nil || !ok || h.Deadline != 0 || h.Digest != "d1" || h.Key != "held" {
+		t.Fatalf("ReadHold(held) = %+v, %v, %v", h, ok, err)
+	}
+	for _, k := range []string{"one", "split", "ended", "bad", "absent"} {
+		if h, ok, err := c.r.ReadHold(ctx, svc, k); err != nil || ok {
+			t.Fatalf("ReadHold(%s) = %+v, %v, %v; want none", k, h, ok, err)
+		}
+	}
+	for _, mr := range c.mrs[:2] {
+		mr.Close()
+	}
+	if _, _, err := c.r.ReadHold(ctx, svc, "held"); err == nil {
+		t.Fatal("ReadHold with one node answering: want an error")
 	}
 }

@@ -17,8 +17,8 @@ import (
 // and whichever script reads it next drops it. These are its quorum
 // writes; the renewal and the scans that read it build on them.
 
-// HoldsKey is the hash of the holds of the tier service.
-func HoldsKey(service string) string { return ReservedPrefix + "holds:" + service }
+// RecordKey is the hash of the holds of the tier service.
+func RecordKey(service string) string { return ReservedPrefix + "holds:" + service }
 
 // stampsKey is the hash, beside the record, of each held key's copy on
 // that node: the absolute expiry (PEXPIRETIME, ms) the hold's last write
@@ -65,8 +65,8 @@ const dropHoldLua = `local function dropHold(k, f, at)
 end
 `
 
-// holdKeys are the keys of a script on the record of service.
-func holdKeys(service string) []string { return []string{HoldsKey(service), stampsKey(service)} }
+// recordKeys are the keys of a script on the record of service.
+func recordKeys(service string) []string { return []string{RecordKey(service), stampsKey(service)} }
 
 // AnyDigest is the digest of a hold of any value: a key of any type,
 // kept while it exists.
@@ -158,7 +158,7 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service stri
 	if anyYes {
 		decode = func(v any) (bool, error) { _, err := asInt(v); return err == nil, err }
 	}
-	c := call[bool]{cmd: command{kind: callEval, script: s, keys: holdKeys(service), args: args}, decode: decode}
+	c := call[bool]{cmd: command{kind: callEval, script: s, keys: recordKeys(service), args: args}, decode: decode}
 	t := r.tally()
 	if err := quorum(r, ctx, op, r.nodeTimeout, c, decider[bool](t), nil); err != nil {
 		return err
@@ -251,7 +251,7 @@ func (r *Redlock) RenewHolds(ctx context.Context, service string, hs []HoldField
 // while it lasts).
 func (r *Redlock) renewHolds(ctx context.Context, service string, hs []HoldField, ttl time.Duration) []error {
 	errs := make([]error, len(hs))
-	keys := holdKeys(service)
+	keys := recordKeys(service)
 	args := []any{r.now().UnixMilli(), millis(ttl)}
 	for i, h := range hs {
 		if !h.valid() || ttl <= 0 {

@@ -24,7 +24,7 @@ func TestHoldsRecord(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
-	key := HoldsKey(svc)
+	key := RecordKey(svc)
 	// on counts the nodes whose field of k is f: a quorum write leaves
 	// the last node's call in flight.
 	on := func(k, f string) int {
@@ -81,7 +81,7 @@ func TestRenewHold(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
-	hk := HoldsKey(svc)
+	hk := RecordKey(svc)
 	h := HoldField{Key: "lock", Digest: digestOf("v")}
 	// every waits until every node's field of lock is f (a quorum
 	// operation leaves the last node's call in flight).
@@ -177,7 +177,7 @@ func TestScanHolds(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
-	hk := HoldsKey(svc)
+	hk := RecordKey(svc)
 	sum := sha1.Sum([]byte("v"))
 	digest := hex.EncodeToString(sum[:])
 	for i, mr := range c.mrs {
@@ -239,7 +239,7 @@ func TestRenewHoldLeavesAnotherValuesField(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
-	hk := HoldsKey(svc)
+	hk := RecordKey(svc)
 	won := HoldField{Key: "k", Digest: digestOf("won")}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "won")
@@ -284,7 +284,7 @@ func TestEndHold(t *testing.T) {
 		t.Fatalf("EndHold of an absent field = %v", err)
 	}
 	for _, mr := range c.mrs {
-		mr.HSet(HoldsKey(svc), "garbage", "nonsense")
+		mr.HSet(RecordKey(svc), "garbage", "nonsense")
 	}
 	if err := c.r.EndHold(ctx, svc, "garbage", ""); err != nil {
 		t.Fatalf("EndHold of a malformed field = %v", err)
@@ -321,7 +321,7 @@ func TestSetHoldByMakerNeedsItsValue(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, "the winner's field on every node", func() bool {
 		for _, mr := range c.mrs {
-			if mr.HGet(HoldsKey(svc), "k") != win.field() {
+			if mr.HGet(RecordKey(svc), "k") != win.field() {
 				return false
 			}
 		}
@@ -339,7 +339,7 @@ func TestHoldRecordReadInPages(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc, holds = "mymaster", 2500
-	hk := HoldsKey(svc)
+	hk := RecordKey(svc)
 	for _, mr := range c.mrs {
 		for i := range holds {
 			k := fmt.Sprintf("k%d", i)
@@ -389,7 +389,7 @@ func TestRenewHoldsPage(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, "every field on every node", func() bool {
 		for _, mr := range c.mrs {
-			if fields, _ := mr.HKeys(HoldsKey(svc)); len(fields) != len(holds) {
+			if fields, _ := mr.HKeys(RecordKey(svc)); len(fields) != len(holds) {
 				return false
 			}
 		}
@@ -401,7 +401,7 @@ func TestRenewHoldsPage(t *testing.T) {
 		}
 		c.mrs[i].Del("released")
 		_ = c.mrs[i].Set("theirs", "w")
-		c.mrs[i].HSet(HoldsKey(svc), "theirs", "0 "+digest("w"))
+		c.mrs[i].HSet(RecordKey(svc), "theirs", "0 "+digest("w"))
 	}
 	errs := c.r.RenewHolds(ctx, svc, holds, 5*time.Second)
 	for i, want := range []error{nil, ErrNotHeld, ErrNotHeld, ErrNotHeld} {
@@ -413,8 +413,8 @@ func TestRenewHoldsPage(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "every node renewed, changed and dropped", func() bool {
 		for _, mr := range c.mrs {
 			if v, _ := mr.Get("changed"); mr.TTL("renewed") != 5*time.Second || v != "vx" || mr.TTL("changed") != 0 ||
-				mr.HGet(HoldsKey(svc), "changed") != "" || mr.HGet(HoldsKey(svc), "released") != "" ||
-				mr.HGet(HoldsKey(svc), "theirs") != "0 "+digest("w") {
+				mr.HGet(RecordKey(svc), "changed") != "" || mr.HGet(RecordKey(svc), "released") != "" ||
+				mr.HGet(RecordKey(svc), "theirs") != "0 "+digest("w") {
 				return false
 			}
 		}
@@ -436,7 +436,7 @@ func TestAcquireHold(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, "the key and its field on every node", func() bool {
 		for _, mr := range c.mrs {
-			if v, _ := mr.Get("k"); v != "t1" || mr.HGet(HoldsKey(svc), "k") != h.field() {
+			if v, _ := mr.Get("k"); v != "t1" || mr.HGet(RecordKey(svc), "k") != h.field() {
 				return false
 			}
 		}
@@ -448,7 +448,7 @@ func TestAcquireHold(t *testing.T) {
 		t.Fatalf("a second AcquireHold = %v, want ErrHeld", err)
 	}
 	for i, mr := range c.mrs {
-		if f := mr.HGet(HoldsKey(svc), "k"); f != h.field() {
+		if f := mr.HGet(RecordKey(svc), "k"); f != h.field() {
 			t.Fatalf("node %d: field %q after a refused acquisition, want %q", i, f, h.field())
 		}
 	}
