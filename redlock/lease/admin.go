@@ -71,25 +71,17 @@ func (m *Manager) HotKeys(n int) []KeyLoad {
 	now := m.now()
 	r := &m.reg
 	r.mu.Lock()
-	byKey := make(map[string]KeyLoad, len(r.held)+len(r.queues))
-	for k, q := range r.queues {
-		if len(q) > 0 {
-			byKey[k] = KeyLoad{Key: k, Waiters: len(q)}
+	var out []KeyLoad
+	for k, s := range r.keys {
+		e := KeyLoad{Key: k, Waiters: len(s.queue)}
+		if l := s.held; l != nil && !l.gone {
+			e.Held, e.Age = true, now.Sub(l.granted)
 		}
-	}
-	for k, l := range r.held {
-		if l.gone {
-			continue
+		if e.Waiters > 0 || e.Held {
+			out = append(out, e)
 		}
-		e := byKey[k]
-		e.Key, e.Held, e.Age = k, true, now.Sub(l.granted)
-		byKey[k] = e
 	}
 	r.mu.Unlock()
-	out := make([]KeyLoad, 0, len(byKey))
-	for _, e := range byKey {
-		out = append(out, e)
-	}
 	slices.SortFunc(out, func(a, b KeyLoad) int {
 		if c := cmp.Compare(b.Waiters, a.Waiters); c != 0 {
 			return c

@@ -55,18 +55,40 @@ func (w *waiter) signal() {
 	}
 }
 
+// keyState is all the registry remembers of one key. The registry keeps
+// a key's state only while some field is set: every change goes through
+// put, which drops a key with nothing left, so that no path can leave a
+// key behind (or forget one of its maps).
+type keyState struct {
+	held  *heldLock   // the live grant remembered here (an MLOCK under each key)
+	queue []*waiter   // LOCK … WAIT callers, first come first
+	watch *watchEntry // the watch of its release notices (wait.go)
+	grant *knownGrant // the note of its last grant here, for contention (see known below)
+}
+
+func (s keyState) idle() bool {
+	return s.held == nil && len(s.queue) == 0 && s.watch == nil && s.grant == nil
+}
+
 type registry struct {
-	mu     sync.Mutex
-	held   map[string]*heldLock // by key; an MLOCK appears under each key
-	queues map[string][]*waiter // by key, first come first
-	// watches are the keys whose release notices are watched (wait.go)
-	watches map[string]*watchEntry
-	// grants are the grants made through this proxy, remembered or not, by
-	// key, for the answers of contention (see known below)
-	grants map[string]*knownGrant
+	mu   sync.Mutex
+	keys map[string]keyState
 	// gen grows with each forget: a grant whose acquisition began before
 	// a change to the keyspace through this proxy is not recorded
 	gen uint64
+}
+
+// put stores s as key's state, or removes key when nothing is left of
+// it: the one place a key leaves the registry. r.mu is held.
+func (r *registry) put(key string, s keyState) {
+	switch {
+	case s.idle():
+		delete(r.keys, key)
+	case r.keys == nil:
+		r.keys = map[string]keyState{key: s}
+	default:
+		r.keys[key] = s
+	}
 }
 
 // add records a grant and arms its expiry. A stale record of the same key
@@ -74,14 +96,13 @@ type registry struct {
 func (r *registry) add(l *heldLock, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.held == nil {
-		r.held = make(map[string]*heldLock)
-	}
 	for _, k := range l.keys {
-		if old := r.held[k]; old != nil && old != l {
+		if old := r.keys[k].held; old != nil && old != l {
 			r.dropLocked(old, false)
 		}
-		r.held[k] = l
+		s := r.keys[k]
+		s.held = l
+		r.put(k, s)
 	}
 	l.timer = time.AfterFunc(l.expires.Sub(now), func() { r.expire(l) })
 }
@@ -90,14 +111,14 @@ func (r *registry) add(l *heldLock, now time.Time) {
 func (r *registry) lookup(key string) *heldLock {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.held[key]
+	return r.keys[key].held
 }
 
 // byToken returns the live record of key when it holds token.
 func (r *registry) byToken(key, token string) *heldLock {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if l := r.held[key]; l != nil && l.token == token {
+	if l := r.keys[key].held; l != nil && l.token == token {
 		return l
 	}
 	return nil
@@ -108,7 +129,7 @@ func (r *registry) byToken(key, token string) *heldLock {
 func (r *registry) extended(key, token string, start, now time.Time, validity time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := r.held[key]
+	l := r.keys[key].held
 	if l == nil || l.token != token {
 		return
 	}
@@ -134,7 +155,7 @@ func (r *registry) remove(l *heldLock) bool {
 func (r *registry) released(key, token string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if l := r.held[key]; l != nil && l.token == token {
+	if l := r.keys[key].held; l != nil && l.token == token {
 		r.dropLocked(l, true)
 		return
 	}
@@ -148,12 +169,12 @@ func (r *registry) released(key, token string) {
 func (r *registry) releasedElsewhere(key, tag string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if l := r.held[key]; l != nil && tag != "" && redlock.TokenTag(l.token) == tag {
+	if l := r.keys[key].held; l != nil && tag != "" && redlock.TokenTag(l.token) == tag {
 		r.dropLocked(l, true)
 	} else {
 		r.wakeLocked(key)
 	}
-	return len(r.queues[key]) > 0
+	return len(r.keys[key].queue) > 0
 }
 
 // expire runs at l's expiry; an extend in between moved the expiry on.
@@ -175,8 +196,9 @@ func (r *registry) dropLocked(l *heldLock, wake bool) {
 		if wake { // not a stale record replaced by a new grant (add)
 			r.forgetLocked(k)
 		}
-		if r.held[k] == l {
-			delete(r.held, k)
+		if s := r.keys[k]; s.held == l {
+			s.held = nil
+			r.put(k, s)
 			if wake {
 				r.wakeLocked(k)
 			}
@@ -192,7 +214,7 @@ func (r *registry) wake(key string) {
 }
 
 func (r *registry) wakeLocked(key string) {
-	if q := r.queues[key]; len(q) > 0 {
+	if q := r.keys[key].queue; len(q) > 0 {
 		q[0].signal()
 	}
 }
@@ -200,10 +222,10 @@ func (r *registry) wakeLocked(key string) {
 // snapshot lists the live records once each, by key.
 func (r *registry) snapshot() []*heldLock {
 	r.mu.Lock()
-	out := make([]*heldLock, 0, len(r.held))
-	seen := make(map[*heldLock]bool, len(r.held))
-	for _, l := range r.held {
-		if !seen[l] {
+	var out []*heldLock
+	seen := make(map[*heldLock]bool)
+	for _, s := range r.keys {
+		if l := s.held; l != nil && !seen[l] {
 			seen[l] = true
 			out = append(out, l)
 		}
@@ -226,11 +248,10 @@ func (r *registry) enqueue(key string) *waiter {
 	w := &waiter{wake: make(chan struct{}, 1)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.queues == nil {
-		r.queues = make(map[string][]*waiter)
-	}
-	r.queues[key] = append(r.queues[key], w)
-	if len(r.queues[key]) == 1 {
+	s := r.keys[key]
+	s.queue = append(s.queue, w)
+	r.put(key, s)
+	if len(s.queue) == 1 {
 		w.signal()
 	}
 	return w
@@ -243,25 +264,20 @@ func (r *registry) enqueue(key string) *waiter {
 func (r *registry) leave(key string, w *waiter) (stop func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queues[key]
-	i := slices.Index(q, w)
+	s := r.keys[key]
+	i := slices.Index(s.queue, w)
 	if i < 0 {
 		return nil
 	}
-	q = slices.Delete(q, i, i+1)
-	if len(q) == 0 {
-		delete(r.queues, key)
-		if e := r.watches[key]; e != nil {
-			delete(r.watches, key)
-			return e.stop
-		}
-		return nil
+	s.queue = slices.Delete(s.queue, i, i+1)
+	if len(s.queue) > 0 && i == 0 {
+		s.queue[0].signal()
 	}
-	r.queues[key] = q
-	if i == 0 {
-		q[0].signal()
+	if e := s.watch; len(s.queue) == 0 && e != nil {
+		s.watch, stop = nil, e.stop
 	}
-	return nil
+	r.put(key, s)
+	return stop
 }
 
 // watchEntry is a watch of a key's release notices: stop is nil while
@@ -273,15 +289,13 @@ type watchEntry struct{ stop func() }
 func (r *registry) startWatch(key string) *watchEntry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.queues[key]) == 0 || r.watches[key] != nil {
+	s := r.keys[key]
+	if len(s.queue) == 0 || s.watch != nil {
 		return nil
 	}
-	if r.watches == nil {
-		r.watches = make(map[string]*watchEntry)
-	}
-	e := &watchEntry{}
-	r.watches[key] = e
-	return e
+	s.watch = &watchEntry{}
+	r.put(key, s)
+	return s.watch
 }
 
 // setWatch records the stop function of e, made by startWatch; false
@@ -289,7 +303,7 @@ func (r *registry) startWatch(key string) *watchEntry {
 func (r *registry) setWatch(key string, e *watchEntry, stop func()) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.watches[key] != e {
+	if r.keys[key].watch != e {
 		return false
 	}
 	e.stop = stop
@@ -301,14 +315,14 @@ func (r *registry) setWatch(key string, e *watchEntry, stop func()) bool {
 func (r *registry) watching(key string, e *watchEntry) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.watches[key] == e
+	return r.keys[key].watch == e
 }
 
 // isHead reports whether w is first in key's queue.
 func (r *registry) isHead(key string, w *waiter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queues[key]
+	q := r.keys[key].queue
 	return len(q) > 0 && q[0] == w
 }
 
@@ -316,7 +330,7 @@ func (r *registry) isHead(key string, w *waiter) bool {
 func (r *registry) waiting(key string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.queues[key])
+	return len(r.keys[key].queue)
 }
 
 // counts returns the live SESSION locks and the queued waiters.
@@ -324,14 +338,12 @@ func (r *registry) counts() (sessions, waiters int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := make(map[*heldLock]bool)
-	for _, l := range r.held {
-		if l.session && !seen[l] {
+	for _, s := range r.keys {
+		if l := s.held; l != nil && l.session && !seen[l] {
 			seen[l] = true
 			sessions++
 		}
-	}
-	for _, q := range r.queues {
-		waiters += len(q)
+		waiters += len(s.queue)
 	}
 	return sessions, waiters
 }
@@ -386,23 +398,23 @@ func (r *registry) noteGrant(keys []string, token string, deadline time.Time, ge
 	if r.gen != gen {
 		return
 	}
-	if r.grants == nil {
-		r.grants = make(map[string]*knownGrant)
-	}
 	// Notes of keys nobody asks for again would stay for good: each new
 	// note sweeps a few expired ones (Go's map order is random enough, as
 	// Redis's active expiry samples keys).
 	swept := 0
-	for k, g := range r.grants {
+	for k, s := range r.keys {
 		if swept++; swept > 4 {
 			break
 		}
-		if !now.Before(g.deadline) {
-			delete(r.grants, k)
+		if s.grant != nil && !now.Before(s.grant.deadline) {
+			s.grant = nil
+			r.put(k, s)
 		}
 	}
 	for _, k := range keys {
-		r.grants[k] = &knownGrant{token: token, deadline: deadline, checkAt: now.Add(heldRecheck), kept: kept}
+		s := r.keys[k]
+		s.grant = &knownGrant{token: token, deadline: deadline, checkAt: now.Add(heldRecheck), kept: kept}
+		r.put(k, s)
 	}
 }
 
@@ -413,11 +425,12 @@ func (r *registry) noteGrant(keys []string, token string, deadline time.Time, ge
 // r.mu is held.
 func (r *registry) heldLocked(keys []string, token string, mine bool, now time.Time) bool {
 	for _, k := range keys {
-		g := r.grants[k]
-		switch {
+		s := r.keys[k]
+		switch g := s.grant; {
 		case g == nil, mine && g.token == token:
 		case !now.Before(g.deadline):
-			delete(r.grants, k)
+			s.grant = nil
+			r.put(k, s)
 		case now.Before(g.checkAt):
 			return true
 		default:
@@ -432,7 +445,7 @@ func (r *registry) heldLocked(keys []string, token string, mine bool, now time.T
 func (r *registry) keptNote(key string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if g := r.grants[key]; g != nil && g.kept {
+	if g := r.keys[key].grant; g != nil && g.kept {
 		return g.token, true
 	}
 	return "", false
@@ -443,8 +456,9 @@ func (r *registry) keptNote(key string) (string, bool) {
 func (r *registry) dropKeptNote(key, token string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if g := r.grants[key]; g != nil && g.kept && g.token == token {
-		delete(r.grants, key)
+	if s := r.keys[key]; s.grant != nil && s.grant.kept && s.grant.token == token {
+		s.grant = nil
+		r.put(key, s)
 	}
 }
 
@@ -453,7 +467,7 @@ func (r *registry) extendedGrant(keys []string, token string, deadline time.Time
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range keys {
-		if g := r.grants[k]; g != nil && g.token == token {
+		if g := r.keys[k].grant; g != nil && g.token == token {
 			g.deadline = deadline
 		}
 	}
@@ -464,7 +478,8 @@ func (r *registry) extendedGrant(keys []string, token string, deadline time.Time
 func (r *registry) knows(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.held[key] != nil || r.grants[key] != nil
+	s := r.keys[key]
+	return s.held != nil || s.grant != nil
 }
 
 // grantedValue is the token of key's note (registry.knows), unless key
@@ -473,14 +488,11 @@ func (r *registry) knows(key string) bool {
 func (r *registry) grantedValue(key string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g := r.grants[key]
-	if g == nil {
+	s := r.keys[key]
+	if s.grant == nil || s.held != nil && (len(s.held.keys) > 1 || s.held.session) {
 		return "", false
 	}
-	if l := r.held[key]; l != nil && (len(l.keys) > 1 || l.session) {
-		return "", false
-	}
-	return g.token, true
+	return s.grant.token, true
 }
 
 // forget drops the notes of keys: they may have changed.
@@ -494,7 +506,10 @@ func (r *registry) forget(keys ...string) {
 
 func (r *registry) forgetLocked(key string) {
 	r.gen++
-	delete(r.grants, key)
+	if s, ok := r.keys[key]; ok {
+		s.grant = nil
+		r.put(key, s)
+	}
 }
 
 // forgetAll drops every note (a flush).
@@ -502,5 +517,8 @@ func (r *registry) forgetAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gen++
-	clear(r.grants)
+	for k, s := range r.keys {
+		s.grant = nil
+		r.put(k, s)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 func TestQueueFIFO(t *testing.T) {
@@ -37,7 +38,7 @@ func TestQueueFIFO(t *testing.T) {
 		t.Fatal("the next waiter must become the head and be woken")
 	}
 	r.leave("k", ws[2])
-	if r.waiting("k") != 0 || len(r.queues) != 0 {
+	if r.waiting("k") != 0 || len(r.keys) != 0 {
 		t.Fatal("queue not cleaned up")
 	}
 }
@@ -125,4 +126,78 @@ func TestWatchEntries(t *testing.T) {
 	if r.leave("k", w4) == nil {
 		t.Fatal("the current watch's stop was lost")
 	}
+}
+
+// TestKeyStateLeavesWhenAllEnded: a key whose grant, waiters, watch and
+// note all ended has no record left in the registry, whichever transition
+// ended the last of them.
+func TestKeyStateLeavesWhenAllEnded(t *testing.T) {
+	var r registry
+	now := time.Now()
+	empty := func(step string) {
+		t.Helper()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.keys) != 0 {
+			t.Fatalf("%s: %d key records left: %v", step, len(r.keys), r.keys)
+		}
+	}
+	grant := func(token string, keys ...string) *heldLock {
+		_, gen := r.admit(keys, token, false, now, true)
+		r.noteGrant(keys, token, now.Add(time.Minute), gen, now, false)
+		l := &heldLock{keys: keys, token: token, expires: now.Add(time.Minute)}
+		r.add(l, now)
+		return l
+	}
+
+	// An MLOCK with a waiter watching, released: the waiter leaves last.
+	grant("t", "a", "b")
+	w := r.enqueue("a")
+	e := r.startWatch("a")
+	r.setWatch("a", e, func() {})
+	r.released("a", "t")
+	if stop := r.leave("a", w); stop == nil {
+		t.Fatal("the last waiter did not get the watch's stop")
+	}
+	empty("MLOCK released, waiter left")
+
+	// A grant replaced by another, then removed; its note forgotten.
+	grant("old", "k")
+	l := grant("new", "k")
+	r.remove(l)
+	empty("grant replaced, then removed")
+
+	// A notice of the remembered token; a notice with none remembered.
+	grant("t", "k")
+	r.releasedElsewhere("k", redlock.TokenTag("t"))
+	r.releasedElsewhere("k", "")
+	empty("released elsewhere")
+
+	// Notes only: forgotten, dropped as kept, expired, flushed.
+	_, gen := r.admit([]string{"n"}, "t", false, now, false)
+	r.noteGrant([]string{"n"}, "t", now.Add(time.Minute), gen, now, false)
+	r.forget("n")
+	r.noteGrant([]string{"n"}, "t", now.Add(time.Minute), r.gen, now, true)
+	r.dropKeptNote("n", "t")
+	r.noteGrant([]string{"n", "m"}, "t", now.Add(time.Millisecond), r.gen, now, false)
+	if r.admit([]string{"n"}, "x", false, now.Add(time.Second), true); !r.knows("m") {
+		t.Fatal("the note of m is gone before its deadline was read")
+	}
+	r.forgetAll()
+	empty("notes forgotten, dropped, expired, flushed")
+
+	// A grant that expires by its timer.
+	short := &heldLock{keys: []string{"x"}, token: "t", expires: time.Now().Add(time.Millisecond)}
+	r.add(short, time.Now())
+	testkit.Eventually(t, 5*time.Second, "the grant expires", func() bool { return r.lookup("x") == nil })
+	empty("grant expired")
+
+	// A watch whose waiters left while it was being made.
+	w = r.enqueue("q")
+	e = r.startWatch("q")
+	r.leave("q", w)
+	if r.setWatch("q", e, func() {}) {
+		t.Fatal("a watch without waiters was recorded")
+	}
+	empty("watch of waiters gone")
 }
