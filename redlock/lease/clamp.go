@@ -86,15 +86,7 @@ func (m *Manager) loosen(w []redlock.Wanted) {
 
 // loosenKeep turns the keep of a value of key into a hold of any value.
 func (m *Manager) loosenKeep(key string) {
-	m.keeper.mu.Lock()
-	e := m.keeper.keys[key]
-	var h Hold
-	if e != nil {
-		h = e.Hold
+	if e := m.reg.get(key).kept; e != nil && !e.AnyValue {
+		m.HoldKey(key, Hold{AnyValue: true, Deadline: e.Deadline})
 	}
-	m.keeper.mu.Unlock()
-	if e == nil || h.AnyValue {
-		return
-	}
-	m.HoldKey(key, Hold{AnyValue: true, Deadline: h.Deadline})
 }

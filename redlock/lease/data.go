@@ -38,15 +38,9 @@ type TypeError struct{ Type string }
 
 func (e *TypeError) Error() string { return "the key holds a " + e.Type }
 
-// isLock reports whether this proxy knows key as a lock: held (kept
-// here, or seen in the holds record at the last round) or granted
-// through here. Its expiry is then a lock's: within MaxTTL, or a hold.
-func (m *Manager) isLock(key string) bool {
-	m.keeper.mu.Lock()
-	_, recorded := m.keeper.recorded[key]
-	m.keeper.mu.Unlock()
-	return recorded || m.keeps(key) || m.reg.knows(key)
-}
+// isLock reports whether this proxy knows key as a lock (registry.knows):
+// its expiry is then a lock's, within MaxTTL, or a hold.
+func (m *Manager) isLock(key string) bool { return m.reg.knows(key) }
 
 // lockKnown is isLock, or else a hold of key that a quorum of the holds
 // record shows (a hold made through a peer since this proxy's last
@@ -105,11 +99,7 @@ func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Durati
 	// A keep of this very value ends first, or its renewal could lease
 	// what the write leaves; any other hold ends once the write landed (a
 	// key of another type is not written, and a hash lock stays held).
-	m.keeper.mu.Lock()
-	e := m.keeper.keys[key]
-	same := e != nil && !e.AnyValue && e.digest == digestOf(value)
-	m.keeper.mu.Unlock()
-	if same {
+	if e := m.reg.get(key).kept; e != nil && !e.AnyValue && e.digest == digestOf(value) {
 		m.unkeepValue(key, value)
 	}
 	old, err := m.locker.GetSet(ctx, key, value, ttl)

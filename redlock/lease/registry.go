@@ -11,9 +11,10 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
-// The registry is this proxy's memory of the locks it granted with
-// Request.Remember (the native LOCK and MLOCK), and of the callers waiting
-// for them. The backends stay the authority: the registry only decides
+// The registry is this proxy's memory of keys, one keyState each: the
+// locks it granted with Request.Remember (the native LOCK and MLOCK), the
+// callers waiting for them, the notes of its grants, and the holds it
+// keeps or saw in the record. The backends stay the authority: it decides
 // how long a waiter sleeps, what Info and Snapshot show, and which locks a
 // SESSION renews and releases. A lock released through another proxy is
 // dropped when its release notice arrives (releasedElsewhere); one
@@ -55,32 +56,49 @@ func (w *waiter) signal() {
 	}
 }
 
-// keyState is all the registry remembers of one key. The registry keeps
-// a key's state only while some field is set: every change goes through
-// put, which drops a key with nothing left, so that no path can leave a
-// key behind (or forget one of its maps).
+// keyState is all this proxy remembers of one key, under registry.mu. A
+// key is in the registry only while some field is set: every change goes
+// through put, which drops a key with nothing left, so that no path can
+// leave a key behind or forget one of its parts.
 type keyState struct {
 	held  *heldLock   // the live grant remembered here (an MLOCK under each key)
 	queue []*waiter   // LOCK … WAIT callers, first come first
 	watch *watchEntry // the watch of its release notices (wait.go)
 	grant *knownGrant // the note of its last grant here, for contention (see known below)
+	kept  *kept       // a hold renewed here from memory (keep.go)
+	// recorded is its hold in the holds record as the last renewal round
+	// saw it (holds.go), made here or through a peer
+	recorded *redlock.HoldField
 }
 
 func (s keyState) idle() bool {
-	return s.held == nil && len(s.queue) == 0 && s.watch == nil && s.grant == nil
+	return s.held == nil && len(s.queue) == 0 && s.watch == nil && s.grant == nil &&
+		s.kept == nil && s.recorded == nil
 }
 
+// registry is the keys' states and the keep loop's state (keep.go), all
+// under one mutex, never held over a backend call nor with another lock.
 type registry struct {
 	mu   sync.Mutex
 	keys map[string]keyState
 	// gen grows with each forget: a grant whose acquisition began before
 	// a change to the keyspace through this proxy is not recorded
 	gen uint64
+	// nKept and nRecorded count the keys with kept and recorded set (put).
+	nKept, nRecorded int
+	// made counts the holds made here since the last renewal round that it
+	// did not show (TierHoldCount): a release does not take one off, so
+	// the count errs high by at most one round's releases.
+	made    int
+	running bool // the keep loop runs
 }
 
 // put stores s as key's state, or removes key when nothing is left of
 // it: the one place a key leaves the registry. r.mu is held.
 func (r *registry) put(key string, s keyState) {
+	old := r.keys[key]
+	r.nKept += count(s.kept != nil) - count(old.kept != nil)
+	r.nRecorded += count(s.recorded != nil) - count(old.recorded != nil)
 	switch {
 	case s.idle():
 		delete(r.keys, key)
@@ -89,6 +107,37 @@ func (r *registry) put(key string, s keyState) {
 	default:
 		r.keys[key] = s
 	}
+}
+
+func count(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// setKept makes e the keep of key (nil: none). r.mu is held.
+func (r *registry) setKept(key string, e *kept) {
+	s := r.keys[key]
+	s.kept = e
+	r.put(key, s)
+}
+
+// setRecorded replaces every key's recorded hold with what a renewal
+// round read. r.mu is held.
+func (r *registry) setRecorded(scanned []redlock.ScannedHold) {
+	for k, s := range r.keys {
+		if s.recorded != nil {
+			s.recorded = nil
+			r.put(k, s)
+		}
+	}
+	for i := range scanned {
+		s := r.keys[scanned[i].Key]
+		s.recorded = &scanned[i].HoldField
+		r.put(scanned[i].Key, s)
+	}
+	r.made = 0
 }
 
 // add records a grant and arms its expiry. A stale record of the same key
@@ -107,18 +156,20 @@ func (r *registry) add(l *heldLock, now time.Time) {
 	l.timer = time.AfterFunc(l.expires.Sub(now), func() { r.expire(l) })
 }
 
-// lookup returns the live record of key, or nil.
-func (r *registry) lookup(key string) *heldLock {
+// get is key's state, read under the lock. What it points to may be read
+// without the lock but for the fields said to be guarded by it.
+func (r *registry) get(key string) keyState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.keys[key].held
+	return r.keys[key]
 }
+
+// lookup returns the live record of key, or nil.
+func (r *registry) lookup(key string) *heldLock { return r.get(key).held }
 
 // byToken returns the live record of key when it holds token.
 func (r *registry) byToken(key, token string) *heldLock {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if l := r.keys[key].held; l != nil && l.token == token {
+	if l := r.get(key).held; l != nil && l.token == token {
 		return l
 	}
 	return nil
@@ -312,11 +363,7 @@ func (r *registry) setWatch(key string, e *watchEntry, stop func()) bool {
 
 // watching reports whether e, made by startWatch, is still key's watch
 // (some waiter is still queued).
-func (r *registry) watching(key string, e *watchEntry) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.keys[key].watch == e
-}
+func (r *registry) watching(key string, e *watchEntry) bool { return r.get(key).watch == e }
 
 // isHead reports whether w is first in key's queue.
 func (r *registry) isHead(key string, w *waiter) bool {
@@ -327,11 +374,7 @@ func (r *registry) isHead(key string, w *waiter) bool {
 }
 
 // waiting is the number of waiters queued for key.
-func (r *registry) waiting(key string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.keys[key].queue)
-}
+func (r *registry) waiting(key string) int { return len(r.get(key).queue) }
 
 // counts returns the live SESSION locks and the queued waiters.
 func (r *registry) counts() (sessions, waiters int) {
@@ -391,7 +434,7 @@ func (r *registry) admit(keys []string, token string, mine bool, now time.Time, 
 // unless something was forgotten since gen was read (the keyspace may
 // have changed since the acquisition began).
 // kept marks the grant of a lock without expiry (Request.Keep): its note
-// counts only while the key is kept here (Manager.keptNotesLive).
+// counts only while the key is kept here (keptNotesLive).
 func (r *registry) noteGrant(keys []string, token string, deadline time.Time, gen uint64, now time.Time, kept bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -441,25 +484,23 @@ func (r *registry) heldLocked(keys []string, token string, mine bool, now time.T
 	return false
 }
 
-// keptNote is the token of key's note when it is a kept grant's.
-func (r *registry) keptNote(key string) (string, bool) {
+// keptNotesLive reports whether the notes of keys that are kept grants
+// (locks without expiry granted here) are still kept here with the value
+// noted: a keep that ended (its renewal found the key changed, a peer
+// took it over) no longer vouches for the key, and its note is dropped
+// (the key is not changed by that, so gen stays).
+func (r *registry) keptNotesLive(keys []string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if g := r.keys[key].grant; g != nil && g.kept {
-		return g.token, true
+	for _, k := range keys {
+		s := r.keys[k]
+		if g, e := s.grant, s.kept; g != nil && g.kept && (e == nil || e.AnyValue || e.Value != g.token) {
+			s.grant = nil
+			r.put(k, s)
+			return false
+		}
 	}
-	return "", false
-}
-
-// dropKeptNote drops key's note of a kept grant of token whose keep
-// ended: the key is not changed by that, so gen stays.
-func (r *registry) dropKeptNote(key, token string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if s := r.keys[key]; s.grant != nil && s.grant.kept && s.grant.token == token {
-		s.grant = nil
-		r.put(key, s)
-	}
+	return true
 }
 
 // extendedGrant moves the deadline of the notes of keys held by token.
@@ -473,26 +514,12 @@ func (r *registry) extendedGrant(keys []string, token string, deadline time.Time
 	}
 }
 
-// knows reports whether key was granted through here, remembered or
-// noted, and not forgotten since (lease.isLock).
+// knows reports whether key is known here as a lock: held (kept here, or
+// seen in the holds record at the last round) or granted through here,
+// remembered or noted, and not forgotten since (lease.isLock).
 func (r *registry) knows(key string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.keys[key]
-	return s.held != nil || s.grant != nil
-}
-
-// grantedValue is the token of key's note (registry.knows), unless key
-// is one of several keys of a remembered lock (MLOCK) or a SESSION's:
-// those are released as a whole, by their own commands.
-func (r *registry) grantedValue(key string) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.keys[key]
-	if s.grant == nil || s.held != nil && (len(s.held.keys) > 1 || s.held.session) {
-		return "", false
-	}
-	return s.grant.token, true
+	s := r.get(key)
+	return s.held != nil || s.grant != nil || s.kept != nil || s.recorded != nil
 }
 
 // forget drops the notes of keys: they may have changed.

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -178,13 +179,15 @@ func TestKeyStateLeavesWhenAllEnded(t *testing.T) {
 	r.noteGrant([]string{"n"}, "t", now.Add(time.Minute), gen, now, false)
 	r.forget("n")
 	r.noteGrant([]string{"n"}, "t", now.Add(time.Minute), r.gen, now, true)
-	r.dropKeptNote("n", "t")
+	if r.keptNotesLive([]string{"n"}) {
+		t.Fatal("the note of a keep that ended vouches for n")
+	}
 	r.noteGrant([]string{"n", "m"}, "t", now.Add(time.Millisecond), r.gen, now, false)
 	if r.admit([]string{"n"}, "x", false, now.Add(time.Second), true); !r.knows("m") {
 		t.Fatal("the note of m is gone before its deadline was read")
 	}
 	r.forgetAll()
-	empty("notes forgotten, dropped, expired, flushed")
+	empty("notes forgotten, of a keep ended, expired, flushed")
 
 	// A grant that expires by its timer.
 	short := &heldLock{keys: []string{"x"}, token: "t", expires: time.Now().Add(time.Millisecond)}
@@ -200,4 +203,54 @@ func TestKeyStateLeavesWhenAllEnded(t *testing.T) {
 		t.Fatal("a watch without waiters was recorded")
 	}
 	empty("watch of waiters gone")
+}
+
+// TestKeyStateOfTheManagerLeaves: the same through the Manager's
+// operations, keeps and the holds record included.
+func TestKeyStateOfTheManagerLeaves(t *testing.T) {
+	m, _ := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	holder, waiter := NewOwner(1, OwnerHooks{}), NewOwner(2, OwnerHooks{})
+	g, err := m.Acquire(ctx, holder, lockReq("l"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Acquire(ctx, waiter, Request{Keys: []string{"l"}, Token: "w", TTL: ttl, Remember: true, Wait: 5 * time.Second})
+		done <- err
+	}()
+	testkit.Eventually(t, 5*time.Second, "the waiter queues", func() bool { return m.Waiters() == 1 })
+	if err := m.Release(ctx, "l", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if err := m.Release(ctx, "l", "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Acquire(ctx, nil, Request{Keys: []string{"s"}, Token: "v", Keep: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.Delete(ctx, []string{"s"}); err != nil || n != 1 {
+		t.Fatalf("DEL = %d, %v", n, err)
+	}
+	m.HoldKey("h", Hold{AnyValue: true})
+	if _, err := m.Expire(ctx, "h", ttl); err != nil {
+		t.Fatal(err)
+	}
+	m.reg.mu.Lock()
+	m.reg.setRecorded([]redlock.ScannedHold{{HoldField: redlock.HoldField{Key: "r"}}})
+	m.reg.setRecorded(nil)
+	m.reg.mu.Unlock()
+	if _, err := m.Acquire(ctx, holder, sessionReq("x")); err != nil {
+		t.Fatal(err)
+	}
+	m.CloseOwner(holder)
+	testkit.Eventually(t, 5*time.Second, "every key record leaves", func() bool {
+		m.reg.mu.Lock()
+		defer m.reg.mu.Unlock()
+		return len(m.reg.keys) == 0 && m.reg.nKept == 0 && m.reg.nRecorded == 0
+	})
 }
