@@ -196,9 +196,7 @@ func (m *Manager) renewRound(h *Holds) {
 		m.log.Debug("holds record not read", "error", err)
 		return
 	}
-	m.reg.mu.Lock()
 	m.reg.setRecorded(scanned)
-	m.reg.mu.Unlock()
 	live := append([]string{h.ID}, h.Live()...)
 	var due []redlock.HoldField
 	for _, s := range scanned {

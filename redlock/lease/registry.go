@@ -90,7 +90,8 @@ type registry struct {
 	// did not show (TierHoldCount): a release does not take one off, so
 	// the count errs high by at most one round's releases.
 	made    int
-	running bool // the keep loop runs
+	running bool                  // the keep loop runs
+	scan    []redlock.ScannedHold // the last round's, which recorded points into
 }
 
 // put stores s as key's state, or removes key when nothing is left of
@@ -123,21 +124,43 @@ func (r *registry) setKept(key string, e *kept) {
 	r.put(key, s)
 }
 
-// setRecorded replaces every key's recorded hold with what a renewal
-// round read. r.mu is held.
+// setRecorded replaces the recorded holds with what a renewal round read
+// (r.mu not held; rounds run one at a time). A round may read tens of
+// thousands of holds: the lock is taken a page of keys at a time, so that
+// no acquisition waits for a whole round. Each key goes from the last
+// round's field to this one's at once, then the keys this round did not
+// show are cleared: meanwhile the counts err high, as between rounds.
 func (r *registry) setRecorded(scanned []redlock.ScannedHold) {
-	for k, s := range r.keys {
-		if s.recorded != nil {
-			s.recorded = nil
-			r.put(k, s)
-		}
-	}
-	for i := range scanned {
+	r.mu.Lock()
+	last := r.scan
+	r.scan = scanned
+	r.mu.Unlock()
+	inPages(&r.mu, len(scanned), func(i int) {
 		s := r.keys[scanned[i].Key]
 		s.recorded = &scanned[i].HoldField
 		r.put(scanned[i].Key, s)
-	}
+	})
+	r.mu.Lock()
 	r.made = 0
+	r.mu.Unlock()
+	inPages(&r.mu, len(last), func(i int) {
+		if s := r.keys[last[i].Key]; s.recorded == &last[i].HoldField {
+			s.recorded = nil
+			r.put(last[i].Key, s)
+		}
+	})
+}
+
+// inPages calls f(0) … f(n-1) with mu held, a page at a time.
+func inPages(mu *sync.Mutex, n int, f func(i int)) {
+	const page = 256
+	for lo := 0; lo < n; lo += page {
+		mu.Lock()
+		for i := lo; i < min(lo+page, n); i++ {
+			f(i)
+		}
+		mu.Unlock()
+	}
 }
 
 // add records a grant and arms its expiry. A stale record of the same key

@@ -240,10 +240,12 @@ func TestKeyStateOfTheManagerLeaves(t *testing.T) {
 	if _, err := m.Expire(ctx, "h", ttl); err != nil {
 		t.Fatal(err)
 	}
-	m.reg.mu.Lock()
+	m.reg.setRecorded([]redlock.ScannedHold{{HoldField: redlock.HoldField{Key: "r"}}, {HoldField: redlock.HoldField{Key: "s"}}})
 	m.reg.setRecorded([]redlock.ScannedHold{{HoldField: redlock.HoldField{Key: "r"}}})
+	if !m.reg.knows("r") || m.reg.knows("s") {
+		t.Fatal("a round's record did not replace the last one's")
+	}
 	m.reg.setRecorded(nil)
-	m.reg.mu.Unlock()
 	if _, err := m.Acquire(ctx, holder, sessionReq("x")); err != nil {
 		t.Fatal(err)
 	}
