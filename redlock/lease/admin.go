@@ -26,34 +26,28 @@ type HoldEntry struct {
 // Holds lists the holds made here and those the holds record showed at
 // the last renewal round, by key.
 func (m *Manager) Holds() []HoldEntry {
-	m.keeper.mu.Lock()
-	byKey := make(map[string]HoldEntry, len(m.keeper.keys)+len(m.keeper.recorded))
-	for k, r := range m.keeper.recorded {
-		e := HoldEntry{Key: k}
-		if r.Deadline > 0 {
-			e.Deadline = time.UnixMilli(r.Deadline)
+	var out []HoldEntry
+	m.reg.mu.Lock()
+	for k, s := range m.reg.keys {
+		switch {
+		case s.kept != nil:
+			out = append(out, HoldEntry{Key: k, Here: true, Deadline: s.kept.Deadline})
+		case s.recorded != nil && s.recorded.Deadline > 0:
+			out = append(out, HoldEntry{Key: k, Deadline: time.UnixMilli(s.recorded.Deadline)})
+		case s.recorded != nil:
+			out = append(out, HoldEntry{Key: k})
 		}
-		byKey[k] = e
 	}
-	for k, e := range m.keeper.keys {
-		h := byKey[k]
-		h.Key, h.Here, h.Deadline = k, true, e.Deadline
-		byKey[k] = h
-	}
-	m.keeper.mu.Unlock()
-	out := make([]HoldEntry, 0, len(byKey))
-	for _, e := range byKey {
-		out = append(out, e)
-	}
+	m.reg.mu.Unlock()
 	slices.SortFunc(out, func(a, b HoldEntry) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
 // HoldCount is the number of keys this proxy renews as holds now.
 func (m *Manager) HoldCount() int {
-	m.keeper.mu.Lock()
-	defer m.keeper.mu.Unlock()
-	return len(m.keeper.keys)
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
+	return m.reg.nKept
 }
 
 // KeyLoad is how busy one key is on this proxy.
@@ -71,25 +65,17 @@ func (m *Manager) HotKeys(n int) []KeyLoad {
 	now := m.now()
 	r := &m.reg
 	r.mu.Lock()
-	byKey := make(map[string]KeyLoad, len(r.held)+len(r.queues))
-	for k, q := range r.queues {
-		if len(q) > 0 {
-			byKey[k] = KeyLoad{Key: k, Waiters: len(q)}
+	var out []KeyLoad
+	for k, s := range r.keys {
+		e := KeyLoad{Key: k, Waiters: len(s.queue)}
+		if l := s.held; l != nil && !l.gone {
+			e.Held, e.Age = true, now.Sub(l.granted)
 		}
-	}
-	for k, l := range r.held {
-		if l.gone {
-			continue
+		if e.Waiters > 0 || e.Held {
+			out = append(out, e)
 		}
-		e := byKey[k]
-		e.Key, e.Held, e.Age = k, true, now.Sub(l.granted)
-		byKey[k] = e
 	}
 	r.mu.Unlock()
-	out := make([]KeyLoad, 0, len(byKey))
-	for _, e := range byKey {
-		out = append(out, e)
-	}
 	slices.SortFunc(out, func(a, b KeyLoad) int {
 		if c := cmp.Compare(b.Waiters, a.Waiters); c != 0 {
 			return c

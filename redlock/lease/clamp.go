@@ -87,15 +87,7 @@ func (m *Manager) holdAnyValue(w []redlock.Wanted) {
 
 // holdAnyValueOf turns the keep of a value of key into a hold of any value.
 func (m *Manager) holdAnyValueOf(key string) {
-	m.keeper.mu.Lock()
-	e := m.keeper.keys[key]
-	var h Hold
-	if e != nil {
-		h = e.Hold
+	if e := m.reg.get(key).kept; e != nil && !e.AnyValue {
+		m.HoldKey(key, Hold{AnyValue: true, Deadline: e.Deadline})
 	}
-	m.keeper.mu.Unlock()
-	if e == nil || h.AnyValue {
-		return
-	}
-	m.HoldKey(key, Hold{AnyValue: true, Deadline: h.Deadline})
 }

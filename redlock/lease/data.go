@@ -52,12 +52,10 @@ func (e *TypeError) Error() string { return "the key holds a " + e.Type }
 // round put it on a lease: lost once every proxy was down.)
 func (m *Manager) lockKnown(ctx context.Context, key string, v *redlock.Value) (bool, error) {
 	tokens := m.reg.tokens(key)
-	m.keeper.mu.Lock()
-	e := m.keeper.keys[key]
-	r, recorded := m.keeper.recorded[key]
-	m.keeper.mu.Unlock()
+	ks := m.reg.get(key)
+	e, r := ks.kept, ks.recorded
 	h := m.holds.Load()
-	if len(tokens) == 0 && e == nil && !recorded && h == nil {
+	if len(tokens) == 0 && e == nil && r == nil && h == nil {
 		return false, nil
 	}
 	if v == nil {
@@ -79,7 +77,7 @@ func (m *Manager) lockKnown(ctx context.Context, key string, v *redlock.Value) (
 	}
 	switch {
 	case e != nil && (e.AnyValue || e.digest == digest),
-		recorded && (r.Digest == redlock.AnyDigest || r.Digest == digest):
+		r != nil && (r.Digest == redlock.AnyDigest || r.Digest == digest):
 		return true, nil
 	case h == nil:
 		return false, nil
@@ -132,11 +130,7 @@ func (m *Manager) GetSet(ctx context.Context, key, value string, ttl time.Durati
 	// A keep of this very value ends first, or its renewal could lease
 	// what the write leaves; any other hold ends once the write landed (a
 	// key of another type is not written, and a hash lock stays held).
-	m.keeper.mu.Lock()
-	e := m.keeper.keys[key]
-	same := e != nil && !e.AnyValue && e.digest == digestOf(value)
-	m.keeper.mu.Unlock()
-	if same {
+	if e := m.reg.get(key).kept; e != nil && !e.AnyValue && e.digest == digestOf(value) {
 		m.unkeepValue(key, value)
 	}
 	old, err := m.locker.GetSet(ctx, key, value, ttl)

@@ -12,16 +12,21 @@ import (
 // keeps its meaning.
 
 // heldValue is the value this proxy wrote to key as a lock it granted or
-// keeps and still knows: a string kept here, or a grant with an expiry
-// noted here (registry.grantedValue). false: not known.
+// keeps and still knows: a string kept here, or the note of a grant with
+// an expiry (registry.knows), unless key is one of several keys of a
+// remembered lock (MLOCK) or a SESSION's: those are released as a whole,
+// by their own commands. false: not known.
 func (m *Manager) heldValue(key string) (string, bool) {
-	m.keeper.mu.Lock()
-	e := m.keeper.keys[key]
-	m.keeper.mu.Unlock()
-	if e != nil {
-		return e.Value, !e.AnyValue
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
+	switch s := m.reg.keys[key]; {
+	case s.kept != nil:
+		return s.kept.Value, !s.kept.AnyValue
+	case s.grant == nil, s.held != nil && (len(s.held.keys) > 1 || s.held.session):
+		return "", false
+	default:
+		return s.grant.token, true
 	}
-	return m.reg.grantedValue(key)
 }
 
 // deleteEach is Delete of keys of which some are locks known here

@@ -18,7 +18,8 @@
 // effects on what the Manager remembers, and returns what happened as a
 // value or a typed error (redlock's sentinels,
 // ErrNoBackend, *TypeError); no caller updates that memory by hand. It
-// keeps:
+// keeps, one record per key (registry.go: keyState, dropped in one place
+// once nothing is left of it):
 //
 //   - the registry (registry.go) of locks granted through the native
 //     commands — keys, token, fence, ttl, owner, validity deadline — armed

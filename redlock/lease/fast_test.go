@@ -196,9 +196,9 @@ func TestKeepAnsweredFast(t *testing.T) {
 	// A keep that ends here (its renewal found the key changed: here, the
 	// keeper forgets it as the renewal would) no longer vouches for the
 	// key: the contender asks.
-	m.keeper.mu.Lock()
-	delete(m.keeper.keys, "k")
-	m.keeper.mu.Unlock()
+	m.reg.mu.Lock()
+	m.reg.setKept("k", nil)
+	m.reg.mu.Unlock()
 	before = commands(mrs)
 	if err := m.SetIfAbsent(ctx, "k", "other", 0); errors.Is(err, ErrHeldHere) || commands(mrs) == before {
 		t.Fatalf("contender of a key no longer kept here: %v without asking the backends", err)

@@ -65,9 +65,9 @@ func (m *Manager) record(key string, e *kept) {
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
 	err := m.locker.SetHold(ctx, h.Service, e.recordOf(key))
-	m.keeper.mu.Lock()
+	m.reg.mu.Lock()
 	e.unrecorded = err != nil
-	m.keeper.mu.Unlock()
+	m.reg.mu.Unlock()
 	if err != nil {
 		m.log.Warn("hold not recorded on a quorum: its renewal records it", "key", key, "error", err)
 	}
@@ -99,10 +99,8 @@ func (m *Manager) endRecorded(key string, value *string) {
 	if h == nil {
 		return
 	}
-	m.keeper.mu.Lock()
-	r, ok := m.keeper.recorded[key]
-	m.keeper.mu.Unlock()
-	if d := r.Digest; !ok || value != nil && d != redlock.AnyDigest && d != digestOf(*value) {
+	r := m.reg.get(key).recorded
+	if r == nil || value != nil && r.Digest != redlock.AnyDigest && r.Digest != digestOf(*value) {
 		return
 	}
 	// The record seen may be stale (a round ago): the backends check
@@ -127,17 +125,17 @@ var ErrMaxHolds = errors.New("max_holds reached: the tier holds as many locks wi
 // the holds this proxy made since (without the record: this proxy's
 // holds). O(1): it is asked on every new hold.
 func (m *Manager) TierHoldCount() int {
-	m.keeper.mu.Lock()
-	defer m.keeper.mu.Unlock()
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
 	return m.tierHoldsLocked()
 }
 
-// tierHoldsLocked is TierHoldCount with the keeper's lock held.
+// tierHoldsLocked is TierHoldCount with the registry's lock held.
 func (m *Manager) tierHoldsLocked() int {
 	if m.holds.Load() == nil {
-		return len(m.keeper.keys)
+		return m.reg.nKept
 	}
-	return len(m.keeper.recorded) + m.keeper.made
+	return m.reg.nRecorded + m.reg.made
 }
 
 // holdsFull reports whether a new hold of key would pass MaxHolds, and
@@ -149,12 +147,10 @@ func (m *Manager) holdsFull(key string) bool {
 	if m.maxHolds <= 0 || m.keepTTL <= 0 {
 		return false
 	}
-	k := &m.keeper
-	k.mu.Lock()
-	_, mine := k.keys[key]
-	_, seen := k.recorded[key]
-	full := !mine && !seen && m.tierHoldsLocked() >= m.maxHolds
-	k.mu.Unlock()
+	m.reg.mu.Lock()
+	s := m.reg.keys[key]
+	full := s.kept == nil && s.recorded == nil && m.tierHoldsLocked() >= m.maxHolds
+	m.reg.mu.Unlock()
 	if !full {
 		return false
 	}
@@ -201,14 +197,7 @@ func (m *Manager) renewRound(h *Holds) {
 		m.log.Debug("holds record not read", "error", err)
 		return
 	}
-	recorded := make(map[string]redlock.HoldField, len(scanned))
-	for _, s := range scanned {
-		recorded[s.Key] = s.HoldField
-	}
-	m.keeper.mu.Lock()
-	m.keeper.recorded = recorded
-	m.keeper.made = 0
-	m.keeper.mu.Unlock()
+	m.reg.setRecorded(scanned)
 	live := append([]string{h.ID}, h.Live()...)
 	var due []redlock.HoldField
 	for _, s := range scanned {

@@ -59,15 +59,9 @@ func (m *Manager) clientTTL(ctx context.Context, key string, v redlock.Value) (t
 // quorum write (EndHold) when holds are recorded and key is neither kept
 // here nor seen in the record; it does nothing where no field exists.
 func (m *Manager) endPeerHold(ctx context.Context, key string) error {
-	h := m.holds.Load()
-	if h == nil || m.keeps(key) {
-		return nil
-	}
-	m.keeper.mu.Lock()
-	_, seen := m.keeper.recorded[key]
-	m.keeper.mu.Unlock()
-	if seen {
-		return nil // unkeep ends it (endRecorded)
+	h, s := m.holds.Load(), m.reg.get(key)
+	if h == nil || s.kept != nil || s.recorded != nil {
+		return nil // no record, kept here, or seen: unkeep ends it (endRecorded)
 	}
 	return m.locker.EndHold(ctx, h.Service, key, "")
 }
@@ -82,13 +76,13 @@ func (m *Manager) declaredHolds(keys []string) []redlock.DeclaredHold {
 	}
 	now := m.now()
 	var out []redlock.DeclaredHold
-	m.keeper.mu.Lock()
-	defer m.keeper.mu.Unlock()
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
 	for i, key := range keys {
 		var h redlock.DeclaredHold
-		if e := m.keeper.keys[key]; e != nil {
-			h = redlock.DeclaredHold{Held: true, Deadline: unixMs(e.Deadline), Digest: e.digest}
-		} else if r, ok := m.keeper.recorded[key]; ok {
+		if s := m.reg.keys[key]; s.kept != nil {
+			h = redlock.DeclaredHold{Held: true, Deadline: unixMs(s.kept.Deadline), Digest: s.kept.digest}
+		} else if r := s.recorded; r != nil {
 			h = redlock.DeclaredHold{Held: true, Deadline: r.Deadline, Digest: r.Digest}
 		}
 		switch {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -26,7 +25,8 @@ import (
 // renews what is due every KeepTTL/6, so a key is renewed between a third
 // and a half of its lease in.
 
-// kept is one key renewed here.
+// kept is one key renewed here. Hold and digest never change; the rest
+// is guarded by registry.mu.
 type kept struct {
 	Hold
 	digest string    // of Value, or redlock.AnyDigest: what the renewal compares
@@ -71,9 +71,9 @@ type Hold struct {
 // it returns (one quorum round), so that the tier renews it if this proxy
 // stops: call it before the client's write is answered.
 func (m *Manager) HoldKey(key string, h Hold) {
-	m.keeper.mu.Lock()
+	m.reg.mu.Lock()
 	e := m.holdLocked(key, h)
-	m.keeper.mu.Unlock()
+	m.reg.mu.Unlock()
 	m.record(key, e)
 }
 
@@ -81,43 +81,27 @@ func (m *Manager) HoldKey(key string, h Hold) {
 // value for a hold of AnyValue): PTTLNoExpiry for a hold without
 // deadline; false when key is not held here.
 func (m *Manager) HeldTTL(key, value string) (time.Duration, bool) {
-	m.keeper.mu.Lock()
-	defer m.keeper.mu.Unlock()
-	k := m.keeper.keys[key]
-	switch {
-	case k == nil || !k.holds(value):
-		return 0, false
-	case k.Deadline.IsZero():
-		return redlock.PTTLNoExpiry, true
+	if k := m.reg.get(key).kept; k != nil && k.holds(value) {
+		return m.ttlOf(k), true
 	}
-	return max(k.Deadline.Sub(m.now()), time.Millisecond), true
+	return 0, false
 }
 
 // HeldAnyTTL is HeldTTL of a hold or keep of key whatever value it is of:
 // the expiry the proxy answers for key, which a copy of it (COPY) takes.
 func (m *Manager) HeldAnyTTL(key string) (time.Duration, bool) {
-	m.keeper.mu.Lock()
-	defer m.keeper.mu.Unlock()
-	k := m.keeper.keys[key]
-	switch {
-	case k == nil:
-		return 0, false
-	case k.Deadline.IsZero():
-		return redlock.PTTLNoExpiry, true
+	if k := m.reg.get(key).kept; k != nil {
+		return m.ttlOf(k), true
 	}
-	return max(k.Deadline.Sub(m.now()), time.Millisecond), true
+	return 0, false
 }
 
-// keeper is the set of kept keys and its renewal loop.
-type keeper struct {
-	mu       sync.Mutex
-	keys     map[string]*kept
-	running  bool                         // the loop runs
-	recorded map[string]redlock.HoldField // holds in the record at the last renewal round, by key
-	// made counts the holds made here since the last renewal round that it
-	// did not show (TierHoldCount): a release does not take one off, so
-	// the count errs high by at most one round's releases.
-	made int
+// ttlOf is the ttl a client sees of a key kept as k.
+func (m *Manager) ttlOf(k *kept) time.Duration {
+	if k.Deadline.IsZero() {
+		return redlock.PTTLNoExpiry
+	}
+	return max(k.Deadline.Sub(m.now()), time.Millisecond)
 }
 
 // keep renews key while it holds value (see above); it replaces what was
@@ -125,25 +109,25 @@ type keeper struct {
 // succeeded. Without a KeepTTL it does nothing: such writes then carry no
 // expiry at all.
 func (m *Manager) keep(key, value string) {
-	m.keeper.mu.Lock()
+	m.reg.mu.Lock()
 	e := m.keepLocked(key, value)
-	m.keeper.mu.Unlock()
+	m.reg.mu.Unlock()
 	m.record(key, e)
 }
 
 // keepRecorded is keep of a key whose hold the backends recorded with
 // the write itself (redlock.AcquireHold).
 func (m *Manager) keepRecorded(key, value string) {
-	m.keeper.mu.Lock()
+	m.reg.mu.Lock()
 	m.keepLocked(key, value)
-	m.keeper.mu.Unlock()
+	m.reg.mu.Unlock()
 }
 
-// keepLocked is keep with the keeper's lock held, but for the record: the
+// keepLocked is keep with the registry's lock held, but for the record: the
 // caller records what it returns once it let go of the lock.
 func (m *Manager) keepLocked(key, value string) *kept { return m.holdLocked(key, Hold{Value: value}) }
 
-// holdLocked is HoldKey with the keeper's lock held, but for the record:
+// holdLocked is HoldKey with the registry's lock held, but for the record:
 // it returns what the caller records once it let go of the lock (nil:
 // nothing, without a KeepTTL).
 func (m *Manager) holdLocked(key string, h Hold) *kept {
@@ -154,16 +138,13 @@ func (m *Manager) holdLocked(key string, h Hold) *kept {
 	if !h.AnyValue {
 		e.digest = digestOf(h.Value)
 	}
-	k := &m.keeper
-	if k.keys == nil {
-		k.keys = make(map[string]*kept)
+	r := &m.reg
+	if s := r.keys[key]; s.recorded == nil && s.kept == nil {
+		r.made++
 	}
-	if _, seen := k.recorded[key]; !seen && k.keys[key] == nil {
-		k.made++
-	}
-	k.keys[key] = e
-	if !k.running && !m.closing.Load() {
-		k.running = true
+	r.setKept(key, e)
+	if !r.running && !m.closing.Load() {
+		r.running = true
 		m.bg.Go(m.keepLoop)
 	}
 	return e
@@ -173,13 +154,9 @@ func (m *Manager) holdLocked(key string, h Hold) *kept {
 // expiry through this proxy. Before it returns, its hold is ended in the
 // record (kept here, or made through another proxy: endRecorded).
 func (m *Manager) unkeep(key string) {
-	m.keeper.mu.Lock()
-	e, was := m.keeper.keys[key]
-	delete(m.keeper.keys, key)
-	wait := e.inFlight()
-	m.keeper.mu.Unlock()
+	e, wait := m.unkeepIf(key, nil)
 	m.awaitRenewal(wait)
-	if was {
+	if e != nil {
 		m.unrecord(key, e)
 	} else {
 		m.endRecorded(key, nil)
@@ -193,28 +170,27 @@ func (m *Manager) unkeep(key string) {
 // hold stamped) is dropped by the next renewal or round that reads
 // it. One quorum round less than unkeep on the way to the reply.
 func (m *Manager) unkeepGone(key string, value *string) {
-	m.keeper.mu.Lock()
-	var wait <-chan struct{}
-	if k := m.keeper.keys[key]; k != nil && (value == nil || k.holds(*value)) {
-		delete(m.keeper.keys, key)
-		wait = k.inFlight()
-	}
-	m.keeper.mu.Unlock()
+	_, wait := m.unkeepIf(key, value)
 	m.awaitRenewal(wait)
+}
+
+// unkeepIf ends key's keep if it holds value (any value when value is
+// nil): the keep ended (nil: none) and its renewal in flight (inFlight).
+func (m *Manager) unkeepIf(key string, value *string) (*kept, <-chan struct{}) {
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
+	if k := m.reg.keys[key].kept; k != nil && (value == nil || k.holds(*value)) {
+		m.reg.setKept(key, nil)
+		return k, k.inFlight()
+	}
+	return nil, nil
 }
 
 // unkeepValue stops renewing key if it is kept holding value (a release
 // of that token, or an extend that gave it an expiry), and ends its hold
 // in the record before it returns (made here or through another proxy).
 func (m *Manager) unkeepValue(key, value string) {
-	m.keeper.mu.Lock()
-	var e *kept
-	var wait <-chan struct{}
-	if k := m.keeper.keys[key]; k != nil && k.holds(value) {
-		delete(m.keeper.keys, key)
-		e, wait = k, k.inFlight()
-	}
-	m.keeper.mu.Unlock()
+	e, wait := m.unkeepIf(key, &value)
 	m.awaitRenewal(wait)
 	if e != nil {
 		m.unrecord(key, e)
@@ -223,14 +199,14 @@ func (m *Manager) unkeepValue(key, value string) {
 	}
 }
 
-// startRenewal marks e as being renewed. The keeper's lock is held.
+// startRenewal marks e as being renewed. The registry's lock is held.
 func (e *kept) startRenewal() {
 	e.busy = true
 	e.renewed = make(chan struct{})
 }
 
 // inFlight is what closes when e's renewal in flight returns; nil when
-// none is (or e is nil). The keeper's lock is held.
+// none is (or e is nil). The registry's lock is held.
 func (e *kept) inFlight() <-chan struct{} {
 	if e == nil || !e.busy {
 		return nil
@@ -258,17 +234,17 @@ func (m *Manager) awaitRenewal(wait <-chan struct{}) {
 }
 
 // keeps reports whether key is kept here: the rounds leave it alone.
-func (m *Manager) keeps(key string) bool {
-	m.keeper.mu.Lock()
-	defer m.keeper.mu.Unlock()
-	return m.keeper.keys[key] != nil
-}
+func (m *Manager) keeps(key string) bool { return m.reg.get(key).kept != nil }
 
 // unkeepAll stops renewing every key (FLUSHDB).
 func (m *Manager) unkeepAll() {
-	m.keeper.mu.Lock()
-	clear(m.keeper.keys)
-	m.keeper.mu.Unlock()
+	m.reg.mu.Lock()
+	for k, s := range m.reg.keys {
+		if s.kept != nil {
+			m.reg.setKept(k, nil)
+		}
+	}
+	m.reg.mu.Unlock()
 }
 
 // KeepTTL is the lease of writes without expiry; 0: they carry none.
@@ -285,19 +261,20 @@ func (m *Manager) keepLoop() {
 			return
 		case <-t.C:
 		}
-		k := &m.keeper
-		k.mu.Lock()
-		if len(k.keys) == 0 {
-			k.running = false
-			k.mu.Unlock()
+		r := &m.reg
+		r.mu.Lock()
+		if r.nKept == 0 {
+			r.running = false
+			r.mu.Unlock()
 			return
 		}
 		now := m.now()
 		h := m.holds.Load()
 		var keys []string
 		var es []*kept
-		for key, e := range k.keys {
-			if e.busy || now.Before(e.due) {
+		for key, s := range r.keys {
+			e := s.kept
+			if e == nil || e.busy || now.Before(e.due) {
 				continue
 			}
 			e.startRenewal()
@@ -315,7 +292,7 @@ func (m *Manager) keepLoop() {
 		if len(keys) > 0 {
 			m.bg.Go(func() { m.renewBatch(h, keys, es) })
 		}
-		k.mu.Unlock()
+		r.mu.Unlock()
 	}
 }
 
@@ -347,9 +324,9 @@ func (m *Manager) renewKept(key string, e *kept) {
 	// which writes the field back with the key).
 	h := m.holds.Load()
 	if h != nil && lease > 0 {
-		m.keeper.mu.Lock()
+		m.reg.mu.Lock()
 		again := e.unrecorded
-		m.keeper.mu.Unlock()
+		m.reg.mu.Unlock()
 		if again { // the renewal renews only where its field is
 			m.record(key, e)
 		}
@@ -375,11 +352,11 @@ func (m *Manager) renewKept(key string, e *kept) {
 // renewed applies the outcome err of one renewal of key (kept as e, its
 // renewal begun with startRenewal) for lease, its last one when last.
 func (m *Manager) renewed(key string, e *kept, err error, last bool, lease time.Duration) {
-	k := &m.keeper
-	k.mu.Lock()
+	r := &m.reg
+	r.mu.Lock()
 	e.busy = false
 	close(e.renewed)
-	current := k.keys[key] == e
+	current := r.keys[key].kept == e
 	drop := false
 	var onOld *redlock.MigrateError
 	switch {
@@ -387,23 +364,23 @@ func (m *Manager) renewed(key string, e *kept, err error, last bool, lease time.
 		// Unkept while it was renewed: the unkeep waited for this renewal
 		// before it ended the hold, and a renewal writes no field back.
 	case err == nil && last:
-		delete(k.keys, key) // it expires at its deadline by itself
+		r.setKept(key, nil) // it expires at its deadline by itself
 	case err == nil:
 		e.due = m.now().Add(m.keepTTL / 3)
 	case errors.As(err, &onOld) && errors.Is(err, redlock.ErrNotHeld):
 		// Its copy on migrate_from is gone: a client that has not moved
 		// may hold the key there now. The backends' field still holds (it
 		// may have been renewed there): end it, or a round would renew it.
-		delete(k.keys, key)
+		r.setKept(key, nil)
 		drop = true
 		m.log.Warn("held key gone on migrate_from: no longer kept", "key", key, "error", err)
 	case errors.Is(err, redlock.ErrNotHeld):
-		delete(k.keys, key)
+		r.setKept(key, nil)
 		m.log.Debug("key without expiry no longer holds its value: not renewed", "key", key)
 	default:
 		m.log.Warn("renewal of a key without expiry failed: retrying", "key", key, "error", err)
 	}
-	k.mu.Unlock()
+	r.mu.Unlock()
 	if drop {
 		m.unrecord(key, e)
 	}

@@ -16,15 +16,15 @@ func TestUnkeepWaitsForTheRenewalInFlight(t *testing.T) {
 	if err := m.SetIfAbsent(ctx, "k", "v", 0); err != nil {
 		t.Fatal(err)
 	}
-	m.keeper.mu.Lock()
-	e := m.keeper.keys["k"]
+	m.reg.mu.Lock()
+	e := m.reg.keys["k"].kept
 	if e == nil {
-		m.keeper.mu.Unlock()
+		m.reg.mu.Unlock()
 		t.Fatal("a lock without expiry is not kept")
 	}
 	e.due = time.Now().Add(time.Hour) // no renewal of the loop's own
 	e.startRenewal()                  // as if one were in flight
-	m.keeper.mu.Unlock()
+	m.reg.mu.Unlock()
 
 	done := make(chan struct{})
 	go func() {
@@ -36,10 +36,10 @@ func TestUnkeepWaitsForTheRenewalInFlight(t *testing.T) {
 		t.Fatal("unkeep returned while a renewal of the key was in flight")
 	case <-time.After(300 * time.Millisecond): // it waits up to releaseTimeout (2 s)
 	}
-	m.keeper.mu.Lock()
+	m.reg.mu.Lock()
 	e.busy = false
 	close(e.renewed)
-	m.keeper.mu.Unlock()
+	m.reg.mu.Unlock()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

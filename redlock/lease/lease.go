@@ -136,10 +136,9 @@ type Manager struct {
 	log      hclog.Logger
 	now      func() time.Time
 
-	reg    registry
-	keeper keeper
-	stats  counters
-	bg     redlock.Tracker // session renewals and releases, give-backs
+	reg   registry // what this proxy remembers of each key
+	stats counters
+	bg    redlock.Tracker // session renewals and releases, give-backs
 
 	life      context.Context // cancelled at the end of Shutdown
 	stopLife  context.CancelFunc
@@ -214,7 +213,7 @@ func (m *Manager) acquire(ctx context.Context, owner *Owner, req request) (Grant
 	// (registry.go: admit); a kept one also while it is still kept here
 	// (keptNotesLive). docs/safety.md, "Contention answered from memory".
 	held, gen := m.reg.admit(req.keys, req.token, req.mode == redlock.IfAbsentOrMine, m.now(), req.wait <= 0)
-	if held && !m.keptNotesLive(req.keys) {
+	if held && !m.reg.keptNotesLive(req.keys) {
 		held = false
 	}
 	if held {
@@ -255,28 +254,6 @@ func (m *Manager) acquire(ctx context.Context, owner *Owner, req request) (Grant
 		}
 	}
 	return g, err
-}
-
-// keptNotesLive reports whether the notes of keys that are kept grants
-// (locks without expiry granted here) are still kept here with the value
-// noted: a keep that ended (its renewal found the key changed, a peer
-// took it over) no longer vouches for the key, and its note is dropped.
-func (m *Manager) keptNotesLive(keys []string) bool {
-	for _, k := range keys {
-		token, kept := m.reg.keptNote(k)
-		if !kept {
-			continue
-		}
-		m.keeper.mu.Lock()
-		e := m.keeper.keys[k]
-		live := e != nil && !e.AnyValue && e.Value == token
-		m.keeper.mu.Unlock()
-		if !live {
-			m.reg.dropKeptNote(k, token)
-			return false
-		}
-	}
-	return true
 }
 
 // count records an acquisition's outcome.

@@ -11,9 +11,10 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
-// The registry is this proxy's memory of the locks it granted with
-// Request.Remember (the native LOCK and MLOCK), and of the callers waiting
-// for them. The backends stay the authority: the registry only decides
+// The registry is this proxy's memory of keys, one keyState each: the
+// locks it granted with Request.Remember (the native LOCK and MLOCK), the
+// callers waiting for them, the notes of its grants, and the holds it
+// keeps or saw in the record. The backends stay the authority: it decides
 // how long a waiter sleeps, what Info and Snapshot show, and which locks a
 // SESSION renews and releases. A lock released through another proxy is
 // dropped when its release notice arrives (releasedElsewhere); one
@@ -55,18 +56,111 @@ func (w *waiter) signal() {
 	}
 }
 
+// keyState is all this proxy remembers of one key, under registry.mu. A
+// key is in the registry only while some field is set: every change goes
+// through put, which drops a key with nothing left, so that no path can
+// leave a key behind or forget one of its parts.
+type keyState struct {
+	held  *heldLock   // the live grant remembered here (an MLOCK under each key)
+	queue []*waiter   // LOCK … WAIT callers, first come first
+	watch *watchEntry // the watch of its release notices (wait.go)
+	grant *knownGrant // the note of its last grant here, for contention (see known below)
+	kept  *kept       // a hold renewed here from memory (keep.go)
+	// recorded is its hold in the holds record as the last renewal round
+	// saw it (holds.go), made here or through a peer
+	recorded *redlock.HoldField
+}
+
+func (s keyState) idle() bool {
+	return s.held == nil && len(s.queue) == 0 && s.watch == nil && s.grant == nil &&
+		s.kept == nil && s.recorded == nil
+}
+
+// registry is the keys' states and the keep loop's state (keep.go), all
+// under one mutex, never held over a backend call nor with another lock.
 type registry struct {
-	mu     sync.Mutex
-	held   map[string]*heldLock // by key; an MLOCK appears under each key
-	queues map[string][]*waiter // by key, first come first
-	// watches are the keys whose release notices are watched (wait.go)
-	watches map[string]*watchEntry
-	// grants are the grants made through this proxy, remembered or not, by
-	// key, for the answers of contention (see known below)
-	grants map[string]*knownGrant
+	mu   sync.Mutex
+	keys map[string]keyState
 	// gen grows with each forget: a grant whose acquisition began before
 	// a change to the keyspace through this proxy is not recorded
 	gen uint64
+	// nKept and nRecorded count the keys with kept and recorded set (put).
+	nKept, nRecorded int
+	// made counts the holds made here since the last renewal round that it
+	// did not show (TierHoldCount): a release does not take one off, so
+	// the count errs high by at most one round's releases.
+	made    int
+	running bool                  // the keep loop runs
+	scan    []redlock.ScannedHold // the last round's, which recorded points into
+}
+
+// put stores s as key's state, or removes key when nothing is left of
+// it: the one place a key leaves the registry. r.mu is held.
+func (r *registry) put(key string, s keyState) {
+	old := r.keys[key]
+	r.nKept += count(s.kept != nil) - count(old.kept != nil)
+	r.nRecorded += count(s.recorded != nil) - count(old.recorded != nil)
+	switch {
+	case s.idle():
+		delete(r.keys, key)
+	case r.keys == nil:
+		r.keys = map[string]keyState{key: s}
+	default:
+		r.keys[key] = s
+	}
+}
+
+func count(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// setKept makes e the keep of key (nil: none). r.mu is held.
+func (r *registry) setKept(key string, e *kept) {
+	s := r.keys[key]
+	s.kept = e
+	r.put(key, s)
+}
+
+// setRecorded replaces the recorded holds with what a renewal round read
+// (r.mu not held; rounds run one at a time). A round may read tens of
+// thousands of holds: the lock is taken a page of keys at a time, so that
+// no acquisition waits for a whole round. Each key goes from the last
+// round's field to this one's at once, then the keys this round did not
+// show are cleared: meanwhile the counts err high, as between rounds.
+func (r *registry) setRecorded(scanned []redlock.ScannedHold) {
+	r.mu.Lock()
+	last := r.scan
+	r.scan = scanned
+	r.mu.Unlock()
+	inPages(&r.mu, len(scanned), func(i int) {
+		s := r.keys[scanned[i].Key]
+		s.recorded = &scanned[i].HoldField
+		r.put(scanned[i].Key, s)
+	})
+	r.mu.Lock()
+	r.made = 0
+	r.mu.Unlock()
+	inPages(&r.mu, len(last), func(i int) {
+		if s := r.keys[last[i].Key]; s.recorded == &last[i].HoldField {
+			s.recorded = nil
+			r.put(last[i].Key, s)
+		}
+	})
+}
+
+// inPages calls f(0) … f(n-1) with mu held, a page at a time.
+func inPages(mu *sync.Mutex, n int, f func(i int)) {
+	const page = 256
+	for lo := 0; lo < n; lo += page {
+		mu.Lock()
+		for i := lo; i < min(lo+page, n); i++ {
+			f(i)
+		}
+		mu.Unlock()
+	}
 }
 
 // add records a grant and arms its expiry. A stale record of the same key
@@ -74,30 +168,31 @@ type registry struct {
 func (r *registry) add(l *heldLock, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.held == nil {
-		r.held = make(map[string]*heldLock)
-	}
 	for _, k := range l.keys {
-		if old := r.held[k]; old != nil && old != l {
+		if old := r.keys[k].held; old != nil && old != l {
 			r.dropLocked(old, false)
 		}
-		r.held[k] = l
+		s := r.keys[k]
+		s.held = l
+		r.put(k, s)
 	}
 	l.timer = time.AfterFunc(l.expires.Sub(now), func() { r.expire(l) })
 }
 
-// lookup returns the live record of key, or nil.
-func (r *registry) lookup(key string) *heldLock {
+// get is key's state, read under the lock. What it points to may be read
+// without the lock but for the fields said to be guarded by it.
+func (r *registry) get(key string) keyState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.held[key]
+	return r.keys[key]
 }
+
+// lookup returns the live record of key, or nil.
+func (r *registry) lookup(key string) *heldLock { return r.get(key).held }
 
 // byToken returns the live record of key when it holds token.
 func (r *registry) byToken(key, token string) *heldLock {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if l := r.held[key]; l != nil && l.token == token {
+	if l := r.get(key).held; l != nil && l.token == token {
 		return l
 	}
 	return nil
@@ -108,7 +203,7 @@ func (r *registry) byToken(key, token string) *heldLock {
 func (r *registry) extended(key, token string, start, now time.Time, validity time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := r.held[key]
+	l := r.keys[key].held
 	if l == nil || l.token != token {
 		return
 	}
@@ -134,7 +229,7 @@ func (r *registry) remove(l *heldLock) bool {
 func (r *registry) released(key, token string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if l := r.held[key]; l != nil && l.token == token {
+	if l := r.keys[key].held; l != nil && l.token == token {
 		r.dropLocked(l, true)
 		return
 	}
@@ -148,12 +243,12 @@ func (r *registry) released(key, token string) {
 func (r *registry) releasedElsewhere(key, tag string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if l := r.held[key]; l != nil && tag != "" && redlock.TokenTag(l.token) == tag {
+	if l := r.keys[key].held; l != nil && tag != "" && redlock.TokenTag(l.token) == tag {
 		r.dropLocked(l, true)
 	} else {
 		r.wakeLocked(key)
 	}
-	return len(r.queues[key]) > 0
+	return len(r.keys[key].queue) > 0
 }
 
 // expire runs at l's expiry; an extend in between moved the expiry on.
@@ -175,8 +270,9 @@ func (r *registry) dropLocked(l *heldLock, wake bool) {
 		if wake { // not a stale record replaced by a new grant (add)
 			r.forgetLocked(k)
 		}
-		if r.held[k] == l {
-			delete(r.held, k)
+		if s := r.keys[k]; s.held == l {
+			s.held = nil
+			r.put(k, s)
 			if wake {
 				r.wakeLocked(k)
 			}
@@ -192,7 +288,7 @@ func (r *registry) wake(key string) {
 }
 
 func (r *registry) wakeLocked(key string) {
-	if q := r.queues[key]; len(q) > 0 {
+	if q := r.keys[key].queue; len(q) > 0 {
 		q[0].signal()
 	}
 }
@@ -200,10 +296,10 @@ func (r *registry) wakeLocked(key string) {
 // snapshot lists the live records once each, by key.
 func (r *registry) snapshot() []*heldLock {
 	r.mu.Lock()
-	out := make([]*heldLock, 0, len(r.held))
-	seen := make(map[*heldLock]bool, len(r.held))
-	for _, l := range r.held {
-		if !seen[l] {
+	var out []*heldLock
+	seen := make(map[*heldLock]bool)
+	for _, s := range r.keys {
+		if l := s.held; l != nil && !seen[l] {
 			seen[l] = true
 			out = append(out, l)
 		}
@@ -226,11 +322,10 @@ func (r *registry) enqueue(key string) *waiter {
 	w := &waiter{wake: make(chan struct{}, 1)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.queues == nil {
-		r.queues = make(map[string][]*waiter)
-	}
-	r.queues[key] = append(r.queues[key], w)
-	if len(r.queues[key]) == 1 {
+	s := r.keys[key]
+	s.queue = append(s.queue, w)
+	r.put(key, s)
+	if len(s.queue) == 1 {
 		w.signal()
 	}
 	return w
@@ -243,25 +338,20 @@ func (r *registry) enqueue(key string) *waiter {
 func (r *registry) leave(key string, w *waiter) (stop func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queues[key]
-	i := slices.Index(q, w)
+	s := r.keys[key]
+	i := slices.Index(s.queue, w)
 	if i < 0 {
 		return nil
 	}
-	q = slices.Delete(q, i, i+1)
-	if len(q) == 0 {
-		delete(r.queues, key)
-		if e := r.watches[key]; e != nil {
-			delete(r.watches, key)
-			return e.stop
-		}
-		return nil
+	s.queue = slices.Delete(s.queue, i, i+1)
+	if len(s.queue) > 0 && i == 0 {
+		s.queue[0].signal()
 	}
-	r.queues[key] = q
-	if i == 0 {
-		q[0].signal()
+	if e := s.watch; len(s.queue) == 0 && e != nil {
+		s.watch, stop = nil, e.stop
 	}
-	return nil
+	r.put(key, s)
+	return stop
 }
 
 // watchEntry is a watch of a key's release notices: stop is nil while
@@ -273,15 +363,13 @@ type watchEntry struct{ stop func() }
 func (r *registry) startWatch(key string) *watchEntry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.queues[key]) == 0 || r.watches[key] != nil {
+	s := r.keys[key]
+	if len(s.queue) == 0 || s.watch != nil {
 		return nil
 	}
-	if r.watches == nil {
-		r.watches = make(map[string]*watchEntry)
-	}
-	e := &watchEntry{}
-	r.watches[key] = e
-	return e
+	s.watch = &watchEntry{}
+	r.put(key, s)
+	return s.watch
 }
 
 // setWatch records the stop function of e, made by startWatch; false
@@ -289,7 +377,7 @@ func (r *registry) startWatch(key string) *watchEntry {
 func (r *registry) setWatch(key string, e *watchEntry, stop func()) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.watches[key] != e {
+	if r.keys[key].watch != e {
 		return false
 	}
 	e.stop = stop
@@ -298,40 +386,30 @@ func (r *registry) setWatch(key string, e *watchEntry, stop func()) bool {
 
 // watching reports whether e, made by startWatch, is still key's watch
 // (some waiter is still queued).
-func (r *registry) watching(key string, e *watchEntry) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.watches[key] == e
-}
+func (r *registry) watching(key string, e *watchEntry) bool { return r.get(key).watch == e }
 
 // isHead reports whether w is first in key's queue.
 func (r *registry) isHead(key string, w *waiter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queues[key]
+	q := r.keys[key].queue
 	return len(q) > 0 && q[0] == w
 }
 
 // waiting is the number of waiters queued for key.
-func (r *registry) waiting(key string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.queues[key])
-}
+func (r *registry) waiting(key string) int { return len(r.get(key).queue) }
 
 // counts returns the live SESSION locks and the queued waiters.
 func (r *registry) counts() (sessions, waiters int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := make(map[*heldLock]bool)
-	for _, l := range r.held {
-		if l.session && !seen[l] {
+	for _, s := range r.keys {
+		if l := s.held; l != nil && l.session && !seen[l] {
 			seen[l] = true
 			sessions++
 		}
-	}
-	for _, q := range r.queues {
-		waiters += len(q)
+		waiters += len(s.queue)
 	}
 	return sessions, waiters
 }
@@ -379,30 +457,30 @@ func (r *registry) admit(keys []string, token string, mine bool, now time.Time, 
 // unless something was forgotten since gen was read (the keyspace may
 // have changed since the acquisition began).
 // kept marks the grant of a lock without expiry (Request.Keep): its note
-// counts only while the key is kept here (Manager.keptNotesLive).
+// counts only while the key is kept here (keptNotesLive).
 func (r *registry) noteGrant(keys []string, token string, deadline time.Time, gen uint64, now time.Time, kept bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.gen != gen {
 		return
 	}
-	if r.grants == nil {
-		r.grants = make(map[string]*knownGrant)
-	}
 	// Notes of keys nobody asks for again would stay for good: each new
 	// note sweeps a few expired ones (Go's map order is random enough, as
 	// Redis's active expiry samples keys).
 	swept := 0
-	for k, g := range r.grants {
+	for k, s := range r.keys {
 		if swept++; swept > 4 {
 			break
 		}
-		if !now.Before(g.deadline) {
-			delete(r.grants, k)
+		if s.grant != nil && !now.Before(s.grant.deadline) {
+			s.grant = nil
+			r.put(k, s)
 		}
 	}
 	for _, k := range keys {
-		r.grants[k] = &knownGrant{token: token, deadline: deadline, checkAt: now.Add(heldRecheck), kept: kept}
+		s := r.keys[k]
+		s.grant = &knownGrant{token: token, deadline: deadline, checkAt: now.Add(heldRecheck), kept: kept}
+		r.put(k, s)
 	}
 }
 
@@ -413,11 +491,12 @@ func (r *registry) noteGrant(keys []string, token string, deadline time.Time, ge
 // r.mu is held.
 func (r *registry) heldLocked(keys []string, token string, mine bool, now time.Time) bool {
 	for _, k := range keys {
-		g := r.grants[k]
-		switch {
+		s := r.keys[k]
+		switch g := s.grant; {
 		case g == nil, mine && g.token == token:
 		case !now.Before(g.deadline):
-			delete(r.grants, k)
+			s.grant = nil
+			r.put(k, s)
 		case now.Before(g.checkAt):
 			return true
 		default:
@@ -428,24 +507,23 @@ func (r *registry) heldLocked(keys []string, token string, mine bool, now time.T
 	return false
 }
 
-// keptNote is the token of key's note when it is a kept grant's.
-func (r *registry) keptNote(key string) (string, bool) {
+// keptNotesLive reports whether the notes of keys that are kept grants
+// (locks without expiry granted here) are still kept here with the value
+// noted: a keep that ended (its renewal found the key changed, a peer
+// took it over) no longer vouches for the key, and its note is dropped
+// (the key is not changed by that, so gen stays).
+func (r *registry) keptNotesLive(keys []string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if g := r.grants[key]; g != nil && g.kept {
-		return g.token, true
+	for _, k := range keys {
+		s := r.keys[k]
+		if g, e := s.grant, s.kept; g != nil && g.kept && (e == nil || e.AnyValue || e.Value != g.token) {
+			s.grant = nil
+			r.put(k, s)
+			return false
+		}
 	}
-	return "", false
-}
-
-// dropKeptNote drops key's note of a kept grant of token whose keep
-// ended: the key is not changed by that, so gen stays.
-func (r *registry) dropKeptNote(key, token string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g := r.grants[key]; g != nil && g.kept && g.token == token {
-		delete(r.grants, key)
-	}
+	return true
 }
 
 // extendedGrant moves the deadline of the notes of keys held by token.
@@ -453,7 +531,7 @@ func (r *registry) extendedGrant(keys []string, token string, deadline time.Time
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range keys {
-		if g := r.grants[k]; g != nil && g.token == token {
+		if g := r.keys[k].grant; g != nil && g.token == token {
 			g.deadline = deadline
 		}
 	}
@@ -463,32 +541,15 @@ func (r *registry) extendedGrant(keys []string, token string, deadline time.Time
 // noted and not forgotten since (lease.lockKnown compares them with the
 // value the key holds).
 func (r *registry) tokens(key string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	s := r.get(key)
 	var out []string
-	if h := r.held[key]; h != nil {
-		out = append(out, h.token)
+	if s.held != nil {
+		out = append(out, s.held.token)
 	}
-	if g := r.grants[key]; g != nil {
-		out = append(out, g.token)
+	if s.grant != nil {
+		out = append(out, s.grant.token)
 	}
 	return out
-}
-
-// grantedValue is the token of key's note (registry.knows), unless key
-// is one of several keys of a remembered lock (MLOCK) or a SESSION's:
-// those are released as a whole, by their own commands.
-func (r *registry) grantedValue(key string) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g := r.grants[key]
-	if g == nil {
-		return "", false
-	}
-	if l := r.held[key]; l != nil && (len(l.keys) > 1 || l.session) {
-		return "", false
-	}
-	return g.token, true
 }
 
 // forget drops the notes of keys: they may have changed.
@@ -502,7 +563,10 @@ func (r *registry) forget(keys ...string) {
 
 func (r *registry) forgetLocked(key string) {
 	r.gen++
-	delete(r.grants, key)
+	if s, ok := r.keys[key]; ok {
+		s.grant = nil
+		r.put(key, s)
+	}
 }
 
 // forgetAll drops every note (a flush).
@@ -510,5 +574,8 @@ func (r *registry) forgetAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gen++
-	clear(r.grants)
+	for k, s := range r.keys {
+		s.grant = nil
+		r.put(k, s)
+	}
 }

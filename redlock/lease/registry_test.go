@@ -1,10 +1,12 @@
 package lease
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 func TestQueueFIFO(t *testing.T) {
@@ -37,7 +39,7 @@ func TestQueueFIFO(t *testing.T) {
 		t.Fatal("the next waiter must become the head and be woken")
 	}
 	r.leave("k", ws[2])
-	if r.waiting("k") != 0 || len(r.queues) != 0 {
+	if r.waiting("k") != 0 || len(r.keys) != 0 {
 		t.Fatal("queue not cleaned up")
 	}
 }
@@ -125,4 +127,132 @@ func TestWatchEntries(t *testing.T) {
 	if r.leave("k", w4) == nil {
 		t.Fatal("the current watch's stop was lost")
 	}
+}
+
+// TestKeyStateLeavesWhenAllEnded: a key whose grant, waiters, watch and
+// note all ended has no record left in the registry, whichever transition
+// ended the last of them.
+func TestKeyStateLeavesWhenAllEnded(t *testing.T) {
+	var r registry
+	now := time.Now()
+	empty := func(step string) {
+		t.Helper()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.keys) != 0 {
+			t.Fatalf("%s: %d key records left: %v", step, len(r.keys), r.keys)
+		}
+	}
+	grant := func(token string, keys ...string) *heldLock {
+		_, gen := r.admit(keys, token, false, now, true)
+		r.noteGrant(keys, token, now.Add(time.Minute), gen, now, false)
+		l := &heldLock{keys: keys, token: token, expires: now.Add(time.Minute)}
+		r.add(l, now)
+		return l
+	}
+
+	// An MLOCK with a waiter watching, released: the waiter leaves last.
+	grant("t", "a", "b")
+	w := r.enqueue("a")
+	e := r.startWatch("a")
+	r.setWatch("a", e, func() {})
+	r.released("a", "t")
+	if stop := r.leave("a", w); stop == nil {
+		t.Fatal("the last waiter did not get the watch's stop")
+	}
+	empty("MLOCK released, waiter left")
+
+	// A grant replaced by another, then removed; its note forgotten.
+	grant("old", "k")
+	l := grant("new", "k")
+	r.remove(l)
+	empty("grant replaced, then removed")
+
+	// A notice of the remembered token; a notice with none remembered.
+	grant("t", "k")
+	r.releasedElsewhere("k", redlock.TokenTag("t"))
+	r.releasedElsewhere("k", "")
+	empty("released elsewhere")
+
+	// Notes only: forgotten, dropped as kept, expired, flushed.
+	_, gen := r.admit([]string{"n"}, "t", false, now, false)
+	r.noteGrant([]string{"n"}, "t", now.Add(time.Minute), gen, now, false)
+	r.forget("n")
+	r.noteGrant([]string{"n"}, "t", now.Add(time.Minute), r.gen, now, true)
+	if r.keptNotesLive([]string{"n"}) {
+		t.Fatal("the note of a keep that ended vouches for n")
+	}
+	r.noteGrant([]string{"n", "m"}, "t", now.Add(time.Millisecond), r.gen, now, false)
+	if r.admit([]string{"n"}, "x", false, now.Add(time.Second), true); len(r.tokens("m")) == 0 {
+		t.Fatal("the note of m is gone before its deadline was read")
+	}
+	r.forgetAll()
+	empty("notes forgotten, of a keep ended, expired, flushed")
+
+	// A grant that expires by its timer.
+	short := &heldLock{keys: []string{"x"}, token: "t", expires: time.Now().Add(time.Millisecond)}
+	r.add(short, time.Now())
+	testkit.Eventually(t, 5*time.Second, "the grant expires", func() bool { return r.lookup("x") == nil })
+	empty("grant expired")
+
+	// A watch whose waiters left while it was being made.
+	w = r.enqueue("q")
+	e = r.startWatch("q")
+	r.leave("q", w)
+	if r.setWatch("q", e, func() {}) {
+		t.Fatal("a watch without waiters was recorded")
+	}
+	empty("watch of waiters gone")
+}
+
+// TestKeyStateOfTheManagerLeaves: the same through the Manager's
+// operations, keeps and the holds record included.
+func TestKeyStateOfTheManagerLeaves(t *testing.T) {
+	m, _ := newManager(t, Options{KeepTTL: keepTTL})
+	ctx := context.Background()
+	holder, waiter := NewOwner(1, OwnerHooks{}), NewOwner(2, OwnerHooks{})
+	g, err := m.Acquire(ctx, holder, lockReq("l"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Acquire(ctx, waiter, LockRequest{Keys: []string{"l"}, Token: "w", TTL: ttl, Wait: 5 * time.Second})
+		done <- err
+	}()
+	testkit.Eventually(t, 5*time.Second, "the waiter queues", func() bool { return m.Waiters() == 1 })
+	if err := m.Release(ctx, "l", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if err := m.Release(ctx, "l", "w"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetIfAbsent(ctx, "s", "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.Delete(ctx, []string{"s"}); err != nil || n != 1 {
+		t.Fatalf("DEL = %d, %v", n, err)
+	}
+	m.HoldKey("h", Hold{AnyValue: true})
+	if _, err := m.Expire(ctx, "h", ttl); err != nil {
+		t.Fatal(err)
+	}
+	m.reg.setRecorded([]redlock.ScannedHold{{HoldField: redlock.HoldField{Key: "r"}}, {HoldField: redlock.HoldField{Key: "s"}}})
+	m.reg.setRecorded([]redlock.ScannedHold{{HoldField: redlock.HoldField{Key: "r"}}})
+	if m.reg.get("r").recorded == nil || m.reg.get("s").recorded != nil {
+		t.Fatal("a round's record did not replace the last one's")
+	}
+	m.reg.setRecorded(nil)
+	if _, err := m.Acquire(ctx, holder, sessionReq("x")); err != nil {
+		t.Fatal(err)
+	}
+	m.CloseOwner(holder)
+	testkit.Eventually(t, 5*time.Second, "every key record leaves", func() bool {
+		m.reg.mu.Lock()
+		defer m.reg.mu.Unlock()
+		return len(m.reg.keys) == 0 && m.reg.nKept == 0 && m.reg.nRecorded == 0
+	})
 }
