@@ -12,7 +12,7 @@ import (
 )
 
 // The registry is this proxy's memory of keys, one keyState each: the
-// locks it granted with Request.Remember (the native LOCK and MLOCK), the
+// locks it granted with a LockRequest (the native LOCK and MLOCK), the
 // callers waiting for them, the notes of its grants, and the holds it
 // keeps or saw in the record. The backends stay the authority: it decides
 // how long a waiter sleeps, what Info and Snapshot show, and which locks a
@@ -416,7 +416,7 @@ func (r *registry) counts() (sessions, waiters int) {
 
 // Contention answered from memory. Every grant through this proxy (the
 // native LOCK and MLOCK, SET NX PX, the library scripts, and the locks
-// without expiry, Request.Keep, with the validity of their first lease)
+// without expiry, SetIfAbsent with no ttl, with the validity of their first lease)
 // is noted here with its token and validity deadline; an acquisition without WAIT
 // of a noted key by another token (or by any token, for IfAbsent) is
 // answered "held" without a quorum round while the note is within its
@@ -456,7 +456,7 @@ func (r *registry) admit(keys []string, token string, mine bool, now time.Time, 
 // noteGrant records a grant of keys with token valid until deadline,
 // unless something was forgotten since gen was read (the keyspace may
 // have changed since the acquisition began).
-// kept marks the grant of a lock without expiry (Request.Keep): its note
+// kept marks the grant of a lock without expiry (SetIfAbsent with no ttl): its note
 // counts only while the key is kept here (keptNotesLive).
 func (r *registry) noteGrant(keys []string, token string, deadline time.Time, gen uint64, now time.Time, kept bool) {
 	r.mu.Lock()
