@@ -158,6 +158,7 @@ func (c *conn) dispatch(args [][]byte, last bool) bool {
 		// a command that may block for long, as Redis writes before it
 		// blocks a client.
 		c.flush()
+		c.in.recheck = true // see a close that came with it (input.go)
 	}
 	c.waitForRoom()
 	sl := &slot{done: make(chan struct{})}

@@ -34,6 +34,14 @@ type commandReader struct {
 	g    *guardConn
 	raw  syscall.RawConn // the socket's, nil: read through g.Conn.Read (TLS)
 	args [][]byte        // reused for each multibulk command's arguments
+	// recheck: a command that may block was read (LOCK … WAIT, BLPOP):
+	// after a short read the socket is read once more before the reader
+	// waits. A close that came with the commands (send, then close) was
+	// signalled with them, and no new readiness comes for it: without the
+	// read, the close went unseen until the blocking command ended, and
+	// the commands queued behind it were granted to a client that had
+	// left (TestPipelineCloseGivesBack, one run in three to eight).
+	recheck bool
 }
 
 func newCommandReader(g *guardConn) *commandReader {
@@ -105,6 +113,10 @@ func (r *commandReader) run(fn func(args [][]byte, last bool) bool, beforeWait f
 				}
 				if !read(n, err) {
 					return true
+				}
+				if n < len(p) && r.recheck {
+					r.recheck = false
+					continue // EAGAIN, or the close
 				}
 				if n < len(p) { // the socket is empty now
 					sc.idle()
