@@ -221,9 +221,16 @@ func (m *Manager) renewRound(h *Holds) {
 			renewed++
 		}
 	}
-	if renewed > 0 {
+	// Holds whose maker is gone are renewed by the rounds for as long as
+	// they last: said at most once a minute, not at every round.
+	switch now := m.now(); {
+	case renewed == 0:
+	case now.Sub(m.toldRenewing) >= time.Minute:
+		m.toldRenewing = now
 		m.log.Info("renewed holds made through other proxies", "count", renewed)
 		m.locker.Events().Add(redlock.EventHoldsTakenOver, h.ID, fmt.Sprintf("%d holds renewed here, their maker silent", renewed))
+	default:
+		m.log.Debug("renewed holds made through other proxies", "count", renewed)
 	}
 }
 

@@ -147,6 +147,9 @@ type Manager struct {
 	closing   atomic.Bool // Shutdown began: new sessions are released at once
 
 	holds atomic.Pointer[Holds] // the record, once StartHolds ran
+	// toldRenewing is when a round last logged (and showed as an event)
+	// that it renewed holds of a silent maker; only the rounds touch it.
+	toldRenewing time.Time
 }
 
 // New returns a Manager over opts.Locker.
