@@ -133,9 +133,10 @@ return out`)
 // alone: another proxy of the tier may already let this backend vote and
 // write to it (a lock granted, data written), and a decision made before
 // that write must not undo it. A key with a ttl of at most the quarantine
-// (a lock's copy) is never touched. It returns how many it wrote.
+// (a lock's copy) is never touched. It returns how many it restored and
+// how many it deleted.
 var refillWriteScript = NewScript(`
-local n = 0
+local restored, deleted = 0, 0
 for i, k in ipairs(KEYS) do
 	local j = 4 * i - 2
 	local d, t = redis.call("DUMP", k), redis.call("PTTL", k)
@@ -144,13 +145,14 @@ for i, k in ipairs(KEYS) do
 	if was == ARGV[j + 3] and (t < 0 or t > tonumber(ARGV[1])) then
 		if ARGV[j] == "r" then
 			redis.call("RESTORE", k, ARGV[j + 1], ARGV[j + 2], "REPLACE")
+			restored = restored + 1
 		else
 			redis.call("DEL", k)
+			deleted = deleted + 1
 		end
-		n = n + 1
 	end
 end
-return n`)
+return {restored, deleted}`)
 
 // copyState is one source's answer about one key in a refill.
 type copyState struct {
@@ -370,7 +372,8 @@ func (r *Redlock) refillKeys(ctx context.Context, t int, sources []int, keys []s
 	var copied, deleted, unsolved int64
 	for i, k := range keys {
 		was := "-"
-		switch b := before[i]; {
+		b := before[i]
+		switch {
 		case b.ttl == -3:
 			continue // a lock's copy, or about to expire: not the refill's
 		case b.ttl != -2:
@@ -378,22 +381,28 @@ func (r *Redlock) refillKeys(ctx context.Context, t int, sources []int, keys []s
 			was = hex.EncodeToString(sum[:])
 		}
 		op, st := r.decideCopy(states[i])
-		switch op {
-		case "r":
-			ttl := max(st.ttl, 0)
-			wkeys, args = append(wkeys, k), append(args, "r", ttl, st.dump, was)
-			copied++
-		case "d":
+		switch {
+		case op == "r" && b.ttl == -1 && st.ttl == -1 && b.digest == st.digest:
+			// It holds that already (a later pass, or a write since): no
+			// RESTORE of the same content.
+		case op == "r":
+			wkeys, args = append(wkeys, k), append(args, "r", max(st.ttl, 0), st.dump, was)
+		case op == "d" && b.ttl != -2:
 			wkeys, args = append(wkeys, k), append(args, "d", 0, "", was)
-			deleted++
-		case "?":
+		case op == "?":
 			unsolved++
 		}
 	}
 	if len(wkeys) > 0 {
-		if _, err := r.nodes[t].Eval(ctx, refillWriteScript, wkeys, args...); err != nil {
+		v, err := r.nodes[t].Eval(ctx, refillWriteScript, wkeys, args...)
+		if err != nil {
 			return err
 		}
+		n, err := asInts(v, 2)
+		if err != nil {
+			return fmt.Errorf("refill write: %w", err)
+		}
+		copied, deleted = n[0], n[1]
 	}
 	h := r.health[t]
 	h.mu.Lock()
