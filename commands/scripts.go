@@ -237,7 +237,7 @@ func (c *scriptCache) lookup(src []byte, sha string) *script {
 	s := &script{sha: sha, src: string(src)}
 	s.run = redlock.NewScriptHash(s.src, sha)
 	if c.enforce != nil {
-		s.run = s.run.Enforced(c.enforce)
+		s.run = s.run.Enforced(c.enforce).LocksByRead() // its writes are a lock's only where it read the key first
 	}
 	return s
 }

@@ -71,8 +71,8 @@ import (
 // line, not the line of the call (the shadow is the frame that called it).
 const clampSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, %[8]s...) %[2]s
 end
-` + failLocals + `local __rp_r0, __rp_seen = redis, {}
-%[7]slocal __rp_redis, __rp_env = __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0, __rp_pats)
+` + failLocals + `local __rp_r0, __rp_seen, __rp_lk = redis, {}, {}
+%[7]slocal __rp_redis, __rp_env = __rp_mk(__rp_r0, __rp_seen, __rp_h, __rp_ht0, __rp_pats, __rp_lk)
 local __rp_keys, __rp_before, __rp_declared = {}, {}, {}
 for i, k in ipairs(KEYS) do __rp_keys[i], __rp_before[i], __rp_declared[k] = k, __rp_r0.call('PTTL', k), true end
 local __rp_t0 = __rp_r0.call('TIME')
@@ -83,7 +83,9 @@ local __rp_ran = (__rp_t1[1] - __rp_t0[1]) * 1000 + (__rp_t1[2] - __rp_t0[2]) / 
 local __rp_report = {}
 for i, k in ipairs(__rp_keys) do
 	local t, b = __rp_r0.call('PTTL', k), __rp_before[i]
-	if t == -1 or t > %[3]d then
+	if (t == -1 or t > %[3]d) and not (%[10]s or __rp_lk[k] or (__rp_h and __rp_h[k])) then
+		__rp_report[i] = -3
+	elseif t == -1 or t > %[3]d then
 		__rp_r0.call('PEXPIRE', k, %[4]d)
 		__rp_report[i] = t
 	elseif t == b or (b >= 0 and t >= 0 and t <= b and t >= b - __rp_ran - 2) then
@@ -99,7 +101,7 @@ end
 table.sort(__rp_built)
 for _, a in ipairs(__rp_built) do
 	local t = __rp_r0.call('PTTL', a)
-	if t == -1 or t > %[3]d then
+	if (t == -1 or t > %[3]d) and (%[10]s or __rp_lk[a]) then
 		__rp_r0.call('PEXPIRE', a, %[4]d)
 		__rp_report[#__rp_report + 1] = a
 		__rp_report[#__rp_report + 1] = t
@@ -120,7 +122,7 @@ func shadowSource(s *Script, held, builds bool) (mk, prep, params, args string) 
 	if !held && !builds && s.replyCap == 0 && s.enforce == nil {
 		return "local __rp_mk = function(r0) return r0 end ", "local __rp_h, __rp_ht0, __rp_pats ", "", ""
 	}
-	mk = "local __rp_mk = function(__rp_r0, __rp_seen, __rp_h, __rp_ht0, __rp_pats) local __rp_base = __rp_r0 "
+	mk = "local __rp_mk = function(__rp_r0, __rp_seen, __rp_h, __rp_ht0, __rp_pats, __rp_lk) local __rp_base = __rp_r0 "
 	prep = "local __rp_h, __rp_ht0 "
 	if held {
 		mk += heldShadow + "__rp_base = __rp_hr "
@@ -203,7 +205,7 @@ const builtShadow = "local function __rp_note(...) for i = 1, select('#', ...) d
 const guardSource = `%[1]s%[6]slocal __redlock_proxy_body = function(redis, %[8]s...) %[2]s
 end
 ` + failLocals + `local __rp_r0 = redis
-%[7]slocal __rp_redis, __rp_env = __rp_mk(__rp_r0, {}, __rp_h, __rp_ht0, __rp_pats)
+%[7]slocal __rp_redis, __rp_env = __rp_mk(__rp_r0, {}, __rp_h, __rp_ht0, __rp_pats, {})
 pcall(math.randomseed, 0)
 local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redis%[9]s)) end, rawget(_G, '__redis__err__handler') or function(e) return e end)
 ` + failSource + `return __rp_r`
@@ -315,14 +317,15 @@ func (s *Script) clamp(maxTTL, lease time.Duration) *Script { return s.clampWith
 func (s *Script) clampWith(held bool, maxTTL, lease time.Duration) *Script {
 	shebang, body := s.body()
 	mk, prep, params, args := shadowSource(s, held, s.builds != nil)
-	src := clampSprintf(shebang, body, mk, prep, params, args, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash)
+	src := clampSprintf(shebang, body, mk, prep, params, args, maxTTL.Milliseconds(), max(lease.Milliseconds(), 1), s.hash,
+		s.enforce == nil || !s.byRead)
 	h := sha1.Sum([]byte(src))
 	return &Script{src: src, hash: hex.EncodeToString(h[:]), reply: s.reply, builds: s.builds, clamped: true, isWrapper: true}
 }
 
 // clampSprintf fills clampSource without fmt's verbs reaching the body.
-func clampSprintf(shebang, body, mk, prep, params, args string, maxMS, leaseMS int64, sha string) string {
-	r := strings.NewReplacer("%[1]s", shebang, "%[3]d", strconv.FormatInt(maxMS, 10),
+func clampSprintf(shebang, body, mk, prep, params, args string, maxMS, leaseMS int64, sha string, lockAll bool) string {
+	r := strings.NewReplacer("%[1]s", shebang, "%[3]d", strconv.FormatInt(maxMS, 10), "%[10]s", strconv.FormatBool(lockAll),
 		"%[4]d", strconv.FormatInt(leaseMS, 10), "%[6]s", mk, "%[7]s", prep, "%[8]s", params, "%[9]s", args)
 	// mk and prep go in before the SHA1 (failSource names it); the body
 	// goes in last, so that nothing in it is replaced.
@@ -397,7 +400,7 @@ func wanted(keys []string, reports [][]int64, built []map[string]int64, q int) [
 			switch x := r[i]; {
 			case x == -1, x > 0:
 				want = append(want, x)
-			case x == -2:
+			case x == -2, x == -3:
 				bounded++
 			}
 		}

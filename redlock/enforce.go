@@ -129,6 +129,22 @@ func (s *Script) Enforced(e *Enforcement) *Script {
 	return &c
 }
 
+// LocksByRead returns a copy of s whose enforced clamp (Clamped,
+// ClampedHeld) tells a script's lock writes from its data (docs/safety.md,
+// "Locks and data"): a key is locked by a run that writes it after
+// reading it (a command that reads it, on this run, before the write) or
+// with a conditional write (SET NX|XX|IFEQ|IFNE|IFDEQ|IFDNE, SETNX,
+// MSETNX, HSETNX), and so is a declared key the proxy holds; only those
+// are bounded within the max ttl and held beyond. Every other key the
+// run writes is data and keeps the expiry the script gave it, none
+// meaning none (reported -3). Without the run-time check (not Enforced)
+// every key is bounded, as before.
+func (s *Script) LocksByRead() *Script {
+	c := *s
+	c.byRead, c.clamps = true, &clamps{}
+	return &c
+}
+
 // IsEnforced reports whether s runs with the run-time check.
 func (s *Script) IsEnforced() bool { return s.enforce != nil }
 

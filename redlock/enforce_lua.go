@@ -91,7 +91,16 @@ local function __rp_bitfield(a, n)
 		elseif u == 'OVERFLOW' then p = p + 2 else p = p + 1 end
 	end
 end
-local __rp_wk, __rp_nwk, __rp_wb, __rp_over = {}, 0, 0, nil
+local __rp_wk, __rp_nwk, __rp_wb, __rp_over, __rp_rd = {}, 0, 0, nil, {}
+local function __rp_cond(name, a, n)
+	if name == 'SETNX' or name == 'MSETNX' or name == 'HSETNX' then return true end
+	if name ~= 'SET' then return false end
+	for p = 3, n do if type(a[p]) == 'string' then
+		local u = upper(a[p])
+		if u == 'NX' or u == 'XX' or u == 'IFEQ' or u == 'IFNE' or u == 'IFDEQ' or u == 'IFDNE' then return true end
+	end end
+	return false
+end
 local function __rp_check(c, ...)
 	if __rp_over then __rp_no(__rp_over) end
 	if type(c) ~= 'string' then __rp_no('script called redis with a command name that is not a string') end
@@ -126,12 +135,14 @@ local function __rp_check(c, ...)
 		if type(cur) == 'number' then __rp_grow(name, cur + (__rp_len(a[2]) or 0)) end
 	elseif name == 'BITFIELD' then __rp_bitfield(a, n) end
 	if __rp_has(fl, 1) then
+		local cond = __rp_cond(name, a, n)
+		for _, k in ipairs(keys) do if cond or __rp_rd[k] then __rp_lk[k] = true end end
 		for _, k in ipairs(keys) do if not __rp_wk[k] then __rp_wk[k] = true __rp_nwk = __rp_nwk + 1 end end
 		for p = 1, n do __rp_wb = __rp_wb + (__rp_len(a[p]) or 0) end
 		if __rp_nwk > @WKEYS@ then __rp_over = 'script wrote more than @WKEYS@ keys, the most one script by vote may write' end
 		if __rp_wb > @WBYTES@ then __rp_over = 'script wrote more than @WBYTES@ bytes, the most one script by vote may write' end
 		if __rp_over then __rp_no(__rp_over) end
-	end
+	else for _, k in ipairs(keys) do __rp_rd[k] = true end end
 	return fl
 end
 local function __rp_sort(fl, r)

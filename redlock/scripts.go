@@ -15,6 +15,7 @@ type Script struct {
 	clamped   bool         // wrapped in the clamp (clamp.go)
 	isWrapper bool         // a wrapper (clamp.go): sent as it is
 	enforce   *Enforcement // its wrappers check it as it runs (enforce.go)
+	byRead    bool         // enforced: its clamp bounds only the keys a run locks (LocksByRead)
 	clamps    *clamps      // its clamped forms, made once
 }
 

@@ -155,10 +155,10 @@ func takeHashLock(ctx context.Context, t *testing.T, p *proxyProc, c *redis.Clie
 	}
 }
 
-// TestClampScriptWithoutExpiry: a counter a script keeps without expiry
-// is clamped on every backend, held by the proxy (TTL -1) and still there
-// three leases later; an INCR by script that leaves its expiry alone does
-// not end the hold.
+// TestClampScriptWithoutExpiry: a counter a script keeps without expiry,
+// written after the script read it (a lock's write), is clamped on every
+// backend, held by the proxy (TTL -1) and still there three leases later;
+// an INCR by script that leaves its expiry alone does not end the hold.
 func TestClampScriptWithoutExpiry(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
@@ -167,9 +167,11 @@ func TestClampScriptWithoutExpiry(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	const key = "clamp:counter"
 	incr := "return redis.call('INCR', KEYS[1])"
+	// A count that depends on what the key held: a lock's write.
+	count := "local n = (tonumber(redis.call('GET', KEYS[1])) or 0) + 1 redis.call('SET', KEYS[1], n) return n"
 
-	if n, err := c.Eval(ctx, incr, []string{key}).Int(); err != nil || n != 1 {
-		t.Fatalf("INCR by script = %v, %v; want 1", n, err)
+	if n, err := c.Eval(ctx, count, []string{key}).Int(); err != nil || n != 1 {
+		t.Fatalf("count by script = %v, %v; want 1", n, err)
 	}
 	backendsBounded(ctx, t, rs, key, clampMax)
 	time.Sleep(3 * time.Second) // past the copies' lease: the proxy renews them
@@ -201,11 +203,11 @@ func TestClampRepliesAsRedis(t *testing.T) {
 	const key = "clamp:half"
 
 	for _, src := range []string{
-		"redis.call('SET', KEYS[1], 'v', 'PX', 600000)\nerror('half way')",
-		"redis.call('SET', KEYS[1], 'v', 'PX', 600000) return redis.call('INCR', KEYS[1])",
+		"redis.call('SET', KEYS[1], 'v', 'NX', 'PX', 600000)\nerror('half way')",
+		"redis.call('SET', KEYS[1], 'v', 'NX', 'PX', 600000) return redis.call('INCR', KEYS[1])",
 		"return redis.error_reply('MY error')",
 		"return redis.status_reply('FINE')",
-		"redis.call('SET', KEYS[1], 'v') return nil",
+		"redis.call('SET', KEYS[1], 'v', 'NX') return nil",
 		"return {1, false, 'x', {2}}",
 	} {
 		want, wantErr := single.Client().Eval(ctx, src, []string{key}).Result()
@@ -227,10 +229,10 @@ func TestClampRepliesAsRedis(t *testing.T) {
 	// Scripts that try to hide the key they write from the clamp are
 	// refused, or clamped all the same.
 	for _, src := range []string{
-		"redis.call('SET', KEYS[1], 'v') KEYS[1] = 'elsewhere' return 1",
-		"local t = KEYS redis.call('SET', t[1], 'v') t[1] = 'elsewhere' return 1",
-		"redis.call('SET', KEYS[1], 'v') table.remove(KEYS, 1) return 1",
-		"local k = KEYS[1] KEYS = {} redis.call('SET', k, 'v') return 1",
+		"redis.call('SET', KEYS[1], 'v', 'NX') KEYS[1] = 'elsewhere' return 1",
+		"local t = KEYS redis.call('SET', t[1], 'v', 'NX') t[1] = 'elsewhere' return 1",
+		"redis.call('SET', KEYS[1], 'v', 'NX') table.remove(KEYS, 1) return 1",
+		"local k = KEYS[1] KEYS = {} redis.call('SET', k, 'v', 'NX') return 1",
 	} {
 		err := c.Eval(ctx, src, []string{key}).Err()
 		t.Logf("EVAL %q: %v", src, err)
@@ -240,7 +242,7 @@ func TestClampRepliesAsRedis(t *testing.T) {
 		}
 	}
 
-	half := "redis.call('SET', KEYS[1], 'v', 'PX', 600000)\nerror('half way')"
+	half := "redis.call('SET', KEYS[1], 'v', 'NX', 'PX', 600000)\nerror('half way')"
 	if err := c.Eval(ctx, half, []string{key}).Err(); err == nil || !strings.Contains(err.Error(), "half way") {
 		t.Fatalf("EVAL of a script that errs half-way = %v; want its error", err)
 	}

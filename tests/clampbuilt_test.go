@@ -72,7 +72,7 @@ func TestClampLongBuiltKey(t *testing.T) {
 	c := p.Client(nil)
 	ctx := testCtx(t, 30*time.Second)
 	key, suffix := strings.Repeat("k", 200), strings.Repeat("x", 4000)
-	const script = `redis.call('SET', KEYS[1] .. ARGV[1], 'owner', 'PX', ARGV[2]) return 1`
+	const script = `redis.call('SET', KEYS[1] .. ARGV[1], 'owner', 'NX', 'PX', ARGV[2]) return 1`
 	if n, err := c.Eval(ctx, script, []string{key}, suffix, "600000").Int(); err != nil || n != 1 {
 		t.Fatalf("EVAL = %v, %v", n, err)
 	}

@@ -11,11 +11,13 @@ import (
 // TestKeptWhenChangedInPlace: a key written without expiry, then changed
 // in place (APPEND, SETRANGE, INCR, or a script doing the same), is still
 // there three leases later with TTL -1, as on one Redis. Changed by a
-// data command, every backend's copy has no expiry, as the client gave
-// it (docs/safety.md, "Locks and data"); changed by a script by vote
-// (a lock's rule), every copy is within max_ttl and the proxy holds the
-// key, whatever value the script left: the hold follows the key, not the
-// value first written.
+// data command, or by a script by vote that writes it without reading it
+// first, every backend's copy has no expiry, as the client gave it
+// (docs/safety.md, "Locks and data"); changed by a script that read it
+// first (a lock's rule: its write depends on the key's earlier state),
+// every copy is within max_ttl and the proxy holds the key, whatever
+// value the script left: the hold follows the key, not the value first
+// written.
 func TestKeptWhenChangedInPlace(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
@@ -30,11 +32,17 @@ func TestKeptWhenChangedInPlace(t *testing.T) {
 		{"APPEND", false, func(k string) error { return c.Append(ctx, k, "x").Err() }},
 		{"SETRANGE", false, func(k string) error { return c.SetRange(ctx, k, 0, "9").Err() }},
 		{"INCR", false, func(k string) error { return c.Incr(ctx, k).Err() }},
-		{"script INCR", true, func(k string) error {
+		{"script INCR", false, func(k string) error {
 			return c.Eval(ctx, "return redis.call('INCR', KEYS[1])", []string{k}).Err()
 		}},
-		{"script APPEND", true, func(k string) error {
+		{"script APPEND", false, func(k string) error {
 			return c.Eval(ctx, "return redis.call('APPEND', KEYS[1], 'x')", []string{k}).Err()
+		}},
+		{"script GET then APPEND", true, func(k string) error {
+			return c.Eval(ctx, "if redis.call('GET', KEYS[1]) then return redis.call('APPEND', KEYS[1], 'x') end return 0", []string{k}).Err()
+		}},
+		{"script GET then SET", true, func(k string) error {
+			return c.Eval(ctx, "local v = redis.call('GET', KEYS[1]) return redis.call('SET', KEYS[1], v .. 'x')", []string{k}).Err()
 		}},
 	}
 	for i, ch := range changes {

@@ -25,7 +25,8 @@ import (
 // when the proxy came back; then a keyed command with one key this proxy
 // knew as a lock (MSET lock v data v, COPY hold dst) ran clamped, and
 // every key it wrote, data included, was held on a lease and gone after
-// the outage.
+// the outage; and so was every key a script by vote wrote, where now
+// only a key the script read before writing it is a lock's.
 func TestDataSurvivesTheProxies(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 5)
@@ -123,6 +124,10 @@ func TestDataSurvivesTheProxies(t *testing.T) {
 		{"APPEND", "la", "x"},
 		{"SETNX", "lx", "t"},
 		{"SETEX", "lx", "3600", "data"},
+		// scripts by vote that write without reading first
+		{"EVAL", "redis.call('SET', KEYS[1], ARGV[1]) return redis.call('HSET', KEYS[2], 'f', ARGV[1])", "2", "evs", "evh", "v"},
+		{"EVAL", "redis.call('INCR', KEYS[1]) return redis.call('EXPIRE', KEYS[1], 3600)", "1", "evi"},
+		{"EVAL", "redis.call('SADD', KEYS[1], 'a') return redis.call('PEXPIRE', KEYS[1], 30000)", "1", "evp"},
 	}
 	for _, w := range writes {
 		if err := c.Do(ctx, w...).Err(); err != nil {
@@ -140,6 +145,7 @@ func TestDataSurvivesTheProxies(t *testing.T) {
 		"z": -1, "zi": -1, "zu": -1, "zn": -1, "zr": -1, "geo": -1, "geos": -1, "xs": -1,
 		"hcopy": -1, "ex": time.Hour, "eat": time.Hour, "pex": 30 * time.Second, "peat": time.Hour, "hex": -1, "pe": -1,
 		"lk": -1, "lkd": -1, "lt": -1, "ltd": -1, "lhc": -1, "la": -1, "lx": time.Hour,
+		"evs": -1, "evh": -1, "evi": time.Hour, "evp": 30 * time.Second,
 	}
 	// The hold APPEND changed in place becomes data at its next renewal,
 	// within a third of default_ttl.
@@ -184,7 +190,7 @@ func TestDataSurvivesTheProxies(t *testing.T) {
 	p2 := startProxy(t, rs, hcl)
 	c2 := p2.Client(nil)
 	for k, want := range map[string]string{"s": "alice", "se": "bob", "n": "1", "ap": "xyz", "ex": "dave", "gs": "new", "pe": "erin",
-		"lk": "data", "lkd": "v", "lt": "data", "ltd": "v", "lhc": "t", "la": "tx", "lx": "data", "ms2": "b", "fl": "1.5"} {
+		"lk": "data", "lkd": "v", "lt": "data", "ltd": "v", "lhc": "t", "la": "tx", "lx": "data", "ms2": "b", "fl": "1.5", "evs": "v", "evi": "1"} {
 		if got, err := c2.Get(ctx, k).Result(); err != nil || got != want {
 			t.Fatalf("GET %s after the outage = %q, %v; want %q", k, got, err, want)
 		}
