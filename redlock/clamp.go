@@ -32,6 +32,12 @@ import (
 //	 0  the key's ttl is what it was before the body ran (untouched: as
 //	    it was, less the time the body ran, on the backend's clock)
 //	-2  the body bounded it within the max ttl, or deleted it
+//	-3  data: without expiry or beyond the max ttl, but not a key the run
+//	    locked (LocksByRead): left as the body left it
+//
+// Without LocksByRead (%[10]s true) every key is a lock's: the run-time
+// check, which tells which keys a run locked (__rp_lk), is what makes -3
+// possible.
 
 // clampSource is the wrapper: %[1]s the shebang line (with its newline)
 // or "", %[2]s the body, %[3]d the max ttl and %[4]d the lease (ms),
@@ -345,8 +351,8 @@ type Wanted struct {
 	// (PTTLNoExpiry: without expiry), what a quorum wanted at least.
 	Hold bool
 	TTL  time.Duration
-	// Bounded: a quorum gave the key an expiry within the max ttl, or
-	// deleted it: any hold of it ends.
+	// Bounded: a quorum gave the key an expiry within the max ttl,
+	// deleted it, or left it as data (report -3): any hold of it ends.
 	Bounded bool
 }
 
