@@ -8,13 +8,13 @@ import (
 // Event kinds: what an operator wants to see happened, on the status page
 // (docs/operations.md, "Status page").
 const (
-	EventBackendDown    = "backend-down"
-	EventBackendUp      = "backend-up"
-	EventQuarantined    = "quarantined"
-	EventClockJump      = "clock-jump"
-	EventScriptKilled   = "script-killed"
-	EventHoldsTakenOver = "holds-taken-over"
-	EventForceReleased  = "force-released"
+	EventBackendDown      = "backend-down"
+	EventBackendUp        = "backend-up"
+	EventQuarantined      = "quarantined"
+	EventClockJump        = "clock-jump"
+	EventScriptKilled     = "script-killed"
+	EventHoldsRenewedHere = "holds-renewed-here" // holds made through a silent proxy, renewed by this one
+	EventForceReleased    = "force-released"
 )
 
 // eventsKept is how many events an Events keeps: the latest.

@@ -333,10 +333,9 @@ func liveIDs(t *tier.Tier) func() []string {
 	}
 }
 
-// start runs the health loop, the tier's heartbeat, the holds record
-// (what is kept beyond max_ttl is recorded under this proxy's tier id, and
-// the holds of stopped proxies are taken over), the client listener and
-// the metrics server.
+// start runs the health loop, the tier's heartbeat, the holds record's
+// rounds (every proxy renews the holds whose maker is silent), the client
+// listener and the metrics server.
 func (d *daemon) start() {
 	hctx, stop := context.WithCancel(context.Background())
 	d.stopHealth, d.healthDone = stop, make(chan struct{})

@@ -228,7 +228,7 @@ func (m *Manager) renewRound(h *Holds) {
 	case now.Sub(m.toldRenewing) >= time.Minute:
 		m.toldRenewing = now
 		m.log.Info("renewed holds made through other proxies", "count", renewed)
-		m.locker.Events().Add(redlock.EventHoldsTakenOver, h.ID, fmt.Sprintf("%d holds renewed here, their maker silent", renewed))
+		m.locker.Events().Add(redlock.EventHoldsRenewedHere, h.ID, fmt.Sprintf("%d holds renewed here, their maker silent", renewed))
 	default:
 		m.log.Debug("renewed holds made through other proxies", "count", renewed)
 	}
