@@ -28,6 +28,10 @@ type command struct {
 	value  string        // callSetNX, callCAD, callCAE
 	ttl    time.Duration // callSetNX, callCAE
 	args   []any         // callEval: the script's ARGV; callDo: the command
+	// apart: a read by vote (VoteRead), sent on the node's connection
+	// apart from the lock calls, so that a large reply never holds up a
+	// lock quorum's replies behind its bytes.
+	apart bool
 }
 
 // run runs c on n and waits for the result: what the Node method returns,
@@ -44,6 +48,9 @@ func (c *command) run(ctx context.Context, n Node) (any, error) {
 		ok, err := n.CompareAndExpire(ctx, c.keys[0], c.value, c.ttl)
 		return ok, err
 	case callEval:
+		if rn, ok := n.(*RedisNode); ok {
+			return rn.runPipe(ctx, c) // Eval, on the connection c asks for (apart)
+		}
 		return n.Eval(ctx, c.script, c.keys, c.args...)
 	default:
 		return n.Do(ctx, c.args...)

@@ -507,7 +507,7 @@ func (r *Redlock) VoteWrites(ctx context.Context, script *Script, keys []string,
 // key (clamp.go; nil for another script).
 func (r *Redlock) VoteClamped(ctx context.Context, script *Script, keys []string, args []string) (any, []Wanted, error) {
 	if r.migrate == nil {
-		return r.voteClamp(ctx, script, keys, args, true)
+		return r.voteClamp(ctx, script, keys, args, voteWrite)
 	}
 	var got any
 	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
@@ -515,7 +515,7 @@ func (r *Redlock) VoteClamped(ctx context.Context, script *Script, keys []string
 		got, err = old.Vote(ctx, script, keys, args)
 		return err
 	})
-	v, w, err := r.voteClamp(ctx, script, keys, args, true)
+	v, w, err := r.voteClamp(ctx, script, keys, args, voteWrite)
 	oldErr := wait()
 	switch {
 	case err != nil:

@@ -45,8 +45,9 @@ func isRedisError(err error) bool {
 //   - side: the health probes and the script limit (CONFIG SET), so a
 //     probe measures the backend, not the queue of calls in front of it;
 //   - bulk: a Do longer than backend.InlineMax (a list push of many
-//     values), out of order with the calls, which would otherwise wait
-//     behind its bytes;
+//     values) and the reads by vote (VoteRead: HGETALL, LRANGE, a
+//     read-only script, whose replies may be large), out of order with
+//     the calls, which would otherwise wait behind their bytes;
 //   - kill: SCRIPT KILL's line, authenticated only and kept open ahead
 //     (scriptkill.go).
 //
@@ -371,6 +372,15 @@ func (n *RedisNode) finish(c *command, st step, v any, err error) (res any, rerr
 	return v, nil, 0, false
 }
 
+// pipeOf is the connection c goes on: bulk for a read by vote (apart),
+// else the calls' p.
+func (n *RedisNode) pipeOf(c *command) *backend.Pipe {
+	if c.apart {
+		return n.bulk
+	}
+	return n.p
+}
+
 // runPipe runs c over the pipelined connection and waits for the result.
 func (n *RedisNode) runPipe(ctx context.Context, c *command) (any, error) {
 	return n.runPipeFrom(ctx, c, n.firstStep(c))
@@ -380,7 +390,7 @@ func (n *RedisNode) runPipe(ctx context.Context, c *command) (any, error) {
 func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, error) {
 	for {
 		sent := st
-		v, err := n.p.Do(ctx, func(b []byte) []byte {
+		v, err := n.pipeOf(c).Do(ctx, func(b []byte) []byte {
 			b, sent = n.encode(b, c, st)
 			return b
 		})
@@ -397,7 +407,7 @@ func (n *RedisNode) runPipeFrom(ctx context.Context, c *command, st step) (any, 
 // goroutine. What cannot be pipelined now (no live connection, a full
 // queue) runs in a goroutine.
 func (n *RedisNode) send(c *command, deadline time.Time, to target, tag int, lone bool) {
-	if !n.sendStep(n.p.Ready(), c, n.firstStep(c), deadline, to, tag, lone) {
+	if !n.sendStep(n.pipeOf(c).Ready(), c, n.firstStep(c), deadline, to, tag, lone) {
 		goSend(n, c, deadline, to, tag)
 	}
 }
@@ -464,7 +474,7 @@ func (n *RedisNode) onReply(req *callRequest, v any, err error) {
 		to.deliver(tag, nil, context.DeadlineExceeded)
 		return
 	}
-	if n.sendStep(n.p.Ready(), c, next, deadline, to, tag, false) { // on the reader: never write here
+	if n.sendStep(n.pipeOf(c).Ready(), c, next, deadline, to, tag, false) { // on the reader: never write here
 		return
 	}
 	to.spawn(func() {

@@ -53,14 +53,36 @@ import (
 // replies do not combine, and with a *ScriptTimeoutError when the script
 // ran past the script timeout on enough nodes that no quorum answered.
 func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
-	v, _, err := r.voteClamp(ctx, script, keys, args, false)
+	v, _, err := r.voteClamp(ctx, script, keys, args, voteAny)
 	return v, err
 }
 
+// VoteRead is Vote for a script that cannot write (a read by vote: the
+// Guarded form of a read-only script, HGETALL, LRANGE …), sent on each
+// node's connection apart from the lock calls (RedisNode's bulk): its
+// reply may be large, and on the calls' connection every lock call to the
+// node would wait behind its bytes. A read has no order to keep with the
+// lock calls; the keys' gate is held as for Vote.
+func (r *Redlock) VoteRead(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
+	v, _, err := r.voteClamp(ctx, script, keys, args, voteRead)
+	return v, err
+}
+
+// voteKind is how voteClamp sends a script: as any (Vote), as a read on
+// the nodes' other connection (VoteRead), or as a write under the keys'
+// order lock (VoteClamped).
+type voteKind uint8
+
+const (
+	voteAny voteKind = iota
+	voteRead
+	voteWrite
+)
+
 // voteClamp is Vote, and for a clamped script (Script.Clamped) what a quorum
-// reported of each key. With ordered (a write), it holds the keys' order
-// lock as long as their gate (order.go).
-func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, args []string, ordered bool) (any, []Wanted, error) {
+// reported of each key. A write (voteWrite) holds the keys' order lock as
+// long as their gate (order.go).
+func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, args []string, kind voteKind) (any, []Wanted, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("vote: %w", err)
 	}
@@ -74,7 +96,7 @@ func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, 
 		argv[i] = a
 	}
 	run := call[any]{
-		cmd:    command{kind: callEval, script: script, keys: keys, args: argv},
+		cmd:    command{kind: callEval, script: script, keys: keys, args: argv, apart: kind == voteRead},
 		decode: func(v any) (any, error) { return v, nil },
 	}
 	var leave func()
@@ -97,7 +119,7 @@ func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, 
 		}
 		leave = pass.leave
 	}
-	if ordered {
+	if kind == voteWrite {
 		release, err := r.order(ctx, keys)
 		if err != nil {
 			if leave != nil {

@@ -411,9 +411,9 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 	if !writes || script.NoWrites() {
 		if held := m.declaredHolds(keys); held != nil {
 			argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
-			return m.locker.Vote(ctx, script.GuardedHeld(), keys, argv)
+			return m.locker.VoteRead(ctx, script.GuardedHeld(), keys, argv)
 		}
-		return m.locker.Vote(ctx, script.Guarded(), keys, argv)
+		return m.locker.VoteRead(ctx, script.Guarded(), keys, argv)
 	}
 	if !m.clamping() {
 		for _, k := range keys {
