@@ -113,7 +113,7 @@ func TestKillLineOpenAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	n.keepKillLine()
+	n.openAhead()
 	testkit.Eventually(t, 10*time.Second, "the kill line open", func() bool { return n.kill.Ready() != nil })
 	f.setFull(true)
 

@@ -51,9 +51,9 @@ func isRedisError(err error) bool {
 //   - kill: SCRIPT KILL's line, authenticated only and kept open ahead
 //     (scriptkill.go).
 //
-// p and bulk are dialled at once (a read by vote must not need a new
-// connection when the backend is at maxclients), kill when the Redlock
-// starts with a script timeout, side on first use. Scripts run with EVALSHA and fall
+// p is dialled at once, kill and bulk when the Redlock starts with a
+// script timeout (a read by vote must not need a new connection when the
+// backend is at maxclients), side on first use. Scripts run with EVALSHA and fall
 // back to EVAL on NOSCRIPT.
 //
 // Compare-and-delete uses the backend's own command when it has one:
@@ -122,7 +122,6 @@ func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	n.bulk = backend.NewPipe(n.dialPipe(opts), dialTimeout)
 	n.kill = backend.NewPipe(n.dialKill, dialTimeout)
 	n.p.Prime()
-	n.bulk.Prime()
 	return n, nil
 }
 

@@ -258,7 +258,7 @@ func New(nodes []Node, opts Options) *Redlock {
 		r.senders[i] = senderOf(n)
 		if k, ok := n.(scriptKiller); ok && !r.leaveScripts {
 			k.setScriptLimit(r.scriptTimeout)
-			k.keepKillLine()
+			k.openAhead()
 		}
 	}
 	if n := len(nodes); n < 3 || n%2 == 0 {

@@ -87,11 +87,13 @@ type scriptKiller interface {
 	setScriptLimit(d time.Duration)
 	// applyScriptLimit sets it now.
 	applyScriptLimit(ctx context.Context) error
-	// keepKillLine opens the connection KillScript uses ahead of need.
-	keepKillLine()
+	// openAhead opens ahead of need the connections a busy backend (at
+	// maxclients, or running a runaway script) must not have to accept
+	// then: KillScript's, and the reads by vote's (bulk).
+	openAhead()
 }
 
-func (n *RedisNode) keepKillLine() { n.kill.Prime() }
+func (n *RedisNode) openAhead() { n.kill.Prime(); n.bulk.Prime() }
 
 func (n *RedisNode) setScriptLimit(d time.Duration) { n.scriptLimit.Store(millis(d)) }
 

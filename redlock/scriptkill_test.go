@@ -38,7 +38,7 @@ func (k *killerNode) KillScript(context.Context) error {
 
 func (k *killerNode) setScriptLimit(time.Duration)           {}
 func (k *killerNode) applyScriptLimit(context.Context) error { return nil }
-func (k *killerNode) keepKillLine()                          {}
+func (k *killerNode) openAhead()                             {}
 
 func newKillers(t *testing.T, kill string) ([]*killerNode, *Redlock) {
 	return newKillersWithin(t, kill, 50*time.Millisecond)
