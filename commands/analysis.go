@@ -58,7 +58,7 @@ func (w *rateWindow) allow(now time.Time, limit int) bool {
 // one made it yet, and the cache's entry for s (scriptCache.lookup): a
 // new text is kept once analysed, unless it does not compile; one the
 // bounds refuse is not. c may be nil (no rate then).
-func (d *Dispatcher) analyse(ctx context.Context, c *Client, s *script) (*script, *lua.Analysis, Reply) {
+func (d *Dispatcher) analyse(ctx context.Context, c *Client, s *cachedScript) (*cachedScript, *lua.Analysis, Reply) {
 	if s.analysed.Load() {
 		return d.keepValid(s), s.a, nil
 	}
@@ -86,7 +86,7 @@ func (d *Dispatcher) analyse(ctx context.Context, c *Client, s *script) (*script
 
 // keepValid keeps analysed s in the cache unless it does not compile (as
 // Redis keeps no such text), and returns the cache's entry for it.
-func (d *Dispatcher) keepValid(s *script) *script {
+func (d *Dispatcher) keepValid(s *cachedScript) *cachedScript {
 	if s.a.Invalid {
 		return s
 	}

@@ -2,8 +2,9 @@
 // one door to the keyspace (lease/doc.go): it holds no Redlock, and no
 // handler updates the Manager's memory (the keys kept without expiry, the
 // waiters to wake) by hand. It imports package redlock for its types,
-// error sentinels and value helpers (NewScript, NewToken, Reserved) only:
-// it runs no quorum operation of its own. A handler parses, calls the
+// error sentinels and value helpers (NewToken, Reserved) only, and
+// package redlock/script to make the scripts it hands the Manager: it
+// runs no quorum operation of its own. A handler parses, calls the
 // Manager, maps the error and replies, marking a refusal or a lack of
 // quorum with its Outcome (observe.go). It is more than a thin adapter where clients need a
 // connection's own state or the proxy's answer to a question Redis

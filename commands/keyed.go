@@ -8,6 +8,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Every command a script by vote may call (lua.KeyCommands: key-local and
@@ -38,7 +39,7 @@ var lockWrites = map[string]bool{"MSETNX": true}
 // keyed is what the handler of one generated row needs.
 type keyed struct {
 	cmd    lua.KeyCommand
-	script *redlock.Script
+	script *script.Script
 }
 
 // keyedRows returns a row for each command of lua.KeyCommands that fixed
@@ -83,7 +84,7 @@ const maxKeyedArgs = 7900
 // source to ("" when none: the copy keeps the source's own), given to the
 // copy, so that the clamp holds the copy as it holds the source instead
 // of taking the source's lease on the backends for the copy's expiry.
-var copyScript = redlock.NewScript(`local n = #ARGV
+var copyScript = script.New(`local n = #ARGV
 local r = redis.pcall('COPY', unpack(ARGV, 1, n - 1))
 if r == 1 and ARGV[n] == '-1' then
 	redis.call('PERSIST', KEYS[2])
@@ -95,16 +96,16 @@ return r`)
 // keyedScript is the script that runs kc with the arguments as sent;
 // pcall hands a command error (WRONGTYPE, a syntax error) back as the
 // reply, as Redis answers it.
-func keyedScript(kc lua.KeyCommand) *redlock.Script {
+func keyedScript(kc lua.KeyCommand) *script.Script {
 	if kc.Name == "COPY" {
 		return copyScript
 	}
-	s := redlock.NewScript("return redis.pcall('" + kc.Name + "', unpack(ARGV))")
+	s := script.New("return redis.pcall('" + kc.Name + "', unpack(ARGV))")
 	switch {
 	case kc.Pairs:
-		return s.ForVote(redlock.Shape{Order: redlock.PairsAnyOrder}, nil)
+		return s.ForVote(script.Shape{Order: script.PairsAnyOrder}, nil)
 	case kc.Unordered:
-		return s.ForVote(redlock.Shape{Order: redlock.AnyOrder}, nil)
+		return s.ForVote(script.Shape{Order: script.AnyOrder}, nil)
 	}
 	return s
 }
@@ -175,20 +176,20 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		}
 		argv = append(argv, e)
 	}
-	script := k.script
+	s := k.script
 	if d.checkedAtRun(k, keys, args) {
 		argv = append(argv, enforceArgs(c)...)
-		script = d.scripts.enforced(k.script)
+		s = d.scripts.enforced(k.script)
 	}
 	var v any
 	var err error
 	switch {
 	case k.cmd.Writes && k.cmd.Expires && len(args) > 2: // with an expiry option
-		v, err = d.leases.VoteExpiry(ctx, script, keys, argv)
+		v, err = d.leases.VoteExpiry(ctx, s, keys, argv)
 	case k.cmd.Writes && !lockWrites[k.cmd.Name]:
-		v, err = d.leases.VoteData(ctx, script, keys, argv) // data: the expiry as the command leaves it
+		v, err = d.leases.VoteData(ctx, s, keys, argv) // data: the expiry as the command leaves it
 	default:
-		v, err = d.leases.Vote(ctx, script, keys, argv, k.cmd.Writes)
+		v, err = d.leases.Vote(ctx, s, keys, argv, k.cmd.Writes)
 	}
 	if err != nil {
 		return d.lockError(err)
@@ -211,13 +212,13 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 }
 
 // checkedAtRun reports whether k's call, args, runs in the wrapper that
-// checks it as it runs (redlock.Enforced), as a script's calls are. Its
+// checks it as it runs (script.Script.Enforced), as a script's calls are. Its
 // keys were checked here as the wrapper would check them (every key
 // position of the same table: the reserved prefix in keyed, the user's
 // patterns in permit) and every other argument within max_value_bytes,
 // and a fixed script has no client code: what only the wrapper can check
 // is what a command may grow a value to past its arguments (SETRANGE,
-// SETBIT, APPEND, BITFIELD: redlock.GrowsValue), and the write budget of
+// SETBIT, APPEND, BITFIELD: script.GrowsValue), and the write budget of
 // one run (scriptWriteKeys, scriptWriteBytes), which a call that could
 // pass it is left to. The others run without it: a plain call, not a
 // wrapper that copies KEYS and ARGV and makes its closures on each run
@@ -226,7 +227,7 @@ func (d *Dispatcher) checkedAtRun(k *keyed, keys []string, args [][]byte) bool {
 	if d.scripts.enforce == nil {
 		return false
 	}
-	if redlock.GrowsValue(k.cmd.Name) {
+	if script.GrowsValue(k.cmd.Name) {
 		return true
 	}
 	if !k.cmd.Writes {

@@ -50,7 +50,7 @@ func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning, long bool) (ttl time.Dur
 // near to carry out (scriptTTL) runs the script itself by vote instead, so
 // that every backend answers it as one Redis does (its keys' waiters
 // wake); where only recognised scripts run, it is the ttl range error.
-func (d *Dispatcher) runRecognised(ctx context.Context, s *script, m *lua.Meaning, keys, argv []string) Reply {
+func (d *Dispatcher) runRecognised(ctx context.Context, s *cachedScript, m *lua.Meaning, keys, argv []string) Reply {
 	covered := m.KeysOf(keys)
 	switch m.Op {
 	case lua.OpAcquire, lua.OpExtend:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Lock libraries send Lua scripts (EVAL, or SCRIPT LOAD then EVALSHA).
@@ -42,13 +43,13 @@ const (
 	maxScriptsBytes = 32 << 20
 )
 
-// script is one script text the proxy has seen, analysed on first use.
-type script struct {
+// cachedScript is one script text the proxy has seen, analysed on first use.
+type cachedScript struct {
 	sha  string
 	src  string
 	once sync.Once
 	a    *lua.Analysis
-	run  *redlock.Script // for a vote: EVALSHA, EVAL on NOSCRIPT
+	run  *script.Script // for a vote: EVALSHA, EVAL on NOSCRIPT
 	// analysed is set once a is (for Plan, which must not wait for it).
 	analysed atomic.Bool
 
@@ -73,7 +74,7 @@ const (
 
 // cooling refuses a script by vote while it, or its connection, cools
 // down after a run past script_timeout.
-func (d *Dispatcher) cooling(c *Client, s *script) Reply {
+func (d *Dispatcher) cooling(c *Client, s *cachedScript) Reply {
 	now := d.now().UnixNano()
 	if left := s.coolUntil.Load() - now; left > 0 {
 		return Errorf(errRefused, s.sha, fmt.Sprintf("it ran past script_timeout and is refused for %v more", wholeSeconds(left)))
@@ -86,7 +87,7 @@ func (d *Dispatcher) cooling(c *Client, s *script) Reply {
 
 // cool starts the cooldowns after s, sent by c (nil: a recognised
 // script the proxy ran by vote), ran past script_timeout.
-func (d *Dispatcher) cool(c *Client, s *script) {
+func (d *Dispatcher) cool(c *Client, s *cachedScript) {
 	now := d.now()
 	n := min(s.timeouts.Add(1)-1, 5)
 	until := min(scriptCooldown<<n, scriptCooldownMax)
@@ -106,7 +107,7 @@ func wholeSeconds(ns int64) time.Duration {
 
 // analysis analyses the script once, and readies run for a vote: how its
 // replies compare, and the keys it builds.
-func (s *script) analysis() *lua.Analysis {
+func (s *cachedScript) analysis() *lua.Analysis {
 	s.once.Do(func() {
 		s.a = lua.Analyze([]byte(s.src))
 		if v := s.a.Vote; v != nil {
@@ -124,13 +125,13 @@ func (s *script) analysis() *lua.Analysis {
 	return s.a
 }
 
-var replyOrders = map[lua.ReplyOrder]redlock.Order{
-	lua.InOrder: redlock.InOrder, lua.AnyOrder: redlock.AnyOrder, lua.PairsAnyOrder: redlock.PairsAnyOrder,
+var replyOrders = map[lua.ReplyOrder]script.Order{
+	lua.InOrder: script.InOrder, lua.AnyOrder: script.AnyOrder, lua.PairsAnyOrder: script.PairsAnyOrder,
 }
 
 // replyShape is the analysis's reply shape as redlock takes it.
-func replyShape(s lua.ReplyShape) redlock.Shape {
-	out := redlock.Shape{Order: replyOrders[s.Order]}
+func replyShape(s lua.ReplyShape) script.Shape {
+	out := script.Shape{Order: replyOrders[s.Order]}
 	for _, e := range s.Elems {
 		out.Elems = append(out.Elems, replyShape(e))
 	}
@@ -142,13 +143,13 @@ func replyShape(s lua.ReplyShape) redlock.Shape {
 // it again, as after a Redis restart).
 type scriptCache struct {
 	mu    sync.Mutex
-	bySHA map[string]*script
+	bySHA map[string]*cachedScript
 	order []string // oldest first
 	bytes int
 	// enforce is the run-time check every script by vote runs under
 	// (enforcement); nil only in tests that build a cache by hand.
-	enforce *redlock.Enforcement
-	fixed   sync.Map // *redlock.Script → the same enforced (enforced)
+	enforce *script.Enforcement
+	fixed   sync.Map // *script.Script → the same enforced (enforced)
 }
 
 // The write budget of one script by vote, enforced by its wrapper on each
@@ -161,16 +162,17 @@ const (
 	scriptString     = 1 << 20
 )
 
-// enforcement is the run-time check of scripts by vote (redlock.Enforced):
-// the commands package lua allows, and the bounds.
-func enforcement(maxValue int, selectZero bool) *redlock.Enforcement {
-	var cmds []redlock.ScriptCommand
+// enforcement is the run-time check of scripts by vote
+// (script.Script.Enforced): the commands package lua allows, and the
+// bounds.
+func enforcement(maxValue int, selectZero bool) *script.Enforcement {
+	var cmds []script.Command
 	for _, c := range lua.RunCommands() {
-		cmds = append(cmds, redlock.ScriptCommand{Name: c.Name, First: c.First, Last: c.Last, Step: c.Step,
+		cmds = append(cmds, script.Command{Name: c.Name, First: c.First, Last: c.Last, Step: c.Step,
 			NumKeys: c.NumKeys, Write: c.Write, Store: c.Store || c.Name == "SORT_RO", NoDB: c.Name == "COPY",
 			Sorted: c.Unordered && !c.Pairs, SortedPairs: c.Unordered && c.Pairs, Channel: c.Publish})
 	}
-	return redlock.NewEnforcement(redlock.Enforcement{Commands: cmds, MaxValue: maxValue,
+	return script.NewEnforcement(script.Enforcement{Commands: cmds, MaxValue: maxValue,
 		MaxString: max(scriptString, maxValue), WriteKeys: scriptWriteKeys, WriteBytes: scriptWriteBytes,
 		SelectZero: selectZero})
 }
@@ -187,19 +189,19 @@ func recognisedOnly(c *Client) bool {
 
 // enforced is s under the cache's run-time check, made once per s (a
 // keyed command's fixed script).
-func (c *scriptCache) enforced(s *redlock.Script) *redlock.Script {
+func (c *scriptCache) enforced(s *script.Script) *script.Script {
 	if c.enforce == nil {
 		return s
 	}
 	if e, ok := c.fixed.Load(s); ok {
-		return e.(*redlock.Script)
+		return e.(*script.Script)
 	}
 	e, _ := c.fixed.LoadOrStore(s, s.Enforced(c.enforce))
-	return e.(*redlock.Script)
+	return e.(*script.Script)
 }
 
 // enforceArgs is what a script by vote sent by c takes after its ARGV
-// (redlock.EnforceArgs): the key patterns of c's user, "*" for a user
+// (script.EnforceArgs): the key patterns of c's user, "*" for a user
 // without any limit.
 func enforceArgs(c *Client) []string {
 	pats := []string{"*"}
@@ -208,7 +210,7 @@ func enforceArgs(c *Client) []string {
 			pats = u.keys
 		}
 	}
-	return redlock.EnforceArgs(pats)
+	return script.EnforceArgs(pats)
 }
 
 // hashScript is a script's SHA1 in hex, as Redis names scripts.
@@ -219,7 +221,7 @@ var hashScript = func(src []byte) string {
 
 // add remembers src, whose SHA1 is sha ("": not computed yet), and
 // returns its entry.
-func (c *scriptCache) add(src []byte, sha string) *script {
+func (c *scriptCache) add(src []byte, sha string) *cachedScript {
 	return c.keep(c.lookup(src, sha))
 }
 
@@ -227,15 +229,15 @@ func (c *scriptCache) add(src []byte, sha string) *script {
 // or a new one the cache does not hold yet (keep): a new text is kept
 // only once the new-script bounds let it be analysed (analyse), so that
 // the texts they refuse neither take the cache's room nor evict others.
-func (c *scriptCache) lookup(src []byte, sha string) *script {
+func (c *scriptCache) lookup(src []byte, sha string) *cachedScript {
 	if sha == "" {
 		sha = hashScript(src)
 	}
 	if s := c.get(sha); s != nil {
 		return s
 	}
-	s := &script{sha: sha, src: string(src)}
-	s.run = redlock.NewScriptHash(s.src, sha)
+	s := &cachedScript{sha: sha, src: string(src)}
+	s.run = script.NewWithHash(s.src, sha)
 	if c.enforce != nil {
 		s.run = s.run.Enforced(c.enforce).LocksByRead() // its writes are a lock's only where it read the key first
 	}
@@ -244,14 +246,14 @@ func (c *scriptCache) lookup(src []byte, sha string) *script {
 
 // keep remembers s, and returns the entry of its SHA1: s, or the one
 // kept before it.
-func (c *scriptCache) keep(s *script) *script {
+func (c *scriptCache) keep(s *cachedScript) *cachedScript {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if k := c.bySHA[s.sha]; k != nil {
 		return k
 	}
 	if c.bySHA == nil {
-		c.bySHA = make(map[string]*script)
+		c.bySHA = make(map[string]*cachedScript)
 	}
 	c.bySHA[s.sha] = s
 	c.order = append(c.order, s.sha)
@@ -266,7 +268,7 @@ func (c *scriptCache) keep(s *script) *script {
 }
 
 // get finds a script by SHA1 (any case).
-func (c *scriptCache) get(sha string) *script {
+func (c *scriptCache) get(sha string) *cachedScript {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bySHA[strings.ToLower(sha)]
@@ -301,7 +303,7 @@ func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args [][]byte, p pa
 // Lua's '..' operator. An unknown SHA1 builds nothing: it is NOSCRIPT.
 // sha is an EVAL's script's SHA1.
 func (d *Dispatcher) buildsKeys(name string, args [][]byte, sha string) bool {
-	var s *script
+	var s *cachedScript
 	if name == "EVAL" {
 		s = d.scripts.get(sha)
 		if s == nil {
@@ -348,7 +350,7 @@ func numkeysError(rest [][]byte) Reply {
 // keys and argv, and declared the keys scriptKeys parsed from them. A
 // null or non-positive reply is a refusal (scriptReply): held when the
 // script's meaning is an acquire, else not_held.
-func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, declared [][]byte) (r Reply) {
+func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *cachedScript, rest, declared [][]byte) (r Reply) {
 	refusal := ResultNotHeld
 	defer func() { r = scriptReply(r, refusal) }()
 	if declared == nil {
@@ -421,7 +423,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *script, rest, 
 // and a user restricted by key patterns must be allowed each start
 // (prefix + key; the declared keys themselves were checked with the
 // command).
-func builtKeysAllowed(c *Client, s *script, prefixes []string, keys []string) Reply {
+func builtKeysAllowed(c *Client, s *cachedScript, prefixes []string, keys []string) Reply {
 	u := c.user.Load()
 	for _, p := range append([]string{""}, prefixes...) {
 		for _, k := range keys {
@@ -438,7 +440,7 @@ func builtKeysAllowed(c *Client, s *script, prefixes []string, keys []string) Re
 }
 
 // vote runs s on every backend and answers what a quorum agreed on.
-func (d *Dispatcher) vote(ctx context.Context, c *Client, s *script, keys, argv []string) Reply {
+func (d *Dispatcher) vote(ctx context.Context, c *Client, s *cachedScript, keys, argv []string) Reply {
 	s.voteLogged.Do(func() {
 		d.log.Info("script runs by vote on every backend", "sha1", s.sha, "why", s.a.NotRecognised)
 	})
@@ -446,7 +448,7 @@ func (d *Dispatcher) vote(ctx context.Context, c *Client, s *script, keys, argv 
 }
 
 // runVote is vote without its log line.
-func (d *Dispatcher) runVote(ctx context.Context, c *Client, s *script, keys, argv []string) Reply {
+func (d *Dispatcher) runVote(ctx context.Context, c *Client, s *cachedScript, keys, argv []string) Reply {
 	if s.run.IsEnforced() {
 		argv = append(slices.Clone(argv), enforceArgs(c)...)
 	}

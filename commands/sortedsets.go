@@ -3,7 +3,7 @@ package commands
 import (
 	"context"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Sorted-set commands outside scripts. A semaphore keeps its holders in a
@@ -20,9 +20,9 @@ import (
 
 // zScripts run each command by vote; pcall hands a command error (such as
 // WRONGTYPE) back as the reply, as Redis answers it.
-var zScripts = map[string]*redlock.Script{
-	"ZREM":  redlock.NewScript("return redis.pcall('ZREM', KEYS[1], unpack(ARGV))"),
-	"ZCARD": redlock.NewScript("return redis.pcall('ZCARD', KEYS[1])"),
+var zScripts = map[string]*script.Script{
+	"ZREM":  script.New("return redis.pcall('ZREM', KEYS[1], unpack(ARGV))"),
+	"ZCARD": script.New("return redis.pcall('ZCARD', KEYS[1])"),
 }
 
 // ZREM key member [member ...]

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // How a vote decides (Vote; the rules are written out in vote.go): the
@@ -16,40 +18,18 @@ import (
 // or exceed in every positive integer (lowerBounds). A reply is never put
 // together from different backends' elements.
 
-// Shape says how a vote compares one reply across backends. The zero
-// Shape compares an array element by element, in order, at every depth.
-type Shape struct {
-	Order Order
-	// Elems are the shapes of an InOrder array's elements by position (a
-	// script's table constructor); elements past them have the zero Shape.
-	Elems []Shape
-}
-
-// Order is how the elements of an array reply are compared.
-type Order uint8
-
-const (
-	// InOrder: element by element (LRANGE, ZRANGE, HMGET, a script's table).
-	InOrder Order = iota
-	// AnyOrder: as a multiset, in any order (SMEMBERS, SINTER, SUNION,
-	// SDIFF, HKEYS, HVALS: a backend's hash table order is its own).
-	AnyOrder
-	// PairsAnyOrder: as field/value pairs in any order (HGETALL).
-	PairsAnyOrder
-)
-
-// elem is the shape of element i of an array of shape s.
-func (s Shape) elem(i int) Shape {
-	if s.Order == InOrder && i < len(s.Elems) {
+// elemShape is the shape of element i of an array of shape s.
+func elemShape(s script.Shape, i int) script.Shape {
+	if s.Order == script.InOrder && i < len(s.Elems) {
 		return s.Elems[i]
 	}
-	return Shape{}
+	return script.Shape{}
 }
 
 // combine is the reply that a quorum q of replies agrees on, shaped by sh,
 // and how many replies gave it; when none has a quorum, v is nil and
 // agreed is the size of the largest class (< q).
-func combine(replies []any, q int, sh Shape) (v any, agreed int) {
+func combine(replies []any, q int, sh script.Shape) (v any, agreed int) {
 	var classes []string
 	groups := map[string][]any{}
 	for _, r := range replies {
@@ -76,7 +56,7 @@ func combine(replies []any, q int, sh Shape) (v any, agreed int) {
 // with exact set, integers are classed by their value; elsewhere every
 // positive integer is one class (a remaining ttl differs by milliseconds
 // between backends), zero and negative integers (codes: -1, -2) by value.
-func class(b []byte, v any, sh Shape, exact bool) []byte {
+func class(b []byte, v any, sh script.Shape, exact bool) []byte {
 	switch v := v.(type) {
 	case nil:
 		return append(b, 'n')
@@ -96,13 +76,13 @@ func class(b []byte, v any, sh Shape, exact bool) []byte {
 		b = strconv.AppendInt(append(b, 'a'), int64(len(v)), 10)
 		b = append(b, ':')
 		switch {
-		case sh.Order == AnyOrder:
+		case sh.Order == script.AnyOrder:
 			return appendSorted(b, v, 1)
-		case sh.Order == PairsAnyOrder && len(v)%2 == 0:
+		case sh.Order == script.PairsAnyOrder && len(v)%2 == 0:
 			return appendSorted(b, v, 2)
 		}
 		for i, e := range v {
-			b = class(b, e, sh.elem(i), exact)
+			b = class(b, e, elemShape(sh, i), exact)
 		}
 		return b
 	}
@@ -116,7 +96,7 @@ func appendSorted(b []byte, vs []any, n int) []byte {
 	for i := 0; i+n <= len(vs); i += n {
 		var p []byte
 		for _, e := range vs[i : i+n] {
-			p = class(p, e, Shape{}, true)
+			p = class(p, e, script.Shape{}, true)
 		}
 		parts = append(parts, p)
 	}
@@ -145,7 +125,7 @@ func text(b []byte, s string) []byte {
 // how long a quorum holds at least that. With several, no reply may be
 // met by q others in every position: then none is answered, rather than
 // one put together from different backends' numbers.
-func lowerBounds(g []any, q int, sh Shape) (any, bool) {
+func lowerBounds(g []any, q int, sh script.Shape) (any, bool) {
 	ints := make([][]int64, len(g))
 	for i, r := range g {
 		ints[i] = positives(nil, r, sh)
@@ -184,18 +164,18 @@ func dominates(a, b []int64) bool {
 
 // positives appends the positive integers of v that class leaves inexact,
 // in reply order.
-func positives(out []int64, v any, sh Shape) []int64 {
+func positives(out []int64, v any, sh script.Shape) []int64 {
 	switch v := v.(type) {
 	case int64:
 		if v > 0 {
 			out = append(out, v)
 		}
 	case []any:
-		if sh.Order != InOrder {
+		if sh.Order != script.InOrder {
 			return out
 		}
 		for i, e := range v {
-			out = positives(out, e, sh.elem(i))
+			out = positives(out, e, elemShape(sh, i))
 		}
 	}
 	return out

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // A command is what an operation asks of every node: one of Node's calls,
@@ -23,7 +25,7 @@ const (
 
 type command struct {
 	kind   callKind
-	script *Script // callEval
+	script *script.Script // callEval
 	keys   []string
 	value  string        // callSetNX, callCAD, callCAE
 	ttl    time.Duration // callSetNX, callCAE

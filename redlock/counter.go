@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Counters. A client's INCR (simple-redis-mutex takes its fencing token
@@ -35,7 +37,7 @@ var (
 	// Add ARGV[1] to the counter; with ARGV[2], a counter below it is
 	// first raised to it, by the same INCRBY (which keeps the key's ttl on
 	// any Redis), so that the answer is more than ARGV[2].
-	incrScript = NewScript(`
+	incrScript = script.New(`
 local by = ARGV[1]
 if ARGV[2] then
 	local n = tonumber(redis.pcall("GET", KEYS[1]) or "0")
@@ -46,7 +48,7 @@ return redis.pcall("INCRBY", KEYS[1], by)`)
 
 	// Raise the counter to ARGV[1] where it is smaller, keeping its ttl;
 	// 1 when it is now at least ARGV[1], 0 when it holds no integer.
-	raiseCounterScript = NewScript(`
+	raiseCounterScript = script.New(`
 local cur = redis.call("GET", KEYS[1])
 if cur == false then cur = "0" end
 local n = tonumber(cur)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // The plain data operations that legacy clients send (GET, SET, DEL, …),
@@ -102,7 +104,7 @@ func (r *Redlock) Delete(ctx context.Context, keys []string) (int, error) {
 
 // countKeys runs a per-key script on every node and counts the keys with
 // a quorum of 1s.
-func (r *Redlock) countKeys(ctx context.Context, op string, s *Script, keys []string) (int, error) {
+func (r *Redlock) countKeys(ctx context.Context, op string, s *script.Script, keys []string) (int, error) {
 	if err := checkKeys(ctx, op, keys); err != nil {
 		return 0, err
 	}

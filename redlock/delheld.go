@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"fmt"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // DEL of a lock this process granted, in one round (docs/safety.md, "DEL
@@ -16,7 +18,7 @@ import (
 // is empty). It returns {deleted, existed, counter, writer}: 1 or 0,
 // whether the key existed before, and the companion's version (0, "":
 // none).
-var delHeldScript = NewScript(`
+var delHeldScript = script.New(`
 local v = redis.pcall("GET", KEYS[1])
 local c = redis.call("GET", KEYS[2])
 local n, id, d = 0, "", nil

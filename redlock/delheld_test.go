@@ -7,20 +7,22 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // interleaveNode runs before ahead of each script it is sent: a change
 // of the backend that lands between two rounds of one operation.
 type interleaveNode struct {
 	*faultyNode
-	before func(s *Script)
+	before func(s *script.Script)
 }
 
 func (n *interleaveNode) send(c *command, deadline time.Time, to target, tag int, _ bool) {
 	goSend(n, c, deadline, to, tag)
 }
 
-func (n *interleaveNode) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+func (n *interleaveNode) Eval(ctx context.Context, s *script.Script, keys []string, args ...any) (any, error) {
 	n.before(s)
 	return n.faultyNode.Eval(ctx, s, keys, args...)
 }
@@ -48,7 +50,7 @@ func TestDeleteHeldFallbackBelowLaterWrites(t *testing.T) {
 	var nodes []Node
 	for i, fn := range c.nodes {
 		var once sync.Once
-		nodes = append(nodes, &interleaveNode{faultyNode: fn, before: func(s *Script) {
+		nodes = append(nodes, &interleaveNode{faultyNode: fn, before: func(s *script.Script) {
 			if s != delHeldScript { // the fallback's first call
 				once.Do(func() {
 					_ = c.mrs[i].Set("k", "w")

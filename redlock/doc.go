@@ -70,15 +70,11 @@
 // fails with ErrNoQuorum. A GetSet without a quorum on the old value
 // returns the value it wrote, so that legacy "old timestamp expired?"
 // checks fail safe.
-// A Script made with Clamped runs the client's text as the body of a
-// function and then, in the same call, gives every declared key left
-// without expiry or beyond a max ttl the lease; VoteClamped returns what
-// a quorum reported of each key (clamp.go). A Script made with Enforced
-// checks, in every wrapper, each redis.call its body makes as it happens
-// (the command, every key within the declared keys and the user's
-// patterns, the bounds on values, writes and C-level work), so that what
-// a client's script may touch is kept on the backend, not only promised
-// by an analysis of its text (enforce.go).
+// Vote and VoteClamped run a script of package script, which makes the
+// wrappers a client's script runs in on the backends (the clamp of its
+// lock writes, the held shadow, the run-time check of each redis.call);
+// this package tallies the replies, and VoteClamped returns what a quorum
+// reported of each key (script.CombineReports).
 // Write, Delete, Expire and FlushAll are unconditional: they break locks
 // as Redis would, which is what the clients sending them expect.
 //

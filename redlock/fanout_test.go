@@ -14,6 +14,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -291,7 +292,7 @@ func (n *slowNode) CompareAndExpire(context.Context, string, string, time.Durati
 	return false, errors.New("slowNode: not supported")
 }
 
-func (n *slowNode) Eval(context.Context, *Script, []string, ...any) (any, error) {
+func (n *slowNode) Eval(context.Context, *script.Script, []string, ...any) (any, error) {
 	return nil, errors.New("slowNode: not supported")
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // FenceKey is the fence counter each backend keeps: one per backend, shared
@@ -27,7 +29,7 @@ const FenceKey = "redlock-proxy:fence"
 // docs/safety.md has the argument and its limits.
 
 var (
-	fenceAcquireScript = NewScript(`
+	fenceAcquireScript = script.New(`
 local fence = redis.call("INCR", KEYS[2])
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 	return {1, fence}
@@ -37,7 +39,7 @@ return {0, fence}`)
 	// Raise the counter to ARGV[2]; 1 iff KEYS[1] still holds our token.
 	// Raising it where the key is not ours is harmless (counters only grow)
 	// and keeps the fence on every backend that answered.
-	fenceWriteBackScript = NewScript(`
+	fenceWriteBackScript = script.New(`
 local current = tonumber(redis.call("GET", KEYS[2]) or "0") or 0
 if current < tonumber(ARGV[2]) then
 	redis.call("SET", KEYS[2], ARGV[2])

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // blocked reports whether enter(keys) is still waiting after a moment: a
@@ -106,7 +108,7 @@ func TestVoteHoldsBuiltKeys(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	gate := make(chan struct{})
 	c.setMaskGated(0b111, modeGated, gate)
-	s := NewScript("return redis.call('SET', KEYS[1] .. ':x', ARGV[1])").ForVote(Shape{}, []string{""})
+	s := script.New("return redis.call('SET', KEYS[1] .. ':x', ARGV[1])").ForVote(script.Shape{}, []string{""})
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.r.Vote(context.Background(), s, []string{"dk"}, []string{"v"})
@@ -134,7 +136,7 @@ func TestVoteHoldsBuiltKeys(t *testing.T) {
 // while the script runs.
 func TestVoteBuiltFromEmptyKeyRefused(t *testing.T) {
 	c := newCluster(t, 3, Options{})
-	s := NewScript("return redis.call('SET', KEYS[1] .. ':x', ARGV[1])").ForVote(Shape{}, []string{""})
+	s := script.New("return redis.call('SET', KEYS[1] .. ':x', ARGV[1])").ForVote(script.Shape{}, []string{""})
 	if _, err := c.r.Vote(context.Background(), s, []string{""}, []string{"v"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Vote building from an empty key = %v, want ErrInvalid", err)
 	}

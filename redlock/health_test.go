@@ -15,6 +15,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hashicorp/go-hclog"
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // manualClock moves only when told to.
@@ -126,7 +127,7 @@ func (f *fakeNode) CompareAndExpire(ctx context.Context, key, value string, _ ti
 	return f.keys[key] == value, nil
 }
 
-func (f *fakeNode) Eval(ctx context.Context, _ *Script, _ []string, _ ...any) (any, error) {
+func (f *fakeNode) Eval(ctx context.Context, _ *script.Script, _ []string, _ ...any) (any, error) {
 	if err := f.enter(ctx); err != nil {
 		return nil, err
 	}

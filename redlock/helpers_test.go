@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hashicorp/go-hclog"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // testLogger writes to the test's log, so that it shows only on failure.
@@ -44,7 +45,7 @@ type faultyNode struct {
 	parked atomic.Int32
 	// failScript, when set, makes Eval of that one script fail at once,
 	// whatever the mode (a fault in one step of a multi-step operation).
-	failScript atomic.Pointer[Script]
+	failScript atomic.Pointer[script.Script]
 
 	mu   sync.Mutex
 	gate chan struct{} // nil: never opens
@@ -129,7 +130,7 @@ func (f *faultyNode) CompareAndExpire(ctx context.Context, key, value string, tt
 	return f.Node.CompareAndExpire(ctx, key, value, ttl)
 }
 
-func (f *faultyNode) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+func (f *faultyNode) Eval(ctx context.Context, s *script.Script, keys []string, args ...any) (any, error) {
 	if s == f.failScript.Load() {
 		return nil, errFault
 	}
@@ -204,7 +205,7 @@ func newCluster(tb testing.TB, n int, opts Options) *cluster {
 }
 
 // barrierScript is sent behind a node's pending calls by wait.
-var barrierScript = NewScript("return 1")
+var barrierScript = script.New("return 1")
 
 // wait waits for the Redlock's background work, then for every call still
 // on a node's pipelined connection: an operation that answered at the

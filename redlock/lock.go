@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // minCallTimeout is the floor of a node call's deadline.
@@ -122,7 +124,7 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 // acquireHoldScript is SET KEYS[1] ARGV[1] NX PX ARGV[2] and, where it
 // set the key, the hold's field ARGV[3] in the record KEYS[2] and the
 // copy's stamp in KEYS[3], in the same call: 1 set, 0 held.
-var acquireHoldScript = NewScript(stampLua + `
+var acquireHoldScript = script.New(stampLua + `
 if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
 redis.call("HSET", KEYS[2], KEYS[1], ARGV[3])
 local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // The old single Redis during a move to the quorum (Options.MigrateFrom):
@@ -294,7 +296,7 @@ func (r *Redlock) mirrorCompareAndSet(ctx context.Context, key, old, new string,
 // same value, or of any value for a hold of any) cannot cut that client's
 // lock short. It needs nothing newer than Redis 2.6: the old instance is
 // whatever the clients used.
-var renewCopyScript = NewScript(holdsValueLua + `
+var renewCopyScript = script.New(holdsValueLua + `
 if not holdsValue(KEYS[1], ARGV[1]) then return 0 end
 local left = redis.call("PTTL", KEYS[1])
 if left >= 0 and left < tonumber(ARGV[2]) then
@@ -497,25 +499,25 @@ func (r *Redlock) existsOnOld(ctx context.Context, keys []string) ([]string, int
 // round, is not answered as a success. Nothing is undone on either side
 // (as for any script by vote, a partial effect stays until its own ttl).
 // An old instance that does not answer fails it with kind ErrNoQuorum.
-func (r *Redlock) VoteWrites(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
-	v, _, err := r.VoteClamped(ctx, script, keys, args)
+func (r *Redlock) VoteWrites(ctx context.Context, s *script.Script, keys []string, args []string) (any, error) {
+	v, _, err := r.VoteClamped(ctx, s, keys, args)
 	return v, err
 }
 
 // VoteClamped is VoteWrites that also returns, for a script made with
-// Script.Clamped, what a quorum of the backends reported of each declared
-// key (clamp.go; nil for another script).
-func (r *Redlock) VoteClamped(ctx context.Context, script *Script, keys []string, args []string) (any, []Wanted, error) {
+// script.Script.Clamped, what a quorum of the backends reported of each
+// declared key (redlock/script, clamp.go; nil for another script).
+func (r *Redlock) VoteClamped(ctx context.Context, s *script.Script, keys []string, args []string) (any, []script.Wanted, error) {
 	if r.migrate == nil {
-		return r.voteClamp(ctx, script, keys, args, voteWrite)
+		return r.voteClamp(ctx, s, keys, args, voteWrite)
 	}
 	var got any
 	wait := r.onOld(ctx, func(ctx context.Context, old *Redlock) error {
 		var err error
-		got, err = old.Vote(ctx, script, keys, args)
+		got, err = old.Vote(ctx, s, keys, args)
 		return err
 	})
-	v, w, err := r.voteClamp(ctx, script, keys, args, voteWrite)
+	v, w, err := r.voteClamp(ctx, s, keys, args, voteWrite)
 	oldErr := wait()
 	switch {
 	case err != nil:
@@ -523,7 +525,7 @@ func (r *Redlock) VoteClamped(ctx context.Context, script *Script, keys []string
 	case oldErr != nil:
 		return nil, nil, r.migrate.fail(oldErr, ErrNoQuorum)
 	}
-	if _, agreed := combine([]any{v, got}, 2, script.reply); agreed < 2 {
+	if _, agreed := combine([]any{v, got}, 2, s.Reply()); agreed < 2 {
 		return nil, nil, &MigrateError{Addr: r.migrate.old.nodes[0].Addr(), Kind: ErrMigrateDiffers}
 	}
 	return v, w, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // migrating is a cluster of three backends with an old single instance
@@ -196,7 +197,7 @@ func TestMigrateWrites(t *testing.T) {
 func TestMigrateVoteWrites(t *testing.T) {
 	m := newMigrating(t)
 	ctx := context.Background()
-	take := NewScript(`if redis.call("exists", KEYS[1]) == 0 then
+	take := script.New(`if redis.call("exists", KEYS[1]) == 0 then
 	redis.call("set", KEYS[1], ARGV[1], "px", 10000)
 	return 1
 end

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // dialTimeout bounds the dial of a backend connection (TCP, TLS, setup).
@@ -282,7 +283,7 @@ func (n *RedisNode) CompareAndExpire(ctx context.Context, key, value string, ttl
 
 // Eval runs s with EVALSHA, and with EVAL when the server does not have it
 // cached (NOSCRIPT). A nil reply is (nil, nil).
-func (n *RedisNode) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+func (n *RedisNode) Eval(ctx context.Context, s *script.Script, keys []string, args ...any) (any, error) {
 	return n.runPipe(ctx, &command{kind: callEval, script: s, keys: keys, args: args})
 }
 
@@ -494,15 +495,15 @@ func isNoScript(err error) bool {
 
 // appendScriptHead appends EVALSHA (step stepSHA) or EVAL (stepSource) of
 // s with keys, for nargs arguments that the caller appends.
-func appendScriptHead(b []byte, s *Script, st step, keys []string, nargs int) []byte {
+func appendScriptHead(b []byte, s *script.Script, st step, keys []string, nargs int) []byte {
 	b = append(b, '*')
 	b = strconv.AppendInt(b, int64(3+len(keys)+nargs), 10)
 	if st == stepSource {
 		b = append(b, "\r\n$4\r\nEVAL\r\n"...)
-		b = resp.AppendBulk(b, s.src)
+		b = resp.AppendBulk(b, s.Source())
 	} else {
 		b = append(b, "\r\n$7\r\nEVALSHA\r\n"...)
-		b = resp.AppendBulk(b, s.hash)
+		b = resp.AppendBulk(b, s.Hash())
 	}
 	b = resp.AppendBulkInt(b, int64(len(keys)))
 	for _, k := range keys {

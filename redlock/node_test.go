@@ -11,6 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 func TestDialNode(t *testing.T) {
@@ -115,7 +116,7 @@ func TestRedisNodeEvalDo(t *testing.T) {
 	}
 	defer n.Close()
 	ctx := context.Background()
-	get := NewScript(`return redis.call("GET", KEYS[1])`)
+	get := script.New(`return redis.call("GET", KEYS[1])`)
 	for range 2 { // EVAL on NOSCRIPT, then EVALSHA
 		if v, err := n.Eval(ctx, get, []string{"k"}); v != nil || err != nil {
 			t.Fatalf("Eval of a nil reply = %v, %v", v, err)
@@ -145,7 +146,7 @@ func TestRedisNodeEvalDo(t *testing.T) {
 	if _, err := n.Do(ctx, "INCR", "l", big); !errors.As(err, &reply) {
 		t.Fatalf("Do of a long bad command: %v, want an error reply", err)
 	}
-	if NewScript("return 1").Hash() != "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" {
+	if script.New("return 1").Hash() != "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" {
 		t.Fatal("Hash is not the SHA1 Redis uses")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Release notices. With Options.ReleaseNotices, every release and delete
@@ -27,7 +29,7 @@ func NoticeChannel(key string) string { return NoticePrefix + key }
 // The notifying scripts: the plain ones, and a PUBLISH of the tag to the
 // notice prefix (ARGV[2]) .. the key, for each key deleted.
 var (
-	delNoticeScript = NewScript(`
+	delNoticeScript = script.New(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
 	redis.call("DEL", KEYS[1])
 	redis.call("PUBLISH", ARGV[2] .. KEYS[1], ARGV[3])
@@ -35,7 +37,7 @@ if redis.call("GET", KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-	releaseNoticeScript = NewScript(`
+	releaseNoticeScript = script.New(`
 local out = {}
 for i, key in ipairs(KEYS) do
 	local held = redis.call("GET", key)

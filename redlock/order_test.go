@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // TestVoteWritesWaitForTheOrderLock: a write by vote waits while its
@@ -18,13 +20,13 @@ func TestVoteWritesWaitForTheOrderLock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write := NewScript("return redis.call('HSET', KEYS[1], 'f', ARGV[1])").ForVote(Shape{}, nil)
+	write := script.New("return redis.call('HSET', KEYS[1], 'f', ARGV[1])").ForVote(script.Shape{}, nil)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.r.VoteWrites(ctx, write, []string{"k"}, []string{"v"})
 		done <- err
 	}()
-	if _, err := c.r.Vote(ctx, NewScript("return redis.call('HGET', KEYS[1], 'f')"), []string{"j"}, nil); err != nil {
+	if _, err := c.r.Vote(ctx, script.New("return redis.call('HGET', KEYS[1], 'f')"), []string{"j"}, nil); err != nil {
 		t.Fatalf("a read by vote: %v", err)
 	}
 	select {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // The holds record (docs/safety.md, "Holds"): one hash per tier on every
@@ -110,7 +112,7 @@ func parseHold(key, field string) (HoldField, error) {
 // "*"), and stamps the key copy's expiry in KEYS[2]: of two writers of one
 // key that overlapped, the loser's record does not replace the winner's.
 // 1 written, 0 not.
-var setHoldScript = NewScript(stampLua + holdsValueLua + `
+var setHoldScript = script.New(stampLua + holdsValueLua + `
 if not holdsValue(ARGV[1], string.match(ARGV[2], "(%S+)$")) then return 0 end
 redis.call("HSET", KEYS[1], ARGV[1], ARGV[2])
 local s = stamp(ARGV[1]) if s then redis.call("HSET", KEYS[2], ARGV[1], s) end
@@ -119,7 +121,7 @@ return 1`)
 // endHoldScript deletes field ARGV[1] of hash KEYS[1] and its stamp, if
 // there is one and, with a digest ARGV[2], the key ARGV[1] holds the
 // value of that digest: 1, else 0.
-var endHoldScript = NewScript(holdsValueLua + `
+var endHoldScript = script.New(holdsValueLua + `
 if not redis.call("HGET", KEYS[1], ARGV[1]) then return 0 end
 if ARGV[2] ~= "" and not holdsValue(ARGV[1], ARGV[2]) then return 0 end
 redis.call("HDEL", KEYS[1], ARGV[1])
@@ -150,7 +152,7 @@ func (r *Redlock) EndHold(ctx context.Context, service, key, digest string) erro
 }
 
 // holdOp runs s on every node: a 1 is a yes (with anyYes, every answer is).
-func (r *Redlock) holdOp(ctx context.Context, op string, s *Script, service string, args []any, no error, anyYes bool) error {
+func (r *Redlock) holdOp(ctx context.Context, op string, s *script.Script, service string, args []any, no error, anyYes bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -207,7 +209,7 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h HoldField, tt
 // expiry is stamped, and 1. The field decides the deadline, not the
 // renewer: a proxy that changed it (PERSIST, EXPIRE of a peer's hold)
 // wrote it there.
-var renewHoldsScript = NewScript(stampLua + holdsValueLua + dropHoldLua + `
+var renewHoldsScript = script.New(stampLua + holdsValueLua + dropHoldLua + `
 local out = {}
 for i = 3, #KEYS do
 	local k, digest = KEYS[i], ARGV[i]
@@ -335,7 +337,7 @@ func (t *renewTally) add(n int64) {
 // stamped), the key, the field and the key's PTTL; the other fields
 // (released, overwritten, expired, written again by someone else,
 // changed in place) it drops (dropHold).
-var scanHoldsScript = NewScript(stampLua + holdsValueLua + dropHoldLua + `
+var scanHoldsScript = script.New(stampLua + holdsValueLua + dropHoldLua + `
 local r = redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", 100)
 local out = {r[1]}
 for i = 1, #r[2], 2 do

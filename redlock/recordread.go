@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // The reads of the holds record (docs/safety.md, "Holds") are
@@ -75,7 +77,7 @@ func (r *Redlock) onRecordWith(ctx context.Context, op string, read func(context
 // was marked down). A node's reply is its pages' items after the
 // cursors, in one []any. The reads of one node are not one snapshot: a
 // field changed between pages is read in either state, or twice.
-func (r *Redlock) onRecordPages(ctx context.Context, op string, s *Script, service string, args ...any) ([]recordReply, error) {
+func (r *Redlock) onRecordPages(ctx context.Context, op string, s *script.Script, service string, args ...any) ([]recordReply, error) {
 	return r.onRecordWith(ctx, op, func(ctx context.Context, n Node) (any, error) {
 		var items []any
 		cursor := "0"

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Sentinel errors. Operations return them wrapped in a *QuorumError (or,
@@ -95,7 +97,7 @@ type Node interface {
 	CompareAndExpire(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
 	// Eval runs one of this package's scripts: EVALSHA, then EVAL on
 	// NOSCRIPT. A nil script reply is returned as (nil, nil), not an error.
-	Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error)
+	Eval(ctx context.Context, s *script.Script, keys []string, args ...any) (any, error)
 	// Do sends one raw command (FLUSHDB, ...). A nil reply is (nil, nil).
 	Do(ctx context.Context, args ...any) (any, error)
 	Close() error

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Refill (docs/safety.md, "Locks and data"): a backend that came back
@@ -71,7 +73,7 @@ type refill struct {
 // key; a tombstone's for a deleted one), 0 and "" without one; clean 1
 // when the key holds what that version wrote (0: a lock command changed
 // it since, or the key is the tombstone's and exists).
-var refillReadScript = NewScript(`
+var refillReadScript = script.New(`
 local function digest(k, t)
 	local parts
 	if t == "set" then
@@ -135,7 +137,7 @@ return out`)
 // that write must not undo it. A key with a ttl of at most the quarantine
 // (a lock's copy) is never touched. It returns how many it restored and
 // how many it deleted.
-var refillWriteScript = NewScript(`
+var refillWriteScript = script.New(`
 local restored, deleted = 0, 0
 for i, k in ipairs(KEYS) do
 	local j = 4 * i - 2

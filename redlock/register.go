@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Versioned plain writes: SET and DEL of a key (Write, Delete) and the
@@ -75,7 +77,7 @@ type nodeState struct {
 // for KEYS[1] with companion KEYS[2]: kind 0 absent, 1 a string (data),
 // 2 another type (data is the type); clean 1 when the key holds what the
 // companion's version wrote.
-var versionedReadScript = NewScript(`
+var versionedReadScript = script.New(`
 local v = redis.pcall("GET", KEYS[1])
 local c = redis.call("GET", KEYS[2])
 local n, id, d = "0", "", "-"
@@ -102,7 +104,7 @@ return {kind, data, ttl, tonumber(n), id, clean}`)
 // delete of a key that existed publishes a release notice on ARGV[7] ..
 // key unless ARGV[7] is empty. It returns {1} applied, or {0, counter,
 // writer} of the newer version kept.
-var versionedWriteScript = NewScript(`
+var versionedWriteScript = script.New(`
 local c = redis.call("GET", KEYS[2])
 local m = tonumber(ARGV[1])
 if c then

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Repair of held keys on backends that came back empty. The restart
@@ -36,7 +38,7 @@ import (
 // of sha1 ARGV[1] (any value of any type when ARGV[1] is "") and its
 // expiry is the one stamped in KEYS[3] (when stamped); after giving it a
 // lease of ARGV[2] ms and stamping that. Else nil.
-var dumpIfScript = NewScript(stampLua + `
+var dumpIfScript = script.New(stampLua + `
 local f = redis.call("HGET", KEYS[2], KEYS[1])
 if not f or string.match(f, "(%S+)$") ~= ARGV[3] then return false end
 local t = redis.call("TYPE", KEYS[1]).ok
@@ -56,7 +58,7 @@ return redis.call("DUMP", KEYS[1])`)
 // the hold's own copy (as dumpIfScript checks, ARGV[4] the field's digest, ARGV[5]
 // the digest or ""), written back by an earlier round, it gets the lease
 // (2); another value or another copy is left alone (0).
-var restoreHoldScript = NewScript(stampLua + `
+var restoreHoldScript = script.New(stampLua + `
 local t = redis.call("TYPE", KEYS[1]).ok
 if t == "none" then
 	redis.call("RESTORE", KEYS[1], ARGV[1], ARGV[2])

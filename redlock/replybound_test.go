@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // deepReply is a well-framed reply nested one level past the reader's
@@ -91,7 +92,7 @@ func TestReplyPastBoundIsNotAFailure(t *testing.T) {
 	}
 	// Every connection a vote and a direct call use, dialed before the
 	// count is taken.
-	if _, err := r.Vote(ctx, NewScript("return 1"), []string{"k"}, nil); err != nil {
+	if _, err := r.Vote(ctx, script.New("return 1"), []string{"k"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[0].Do(ctx, "ECHO", "x"); err != nil {
@@ -102,9 +103,9 @@ func TestReplyPastBoundIsNotAFailure(t *testing.T) {
 		pipes[i] = n.(*RedisNode).p.Ready()
 	}
 
-	script := NewScript("return 'a table nested past the bound'")
+	deep := script.New("return 'a table nested past the bound'")
 	for range 10 {
-		v, err := r.Vote(ctx, script, []string{"k"}, []string{"deep"})
+		v, err := r.Vote(ctx, deep, []string{"k"}, []string{"deep"})
 		re, ok := v.(RedisError)
 		if err != nil || !ok || !strings.Contains(string(re), "nested deeper") {
 			t.Fatalf("Vote = %#v, %v; want the bound's error reply", v, err)

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // killerNode is a fakeNode whose scripts run until stopped: Eval blocks
@@ -19,7 +21,7 @@ type killerNode struct {
 	killed atomic.Int32
 }
 
-func (k *killerNode) Eval(ctx context.Context, _ *Script, _ []string, _ ...any) (any, error) {
+func (k *killerNode) Eval(ctx context.Context, _ *script.Script, _ []string, _ ...any) (any, error) {
 	select {
 	case <-k.stop:
 		return nil, RedisError("ERR Error running script: Script killed by user with SCRIPT KILL")
@@ -72,7 +74,7 @@ func newKillersWithin(t *testing.T, kill string, scriptTimeout time.Duration) ([
 // timed-out calls marked them down (DownAfter 1).
 func TestVoteRunawayKilled(t *testing.T) {
 	ks, r := newKillers(t, "")
-	_, err := r.Vote(context.Background(), NewScript("return 1"), []string{"k"}, nil)
+	_, err := r.Vote(context.Background(), script.New("return 1"), []string{"k"}, nil)
 	var st *ScriptTimeoutError
 	if !errors.As(err, &st) || !errors.Is(err, ErrScriptTimeout) || st.Running != 3 || st.Killed != 3 || st.Unkillable != 0 {
 		t.Fatalf("Vote of a runaway = %v (%+v), want a ScriptTimeoutError, 3 running, 3 killed", err, st)
@@ -91,7 +93,7 @@ func TestVoteRunawayKilled(t *testing.T) {
 // wrote) is kept out of votes; the client's error says so.
 func TestVoteRunawayUnkillable(t *testing.T) {
 	_, r := newKillers(t, "UNKILLABLE Sorry the script already executed write commands against the dataset.")
-	_, err := r.Vote(context.Background(), NewScript("return 1"), []string{"k"}, nil)
+	_, err := r.Vote(context.Background(), script.New("return 1"), []string{"k"}, nil)
 	var st *ScriptTimeoutError
 	if !errors.As(err, &st) || st.Unkillable != 3 || st.Killed != 0 {
 		t.Fatalf("Vote of an unkillable runaway = %v (%+v), want 3 unkillable", err, st)
@@ -107,7 +109,7 @@ func TestVoteRunawayUnkillable(t *testing.T) {
 // kill) counts as an answer.
 func TestVoteNotBusyVotesAgain(t *testing.T) {
 	_, r := newKillers(t, "NOTBUSY No scripts in execution right now.")
-	_, err := r.Vote(context.Background(), NewScript("return 1"), []string{"k"}, nil)
+	_, err := r.Vote(context.Background(), script.New("return 1"), []string{"k"}, nil)
 	var st *ScriptTimeoutError
 	if !errors.As(err, &st) || st.Killed != 3 {
 		t.Fatalf("Vote = %v (%+v), want 3 stopped", err, st)
@@ -127,7 +129,7 @@ func TestVoteSlowMinorityKilledInBackground(t *testing.T) {
 	for _, k := range ks[1:] {
 		close(k.stop) // these two answer at once (the script's error reply)
 	}
-	_, err := r.Vote(context.Background(), NewScript("return 1"), []string{"k"}, nil)
+	_, err := r.Vote(context.Background(), script.New("return 1"), []string{"k"}, nil)
 	var st *ScriptTimeoutError
 	if errors.As(err, &st) {
 		t.Fatalf("Vote with a quorum answering = %v, want the quorum's reply", err)

@@ -1,63 +1,17 @@
 package redlock
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
-
-// Script is one of this package's Lua scripts with its SHA1, for EVALSHA.
-type Script struct {
-	src, hash string
-	reply     Shape        // how Vote compares its replies
-	builds    []string     // Vote: the starts of the keys it builds (ForVote)
-	replyCap  int          // Vote: the most elements a reply may have (CapReplies)
-	clamped   bool         // wrapped in the clamp (clamp.go)
-	isWrapper bool         // a wrapper (clamp.go): sent as it is
-	enforce   *Enforcement // its wrappers check it as it runs (enforce.go)
-	byRead    bool         // enforced: its clamp bounds only the keys a run locks (LocksByRead)
-	clamps    *clamps      // its clamped forms, made once
-}
-
-// NewScript returns a Script for src.
-func NewScript(src string) *Script {
-	h := sha1.Sum([]byte(src))
-	return &Script{src: src, hash: hex.EncodeToString(h[:]), clamps: &clamps{}}
-}
-
-// ForVote returns a copy of s for Vote that compares its replies as reply
-// says and, when builds is not nil, may touch keys it builds from its
-// declared keys: each starts with one of builds (a literal, or "")
-// followed by a declared key. Vote holds the gate of every such key.
-func (s *Script) ForVote(reply Shape, builds []string) *Script {
-	c := *s
-	c.reply, c.builds, c.clamps = reply, builds, &clamps{}
-	return &c
-}
-
-// CapReplies returns a copy of s whose wrapper (Guarded, Clamped) fails
-// the script, with an error, when one of its redis.call or redis.pcall
-// replies is an array, map or set of more than n elements; 0 caps
-// nothing. A script whose work was counted with replies of at most n
-// elements (one that walks or measures them) then does no more.
-func (s *Script) CapReplies(n int) *Script {
-	c := *s
-	c.replyCap, c.clamps = n, &clamps{}
-	return &c
-}
-
-// Source returns the Lua text, for EVAL.
-func (s *Script) Source() string { return s.src }
-
-// Hash returns the lower-case hex SHA1 of the source, for EVALSHA.
-func (s *Script) Hash() string { return s.hash }
 
 // The scripts below are written for Redis 7 and for miniredis: RESP2
 // replies only (no redis.setresp), ttls as whole milliseconds in ARGV.
 // Flags in ARGV are "1" for on.
 
 // delScript deletes KEYS[1] iff it holds ARGV[1]: 1 deleted, 0 not.
-var delScript = NewScript(`
+var delScript = script.New(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
 	return redis.call("DEL", KEYS[1])
 end
@@ -65,7 +19,7 @@ return 0`)
 
 // expireScript sets KEYS[1]'s ttl to ARGV[2] ms iff it holds ARGV[1]:
 // 1 done, 0 not.
-var expireScript = NewScript(`
+var expireScript = script.New(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
 	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
@@ -74,7 +28,7 @@ return 0`)
 // acquireScript grants all KEYS or none: each must be absent, or (with
 // ARGV[3] on) already hold the token ARGV[1]. Granted, each key is set to
 // ARGV[1] with a ttl of ARGV[2] ms. 1 granted, 0 not.
-var acquireScript = NewScript(`
+var acquireScript = script.New(`
 local mine = ARGV[3] == "1"
 for _, key in ipairs(KEYS) do
 	local held = redis.call("GET", key)
@@ -90,7 +44,7 @@ return 1`)
 // extendScript renews all KEYS or none, iff each holds ARGV[1]: the ttl
 // becomes ARGV[2] ms, or (with ARGV[3] on) the remaining ttl plus ARGV[2].
 // It returns the smallest ttl it set, or 0 when some key is not held.
-var extendScript = NewScript(`
+var extendScript = script.New(`
 for _, key in ipairs(KEYS) do
 	if redis.call("GET", key) ~= ARGV[1] then
 		return 0
@@ -121,7 +75,7 @@ const (
 
 // releaseScript deletes each of KEYS that holds ARGV[1] and reports per
 // key: 1 deleted, 0 absent, -1 holds another value.
-var releaseScript = NewScript(`
+var releaseScript = script.New(`
 local out = {}
 for i, key in ipairs(KEYS) do
 	local held = redis.call("GET", key)
@@ -139,7 +93,7 @@ return out`)
 // getSetScript sets KEYS[1] to ARGV[1] (with a ttl of ARGV[2] ms when
 // that is positive) and returns the old value: {1, value, pttl}, or {0}
 // when absent. A key of another type is left as it is: {2, type, pttl}.
-var getSetScript = NewScript(`
+var getSetScript = script.New(`
 local kind = redis.call("TYPE", KEYS[1]).ok
 local left = redis.call("PTTL", KEYS[1])
 if kind ~= "none" and kind ~= "string" then
@@ -157,7 +111,7 @@ end
 return {1, old, left}`)
 
 // existsScript returns, per key, 1 when it exists and 0 when not.
-var existsScript = NewScript(`
+var existsScript = script.New(`
 local out = {}
 for i, key in ipairs(KEYS) do
 	out[i] = redis.call("EXISTS", key)
@@ -166,7 +120,7 @@ return out`)
 
 // casScript sets KEYS[1] to ARGV[2] with a ttl of ARGV[3] ms iff it holds
 // ARGV[1]: 1 done, 0 not.
-var casScript = NewScript(`
+var casScript = script.New(`
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
 	return 0
 end

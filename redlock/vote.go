@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Scripts by vote: a client's script that is safe to run on each master
@@ -41,9 +42,9 @@ import (
 //     of ErrNoQuorum), unless fewer than a quorum answered at all
 //     (ErrNoQuorum).
 //
-// A script that builds keys from its declared keys (Script.ForVote) runs
-// under a prefix hold on every key it may build (gateprefix.go) instead
-// of its keys' gate.
+// A script that builds keys from its declared keys
+// (script.Script.ForVote) runs under a prefix hold on every key it may
+// build (gateprefix.go) instead of its keys' gate.
 
 // Vote runs script (its source, and its SHA1 for EVALSHA) with keys and
 // args on every node, under the keys' gate, waits for every node within
@@ -52,8 +53,8 @@ import (
 // (the script's error reply, as a value). It fails with a *QuorumError of kind ErrNoQuorum when the
 // replies do not combine, and with a *ScriptTimeoutError when the script
 // ran past the script timeout on enough nodes that no quorum answered.
-func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
-	v, _, err := r.voteClamp(ctx, script, keys, args, voteAny)
+func (r *Redlock) Vote(ctx context.Context, s *script.Script, keys []string, args []string) (any, error) {
+	v, _, err := r.voteClamp(ctx, s, keys, args, voteAny)
 	return v, err
 }
 
@@ -63,8 +64,8 @@ func (r *Redlock) Vote(ctx context.Context, script *Script, keys []string, args 
 // reply may be large, and on the calls' connection every lock call to the
 // node would wait behind its bytes. A read has no order to keep with the
 // lock calls; the keys' gate is held as for Vote.
-func (r *Redlock) VoteRead(ctx context.Context, script *Script, keys []string, args []string) (any, error) {
-	v, _, err := r.voteClamp(ctx, script, keys, args, voteRead)
+func (r *Redlock) VoteRead(ctx context.Context, s *script.Script, keys []string, args []string) (any, error) {
+	v, _, err := r.voteClamp(ctx, s, keys, args, voteRead)
 	return v, err
 }
 
@@ -79,35 +80,32 @@ const (
 	voteWrite
 )
 
-// voteClamp is Vote, and for a clamped script (Script.Clamped) what a quorum
-// reported of each key. A write (voteWrite) holds the keys' order lock as
-// long as their gate (order.go).
-func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, args []string, kind voteKind) (any, []Wanted, error) {
+// voteClamp is Vote, and for a clamped script (script.Script.Clamped)
+// what a quorum reported of each key. A write (voteWrite) holds the keys'
+// order lock as long as their gate (order.go).
+func (r *Redlock) voteClamp(ctx context.Context, s *script.Script, keys []string, args []string, kind voteKind) (any, []script.Wanted, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("vote: %w", err)
 	}
-	if script.enforce != nil && !script.isWrapper {
-		// Sent bare (no clamp), it would run unchecked.
-		script = script.Guarded()
-	}
+	s = s.Sendable()
 	keys = slices.Clone(keys)
 	argv := make([]any, len(args))
 	for i, a := range args {
 		argv[i] = a
 	}
 	run := call[any]{
-		cmd:    command{kind: callEval, script: script, keys: keys, args: argv, apart: kind == voteRead},
+		cmd:    command{kind: callEval, script: s, keys: keys, args: argv, apart: kind == voteRead},
 		decode: func(v any) (any, error) { return v, nil },
 	}
 	var leave func()
 	switch {
-	case len(keys) > 0 && script.builds != nil:
+	case len(keys) > 0 && s.Builds() != nil:
 		if slices.Contains(keys, "") {
 			// Keys built from "" are any keys: its prefix hold would stop
 			// every lock of this proxy while the script runs.
 			return nil, nil, fmt.Errorf("%w: an empty key in a script that builds keys from it", ErrInvalid)
 		}
-		end, err := r.gate.enterBuilt(ctx, keys, script.builds)
+		end, err := r.gate.enterBuilt(ctx, keys, s.Builds())
 		if err != nil {
 			return nil, nil, fmt.Errorf("vote: %w", err)
 		}
@@ -135,20 +133,20 @@ func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, 
 			release()
 		}
 	}
-	t := &replyTally{counts: r.counts(), clamped: script.clamped, keys: len(keys)}
+	t := &replyTally{counts: r.counts(), clamped: s.IsClamped(), keys: len(keys)}
 	err := r.bounded(ctx, func(ctx context.Context, d time.Duration) error {
 		return quorum(r, ctx, "vote", d, run, decider[any](t), leave)
 	}, &t.counts)
 	if err != nil {
 		return nil, nil, err
 	}
-	v, agreed := combine(t.replies, t.q, script.reply)
+	v, agreed := combine(t.replies, t.q, s.Reply())
 	if agreed < t.q {
 		return nil, nil, t.disagreed(agreed)
 	}
-	var w []Wanted
-	if script.clamped {
-		w = wanted(keys, t.reports, t.built, t.q)
+	var w []script.Wanted
+	if s.IsClamped() {
+		w = script.CombineReports(keys, t.reports, t.built, t.q)
 	}
 	return v, w, nil
 }
@@ -158,7 +156,8 @@ func (r *Redlock) voteClamp(ctx context.Context, script *Script, keys []string, 
 type replyTally struct {
 	counts
 	replies []any
-	// A clamped script's reports (clamp.go), of keys keys each.
+	// A clamped script's reports (redlock/script, clamp.go), of keys keys
+	// each.
 	clamped bool
 	keys    int
 	reports [][]int64
@@ -168,7 +167,7 @@ type replyTally struct {
 func (t *replyTally) add(v any) {
 	t.answered++
 	if t.clamped {
-		if reply, report, built, ok := splitClamped(v, t.keys); ok {
+		if reply, report, built, ok := script.SplitClamped(v, t.keys); ok {
 			v = reply
 			t.reports = append(t.reports, report)
 			t.built = append(t.built, built)
@@ -198,9 +197,4 @@ func skippedReply(err error) RedisError {
 		return RedisError("ERR " + resp.ErrTooDeep.Error())
 	}
 	return RedisError("ERR " + resp.ErrTooLarge.Error())
-}
-
-// NewScriptHash is a Script for src whose SHA1 the caller already knows.
-func NewScriptHash(src, sha1 string) *Script {
-	return &Script{src: src, hash: sha1, clamps: &clamps{}}
 }

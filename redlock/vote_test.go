@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // TestVoteReadApart: a read by vote (VoteRead) goes on the node's other
@@ -57,14 +58,14 @@ func TestVoteReadApart(t *testing.T) {
 	if cmds := lastCmds(); !has(cmds, "set") {
 		t.Fatalf("after the lock call, no connection's last command is set: %q", cmds)
 	}
-	read := NewScript("return redis.call('GET', KEYS[1])").Guarded()
+	read := script.New("return redis.call('GET', KEYS[1])").Guarded()
 	if v, err := r.VoteRead(ctx, read, []string{"k"}, nil); err != nil || v != "tok" {
 		t.Fatalf("VoteRead = %v, %v; want tok", v, err)
 	}
 	if cmds := lastCmds(); !has(cmds, "set") || !(has(cmds, "evalsha") || has(cmds, "eval")) {
 		t.Fatalf("after the read by vote, the connections' last commands are %q: want the lock call's set beside the read's script", cmds)
 	}
-	write := NewScript("return redis.call('SET', KEYS[1], ARGV[1])").Guarded()
+	write := script.New("return redis.call('SET', KEYS[1], ARGV[1])").Guarded()
 	if _, err := r.Vote(ctx, write, []string{"w"}, []string{"v"}); err != nil {
 		t.Fatal(err)
 	}

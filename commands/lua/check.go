@@ -315,9 +315,9 @@ func (c *checker) expr(e ast.Expr, ctx ctxKind, to *binding) {
 
 // unboundedString are the string functions whose C code grows with its
 // input. The wrapper on the backends bounds them however they are
-// reached (redlock.Enforced: a string's methods too, through its index);
-// the analysis refuses them early when taken from anything but string,
-// whose calls it models.
+// reached (Script.Enforced in redlock/script: a string's methods too,
+// through its index); the analysis refuses them early when taken from
+// anything but string, whose calls it models.
 var unboundedString = map[string]bool{"rep": true, "find": true, "match": true, "gmatch": true, "gsub": true}
 
 // stringMethod is why a string method is refused.
@@ -507,9 +507,9 @@ func (c *checker) literalSite(e *ast.FuncCallExpr, fn, name string, as []arg, ta
 	cmd, ok := lookup(name)
 	if !ok {
 		// An unordered reply: the wrapper on each backend sorts it before
-		// the script sees it (redlock.Enforced), so every backend's script
-		// walks it in the same order; returned as it is, the vote compares
-		// it as a set (reply.go).
+		// the script sees it (Script.Enforced in redlock/script), so every
+		// backend's script walks it in the same order; returned as it is,
+		// the vote compares it as a set (reply.go).
 		cmd, ok = lookupUnordered(name)
 	}
 	if !ok {

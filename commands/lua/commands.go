@@ -354,7 +354,7 @@ func (s keySpec) firstFailing(args []arg, tail *arg, ok func(arg) bool) int {
 }
 
 // RunCommand is one command a script by vote may call, as the wrapper on
-// the backends checks it at run time (redlock.ScriptCommand): key
+// the backends checks it at run time (redlock/script.Command): key
 // positions as keySpec counts them.
 type RunCommand struct {
 	Name                  string

@@ -134,8 +134,8 @@
 //     The list holds no command whose answer is each backend's own given
 //     the same data (ownAnswer: random picks, cursors); an unordered reply
 //     (SMEMBERS, HGETALL) reaches the script sorted by the wrapper on each
-//     backend (redlock.Enforced), and returned as it is the vote compares
-//     it as a set or map (reply.go).
+//     backend (Script.Enforced in redlock/script), and returned as it is
+//     the vote compares it as a set or map (reply.go).
 //
 // All of this is recognition and early refusal: what keeps the promise
 // is the wrapper on each backend, which checks every call as it happens

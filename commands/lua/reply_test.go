@@ -7,8 +7,9 @@ import (
 
 // TestUnorderedSorted: an unordered reply used any way (sorted, indexed,
 // walked, reassigned, returned from a function) runs by vote: the wrapper
-// on each backend sorts it before the script sees it (redlock.Enforced),
-// so its order no longer steers the script differently on each backend.
+// on each backend sorts it before the script sees it (Script.Enforced in
+// redlock/script), so its order no longer steers the script differently
+// on each backend.
 func TestUnorderedSorted(t *testing.T) {
 	for _, src := range []string{
 		"local m = redis.call('HKEYS', KEYS[1]) table.sort(m) return m",

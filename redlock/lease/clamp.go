@@ -4,11 +4,12 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // The clamp of scripts by vote that write (docs/compatibility.md,
 // "Expiries of scripts by vote"): the script runs wrapped
-// (redlock.Script.Clamped) so that, on each backend and in the same call,
+// (script.Script.Clamped) so that, on each backend and in the same call,
 // every declared key left without expiry or with one beyond MaxTTL gets
 // the lease, min(KeepTTL, MaxTTL). What a quorum reported the script
 // wanted becomes a hold of any value (HoldKey), until the ttl it set
@@ -49,7 +50,7 @@ func (m *Manager) holdUntil(err error, key, value string, until time.Time) {
 func (m *Manager) clamping() bool { return m.maxTTL > 0 && m.keepTTL > 0 }
 
 // clamped is script as Vote sends it.
-func (m *Manager) clamped(script *redlock.Script) *redlock.Script {
+func (m *Manager) clamped(script *script.Script) *script.Script {
 	if !m.clamping() {
 		return script
 	}
@@ -59,7 +60,7 @@ func (m *Manager) clamped(script *redlock.Script) *redlock.Script {
 // holdWanted holds or ends the holds of the keys a clamped vote begun at
 // start reported (w: nil for a script not clamped): its declared keys,
 // and the keys it built and left unbounded.
-func (m *Manager) holdWanted(start time.Time, w []redlock.Wanted) {
+func (m *Manager) holdWanted(start time.Time, w []script.Wanted) {
 	for _, x := range w {
 		switch {
 		case x.Hold && x.TTL == redlock.PTTLNoExpiry:
@@ -77,7 +78,7 @@ func (m *Manager) holdWanted(start time.Time, w []redlock.Wanted) {
 // (its ttl untouched): the script may have changed the value in place
 // (APPEND, INCR, SETRANGE), and a keep of the old value would let the
 // changed key expire at the next renewal.
-func (m *Manager) holdAnyValue(w []redlock.Wanted) {
+func (m *Manager) holdAnyValue(w []script.Wanted) {
 	for _, x := range w {
 		if !x.Hold && !x.Bounded {
 			m.holdAnyValueOf(x.Key)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -23,7 +24,7 @@ func TestVoteClampsAndHolds(t *testing.T) {
 	ctx := context.Background()
 	run := func(src string, writes bool) {
 		t.Helper()
-		s := redlock.NewScript(src).ForVote(redlock.Shape{}, nil)
+		s := script.New(src).ForVote(script.Shape{}, nil)
 		if _, err := m.Vote(ctx, s, []string{"k"}, nil, writes); err != nil {
 			t.Fatalf("Vote %q: %v", src, err)
 		}

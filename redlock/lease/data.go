@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // The data operations: the single-Redis dialect's reads and writes, the
@@ -402,18 +403,18 @@ func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error)
 	return n, err
 }
 
-// Vote runs script on every node and returns the reply a quorum agreed on
+// Vote runs s on every node and returns the reply a quorum agreed on
 // (redlock.Vote). When the script writes, keys may have been released:
 // their first waiters try again at once; and it runs clamped (clamp.go):
 // no copy it leaves outlives the max ttl, and what a quorum wanted longer
 // is held.
-func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv []string, writes bool) (any, error) {
-	if !writes || script.NoWrites() {
+func (m *Manager) Vote(ctx context.Context, s *script.Script, keys, argv []string, writes bool) (any, error) {
+	if !writes || s.NoWrites() {
 		if held := m.declaredHolds(keys); held != nil {
-			argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
-			return m.locker.VoteRead(ctx, script.GuardedHeld(), keys, argv)
+			argv = append(slices.Clone(argv), script.HeldArgs(held)...)
+			return m.locker.VoteRead(ctx, s.GuardedHeld(), keys, argv)
 		}
-		return m.locker.VoteRead(ctx, script.Guarded(), keys, argv)
+		return m.locker.VoteRead(ctx, s.Guarded(), keys, argv)
 	}
 	if !m.clamping() {
 		for _, k := range keys {
@@ -421,10 +422,10 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 		}
 	}
 	start := m.now()
-	clamped := m.clamped(script)
+	clamped := m.clamped(s)
 	if held := m.declaredHolds(keys); held != nil {
-		clamped = script.ClampedHeld(m.maxTTL, min(m.keepTTL, m.maxTTL))
-		argv = append(slices.Clone(argv), redlock.HeldArgs(held)...)
+		clamped = s.ClampedHeld(m.maxTTL, min(m.keepTTL, m.maxTTL))
+		argv = append(slices.Clone(argv), script.HeldArgs(held)...)
 	}
 	// On the old instance too, during a migration.
 	v, w, err := m.locker.VoteClamped(ctx, clamped, keys, argv)
@@ -450,8 +451,8 @@ func (m *Manager) Vote(ctx context.Context, script *redlock.Script, keys, argv [
 // which gives the changed key the client's expiry (none, or the hold's
 // deadline) and drops the hold, as for Incr. Only an expiry of a lock
 // (VoteExpiry) is a lock's.
-func (m *Manager) VoteData(ctx context.Context, script *redlock.Script, keys, argv []string) (any, error) {
-	v, _, err := m.locker.VoteClamped(ctx, script.Guarded(), keys, argv) // ordered, and on migrate_from
+func (m *Manager) VoteData(ctx context.Context, s *script.Script, keys, argv []string) (any, error) {
+	v, _, err := m.locker.VoteClamped(ctx, s.Guarded(), keys, argv) // ordered, and on migrate_from
 	m.reg.forget(keys...)
 	if err == nil {
 		m.changed(keys)
@@ -463,17 +464,17 @@ func (m *Manager) VoteData(ctx context.Context, script *redlock.Script, keys, ar
 // keep its value (GETEX EX|PX|EXAT|PXAT|PERSIST): on data, as VoteData;
 // on a lock (lockKnown), as any script by vote (Vote): its copies within
 // MaxTTL, and held beyond.
-func (m *Manager) VoteExpiry(ctx context.Context, script *redlock.Script, keys, argv []string) (any, error) {
+func (m *Manager) VoteExpiry(ctx context.Context, s *script.Script, keys, argv []string) (any, error) {
 	for _, k := range keys {
 		lock, err := m.lockKnown(ctx, k, nil)
 		if err != nil {
 			return nil, err
 		}
 		if lock {
-			return m.Vote(ctx, script, keys, argv, true)
+			return m.Vote(ctx, s, keys, argv, true)
 		}
 	}
-	return m.VoteData(ctx, script, keys, argv)
+	return m.VoteData(ctx, s, keys, argv)
 }
 
 // MigrateStats is what migrate_from has seen, for INFO and metrics.

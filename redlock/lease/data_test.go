@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -144,7 +145,7 @@ func TestStaleKeepEnds(t *testing.T) {
 	if err := m.SetIfAbsent(ctx, "k", "1", 0); err != nil || !m.Kept("k", "1") {
 		t.Fatalf("SETNX: kept %v, %v", m.Kept("k", "1"), err)
 	}
-	del := redlock.NewScript("return redis.call('del', KEYS[1])")
+	del := script.New("return redis.call('del', KEYS[1])")
 	if _, err := m.Vote(ctx, del, []string{"k"}, nil, true); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@
 //     and the record is read through the nodes that have it;
 //   - the holds beyond MaxTTL (clamp.go): a write, expiry or one-key
 //     acquisition with a longer ttl is made with the lease and held to its
-//     deadline; a script by vote that writes runs clamped (redlock.Script.
+//     deadline; a script by vote that writes runs clamped (script.Script.
 //     Clamped), and what a quorum reported it left without expiry or
 //     beyond MaxTTL is held, of any value, until the key is gone or its
 //     deadline passes;

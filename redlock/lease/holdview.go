@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // The client's view of a held key (docs/safety.md, "Holds"): its copies
@@ -67,23 +68,23 @@ func (m *Manager) endPeerHold(ctx context.Context, key string) error {
 }
 
 // declaredHolds is, for a clamped script by vote, the hold of each declared
-// key (redlock.ClampedHeld): kept here, or seen in the record at the last
+// key (script.Script.ClampedHeld): kept here, or seen in the record at the last
 // round (a hold made through a peer since is not known: the script
 // sees its lease). Nil when none is held: the script runs as any other.
-func (m *Manager) declaredHolds(keys []string) []redlock.DeclaredHold {
+func (m *Manager) declaredHolds(keys []string) []script.DeclaredHold {
 	if !m.clamping() {
 		return nil
 	}
 	now := m.now()
-	var out []redlock.DeclaredHold
+	var out []script.DeclaredHold
 	m.reg.mu.Lock()
 	defer m.reg.mu.Unlock()
 	for i, key := range keys {
-		var h redlock.DeclaredHold
+		var h script.DeclaredHold
 		if s := m.reg.keys[key]; s.kept != nil {
-			h = redlock.DeclaredHold{Held: true, Deadline: unixMs(s.kept.Deadline), Digest: s.kept.digest}
+			h = script.DeclaredHold{Held: true, Deadline: unixMs(s.kept.Deadline), Digest: s.kept.digest}
 		} else if r := s.recorded; r != nil {
-			h = redlock.DeclaredHold{Held: true, Deadline: r.Deadline, Digest: r.Digest}
+			h = script.DeclaredHold{Held: true, Deadline: r.Deadline, Digest: r.Digest}
 		}
 		switch {
 		case !h.Held:
@@ -94,7 +95,7 @@ func (m *Manager) declaredHolds(keys []string) []redlock.DeclaredHold {
 			h.Held = h.TTL > 0 // past its deadline: it expires by itself
 		}
 		if h.Held && out == nil {
-			out = make([]redlock.DeclaredHold, len(keys))
+			out = make([]script.DeclaredHold, len(keys))
 		}
 		if out != nil {
 			out[i] = h

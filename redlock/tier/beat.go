@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // beatScript is one heartbeat on one backend. KEYS[1] is the service's
@@ -19,7 +20,7 @@ import (
 // backend's own clock (TIME), deletes the entries that expired, raises the
 // fence counter to ARGV[4], and returns {counter, {addr, remaining-ms,
 // "id joined-ms", …}} for the entries still live.
-var beatScript = redlock.NewScript(`
+var beatScript = script.New(`
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[3])
@@ -51,7 +52,7 @@ return {fence, live}`)
 
 // leaveScript removes ARGV[1]'s entry iff it is this process's (id
 // ARGV[2]): a proxy restarted on the same address keeps its own.
-var leaveScript = redlock.NewScript(`
+var leaveScript = script.New(`
 local v = redis.call("HGET", KEYS[1], ARGV[1])
 if v and string.find(v, " " .. ARGV[2] .. " ", 1, true) then
 	return redis.call("HDEL", KEYS[1], ARGV[1])
@@ -122,7 +123,7 @@ type nodeResult struct {
 // fanOut runs script on every backend at once, each call bounded by
 // CallTimeout, and returns every answer once all calls returned. Each
 // call runs on a goroutine of its own that it ends before fanOut returns.
-func (t *Tier) fanOut(ctx context.Context, s *redlock.Script, args ...any) []nodeResult {
+func (t *Tier) fanOut(ctx context.Context, s *script.Script, args ...any) []nodeResult {
 	keys := []string{t.key, redlock.FenceKey}
 	if s == leaveScript {
 		keys = keys[:1]

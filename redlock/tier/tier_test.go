@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -93,7 +94,7 @@ type downNode struct{ redlock.Node }
 
 var errDown = errors.New("unreachable (test)")
 
-func (downNode) Eval(context.Context, *redlock.Script, []string, ...any) (any, error) {
+func (downNode) Eval(context.Context, *script.Script, []string, ...any) (any, error) {
 	return nil, errDown
 }
 

@@ -1,4 +1,4 @@
-package redlock
+package script
 
 // enforceSource is the enforcing layer of __rp_mk (enforce.go), joined
 // into one line by oneLine: no comments, no string spans two lines.

@@ -10,12 +10,79 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/yuin/gopher-lua/parse"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
+
+// Votes of scripts wrapped by package script: the run-time check as a
+// vote runs it, on miniredis and on a real Redis 7, and the values that
+// package repeats from this one.
+
+// testEnforcement allows GET, SET and HKEYS (sorted).
+var testEnforcement = script.NewEnforcement(script.Enforcement{Commands: []script.Command{
+	{Name: "GET", First: 1, Last: 1, Step: 1}, {Name: "SET", First: 1, Last: 1, Step: 1, Write: true},
+	{Name: "HSET", First: 1, Last: 1, Step: 1, Write: true}, {Name: "HKEYS", First: 1, Last: 1, Step: 1, Sorted: true},
+}, MaxValue: 64, MaxString: 1024, WriteKeys: 3, WriteBytes: 1 << 10})
+
+// TestEnforcedVote: on miniredis backends (gopher-lua), the enforced
+// wrapper refuses a key reached through pairs(KEYS)'s alias, a key built
+// past the patterns, a command off the list, the write budget and a
+// string.rep past its bound; it sorts HKEYS; a script sent without its
+// patterns is refused.
+func TestEnforcedVote(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	args := func(argv ...string) []string { return append(argv, script.EnforceArgs([]string{"t:1", "t:1:*"})...) }
+	for _, tc := range []struct{ src, want string }{
+		{"local _, k = pairs(KEYS) k[1] = 'other' return redis.call('GET', KEYS[1])", "outside its keys"},
+		{"return redis.call('GET', KEYS[1] .. '1')", "outside the user's key patterns"},
+		{"return redis.call('FLUSHALL')", "'flushall', which scripts by vote may not"},
+		{"for i = 1, 5 do redis.call('SET', KEYS[1] .. ':' .. i, 'x') end", "wrote more than 3 keys"},
+		{"return string.rep('x', 2000)", "string.rep"},
+		{"return redis.call('SET', KEYS[1], string.rep('x', 100))", "max_value_bytes"},
+		{"return redis.call('GET', 'redlock-proxy:x')", "reserved by redlock-proxy"},
+		{"return getfenv(1).redis.call('FLUSHALL')", "getfenv or setfenv"},
+		{"return _G.getfenv(0).redis.call('FLUSHALL')", "getfenv or setfenv"},
+		{"return redis.call('SET', -0, 'x')", "outside its keys"},
+	} {
+		s := script.New(tc.src).ForVote(script.Shape{}, []string{""}).Enforced(testEnforcement)
+		v, err := c.r.Vote(ctx, s, []string{"t:1"}, args())
+		if re, ok := v.(RedisError); err != nil || !ok || !strings.Contains(string(re), tc.want) {
+			t.Errorf("%s = %v, %v; want an error naming %q", tc.src, v, err, tc.want)
+		}
+	}
+	s := script.New("redis.call('HSET', KEYS[1], 'c', 1, 'a', 2, 'b', 3) local k = redis.call('HKEYS', KEYS[1]) return k[1] .. k[2] .. k[3] .. #ARGV").Enforced(testEnforcement)
+	if v, err := c.r.Vote(ctx, s, []string{"t:1:h"}, args("x")); err != nil || v != "abc1" {
+		t.Errorf("HKEYS = %v, %v; want abc1 (sorted, ARGV without the patterns)", v, err)
+	}
+	if v, err := c.r.Vote(ctx, s, []string{"t:1:h"}, nil); err != nil || !strings.Contains(toString(v), "without its key patterns") {
+		t.Errorf("without patterns = %v, %v; want refused", v, err)
+	}
+}
+
+// TestScriptConstants: package script repeats two values of this package,
+// which it cannot import (this one imports it): ReservedPrefix, in the
+// run-time check, and PTTLNoExpiry, in what a clamp wanted.
+func TestScriptConstants(t *testing.T) {
+	src := script.New("return 1").Enforced(testEnforcement).Guarded().Source()
+	if !strings.Contains(src, `"`+ReservedPrefix+`"`) {
+		t.Errorf("the run-time check does not refuse %q", ReservedPrefix)
+	}
+	if w := script.CombineReports([]string{"k"}, [][]int64{{-1}}, nil, 1); !w[0].Hold || w[0].TTL != PTTLNoExpiry {
+		t.Errorf("a key wanted without expiry = %+v, want a hold for PTTLNoExpiry", w[0])
+	}
+}
+
+func toString(v any) string {
+	if re, ok := v.(RedisError); ok {
+		return string(re)
+	}
+	s, _ := v.(string)
+	return s
+}
 
 // realEnforced runs scripts by vote, enforced with e, on one throwaway
 // redis-server (skipped under -short).
-func realEnforced(t *testing.T, e *Enforcement) func(src string, argv ...string) (any, error) {
+func realEnforced(t *testing.T, e *script.Enforcement) func(src string, argv ...string) (any, error) {
 	t.Helper()
 	addr := startRedis(t)
 	n, err := DialNode(addr)
@@ -26,8 +93,8 @@ func realEnforced(t *testing.T, e *Enforcement) func(src string, argv ...string)
 	r := New([]Node{n}, Options{NodeTimeout: testTimeout, Logger: testLogger(t)})
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	return func(src string, argv ...string) (any, error) {
-		s := NewScript(src).ForVote(Shape{}, []string{""}).Enforced(e)
-		return r.Vote(context.Background(), s, []string{"t:1"}, append(argv, EnforceArgs([]string{"t:1", "t:1:*"})...))
+		s := script.New(src).ForVote(script.Shape{}, []string{""}).Enforced(e)
+		return r.Vote(context.Background(), s, []string{"t:1"}, append(argv, script.EnforceArgs([]string{"t:1", "t:1:*"})...))
 	}
 }
 
@@ -83,7 +150,7 @@ func TestEnforcedStringAliases(t *testing.T) {
 func TestEnforcedHeap(t *testing.T) {
 	e := *testEnforcement
 	e.MaxString, e.MaxHeap = 1<<20, 8<<20
-	run := realEnforced(t, NewEnforcement(e))
+	run := realEnforced(t, script.NewEnforcement(e))
 	keep := "local t, s = {}, string.rep('x', 600000) for i = 1, 30 do t[i] = s .. i end return #t"
 	if v, err := run(keep); err != nil || !strings.Contains(toString(v), "KiB of strings and tables") {
 		t.Fatalf("keeping 30 strings of 600 kB = %v, %v; want refused past the heap bound", v, err)
@@ -143,9 +210,9 @@ func TestEnforcedBodySameResults(t *testing.T) {
 		"local t = setmetatable({}, {__concat = function(x, y) return 'M' end}) return 'a' .. 1 .. t .. 'b' .. 'c'",
 		"local a = 'x'\nlocal b\nreturn a .. 'y' .. b .. 'z'",
 	} {
-		s := NewScript(src).ForVote(Shape{}, []string{""})
+		s := script.New(src).ForVote(script.Shape{}, []string{""})
 		want, werr := cl.Eval(ctx, src, []string{"t:1"}, "k").Result()
-		got, gerr := r.Vote(ctx, s.Enforced(testEnforcement), []string{"t:1"}, append([]string{"k"}, EnforceArgs([]string{"t:1"})...))
+		got, gerr := r.Vote(ctx, s.Enforced(testEnforcement), []string{"t:1"}, append([]string{"k"}, script.EnforceArgs([]string{"t:1"})...))
 		if re, ok := got.(RedisError); ok {
 			got, gerr = nil, re
 		}
@@ -172,15 +239,6 @@ func TestEnforcedBodySameResults(t *testing.T) {
 	}
 }
 
-func TestEnforcedBodyRefused(t *testing.T) {
-	if _, err := enforcedBody("goto x ::x::"); err == nil {
-		t.Fatal("goto printed")
-	}
-	if got := enforcedBodyOrError("return (1"); !strings.Contains(got, "cannot run this script") {
-		t.Fatalf("a body that does not parse: %s", got)
-	}
-}
-
 // BenchmarkKeyedWrapper is one keyed command (SADD) as the proxy sends it
 // by vote, on one real redis-server, in the clamp with and without the
 // run-time check: what the check costs each call.
@@ -199,14 +257,14 @@ func BenchmarkKeyedWrapper(b *testing.B) {
 	defer r.Close(context.Background())
 	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
 	defer cl.Close()
-	s := NewScript("return redis.pcall('SADD', unpack(ARGV))")
+	s := script.New("return redis.pcall('SADD', unpack(ARGV))")
 	for _, tc := range []struct {
 		name string
-		s    *Script
+		s    *script.Script
 		args []string
 	}{
 		{"plain", s, []string{"bench:s", "m"}},
-		{"enforced", s.Enforced(testEnforcement), append([]string{"bench:s", "m"}, EnforceArgs([]string{"bench:*"})...)},
+		{"enforced", s.Enforced(testEnforcement), append([]string{"bench:s", "m"}, script.EnforceArgs([]string{"bench:*"})...)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			w := tc.s.Clamped(time.Minute, 10*time.Second)
@@ -235,40 +293,4 @@ func BenchmarkKeyedWrapper(b *testing.B) {
 			}
 		})
 	}
-}
-
-// FuzzEnforcedBody: a body that parses prints to one that parses, and
-// printing that again changes nothing.
-//
-//	go test -run '^$' -fuzz FuzzEnforcedBody -fuzztime 30s ./redlock
-func FuzzEnforcedBody(f *testing.F) {
-	for _, s := range []string{
-		"return redis.call('GET', KEYS[1]) .. ':' .. #ARGV",
-		"local function f(a, ...) return a and f(nil, ...) or {...} end return f(1, 2)",
-		"local t = {x = 1, [2] = 'b', 'c'; f()} t.x, t[1] = - -t.x, t:rep(2) return (t.y)",
-		"for i = 10, 1, -1 do if i % 2 == 0 then break elseif i > 3 then local s = ('x'):rep(i) end end",
-		"while true do repeat local x = 1 until x end end return not 1 == 2 ^ -3",
-		"function a.b.c:d(x) return self[x] end local s = [==[\nlong]==] return s:format(...)",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, src string) {
-		if _, err := parse.Parse(strings.NewReader(src), "src"); err != nil {
-			return
-		}
-		out, err := enforcedBody(src)
-		if err != nil {
-			if strings.Contains(err.Error(), "goto") {
-				return
-			}
-			t.Fatalf("%q: %v", src, err)
-		}
-		again, err := enforcedBody(out)
-		if err != nil {
-			t.Fatalf("%q printed as %q, which does not parse: %v", src, out, err)
-		}
-		if again != out {
-			t.Fatalf("%q printed as %q, then as %q", src, out, again)
-		}
-	})
 }

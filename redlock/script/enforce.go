@@ -1,4 +1,4 @@
-package redlock
+package script
 
 import (
 	"cmp"
@@ -15,12 +15,13 @@ import (
 //     them, pairs(KEYS)'s second value, reaches only the copies), and
 //     ARGV without the wrapper's own arguments;
 //   - a redis whose call and pcall check each call as it happens: the
-//     command is on the list the proxy passed (ScriptCommand); each key
+//     command is on the list the proxy passed (Command); each key
 //     argument is a declared key or, for a script that builds keys, starts
 //     with one of its starts and a declared key; the whole key matches one
-//     of the user's glob patterns and is not under ReservedPrefix; values,
-//     offsets and the keys and bytes the script writes stay within the
-//     Enforcement's bounds; and the replies of unordered reads are sorted;
+//     of the user's glob patterns and is not under redlock.ReservedPrefix;
+//     values, offsets and the keys and bytes the script writes stay within
+//     the Enforcement's bounds; and the replies of unordered reads are
+//     sorted;
 //   - a string library, table.concat and unpack bounded before C code
 //     runs (what string.rep, format, gsub and table.concat build, Lua
 //     patterns' backtracking), and a bound on the Lua memory a run adds;
@@ -47,11 +48,11 @@ import (
 // own index of a string can be redirected, which is why the body is
 // printed again.
 
-// ScriptCommand is one command a script by vote may call, with its key
+// Command is one command a script by vote may call, with its key
 // positions as Redis's COMMAND counts them (the name is 0): First to Last
 // by Step (Last < 0 counts from the end), and when NumKeys is not 0, the
 // count at that position and that many keys after it.
-type ScriptCommand struct {
+type Command struct {
 	Name              string
 	First, Last, Step int
 	NumKeys           int
@@ -65,7 +66,7 @@ type ScriptCommand struct {
 
 // Enforcement is what the wrapper checks at run time (see above).
 type Enforcement struct {
-	Commands []ScriptCommand
+	Commands []Command
 	// MaxValue bounds every argument and what SETRANGE, SETBIT, APPEND and
 	// BITFIELD may grow a value to (max_value_bytes).
 	MaxValue int
@@ -157,6 +158,12 @@ func EnforceArgs(patterns []string) []string {
 	return append(out, strconv.Itoa(len(patterns)))
 }
 
+// reservedPrefix is redlock.ReservedPrefix, the start of the proxy's own
+// keys, which no script by vote may touch: this package cannot import
+// redlock (redlock imports it); a test in package redlock checks that
+// they agree.
+const reservedPrefix = "redlock-proxy:"
+
 // luaQuote is s as a Lua string literal, every byte that is not a letter,
 // digit or one of " _-:*" written as a decimal escape of three digits (a
 // shorter one would take a digit after it in: "\91" then "1" is "\911").
@@ -189,7 +196,7 @@ const (
 // commandTable is e's commands as one Lua string, read at each call (a
 // constant costs nothing to make, a table of tables would be built on
 // every run): |NAME:first:last:step:numkeys:flags for each.
-func commandTable(cmds []ScriptCommand) string {
+func commandTable(cmds []Command) string {
 	var b strings.Builder
 	for _, c := range cmds {
 		f := 0
@@ -213,7 +220,7 @@ func commandTable(cmds []ScriptCommand) string {
 func enforceLua(e *Enforcement) string {
 	r := strings.NewReplacer(
 		"@CMDS@", commandTable(e.Commands),
-		"@RES@", luaQuote(ReservedPrefix),
+		"@RES@", luaQuote(reservedPrefix),
 		"@MAXV@", strconv.Itoa(e.MaxValue),
 		"@MAXS@", strconv.Itoa(max(e.MaxString, e.MaxValue)),
 		"@WKEYS@", strconv.Itoa(e.WriteKeys),

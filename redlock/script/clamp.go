@@ -1,4 +1,4 @@
-package redlock
+package script
 
 import (
 	"cmp"
@@ -310,8 +310,9 @@ func (s *Script) wrapped(k wrapKey, make func() *Script) *Script {
 }
 
 // Clamped returns s wrapped in the clamp for maxTTL and lease (see
-// above): Vote answers the body's reply, compared as s's, and
-// VoteClamped reports what a quorum wanted of each key.
+// above): a vote (redlock.Vote) answers the body's reply, compared as
+// s's, and redlock.VoteClamped reports what a quorum wanted of each key
+// (SplitClamped, CombineReports).
 func (s *Script) Clamped(maxTTL, lease time.Duration) *Script {
 	return s.wrapped(wrapKey{wrapClamp, maxTTL, lease}, func() *Script { return s.clamp(maxTTL, lease) })
 }
@@ -341,14 +342,15 @@ func clampSprintf(shebang, body, mk, prep, params, args string, maxMS, leaseMS i
 }
 
 // Wanted is what a quorum of backends reported of one declared key of a
-// clamped script (VoteClamped).
+// clamped script (redlock.VoteClamped, CombineReports).
 type Wanted struct {
 	// Key is the key: a declared one, in order, then the keys a script
 	// that builds keys was found to leave unbounded.
 	Key string
 	// Hold: a quorum left the key without expiry or beyond the max ttl,
 	// and its copies now carry the lease: it needs holding for TTL
-	// (PTTLNoExpiry: without expiry), what a quorum wanted at least.
+	// (-1, redlock.PTTLNoExpiry: without expiry), what a quorum wanted at
+	// least.
 	Hold bool
 	TTL  time.Duration
 	// Bounded: a quorum gave the key an expiry within the max ttl,
@@ -356,12 +358,12 @@ type Wanted struct {
 	Bounded bool
 }
 
-// splitClamped splits one backend's reply to a clamped script of n keys
+// SplitClamped splits one backend's reply to a clamped script of n keys
 // into the body's reply and the report: the n declared keys' numbers,
 // and the built keys it bounded with what was wanted of each (clamp
 // Source). ok false when v is not such a reply (a top-level error: the
 // script did not run).
-func splitClamped(v any, n int) (reply any, report []int64, built map[string]int64, ok bool) {
+func SplitClamped(v any, n int) (reply any, report []int64, built map[string]int64, ok bool) {
 	a, isArray := v.([]any)
 	if !isArray || len(a) < 1 || len(a) > 2 {
 		return v, nil, nil, false
@@ -395,9 +397,9 @@ func splitClamped(v any, n int) (reply any, report []int64, built map[string]int
 	return reply, report, built, true
 }
 
-// wanted combines the reports of the backends (one []int64 each, per
+// CombineReports combines the reports of the backends (one []int64 each, per
 // declared key, and the built keys each bounded) for a quorum q.
-func wanted(keys []string, reports [][]int64, built []map[string]int64, q int) []Wanted {
+func CombineReports(keys []string, reports [][]int64, built []map[string]int64, q int) []Wanted {
 	out := make([]Wanted, len(keys))
 	for i := range out {
 		var want []int64
@@ -438,6 +440,11 @@ func wanted(keys []string, reports [][]int64, built []map[string]int64, q int) [
 	return out
 }
 
+// noExpiry is Wanted.TTL of a key wanted without expiry: the value of
+// redlock.PTTLNoExpiry, which this package cannot import (redlock imports
+// it); a test in package redlock checks that they agree.
+const noExpiry time.Duration = -1
+
 // wantOf is a hold when a quorum wanted more than the max ttl (-1: no
 // expiry, above every ttl), for the q-th largest: no quorum, no hold.
 func wantOf(want []int64, q int) Wanted {
@@ -453,11 +460,11 @@ func wantOf(want []int64, q int) Wanted {
 	slices.SortFunc(want, func(a, b int64) int { return cmp.Compare(rank(b), rank(a)) })
 	x := want[q-1]
 	if x == -1 {
-		return Wanted{Hold: true, TTL: PTTLNoExpiry}
+		return Wanted{Hold: true, TTL: noExpiry}
 	}
 	// Saturate: a ttl past what a Duration holds is as good as none.
 	if x > int64(math.MaxInt64/time.Millisecond) {
-		return Wanted{Hold: true, TTL: PTTLNoExpiry}
+		return Wanted{Hold: true, TTL: noExpiry}
 	}
 	return Wanted{Hold: true, TTL: time.Duration(x) * time.Millisecond}
 }

@@ -1,4 +1,4 @@
-package redlock
+package script
 
 import (
 	"strings"
@@ -15,21 +15,21 @@ func TestWanted(t *testing.T) {
 		reports []int64 // one key, one report per backend
 		want    Wanted
 	}{
-		{"no expiry on a quorum", []int64{-1, -1, 0}, Wanted{Hold: true, TTL: PTTLNoExpiry}},
+		{"no expiry on a quorum", []int64{-1, -1, 0}, Wanted{Hold: true, TTL: noExpiry}},
 		{"long ttls", []int64{600000, 599990, -2}, Wanted{Hold: true, TTL: 599990 * time.Millisecond}},
 		{"none and a long ttl", []int64{-1, 600000, 0}, Wanted{Hold: true, TTL: 600000 * time.Millisecond}},
 		{"bounded", []int64{-2, -2, -1}, Wanted{Bounded: true}},
 		{"untouched", []int64{0, 0, 0}, Wanted{}},
 		{"no quorum", []int64{-1, -2, 0}, Wanted{}},
-		{"past what a Duration holds", []int64{1e16, 1e16, 0}, Wanted{Hold: true, TTL: PTTLNoExpiry}},
+		{"past what a Duration holds", []int64{1e16, 1e16, 0}, Wanted{Hold: true, TTL: noExpiry}},
 	} {
 		reports := make([][]int64, len(c.reports))
 		for i, r := range c.reports {
 			reports[i] = []int64{r}
 		}
 		c.want.Key = "k"
-		if got := wanted([]string{"k"}, reports, nil, 2); got[0] != c.want {
-			t.Errorf("%s: wanted(%v) = %+v, want %+v", c.name, c.reports, got[0], c.want)
+		if got := CombineReports([]string{"k"}, reports, nil, 2); got[0] != c.want {
+			t.Errorf("%s: CombineReports(%v) = %+v, want %+v", c.name, c.reports, got[0], c.want)
 		}
 	}
 }
@@ -39,30 +39,34 @@ func TestWanted(t *testing.T) {
 func TestWantedBuilt(t *testing.T) {
 	reports := [][]int64{{0}, {0}, {0}}
 	built := []map[string]int64{{"{k}": -1, "{k}:x": 600000}, {"{k}": 600000}, nil}
-	got := wanted([]string{"k"}, reports, built, 2)
+	got := CombineReports([]string{"k"}, reports, built, 2)
 	want := []Wanted{{Key: "k"}, {Key: "{k}", Hold: true, TTL: 600 * time.Second}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("wanted = %+v, want %+v", got, want)
 	}
-	_, rep, b, ok := splitClamped([]any{[]any{int64(0), "{k}", int64(-1)}, int64(1)}, 1)
+	_, rep, b, ok := SplitClamped([]any{[]any{int64(0), "{k}", int64(-1)}, int64(1)}, 1)
 	if !ok || len(rep) != 1 || b["{k}"] != -1 {
-		t.Fatalf("splitClamped of a built key's report = %v, %v, %v", rep, b, ok)
+		t.Fatalf("SplitClamped of a built key's report = %v, %v, %v", rep, b, ok)
 	}
 }
+
+// redisError stands for a backend's error reply (redlock.RedisError),
+// which a clamped reply carries as any other value.
+type redisError string
 
 // TestSplitClamped: a backend's reply to a clamped script splits into the
 // body's reply and the report; anything else (a top-level error, a reply
 // of another form) is the reply as it came, without a report.
 func TestSplitClamped(t *testing.T) {
-	if r, rep, _, ok := splitClamped([]any{[]any{int64(-1), int64(0)}}, 2); !ok || r != nil || len(rep) != 2 || rep[0] != -1 {
+	if r, rep, _, ok := SplitClamped([]any{[]any{int64(-1), int64(0)}}, 2); !ok || r != nil || len(rep) != 2 || rep[0] != -1 {
 		t.Errorf("a nil body reply: %v, %v, %v", r, rep, ok)
 	}
-	if r, _, _, ok := splitClamped([]any{[]any{int64(0)}, RedisError("ERR x")}, 1); !ok || r != RedisError("ERR x") {
+	if r, _, _, ok := SplitClamped([]any{[]any{int64(0)}, redisError("ERR x")}, 1); !ok || r != redisError("ERR x") {
 		t.Errorf("an error body reply: %v, %v", r, ok)
 	}
-	for _, v := range []any{RedisError("OOM"), int64(1), []any{int64(1), int64(2)}, []any{[]any{"x"}, int64(1)}} {
-		if r, rep, _, ok := splitClamped(v, 1); ok || rep != nil || r == nil {
-			t.Errorf("splitClamped(%v) = %v, %v, %v; want it as it came", v, r, rep, ok)
+	for _, v := range []any{redisError("OOM"), int64(1), []any{int64(1), int64(2)}, []any{[]any{"x"}, int64(1)}} {
+		if r, rep, _, ok := SplitClamped(v, 1); ok || rep != nil || r == nil {
+			t.Errorf("SplitClamped(%v) = %v, %v, %v; want it as it came", v, r, rep, ok)
 		}
 	}
 }
@@ -72,7 +76,7 @@ func TestSplitClamped(t *testing.T) {
 // the body's text is not touched (no placeholder in it is replaced); the
 // clamped form is made once per bound.
 func TestClampedSource(t *testing.T) {
-	s := NewScript("#!lua\nreturn '%[3]d %[5]s'")
+	s := New("#!lua\nreturn '%[3]d %[5]s'")
 	c := s.Clamped(3*time.Second, 2*time.Second)
 	lines := strings.Split(c.Source(), "\n")
 	if lines[0] != "#!lua" || !strings.HasSuffix(lines[1], "return '%[3]d %[5]s'") {
