@@ -93,7 +93,7 @@ type RedisNode struct {
 // call is never retried and ends with its context, so a node call cannot
 // outlive its share of the validity window. It neither blocks on nor fails
 // for an unreachable server; the connections dial in the background. Every
-// new connection but the kill line runs INFO before its first command and
+// new connection but the kill line and the bulk one runs INFO before its first command and
 // reports it to the observer (SetObserver), so a restarted backend is seen
 // before it votes.
 //
@@ -120,7 +120,7 @@ func DialNodeTLS(rawurl string, tc *tls.Config) (*RedisNode, error) {
 	n := &RedisNode{addr: opts.Addr, opts: opts, db: opts.DB}
 	n.p = backend.NewPipe(n.dialPipe(opts), dialTimeout)
 	n.side = backend.NewPipe(n.dialPipe(opts), dialTimeout)
-	n.bulk = backend.NewPipe(n.dialPipe(opts), dialTimeout)
+	n.bulk = backend.NewPipe(n.dialQuiet(opts), dialTimeout)
 	n.kill = backend.NewPipe(n.dialKill, dialTimeout)
 	n.p.Prime()
 	return n, nil
@@ -149,6 +149,24 @@ func (n *RedisNode) dialPipe(opts *redis.Options) func(ctx context.Context) (net
 			return nil, err
 		}
 		if err := n.setupPipe(ctx, nc, opts); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return nc, nil
+	}
+}
+
+// dialQuiet dials the bulk connection: authenticated and in the URL's
+// database, without the INFO the calls' connection reports (the calls'
+// and the probes' connections see a restart; the bulk carries reads and
+// long commands of nodes the health loop lets vote).
+func (n *RedisNode) dialQuiet(opts *redis.Options) func(ctx context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		nc, err := opts.Dialer(ctx, opts.Network, opts.Addr)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := connSetup(ctx, nc, opts); err != nil {
 			nc.Close()
 			return nil, err
 		}
