@@ -452,7 +452,10 @@ func (d *Dispatcher) runVote(ctx context.Context, c *Client, s *cachedScript, ke
 	if s.run.IsEnforced() {
 		argv = append(slices.Clone(argv), enforceArgs(c)...)
 	}
-	v, err := d.leases.Vote(ctx, s.run, keys, argv, s.a.Vote.Writes) // a release by script wakes the keys' waiters
+	// A script that publishes is not a read: a read by vote runs read-only
+	// (EVALSHA_RO), where Redis refuses PUBLISH as it refuses writes.
+	writes := s.a.Vote.Writes || s.a.Vote.Publishes
+	v, err := d.leases.Vote(ctx, s.run, keys, argv, writes) // a release by script wakes the keys' waiters
 	if err != nil {
 		if errors.Is(err, redlock.ErrScriptTimeout) {
 			d.cool(c, s)

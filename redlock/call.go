@@ -30,10 +30,11 @@ type command struct {
 	value  string        // callSetNX, callCAD, callCAE
 	ttl    time.Duration // callSetNX, callCAE
 	args   []any         // callEval: the script's ARGV; callDo: the command
-	// apart: a read by vote (VoteRead), sent on the node's connection
+	// read: a read by vote (VoteRead), sent on the node's connection
 	// apart from the lock calls, so that a large reply never holds up a
-	// lock quorum's replies behind its bytes.
-	apart bool
+	// lock quorum's replies behind its bytes, and as EVALSHA_RO, so that
+	// the backend refuses any write it tries.
+	read bool
 }
 
 // run runs c on n and waits for the result: what the Node method returns,
@@ -51,7 +52,7 @@ func (c *command) run(ctx context.Context, n Node) (any, error) {
 		return ok, err
 	case callEval:
 		if rn, ok := n.(*RedisNode); ok {
-			return rn.runPipe(ctx, c) // Eval, on the connection c asks for (apart)
+			return rn.runPipe(ctx, c) // Eval, as c asks (read)
 		}
 		return n.Eval(ctx, c.script, c.keys, c.args...)
 	default:

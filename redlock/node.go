@@ -353,14 +353,14 @@ func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 			}
 			st = stepSHA // the capability went away since firstStep
 		}
-		b = appendScriptHead(b, delScript, st, c.keys, 1)
+		b = appendScriptHead(b, delScript, st, c.keys, 1, false)
 		return resp.AppendBulk(b, c.value), st
 	case callCAE:
-		b = appendScriptHead(b, expireScript, st, c.keys, 2)
+		b = appendScriptHead(b, expireScript, st, c.keys, 2, false)
 		b = resp.AppendBulk(b, c.value)
 		return resp.AppendBulkInt(b, millis(c.ttl)), st
 	case callEval:
-		b = appendScriptHead(b, c.script, st, c.keys, len(c.args))
+		b = appendScriptHead(b, c.script, st, c.keys, len(c.args), c.read)
 		return resp.AppendArgs(b, c.args...), st
 	case callDo:
 		return resp.AppendCommand(b, c.args...), st
@@ -392,10 +392,10 @@ func (n *RedisNode) finish(c *command, st step, v any, err error) (res any, rerr
 	return v, nil, 0, false
 }
 
-// pipeOf is the connection c goes on: bulk for a read by vote (apart),
-// else the calls' p.
+// pipeOf is the connection c goes on: bulk for a read by vote, else the
+// calls' p.
 func (n *RedisNode) pipeOf(c *command) *backend.Pipe {
-	if c.apart {
+	if c.read {
 		return n.bulk
 	}
 	return n.p
@@ -512,14 +512,23 @@ func isNoScript(err error) bool {
 }
 
 // appendScriptHead appends EVALSHA (step stepSHA) or EVAL (stepSource) of
-// s with keys, for nargs arguments that the caller appends.
-func appendScriptHead(b []byte, s *script.Script, st step, keys []string, nargs int) []byte {
+// s with keys, for nargs arguments that the caller appends; with ro, their
+// read-only forms EVALSHA_RO and EVAL_RO, under which the backend itself
+// refuses every command that writes (or may replicate, PUBLISH).
+func appendScriptHead(b []byte, s *script.Script, st step, keys []string, nargs int, ro bool) []byte {
 	b = append(b, '*')
 	b = strconv.AppendInt(b, int64(3+len(keys)+nargs), 10)
-	if st == stepSource {
+	switch {
+	case st == stepSource && ro:
+		b = append(b, "\r\n$7\r\nEVAL_RO\r\n"...)
+		b = resp.AppendBulk(b, s.Source())
+	case st == stepSource:
 		b = append(b, "\r\n$4\r\nEVAL\r\n"...)
 		b = resp.AppendBulk(b, s.Source())
-	} else {
+	case ro:
+		b = append(b, "\r\n$10\r\nEVALSHA_RO\r\n"...)
+		b = resp.AppendBulk(b, s.Hash())
+	default:
 		b = append(b, "\r\n$7\r\nEVALSHA\r\n"...)
 		b = resp.AppendBulk(b, s.Hash())
 	}

@@ -63,7 +63,10 @@ func (r *Redlock) Vote(ctx context.Context, s *script.Script, keys []string, arg
 // node's connection apart from the lock calls (RedisNode's bulk): its
 // reply may be large, and on the calls' connection every lock call to the
 // node would wait behind its bytes. A read has no order to keep with the
-// lock calls; the keys' gate is held as for Vote.
+// lock calls; the keys' gate is held as for Vote. It runs as EVALSHA_RO:
+// a write the caller did not expect (one its analysis of the text missed)
+// is refused by the backend itself, as an error reply, so that nothing a
+// read runs escapes the clamp of writes.
 func (r *Redlock) VoteRead(ctx context.Context, s *script.Script, keys []string, args []string) (any, error) {
 	v, _, err := r.voteClamp(ctx, s, keys, args, voteRead)
 	return v, err
@@ -94,7 +97,7 @@ func (r *Redlock) voteClamp(ctx context.Context, s *script.Script, keys []string
 		argv[i] = a
 	}
 	run := call[any]{
-		cmd:    command{kind: callEval, script: s, keys: keys, args: argv, apart: kind == voteRead},
+		cmd:    command{kind: callEval, script: s, keys: keys, args: argv, read: kind == voteRead},
 		decode: func(v any) (any, error) { return v, nil },
 	}
 	var leave func()

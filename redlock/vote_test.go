@@ -14,8 +14,9 @@ import (
 // its bytes: after a lock call and then a read by vote, the connection
 // that sent the lock call still shows it as its last command on the
 // backend (before, the read went on the same connection as every lock
-// call); a write by vote stays on the calls' connection, in order with
-// them.
+// call); it runs read-only (EVALSHA_RO), so a write in it is refused by
+// the backend; a write by vote stays on the calls' connection, in order
+// with them.
 func TestVoteReadApart(t *testing.T) {
 	ctx := context.Background()
 	n, err := DialNode(startRedis(t))
@@ -62,8 +63,17 @@ func TestVoteReadApart(t *testing.T) {
 	if v, err := r.VoteRead(ctx, read, []string{"k"}, nil); err != nil || v != "tok" {
 		t.Fatalf("VoteRead = %v, %v; want tok", v, err)
 	}
-	if cmds := lastCmds(); !has(cmds, "set") || !(has(cmds, "evalsha") || has(cmds, "eval")) {
-		t.Fatalf("after the read by vote, the connections' last commands are %q: want the lock call's set beside the read's script", cmds)
+	if cmds := lastCmds(); !has(cmds, "set") || !(has(cmds, "evalsha_ro") || has(cmds, "eval_ro")) {
+		t.Fatalf("after the read by vote, the connections' last commands are %q: want the lock call's set beside the read's script, read-only", cmds)
+	}
+	// A write in what was sent as a read is refused by the backend.
+	sneaky := script.New("return redis.call('SET', KEYS[1], 'x')").Guarded()
+	v, err := r.VoteRead(ctx, sneaky, []string{"k"}, nil)
+	if e, ok := v.(RedisError); err != nil || !ok || !strings.Contains(string(e), "not allowed from read-only scripts") {
+		t.Fatalf("VoteRead of a write = %v, %v; want the backend's refusal", v, err)
+	}
+	if got, err := cl.Get(ctx, "k").Result(); err != nil || got != "tok" {
+		t.Fatalf("k after the refused write = %q, %v; want tok", got, err)
 	}
 	write := script.New("return redis.call('SET', KEYS[1], ARGV[1])").Guarded()
 	if _, err := r.Vote(ctx, write, []string{"w"}, []string{"v"}); err != nil {
