@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock/script"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // minCallTimeout is the floor of a node call's deadline.
@@ -121,15 +121,6 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 	return l, nil
 }
 
-// acquireHoldScript is SET KEYS[1] ARGV[1] NX PX ARGV[2] and, where it
-// set the key, the hold's field ARGV[3] in the record KEYS[2] and the
-// copy's stamp in KEYS[3], in the same call: 1 set, 0 held.
-var acquireHoldScript = script.New(stampLua + `
-if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
-redis.call("HSET", KEYS[2], KEYS[1], ARGV[3])
-local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
-return 1`)
-
 // AcquireHold is Acquire of h.Key with h.Digest the digest of token, for
 // a hold (a lock the tier keeps: without expiry, or beyond MaxTTL): each
 // node that sets the key writes the hold's field to the record of
@@ -137,7 +128,7 @@ return 1`)
 // that the tier renews it as soon as the lock is granted. A node whose
 // copy is rolled back leaves its field to the next renewal or
 // round, which drops the field of a key that does not hold its value.
-func (r *Redlock) AcquireHold(ctx context.Context, service string, h HoldField, token string, ttl time.Duration) (Lock, error) {
+func (r *Redlock) AcquireHold(ctx context.Context, service string, h record.Field, token string, ttl time.Duration) (Lock, error) {
 	if err := validateKeys([]string{h.Key}, token, ttl); err != nil {
 		return Lock{}, err
 	}
@@ -146,7 +137,7 @@ func (r *Redlock) AcquireHold(ctx context.Context, service string, h HoldField, 
 	}
 	keys := []string{h.Key}
 	set := call[bool]{
-		cmd:    command{kind: callEval, script: acquireHoldScript, keys: append(keys, recordKeys(service)...), args: []any{token, millis(ttl), h.field()}},
+		cmd:    command{kind: callEval, script: record.AcquireScript, keys: append(keys, record.Keys(service)...), args: []any{token, millis(ttl), h.Encode()}},
 		decode: intIs1,
 	}
 	return acquireFanout(r, ctx, keys, token, ttl, IfAbsent, set, func(ok bool) bool { return ok }, r.tally(), nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -288,22 +289,6 @@ func (r *Redlock) mirrorCompareAndSet(ctx context.Context, key, old, new string,
 	}
 }
 
-// renewCopyScript keeps a held key's copy on the old instance: where
-// KEYS[1] holds the value of digest ARGV[1] (AnyDigest: any value, while
-// it exists), its ttl is raised to ARGV[2] ms, and 1; else 0. It never
-// lowers a ttl (a copy without expiry, or with more left, stays as it
-// is), so a renewal that meets another client's copy there (one of the
-// same value, or of any value for a hold of any) cannot cut that client's
-// lock short. It needs nothing newer than Redis 2.6: the old instance is
-// whatever the clients used.
-var renewCopyScript = script.New(holdsValueLua + `
-if not holdsValue(KEYS[1], ARGV[1]) then return 0 end
-local left = redis.call("PTTL", KEYS[1])
-if left >= 0 and left < tonumber(ARGV[2]) then
-	redis.call("PEXPIRE", KEYS[1], ARGV[2])
-end
-return 1`)
-
 // mirrorRenew renews a hold's copy on the old instance beside the
 // backends' renewal (RenewHold); the returned function combines their
 // answers. A renewal the old instance did not confirm is not a renewal:
@@ -335,12 +320,12 @@ func (r *Redlock) mirrorRenew(ctx context.Context, key, digest string, ttl time.
 	}
 }
 
-// renewCopy runs renewCopyScript on r's nodes (the old instance's one):
+// renewCopy runs record.RenewCopyScript on r's nodes (the old instance's one):
 // nil once a quorum renewed, else a *QuorumError of kind ErrNotHeld or
 // ErrNoQuorum.
 func (r *Redlock) renewCopy(ctx context.Context, key, digest string, ttl time.Duration) error {
 	c := call[bool]{
-		cmd:    command{kind: callEval, script: renewCopyScript, keys: []string{key}, args: []any{digest, millis(ttl)}},
+		cmd:    command{kind: callEval, script: record.RenewCopyScript, keys: []string{key}, args: []any{digest, millis(ttl)}},
 		decode: intIs1,
 	}
 	t := r.tally()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -226,8 +227,8 @@ func TestMigrateRenewHold(t *testing.T) {
 	ctx := context.Background()
 	const svc = "svc"
 	sum := sha1.Sum([]byte("v"))
-	h := HoldField{Key: "held", Digest: hex.EncodeToString(sum[:])}
-	anyHold := HoldField{Key: "hash", Digest: AnyDigest}
+	h := record.Field{Key: "held", Digest: hex.EncodeToString(sum[:])}
+	anyHold := record.Field{Key: "hash", Digest: record.AnyDigest}
 	if _, err := m.r.AcquireKeys(ctx, []string{"held"}, "v", time.Second, IfAbsent); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestMigrateRenewHold(t *testing.T) {
 		mr.HSet("hash", "owner", "A")
 		mr.SetTTL("hash", time.Second)
 	}
-	for _, x := range []HoldField{h, anyHold} {
+	for _, x := range []record.Field{h, anyHold} {
 		if err := m.r.SetHold(ctx, svc, x); err != nil {
 			t.Fatal(err)
 		}

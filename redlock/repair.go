@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock/script"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // Repair of held keys on backends that came back empty. The restart
@@ -18,8 +18,8 @@ import (
 // the restarted nodes would grant it to a second client. So the renewal
 // of a hold writes the key back to every quarantined node that lacks it,
 // copied (DUMP, RESTORE) from a voting node that holds the hold's own
-// copy, together with its field in the record and its stamp (record.go),
-// so that the record stays readable there (recordread.go), before the
+// copy, together with its field in the record and its stamp (package
+// record), so that the record stays readable there (holdsread.go), before the
 // quarantine ends: a quarantine outlasts a renewal round
 // (max_ttl ≥ default_ttl). While nodes are quarantined a quorum may not
 // vote at all, so the copies on the other nodes are extended there too,
@@ -33,49 +33,7 @@ import (
 // expires (its ttl at most max_ttl) near the quarantine's end; the
 // held key is written once it is gone.
 
-// dumpIfScript answers DUMP of KEYS[1] where it is the hold's own copy:
-// its field in hash KEYS[2] is of digest ARGV[3], the key holds the value
-// of sha1 ARGV[1] (any value of any type when ARGV[1] is "") and its
-// expiry is the one stamped in KEYS[3] (when stamped); after giving it a
-// lease of ARGV[2] ms and stamping that. Else nil.
-var dumpIfScript = script.New(stampLua + `
-local f = redis.call("HGET", KEYS[2], KEYS[1])
-if not f or string.match(f, "(%S+)$") ~= ARGV[3] then return false end
-local t = redis.call("TYPE", KEYS[1]).ok
-if t == "none" then return false end
-if ARGV[1] ~= "" then
-	if t ~= "string" or redis.sha1hex(redis.call("GET", KEYS[1])) ~= ARGV[1] then return false end
-end
-local at = redis.call("HGET", KEYS[3], KEYS[1])
-if at and at ~= stamp(KEYS[1]) then return false end
-redis.call("PEXPIRE", KEYS[1], ARGV[2])
-local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
-return redis.call("DUMP", KEYS[1])`)
-
-// restoreHoldScript writes the hold's copy back where KEYS[1] is absent:
-// RESTORE with a lease of ARGV[1] ms from DUMP ARGV[2], its field ARGV[3]
-// in hash KEYS[2] and its expiry stamped in KEYS[3]; 1. Where the key is
-// the hold's own copy (as dumpIfScript checks, ARGV[4] the field's digest, ARGV[5]
-// the digest or ""), written back by an earlier round, it gets the lease
-// (2); another value or another copy is left alone (0).
-var restoreHoldScript = script.New(stampLua + `
-local t = redis.call("TYPE", KEYS[1]).ok
-if t == "none" then
-	redis.call("RESTORE", KEYS[1], ARGV[1], ARGV[2])
-	redis.call("HSET", KEYS[2], KEYS[1], ARGV[3])
-	local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
-	return 1
-end
-local f = redis.call("HGET", KEYS[2], KEYS[1])
-if not f or string.match(f, "(%S+)$") ~= ARGV[4] then return 0 end
-if ARGV[5] ~= "" and (t ~= "string" or redis.sha1hex(redis.call("GET", KEYS[1])) ~= ARGV[5]) then return 0 end
-local at = redis.call("HGET", KEYS[3], KEYS[1])
-if at and at ~= stamp(KEYS[1]) then return 0 end
-redis.call("PEXPIRE", KEYS[1], ARGV[1])
-local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
-return 2`)
-
-// Repair copies the hold h (h.Digest AnyDigest: any value of any type),
+// Repair copies the hold h (h.Digest record.AnyDigest: any value of any type),
 // its key with its field in the record of service, to every node that is
 // quarantined (restarted, fresh, or its clock jumped) and lacks the key,
 // with a lease of ttl, and gives that lease to every other copy of the
@@ -86,12 +44,12 @@ return 2`)
 // round. It fails when no voting node holds the hold's copy (ErrNotHeld)
 // or a quarantined node could not be written; a node that holds another
 // value or another copy of the key is left as it is.
-func (r *Redlock) Repair(ctx context.Context, service string, h HoldField, ttl time.Duration) (int, error) {
-	if ttl < time.Millisecond || !h.valid() {
+func (r *Redlock) Repair(ctx context.Context, service string, h record.Field, ttl time.Duration) (int, error) {
+	if ttl < time.Millisecond || !h.Valid() {
 		return 0, fmt.Errorf("%w: repair %+v for %v", ErrInvalid, h, ttl)
 	}
 	digest := h.Digest
-	if digest == AnyDigest {
+	if digest == record.AnyDigest {
 		digest = ""
 	}
 	var targets, sources []Node
@@ -112,7 +70,7 @@ func (r *Redlock) Repair(ctx context.Context, service string, h HoldField, ttl t
 	if len(targets) == 0 || len(sources) == 0 {
 		return 0, nil // nothing to repair, or nothing to copy from
 	}
-	keys := []string{h.Key, RecordKey(service), stampsKey(service)}
+	keys := append([]string{h.Key}, record.Keys(service)...)
 	dump, err := r.dumpFrom(ctx, sources, keys, digest, h.Digest, ttl)
 	if err != nil {
 		return 0, err
@@ -121,7 +79,7 @@ func (r *Redlock) Repair(ctx context.Context, service string, h HoldField, ttl t
 	var errs []error
 	for _, t := range targets {
 		cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
-		v, err := t.Eval(cctx, restoreHoldScript, keys, millis(ttl), dump, h.field(), h.Digest, digest)
+		v, err := t.Eval(cctx, record.RestoreScript, keys, millis(ttl), dump, h.Encode(), h.Digest, digest)
 		cancel()
 		switch x, _ := asInt(v); {
 		case err != nil:
@@ -146,7 +104,7 @@ func (r *Redlock) dumpFrom(ctx context.Context, nodes []Node, keys []string, dig
 			defer func() { done <- struct{}{} }()
 			cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
 			defer cancel()
-			if v, err := n.Eval(cctx, dumpIfScript, keys, digest, millis(ttl), fieldDigest); err == nil {
+			if v, err := n.Eval(cctx, record.DumpScript, keys, digest, millis(ttl), fieldDigest); err == nil {
 				dumps[i], _ = v.(string)
 			}
 		})

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // TestRepair: a held key is written back to quarantined nodes that lack
@@ -21,12 +23,12 @@ func TestRepair(t *testing.T) {
 	sum := sha1.Sum([]byte("tok"))
 	digest := hex.EncodeToString(sum[:])
 	const svc = "mymaster"
-	h := HoldField{Key: "k", Digest: digest}
+	h := record.Field{Key: "k", Digest: digest}
 	for i := range 2 {
 		if err := c.mrs[i].Set("k", "tok"); err != nil {
 			t.Fatal(err)
 		}
-		c.mrs[i].HSet(RecordKey(svc), "k", h.field())
+		c.mrs[i].HSet(record.Key(svc), "k", h.Encode())
 	}
 	if n, err := c.r.Repair(ctx, svc, h, 2*time.Second); n != 0 || err != nil {
 		t.Fatalf("Repair with no node quarantined = %d, %v; want 0, nil", n, err)
@@ -50,8 +52,8 @@ func TestRepair(t *testing.T) {
 		if ttl := c.mrs[i].TTL("k"); ttl <= 0 || ttl > 2*time.Second {
 			t.Errorf("node %d: ttl %v after the repair, want the lease of 2s", i, ttl)
 		}
-		if f := c.mrs[i].HGet(RecordKey(svc), "k"); f != h.field() {
-			t.Errorf("node %d: field %q after the repair, want %q", i, f, h.field())
+		if f := c.mrs[i].HGet(record.Key(svc), "k"); f != h.Encode() {
+			t.Errorf("node %d: field %q after the repair, want %q", i, f, h.Encode())
 		}
 	}
 	for i := range 2 {
@@ -62,7 +64,7 @@ func TestRepair(t *testing.T) {
 	if got := c.value(4, "k"); got != "other" {
 		t.Errorf("node 4 held another value and now holds %q", got)
 	}
-	if _, err := c.r.Repair(ctx, svc, HoldField{Key: "k", Digest: "0000"}, time.Second); !errors.Is(err, ErrNotHeld) {
+	if _, err := c.r.Repair(ctx, svc, record.Field{Key: "k", Digest: "0000"}, time.Second); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Repair of a value no voting node holds = %v, want ErrNotHeld", err)
 	}
 	if _, err := c.r.Repair(ctx, svc, h, 0); !errors.Is(err, ErrInvalid) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // The fill (-fill-data N -fill-holds M, with -spawn; issue 33): what data
@@ -187,7 +187,7 @@ func startFill(ctx context.Context, plan fillPlan, t targets, stderr io.Writer) 
 	fmt.Fprintf(stderr, "redlock-bench: fill: %d written, %d held, %d errors in %.1fs\n", f.res.Written, f.res.Held, f.res.Errors, f.res.FillMS/1000)
 	for i, addr := range t.backends {
 		c := newClient(addr)
-		n, err := c.HLen(ctx, redlock.RecordKey("redlock")).Result()
+		n, err := c.HLen(ctx, record.Key("redlock")).Result()
 		_ = c.Close()
 		if err != nil {
 			f.finish(ctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -69,7 +70,7 @@ func (m *Manager) lockKnown(ctx context.Context, key string, v *redlock.Value) (
 	if !v.Exists {
 		return false, nil
 	}
-	digest := redlock.AnyDigest // a key of another type: only a hold of any value is its
+	digest := record.AnyDigest // a key of another type: only a hold of any value is its
 	if v.Type == "" {
 		digest = digestOf(v.Data)
 		if slices.Contains(tokens, v.Data) {
@@ -78,13 +79,13 @@ func (m *Manager) lockKnown(ctx context.Context, key string, v *redlock.Value) (
 	}
 	switch {
 	case e != nil && (e.AnyValue || e.digest == digest),
-		r != nil && (r.Digest == redlock.AnyDigest || r.Digest == digest):
+		r != nil && (r.Digest == record.AnyDigest || r.Digest == digest):
 		return true, nil
 	case h == nil:
 		return false, nil
 	}
 	hold, ok, err := m.locker.ReadHold(ctx, h.Service, key)
-	return ok && (hold.Digest == redlock.AnyDigest || hold.Digest == digest), err
+	return ok && (hold.Digest == record.AnyDigest || hold.Digest == digest), err
 }
 
 // Write sets key to value on every node (redlock.Write), a data write:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // The holds record (docs/safety.md, "Holds"): what this proxy keeps
@@ -27,7 +28,7 @@ import (
 
 // Holds configures the record (StartHolds).
 type Holds struct {
-	// Service names the record: redlock.RecordKey(Service) on every
+	// Service names the record: record.Key(Service) on every
 	// backend, shared by the proxies of one tier service.
 	Service string
 	// ID is this proxy's member id, as Live names it.
@@ -100,7 +101,7 @@ func (m *Manager) endRecorded(key string, value *string) {
 		return
 	}
 	r := m.reg.get(key).recorded
-	if r == nil || value != nil && r.Digest != redlock.AnyDigest && r.Digest != digestOf(*value) {
+	if r == nil || value != nil && r.Digest != record.AnyDigest && r.Digest != digestOf(*value) {
 		return
 	}
 	// The record seen may be stale (a round ago): the backends check
@@ -199,12 +200,12 @@ func (m *Manager) renewRound(h *Holds) {
 	}
 	m.reg.setRecorded(scanned)
 	live := append([]string{h.ID}, h.Live()...)
-	var due []redlock.HoldField
+	var due []record.Field
 	for _, s := range scanned {
 		if m.keeps(s.Key) || !m.leaseBelow(s, 2) || !m.leaseBelow(s, 3) && fallsTo(s.Key, live) != h.ID {
 			continue // renewed here from memory, not due, or another's
 		}
-		due = append(due, s.HoldField)
+		due = append(due, s.Field)
 	}
 	renewed := 0
 	for len(due) > 0 && !m.closing.Load() {
@@ -236,7 +237,7 @@ func (m *Manager) renewRound(h *Holds) {
 
 // leaseBelow reports whether s's lease on a quorum fell below 1/part of what
 // a renewal gives (min(KeepTTL, time left to its deadline)).
-func (m *Manager) leaseBelow(s redlock.ScannedHold, part int64) bool {
+func (m *Manager) leaseBelow(s record.Scanned, part int64) bool {
 	if s.Lease < 0 {
 		return false // no expiry: nothing runs out
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
@@ -26,7 +27,7 @@ import (
 func TestHoldsRenewedByTheTier(t *testing.T) {
 	rl, mrs := redlocktest.New(t, 3, redlock.Options{})
 	const svc = "tier"
-	hk := redlock.RecordKey(svc)
+	hk := record.Key(svc)
 	var live atomic.Pointer[[]string]
 	live.Store(&[]string{"A", "B", "Z"}) // Z: a member that renews nothing here
 	start := func(id string) *Manager {
@@ -85,7 +86,7 @@ func TestHoldsRenewedByTheTier(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * keepTTL)
 	a.HoldKey("list", Hold{AnyValue: true, Deadline: deadline})
-	if n := recorded("list", strconv.FormatInt(deadline.UnixMilli(), 10)+" "+redlock.AnyDigest); n < 2 {
+	if n := recorded("list", strconv.FormatInt(deadline.UnixMilli(), 10)+" "+record.AnyDigest); n < 2 {
 		t.Fatalf("the hold of any value is recorded on %d backends when HoldKey returns", n)
 	}
 	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -172,7 +173,7 @@ func TestHoldKeepsItsCopyOnMigrateFrom(t *testing.T) {
 			return false
 		}
 		for _, mr := range mrs {
-			if mr.HGet(redlock.RecordKey("tier"), "k") != "" {
+			if mr.HGet(record.Key("tier"), "k") != "" {
 				return false
 			}
 		}

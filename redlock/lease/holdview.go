@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -42,7 +43,7 @@ func (m *Manager) clientTTL(ctx context.Context, key string, v redlock.Value) (t
 		return 0, err
 	case !ok:
 		return v.PTTL, nil
-	case r.Digest != redlock.AnyDigest && (v.Type != "" || r.Digest != digestOf(v.Data)):
+	case r.Digest != record.AnyDigest && (v.Type != "" || r.Digest != digestOf(v.Data)):
 		return v.PTTL, nil // a hold of another value: it ends at the renewal
 	case r.Deadline == 0:
 		return redlock.PTTLNoExpiry, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // Locks without expiry (SET k v NX, SETNX, SET … IFEQ without expiry,
@@ -29,7 +30,7 @@ import (
 // is guarded by registry.mu.
 type kept struct {
 	Hold
-	digest string    // of Value, or redlock.AnyDigest: what the renewal compares
+	digest string    // of Value, or record.AnyDigest: what the renewal compares
 	due    time.Time // next renewal
 	busy   bool      // a renewal is in flight
 	// unrecorded: its record failed; the renewal records it first.
@@ -45,8 +46,8 @@ func digestOf(value string) string {
 }
 
 // recordOf is e as the hold of key in the record.
-func (e *kept) recordOf(key string) redlock.HoldField {
-	return redlock.HoldField{Key: key, Deadline: unixMs(e.Deadline), Digest: e.digest}
+func (e *kept) recordOf(key string) record.Field {
+	return record.Field{Key: key, Deadline: unixMs(e.Deadline), Digest: e.digest}
 }
 
 // holds reports whether e keeps value.
@@ -134,7 +135,7 @@ func (m *Manager) holdLocked(key string, h Hold) *kept {
 	if m.keepTTL <= 0 {
 		return nil
 	}
-	e := &kept{Hold: h, digest: redlock.AnyDigest, due: m.now().Add(m.keepTTL / 3)}
+	e := &kept{Hold: h, digest: record.AnyDigest, due: m.now().Add(m.keepTTL / 3)}
 	if !h.AnyValue {
 		e.digest = digestOf(h.Value)
 	}
@@ -388,7 +389,7 @@ func (m *Manager) renewed(key string, e *kept, err error, last bool, lease time.
 
 // repair copies the hold r to the backends that came back empty
 // (redlock.Repair: no I/O while none is quarantined).
-func (m *Manager) repair(ctx context.Context, h *Holds, r redlock.HoldField, lease time.Duration) {
+func (m *Manager) repair(ctx context.Context, h *Holds, r record.Field, lease time.Duration) {
 	switch _, err := m.locker.Repair(ctx, h.Service, r, lease); {
 	case errors.Is(err, redlock.ErrNotHeld):
 		m.log.Debug("held key not found on a voting backend: nothing to repair from", "key", r.Key)
@@ -406,7 +407,7 @@ const renewPage = 100
 func (m *Manager) renewBatch(h *Holds, keys []string, es []*kept) {
 	ctx, cancel := context.WithTimeout(m.life, releaseTimeout)
 	defer cancel()
-	hs := make([]redlock.HoldField, len(keys))
+	hs := make([]record.Field, len(keys))
 	for i, key := range keys {
 		hs[i] = es[i].recordOf(key)
 		m.repair(ctx, h, hs[i], m.keepTTL)

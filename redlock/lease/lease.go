@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // Errors of Acquire besides redlock's. ErrWaitOver and ErrQueued wrap
@@ -284,7 +285,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req request) (redlock.Lock, t
 		l, err = m.locker.AcquireFenced(ctx, req.keys[0], req.token, req.ttl)
 	case req.keep && h != nil && len(req.keys) == 1:
 		// The hold's field goes with the lock, in the same call.
-		l, err = m.locker.AcquireHold(ctx, h.Service, redlock.HoldField{
+		l, err = m.locker.AcquireHold(ctx, h.Service, record.Field{
 			Key: req.keys[0], Digest: digestOf(req.token),
 		}, req.token, req.ttl)
 	default:

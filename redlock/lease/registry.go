@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // The registry is this proxy's memory of keys, one keyState each: the
@@ -68,7 +69,7 @@ type keyState struct {
 	kept  *kept       // a hold renewed here from memory (keep.go)
 	// recorded is its hold in the holds record as the last renewal round
 	// saw it (holds.go), made here or through a peer
-	recorded *redlock.HoldField
+	recorded *record.Field
 }
 
 func (s keyState) idle() bool {
@@ -90,8 +91,8 @@ type registry struct {
 	// did not show (TierHoldCount): a release does not take one off, so
 	// the count errs high by at most one round's releases.
 	made    int
-	running bool                  // the keep loop runs
-	scan    []redlock.ScannedHold // the last round's, which recorded points into
+	running bool             // the keep loop runs
+	scan    []record.Scanned // the last round's, which recorded points into
 }
 
 // put stores s as key's state, or removes key when nothing is left of
@@ -130,21 +131,21 @@ func (r *registry) setKept(key string, e *kept) {
 // no acquisition waits for a whole round. Each key goes from the last
 // round's field to this one's at once, then the keys this round did not
 // show are cleared: meanwhile the counts err high, as between rounds.
-func (r *registry) setRecorded(scanned []redlock.ScannedHold) {
+func (r *registry) setRecorded(scanned []record.Scanned) {
 	r.mu.Lock()
 	last := r.scan
 	r.scan = scanned
 	r.mu.Unlock()
 	inPages(&r.mu, len(scanned), func(i int) {
 		s := r.keys[scanned[i].Key]
-		s.recorded = &scanned[i].HoldField
+		s.recorded = &scanned[i].Field
 		r.put(scanned[i].Key, s)
 	})
 	r.mu.Lock()
 	r.made = 0
 	r.mu.Unlock()
 	inPages(&r.mu, len(last), func(i int) {
-		if s := r.keys[last[i].Key]; s.recorded == &last[i].HoldField {
+		if s := r.keys[last[i].Key]; s.recorded == &last[i].Field {
 			s.recorded = nil
 			r.put(last[i].Key, s)
 		}

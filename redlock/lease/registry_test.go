@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -240,8 +241,8 @@ func TestKeyStateOfTheManagerLeaves(t *testing.T) {
 	if _, err := m.Expire(ctx, "h", ttl); err != nil {
 		t.Fatal(err)
 	}
-	m.reg.setRecorded([]redlock.ScannedHold{{HoldField: redlock.HoldField{Key: "r"}}, {HoldField: redlock.HoldField{Key: "s"}}})
-	m.reg.setRecorded([]redlock.ScannedHold{{HoldField: redlock.HoldField{Key: "r"}}})
+	m.reg.setRecorded([]record.Scanned{{Field: record.Field{Key: "r"}}, {Field: record.Field{Key: "s"}}})
+	m.reg.setRecorded([]record.Scanned{{Field: record.Field{Key: "r"}}})
 	if m.reg.get("r").recorded == nil || m.reg.get("s").recorded != nil {
 		t.Fatal("a round's record did not replace the last one's")
 	}

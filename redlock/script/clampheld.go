@@ -31,7 +31,7 @@ type DeclaredHold struct {
 	Held     bool
 	Deadline int64  // Unix ms (this proxy's clock); -1: without expiry
 	TTL      int64  // ms left to Deadline when sent; -1: without expiry
-	Digest   string // of the value held, or redlock.AnyDigest ("*")
+	Digest   string // of the value held, or record.AnyDigest ("*")
 }
 
 // HeldArgs is what a script clamped with ClampedHeld expects after its

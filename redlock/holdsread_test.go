@@ -7,6 +7,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // TestHoldFollowsItsCopy: a hold renews the copy of its key that it
@@ -19,7 +21,7 @@ func TestHoldFollowsItsCopy(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("1"))
-	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
+	h := record.Field{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "1")
 		mr.SetTTL("k", 2*time.Second)
@@ -54,7 +56,7 @@ func TestHoldFollowsItsCopy(t *testing.T) {
 		_, _ = mr.Push("list", "x")
 		mr.SetTTL("list", 2*time.Second)
 	}
-	anyHold := HoldField{Key: "list", Digest: AnyDigest}
+	anyHold := record.Field{Key: "list", Digest: record.AnyDigest}
 	if err := c.r.SetHold(ctx, svc, anyHold); err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +77,10 @@ func TestRecordThroughQuarantine(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("v"))
-	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
+	h := record.Field{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	_ = c.mrs[0].Set("k", "v")
 	c.mrs[0].SetTTL("k", 2*time.Second)
-	c.mrs[0].HSet(RecordKey(svc), "k", h.field())
+	c.mrs[0].HSet(record.Key(svc), "k", h.Encode())
 	if got, err := c.r.ScanHolds(ctx, svc); err != nil || len(got) != 0 {
 		t.Fatalf("ScanHolds of one voting node's field = %+v, %v; want none", got, err)
 	}
@@ -88,7 +90,7 @@ func TestRecordThroughQuarantine(t *testing.T) {
 		c.r.health[i].mu.Unlock()
 	}
 	got, err := c.r.ScanHolds(ctx, svc)
-	if err != nil || len(got) != 1 || got[0].HoldField != h || got[0].Lease != 2*time.Second {
+	if err != nil || len(got) != 1 || got[0].Field != h || got[0].Lease != 2*time.Second {
 		t.Fatalf("ScanHolds during the quarantine = %+v, %v; want %+v", got, err, h)
 	}
 }
@@ -101,7 +103,7 @@ func TestReadHold(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
-	key := RecordKey(svc)
+	key := record.Key(svc)
 	set := func(k string, fields ...string) {
 		for i, f := range fields {
 			if f != "" {

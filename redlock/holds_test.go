@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -18,13 +19,12 @@ func digestOf(v string) string { s := sha1.Sum([]byte(v)); return hex.EncodeToSt
 
 // TestHoldsRecord: a hold is written to a quorum where its key holds its
 // value, naming no owner; an end with another value's digest leaves it,
-// one with its own deletes it. Bad holds are refused; fields an older
-// proxy wrote with an owner are read.
+// one with its own deletes it. Bad holds are refused.
 func TestHoldsRecord(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
-	key := RecordKey(svc)
+	key := record.Key(svc)
 	// on counts the nodes whose field of k is f: a quorum write leaves
 	// the last node's call in flight.
 	on := func(k, f string) int {
@@ -39,7 +39,7 @@ func TestHoldsRecord(t *testing.T) {
 	for _, mr := range c.mrs {
 		_ = mr.Set("lock", "v")
 	}
-	a := HoldField{Key: "lock", Digest: digestOf("v")}
+	a := record.Field{Key: "lock", Digest: digestOf("v")}
 	if err := c.r.SetHold(ctx, svc, a); err != nil {
 		t.Fatal(err)
 	}
@@ -56,19 +56,9 @@ func TestHoldsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the ended hold off every node", func() bool { return on("lock", "0 "+a.Digest) == 0 })
-	for _, bad := range []HoldField{{Digest: "d"}, {Key: "k"}, {Key: "k", Digest: "a b"}} {
+	for _, bad := range []record.Field{{Digest: "d"}, {Key: "k"}, {Key: "k", Digest: "a b"}} {
 		if err := c.r.SetHold(ctx, svc, bad); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("SetHold(%+v) = %v, want ErrInvalid", bad, err)
-		}
-	}
-	for f, want := range map[string]HoldField{"42 d": {Key: "k", Deadline: 42, Digest: "d"}, "proxyA 42 d": {Key: "k", Deadline: 42, Digest: "d"}} {
-		if h, err := parseHold("k", f); err != nil || h != want {
-			t.Fatalf("parseHold(%q) = %+v, %v", f, h, err)
-		}
-	}
-	for _, bad := range []string{"", "d", "-1 d", "x d", "a 1 d e", "~ 0 d"} {
-		if _, err := parseHold("k", bad); err == nil {
-			t.Fatalf("parseHold(%q) accepted", bad)
 		}
 	}
 }
@@ -81,8 +71,8 @@ func TestRenewHold(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
-	hk := RecordKey(svc)
-	h := HoldField{Key: "lock", Digest: digestOf("v")}
+	hk := record.Key(svc)
+	h := record.Field{Key: "lock", Digest: digestOf("v")}
 	// every waits until every node's field of lock is f (a quorum
 	// operation leaves the last node's call in flight).
 	every := func(what, f string) {
@@ -105,7 +95,7 @@ func TestRenewHold(t *testing.T) {
 	if err := c.r.SetHold(ctx, svc, h); err != nil {
 		t.Fatal(err)
 	}
-	every("the hold on every node", h.field())
+	every("the hold on every node", h.Encode())
 	c.mrs[2].HDel(hk, "lock")
 	if err := c.r.RenewHold(ctx, svc, h, 5*time.Second); err != nil {
 		t.Fatalf("RenewHold = %v", err)
@@ -116,7 +106,7 @@ func TestRenewHold(t *testing.T) {
 	if c.mrs[2].HGet(hk, "lock") != "" || c.mrs[2].TTL("lock") != time.Second {
 		t.Fatalf("node without the field: field %q, ttl %v; want none and the old 1s", c.mrs[2].HGet(hk, "lock"), c.mrs[2].TTL("lock"))
 	}
-	c.mrs[2].HSet(hk, "lock", h.field())
+	c.mrs[2].HSet(hk, "lock", h.Encode())
 	// A hold whose field has a deadline (written through any proxy) is
 	// renewed to it at most, whatever deadline the renewer knew.
 	d := h
@@ -124,7 +114,7 @@ func TestRenewHold(t *testing.T) {
 	if err := c.r.SetHold(ctx, svc, d); err != nil {
 		t.Fatal(err)
 	}
-	every("the field with its deadline", d.field())
+	every("the field with its deadline", d.Encode())
 	if err := c.r.RenewHold(ctx, svc, h, 9*time.Second); err != nil {
 		t.Fatalf("RenewHold to a deadline = %v", err)
 	}
@@ -150,12 +140,12 @@ func TestRenewHold(t *testing.T) {
 			t.Fatalf("node %d renewed an overwritten key", i)
 		}
 	}
-	if err := c.r.RenewHold(ctx, svc, HoldField{Key: "k"}, time.Second); !errors.Is(err, ErrInvalid) {
+	if err := c.r.RenewHold(ctx, svc, record.Field{Key: "k"}, time.Second); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("RenewHold without a digest = %v, want ErrInvalid", err)
 	}
-	past := HoldField{Key: "lock", Digest: digestOf("w"), Deadline: time.Now().Add(-time.Second).UnixMilli()}
+	past := record.Field{Key: "lock", Digest: digestOf("w"), Deadline: time.Now().Add(-time.Second).UnixMilli()}
 	for _, mr := range c.mrs {
-		mr.HSet(hk, "lock", past.field())
+		mr.HSet(hk, "lock", past.Encode())
 		mr.SetTTL("lock", time.Second)
 	}
 	if err := c.r.RenewHold(ctx, svc, past, 9*time.Second); !errors.Is(err, ErrNotHeld) {
@@ -177,7 +167,7 @@ func TestScanHolds(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
-	hk := RecordKey(svc)
+	hk := record.Key(svc)
 	sum := sha1.Sum([]byte("v"))
 	digest := hex.EncodeToString(sum[:])
 	for i, mr := range c.mrs {
@@ -191,7 +181,7 @@ func TestScanHolds(t *testing.T) {
 		}
 		mr.HSet(hk, "a", a)
 		mr.HSet(hk, "gone", "0 "+digest)
-		mr.HSet(hk, "list", "7 "+AnyDigest)
+		mr.HSet(hk, "list", "7 "+record.AnyDigest)
 	}
 	c.mrs[0].HSet(hk, "lonely", "0 "+digest)
 	_ = c.mrs[0].Set("lonely", "v")
@@ -199,9 +189,9 @@ func TestScanHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]ScannedHold{
-		"a":    {HoldField: HoldField{Key: "a", Digest: digest}, Lease: 2 * time.Second},
-		"list": {HoldField: HoldField{Key: "list", Deadline: 7, Digest: AnyDigest}, Lease: -1},
+	want := map[string]record.Scanned{
+		"a":    {Field: record.Field{Key: "a", Digest: digest}, Lease: 2 * time.Second},
+		"list": {Field: record.Field{Key: "list", Deadline: 7, Digest: record.AnyDigest}, Lease: -1},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("ScanHolds = %+v, want %+v", got, want)
@@ -217,9 +207,9 @@ func TestScanHolds(t *testing.T) {
 		}
 	}
 	// The any-value hold is renewed while the list exists.
-	anyHold := HoldField{Key: "list", Digest: AnyDigest}
+	anyHold := record.Field{Key: "list", Digest: record.AnyDigest}
 	for _, mr := range c.mrs {
-		mr.HSet(hk, "list", anyHold.field())
+		mr.HSet(hk, "list", anyHold.Encode())
 	}
 	if err := c.r.RenewHold(ctx, svc, anyHold, 3*time.Second); err != nil {
 		t.Fatalf("RenewHold of a list = %v", err)
@@ -239,8 +229,8 @@ func TestRenewHoldLeavesAnotherValuesField(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc = "mymaster"
-	hk := RecordKey(svc)
-	won := HoldField{Key: "k", Digest: digestOf("won")}
+	hk := record.Key(svc)
+	won := record.Field{Key: "k", Digest: digestOf("won")}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "won")
 		mr.HSet(hk, "k", "0 "+strings.Repeat("0", 40))
@@ -249,7 +239,7 @@ func TestRenewHoldLeavesAnotherValuesField(t *testing.T) {
 		t.Fatalf("RenewHold over another value's field = %v, want ErrNotHeld", err)
 	}
 	for i, mr := range c.mrs {
-		if mr.TTL("k") != 0 || mr.HGet(hk, "k") == won.field() {
+		if mr.TTL("k") != 0 || mr.HGet(hk, "k") == won.Encode() {
 			t.Fatalf("node %d: renewed over another value's field (ttl %v)", i, mr.TTL("k"))
 		}
 	}
@@ -263,7 +253,7 @@ func TestEndHold(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("v"))
-	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
+	h := record.Field{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	for _, mr := range c.mrs {
 		_ = mr.Set("k", "v")
 	}
@@ -284,7 +274,7 @@ func TestEndHold(t *testing.T) {
 		t.Fatalf("EndHold of an absent field = %v", err)
 	}
 	for _, mr := range c.mrs {
-		mr.HSet(RecordKey(svc), "garbage", "nonsense")
+		mr.HSet(record.Key(svc), "garbage", "nonsense")
 	}
 	if err := c.r.EndHold(ctx, svc, "garbage", ""); err != nil {
 		t.Fatalf("EndHold of a malformed field = %v", err)
@@ -311,23 +301,23 @@ func TestSetHoldByMakerNeedsItsValue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	win := HoldField{Key: "k", Digest: sum("winner")}
+	win := record.Field{Key: "k", Digest: sum("winner")}
 	if err := c.r.SetHold(ctx, svc, win); err != nil {
 		t.Fatalf("the winner's record = %v", err)
 	}
-	lose := HoldField{Key: "k", Digest: sum("loser")}
+	lose := record.Field{Key: "k", Digest: sum("loser")}
 	if err := c.r.SetHold(ctx, svc, lose); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("the loser's record = %v, want ErrNotHeld", err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the winner's field on every node", func() bool {
 		for _, mr := range c.mrs {
-			if mr.HGet(RecordKey(svc), "k") != win.field() {
+			if mr.HGet(record.Key(svc), "k") != win.Encode() {
 				return false
 			}
 		}
 		return true
 	})
-	if err := c.r.SetHold(ctx, svc, HoldField{Key: "absent", Digest: AnyDigest}); !errors.Is(err, ErrNotHeld) {
+	if err := c.r.SetHold(ctx, svc, record.Field{Key: "absent", Digest: record.AnyDigest}); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("a hold of any value of an absent key = %v, want ErrNotHeld", err)
 	}
 }
@@ -339,26 +329,17 @@ func TestHoldRecordReadInPages(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	ctx := context.Background()
 	const svc, holds = "mymaster", 2500
-	hk := RecordKey(svc)
+	hk := record.Key(svc)
 	for _, mr := range c.mrs {
 		for i := range holds {
 			k := fmt.Sprintf("k%d", i)
 			_ = mr.Set(k, "v")
-			mr.HSet(hk, k, "0 "+AnyDigest)
+			mr.HSet(hk, k, "0 "+record.AnyDigest)
 		}
 	}
 	got, err := c.r.ScanHolds(ctx, svc)
 	if err != nil || len(got) != holds {
 		t.Fatalf("ScanHolds = %d holds, %v; want %d", len(got), err, holds)
-	}
-}
-
-// TestDecodeScanOnce: a field HSCAN returned twice (it may, across
-// pages) is one hold, as last read.
-func TestDecodeScanOnce(t *testing.T) {
-	got, err := decodeScan([]any{"k", "0 *", int64(1000), "j", "0 *", int64(-1), "k", "5 *", int64(2000)})
-	if err != nil || len(got) != 2 || got[0].Key != "k" || got[0].Deadline != 5 || got[0].Lease != 2*time.Second || got[1].Key != "j" {
-		t.Fatalf("decodeScan = %+v, %v", got, err)
 	}
 }
 
@@ -372,7 +353,7 @@ func TestRenewHoldsPage(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	digest := func(v string) string { s := sha1.Sum([]byte(v)); return hex.EncodeToString(s[:]) }
-	holds := []HoldField{
+	holds := []record.Field{
 		{Key: "renewed", Digest: digest("v")},
 		{Key: "changed", Digest: digest("v")},
 		{Key: "released", Digest: digest("v")},
@@ -389,7 +370,7 @@ func TestRenewHoldsPage(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, "every field on every node", func() bool {
 		for _, mr := range c.mrs {
-			if fields, _ := mr.HKeys(RecordKey(svc)); len(fields) != len(holds) {
+			if fields, _ := mr.HKeys(record.Key(svc)); len(fields) != len(holds) {
 				return false
 			}
 		}
@@ -401,7 +382,7 @@ func TestRenewHoldsPage(t *testing.T) {
 		}
 		c.mrs[i].Del("released")
 		_ = c.mrs[i].Set("theirs", "w")
-		c.mrs[i].HSet(RecordKey(svc), "theirs", "0 "+digest("w"))
+		c.mrs[i].HSet(record.Key(svc), "theirs", "0 "+digest("w"))
 	}
 	errs := c.r.RenewHolds(ctx, svc, holds, 5*time.Second)
 	for i, want := range []error{nil, ErrNotHeld, ErrNotHeld, ErrNotHeld} {
@@ -413,8 +394,8 @@ func TestRenewHoldsPage(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "every node renewed, changed and dropped", func() bool {
 		for _, mr := range c.mrs {
 			if v, _ := mr.Get("changed"); mr.TTL("renewed") != 5*time.Second || v != "vx" || mr.TTL("changed") != 0 ||
-				mr.HGet(RecordKey(svc), "changed") != "" || mr.HGet(RecordKey(svc), "released") != "" ||
-				mr.HGet(RecordKey(svc), "theirs") != "0 "+digest("w") {
+				mr.HGet(record.Key(svc), "changed") != "" || mr.HGet(record.Key(svc), "released") != "" ||
+				mr.HGet(record.Key(svc), "theirs") != "0 "+digest("w") {
 				return false
 			}
 		}
@@ -430,13 +411,13 @@ func TestAcquireHold(t *testing.T) {
 	ctx := context.Background()
 	const svc = "mymaster"
 	sum := sha1.Sum([]byte("t1"))
-	h := HoldField{Key: "k", Digest: hex.EncodeToString(sum[:])}
+	h := record.Field{Key: "k", Digest: hex.EncodeToString(sum[:])}
 	if _, err := c.r.AcquireHold(ctx, svc, h, "t1", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the key and its field on every node", func() bool {
 		for _, mr := range c.mrs {
-			if v, _ := mr.Get("k"); v != "t1" || mr.HGet(RecordKey(svc), "k") != h.field() {
+			if v, _ := mr.Get("k"); v != "t1" || mr.HGet(record.Key(svc), "k") != h.Encode() {
 				return false
 			}
 		}
@@ -448,8 +429,16 @@ func TestAcquireHold(t *testing.T) {
 		t.Fatalf("a second AcquireHold = %v, want ErrHeld", err)
 	}
 	for i, mr := range c.mrs {
-		if f := mr.HGet(RecordKey(svc), "k"); f != h.field() {
-			t.Fatalf("node %d: field %q after a refused acquisition, want %q", i, f, h.field())
+		if f := mr.HGet(record.Key(svc), "k"); f != h.Encode() {
+			t.Fatalf("node %d: field %q after a refused acquisition, want %q", i, f, h.Encode())
 		}
+	}
+}
+
+// TestRecordPrefix: package record repeats ReservedPrefix, which it
+// cannot import (this package imports it).
+func TestRecordPrefix(t *testing.T) {
+	if got := record.Keys("s"); got[0] != ReservedPrefix+"holds:s" || got[1] != ReservedPrefix+"holds-at:s" {
+		t.Errorf("record.Keys = %q, want both under %q", got, ReservedPrefix)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock/script"
+	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
 // The reads of the holds record (docs/safety.md, "Holds") are
@@ -29,9 +29,9 @@ type recordReply struct {
 	blind bool // quarantined: restarted empty, it knows only what came since
 }
 
-// onRecordWith runs read on every node that is up or quarantined, and
+// onRecord runs read on every node that is up or quarantined, and
 // waits for all of them: a quarantined node's reply is marked blind.
-func (r *Redlock) onRecordWith(ctx context.Context, op string, read func(context.Context, Node) (any, error)) ([]recordReply, error) {
+func (r *Redlock) onRecord(ctx context.Context, op string, read func(context.Context, Node) (any, error)) ([]recordReply, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -68,44 +68,6 @@ func (r *Redlock) onRecordWith(ctx context.Context, op string, read func(context
 	return out, nil
 }
 
-// onRecordPages runs, on every node that is up or quarantined, a script
-// that reads one page of the record (HSCAN from the cursor it is given
-// first, before args) and answers the next cursor first: each node is read page by page, each
-// page within the node timeout, so that no call holds a backend for the
-// whole record (a record of thousands of holds took tens of
-// milliseconds in one script, past the node timeout, and every backend
-// was marked down). A node's reply is its pages' items after the
-// cursors, in one []any. The reads of one node are not one snapshot: a
-// field changed between pages is read in either state, or twice.
-func (r *Redlock) onRecordPages(ctx context.Context, op string, s *script.Script, service string, args ...any) ([]recordReply, error) {
-	return r.onRecordWith(ctx, op, func(ctx context.Context, n Node) (any, error) {
-		var items []any
-		cursor := "0"
-		for {
-			cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
-			v, err := n.Eval(cctx, s, recordKeys(service), append([]any{cursor}, args...)...)
-			cancel()
-			if err != nil {
-				return nil, err
-			}
-			page, ok := v.([]any)
-			if !ok || len(page) == 0 {
-				return nil, fmt.Errorf("%s: page %T", op, v)
-			}
-			if cursor, ok = page[0].(string); !ok {
-				return nil, fmt.Errorf("%s: cursor %T", op, page[0])
-			}
-			items = append(items, page[1:]...)
-			if cursor == "0" {
-				return items, nil
-			}
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-	})
-}
-
 // recordFailure is the failure of a record operation: kind, with what
 // the nodes answered.
 func (r *Redlock) recordFailure(kind error, replies []recordReply) *QuorumError {
@@ -129,23 +91,20 @@ func (r *Redlock) recordFailure(kind error, replies []recordReply) *QuorumError 
 // one counting towards it, with at least one node that has it), for a
 // key holding that value there; or ErrNoQuorum when fewer than a quorum
 // answered.
-func (r *Redlock) ScanHolds(ctx context.Context, service string) ([]ScannedHold, error) {
-	replies, err := r.onRecordPages(ctx, "scan holds", scanHoldsScript, service)
+func (r *Redlock) ScanHolds(ctx context.Context, service string) ([]record.Scanned, error) {
+	replies, err := r.onRecord(ctx, "scan holds", func(ctx context.Context, n Node) (any, error) {
+		return record.Scan(ctx, n, service, r.nodeTimeout)
+	})
 	if err != nil {
 		return nil, err
 	}
-	var scans [][]ScannedHold
+	var scans [][]record.Scanned
 	var blind []map[string]bool // the keys each blind node returned
-	for i := range replies {
-		rep := &replies[i]
+	for _, rep := range replies {
 		if rep.err != nil {
 			continue
 		}
-		hs, err := decodeScan(rep.v.([]any))
-		if err != nil {
-			rep.err = err
-			continue
-		}
+		hs := rep.v.([]record.Scanned)
 		scans = append(scans, hs)
 		if rep.blind {
 			keys := make(map[string]bool, len(hs))
@@ -165,7 +124,7 @@ func (r *Redlock) ScanHolds(ctx context.Context, service string) ([]ScannedHold,
 // found on at least one node and, with the blind nodes that lack the key,
 // on q. Lease is the need-th longest PTTL of those that have it, need
 // being q less those blind nodes.
-func agreedHolds(scans [][]ScannedHold, blind []map[string]bool, q int) []ScannedHold {
+func agreedHolds(scans [][]record.Scanned, blind []map[string]bool, q int) []record.Scanned {
 	type same struct {
 		key, digest string
 		deadline    int64
@@ -181,7 +140,7 @@ func agreedHolds(scans [][]ScannedHold, blind []map[string]bool, q int) []Scanne
 			seen[s] = append(seen[s], h.Lease)
 		}
 	}
-	var out []ScannedHold
+	var out []record.Scanned
 	for _, s := range order {
 		ttls := seen[s]
 		need := q
@@ -194,9 +153,9 @@ func agreedHolds(scans [][]ScannedHold, blind []map[string]bool, q int) []Scanne
 		if len(ttls) < need {
 			continue
 		}
-		out = append(out, ScannedHold{
-			HoldField: HoldField{Key: s.key, Deadline: s.deadline, Digest: s.digest},
-			Lease:     quorumPTTL(ttls, need),
+		out = append(out, record.Scanned{
+			Field: record.Field{Key: s.key, Deadline: s.deadline, Digest: s.digest},
+			Lease: quorumPTTL(ttls, need),
 		})
 	}
 	return out
@@ -208,12 +167,12 @@ func agreedHolds(scans [][]ScannedHold, blind []map[string]bool, q int) []Scanne
 // ErrNoQuorum (a *QuorumError) when fewer than a quorum answered. A proxy
 // that does not keep key reads it to answer the expiry its client asked
 // for (a key held beyond max_ttl through another proxy of the tier).
-func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h HoldField, ok bool, err error) {
+func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h record.Field, ok bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return HoldField{}, false, fmt.Errorf("read hold: %w", err)
+		return record.Field{}, false, fmt.Errorf("read hold: %w", err)
 	}
 	c := call[string]{
-		cmd: command{kind: callDo, args: []any{"HGET", RecordKey(service), key}},
+		cmd: command{kind: callDo, args: []any{"HGET", record.Key(service), key}},
 		decode: func(v any) (string, error) {
 			switch s := v.(type) {
 			case nil:
@@ -226,23 +185,23 @@ func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h HoldFiel
 	}
 	t := &fieldTally{counts: r.counts()}
 	if err := quorum(r, ctx, "read hold", r.nodeTimeout, c, decider[string](t), nil); err != nil {
-		return HoldField{}, false, err
+		return record.Field{}, false, err
 	}
 	if t.answered < t.q {
-		return HoldField{}, false, t.noQuorum()
+		return record.Field{}, false, t.noQuorum()
 	}
 	same := map[string]int{}
 	for _, f := range t.fields {
-		p, err := parseHold(key, f)
+		p, err := record.Parse(key, f)
 		if err != nil {
 			continue // absent, or not ours to read
 		}
-		s := p.field()
+		s := p.Encode()
 		if same[s]++; same[s] >= t.q {
 			return p, true, nil
 		}
 	}
-	return HoldField{}, false, nil
+	return record.Field{}, false, nil
 }
 
 // fieldTally keeps every node's field and waits for all of them.
