@@ -112,8 +112,10 @@ var allowed = func() map[string]command {
 		{"ZSCORE", kOne, 0}, {"ZUNION", kNum, 0},
 		{"ZUNIONSTORE", kDstNum, fWrite},
 		// HyperLogLogs: registers set by each element's hash, the same on
-		// every backend whatever the encoding (sparse or dense).
-		{"PFADD", kOne, fWrite}, {"PFCOUNT", kAll, 0}, {"PFMERGE", kAll, fWrite},
+		// every backend whatever the encoding (sparse or dense). PFCOUNT
+		// writes its cached count into the key (Redis's key spec RW), so
+		// a read-only script (EVALSHA_RO: reads by vote) may not call it.
+		{"PFADD", kOne, fWrite}, {"PFCOUNT", kAll, fWrite}, {"PFMERGE", kAll, fWrite},
 		// Geo: a sorted set scored by geohash; searches walk it in its own
 		// (score, member) order, which identical content shares.
 		{"GEOADD", kOne, fWrite}, {"GEOPOS", kOne, 0}, {"GEODIST", kOne, 0},
