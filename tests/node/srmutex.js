@@ -40,7 +40,11 @@ async function contend(proxy, backends, name, rounds, holdMs, pauseMs, startAt) 
   let minHolders = null;
   for (let i = 0; i < rounds; i++) {
     const waitStart = now();
-    const release = await lock(proxy, name, { timeout: 5000, pollingInterval: POLL_MS, failAfter: 40000 });
+    // A 20 s lock, released after hold-ms: the proxy gives each backend
+    // call 5% of the ttl (at most node_timeout, 1 s in the tests), and the
+    // 250 ms of a 5 s lock is a deadline a loaded machine missed (NOQUORUM,
+    // which the library throws). The hand-offs come from the release.
+    const release = await lock(proxy, name, { timeout: 20000, pollingInterval: POLL_MS, failAfter: 40000 });
     const start = now();
     const h = await held(proxy, backends, keyOf(name));
     minHolders = minHolders === null ? h : Math.min(minHolders, h);
