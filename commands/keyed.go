@@ -177,7 +177,10 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		argv = append(argv, e)
 	}
 	s := k.script
-	if d.checkedAtRun(k, keys, args) {
+	if r := pastWriteBudget(k, keys, args); r != nil {
+		return r
+	}
+	if d.checkedAtRun(k) {
 		argv = append(argv, enforceArgs(c)...)
 		s = d.scripts.enforced(k.script)
 	}
@@ -211,33 +214,41 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 	return r
 }
 
-// checkedAtRun reports whether k's call, args, runs in the wrapper that
-// checks it as it runs (script.Script.Enforced), as a script's calls are. Its
+// checkedAtRun reports whether k's call runs in the wrapper that checks
+// it as it runs (script.Script.Enforced), as a script's calls are. Its
 // keys were checked here as the wrapper would check them (every key
 // position of the same table: the reserved prefix in keyed, the user's
-// patterns in permit) and every other argument within max_value_bytes,
-// and a fixed script has no client code: what only the wrapper can check
-// is what a command may grow a value to past its arguments (SETRANGE,
-// SETBIT, APPEND, BITFIELD: script.GrowsValue), and the write budget of
-// one run (scriptWriteKeys, scriptWriteBytes), which a call that could
-// pass it is left to. The others run without it: a plain call, not a
+// patterns in permit), every other argument within max_value_bytes and
+// the write budget (pastWriteBudget), and a fixed script has no client
+// code: what only the wrapper can check is what a command may grow a
+// value to past its arguments (SETRANGE, SETBIT, APPEND, BITFIELD:
+// script.GrowsValue). The others run without it: a plain call, not a
 // wrapper that copies KEYS and ARGV and makes its closures on each run
 // (about half the time of a call on the backend: docs/benchmarks.md).
-func (d *Dispatcher) checkedAtRun(k *keyed, keys []string, args [][]byte) bool {
-	if d.scripts.enforce == nil {
-		return false
-	}
-	if script.GrowsValue(k.cmd.Name) {
-		return true
-	}
+func (d *Dispatcher) checkedAtRun(k *keyed) bool {
+	return d.scripts.enforce != nil && script.GrowsValue(k.cmd.Name)
+}
+
+// pastWriteBudget refuses a keyed write past one run's write budget
+// before it is sent: the keys and bytes a keyed command writes are its
+// arguments, known here, and the run-time check would refuse it on every
+// backend (counting every key of a write command, as it does in a
+// script) after the vote's order locks were taken on all of them.
+func pastWriteBudget(k *keyed, keys []string, args [][]byte) Reply {
 	if !k.cmd.Writes {
-		return false
+		return nil
 	}
 	n := 0
 	for _, a := range args[1:] {
 		n += len(a)
 	}
-	return len(keys) > scriptWriteKeys || n > scriptWriteBytes
+	switch {
+	case len(keys) > scriptWriteKeys:
+		return Errorf("ERR %s would write more than %d keys, the most one write by vote may (redlock-proxy: see docs/safety.md)", k.cmd.Name, scriptWriteKeys)
+	case n > scriptWriteBytes:
+		return Errorf("ERR %s would write more than %d bytes, the most one write by vote may (redlock-proxy: see docs/safety.md)", k.cmd.Name, scriptWriteBytes)
+	}
+	return nil
 }
 
 // refusal answers a command the table has no row for: the reason it
