@@ -192,7 +192,7 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 	case k.cmd.Writes && !lockWrites[k.cmd.Name]:
 		v, err = d.leases.VoteData(ctx, s, keys, argv) // data: the expiry as the command leaves it
 	default:
-		v, err = d.leases.Vote(ctx, s, keys, argv, k.cmd.Writes)
+		v, err = d.leases.Vote(ctx, s, keys, argv, k.cmd.Writes || k.cmd.Caches)
 	}
 	if err != nil {
 		return d.lockError(err)

@@ -534,7 +534,7 @@ func (c *checker) literalSite(e *ast.FuncCallExpr, fn, name string, as []arg, ta
 		c.builtKey(a)
 	}
 	c.facts.commands[cmd.name] = true
-	c.vote.Writes = c.vote.Writes || cmd.flags&fWrite != 0
+	c.vote.Writes = c.vote.Writes || cmd.flags&(fWrite|fCaches) != 0 // PFCOUNT cannot run in a read-only script
 	c.vote.Publishes = c.vote.Publishes || cmd.flags&fPublish != 0
 	c.vote.ReadsTime = c.vote.ReadsTime || cmd.flags&fTime != 0
 	cmd.keys.keyArgs(as, tail, c.builtKey)

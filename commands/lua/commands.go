@@ -17,6 +17,11 @@ const (
 	// or held (docs/safety.md, "Locks and data"); every other write of a
 	// lock's key replaces or changes its value, and is data.
 	fExpire
+	// fCaches: a read that Redis lets update its key (PFCOUNT caches the
+	// count it computed: its key spec is RW), so a read-only script
+	// (EVALSHA_RO, which runs a read by vote) may not call it. COMMAND
+	// INFO still says readonly, as Redis does.
+	fCaches
 )
 
 // keySpec says which arguments of a command are keys, counted as Redis's
@@ -112,10 +117,8 @@ var allowed = func() map[string]command {
 		{"ZSCORE", kOne, 0}, {"ZUNION", kNum, 0},
 		{"ZUNIONSTORE", kDstNum, fWrite},
 		// HyperLogLogs: registers set by each element's hash, the same on
-		// every backend whatever the encoding (sparse or dense). PFCOUNT
-		// writes its cached count into the key (Redis's key spec RW), so
-		// a read-only script (EVALSHA_RO: reads by vote) may not call it.
-		{"PFADD", kOne, fWrite}, {"PFCOUNT", kAll, fWrite}, {"PFMERGE", kAll, fWrite},
+		// every backend whatever the encoding (sparse or dense).
+		{"PFADD", kOne, fWrite}, {"PFCOUNT", kAll, fCaches}, {"PFMERGE", kAll, fWrite},
 		// Geo: a sorted set scored by geohash; searches walk it in its own
 		// (score, member) order, which identical content shares.
 		{"GEOADD", kOne, fWrite}, {"GEOPOS", kOne, 0}, {"GEODIST", kOne, 0},

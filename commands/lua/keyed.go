@@ -20,6 +20,9 @@ type KeyCommand struct {
 	Arity int    // Redis 7's convention: n exact, -n at least n (name included)
 	// Writes: the command may change data.
 	Writes bool
+	// Caches: a read that Redis lets update its key (PFCOUNT), which a
+	// read-only script may not call: it is not run as a read by vote.
+	Caches bool
 	// Expires: the command may set its key's expiry and keep its value
 	// (GETEX EX|PX|EXAT|PXAT|PERSIST): of a lock, a lock's expiry.
 	Expires bool
@@ -92,7 +95,7 @@ var keyCommands = func() []KeyCommand {
 		if !ok {
 			panic("lua: no arity for " + c.name)
 		}
-		k := KeyCommand{Name: c.name, Arity: n, Writes: c.flags&fWrite != 0, Expires: c.flags&fExpire != 0, keys: c.keys,
+		k := KeyCommand{Name: c.name, Arity: n, Writes: c.flags&fWrite != 0, Caches: c.flags&fCaches != 0, Expires: c.flags&fExpire != 0, keys: c.keys,
 			First: c.keys.first, Last: c.keys.last, Step: c.keys.step, NumKeys: c.keys.numkeys,
 			Movable: c.keys.store || c.name == "SORT_RO"}
 		if unordered {
