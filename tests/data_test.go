@@ -279,7 +279,7 @@ func TestDataOverAnEndedLockTakesTheClientsExpiry(t *testing.T) {
 	for _, k := range []string{"ended:del", "ended:persist", "lock:held"} {
 		do(ca, "SETNX", k, "t")
 	}
-	time.Sleep(holdLease) // B's rounds see the holds in the record
+	recordSeen(ctx, t, []*redis.Client{cb}, "ended:del", "ended:persist", "lock:held")
 	// Deleted through the proxy that kept it, then data through B.
 	do(ca, "DEL", "ended:del")
 	do(cb, "SET", "ended:del", "data")

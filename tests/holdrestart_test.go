@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestHoldSurvivesMajorityRestart: a key held beyond max_ttl (here without
@@ -90,7 +92,7 @@ func TestHoldOwnerStopsDuringMajorityRestart(t *testing.T) {
 			if ok, err := a.Client(nil).SetNX(ctx, "held", "A", 0).Result(); err != nil || !ok {
 				t.Fatalf("SET held A NX through A = %v, %v", ok, err)
 			}
-			time.Sleep(500 * time.Millisecond) // B's rounds have seen the record
+			recordSeen(ctx, t, []*redis.Client{b.Client(nil)}, "held")
 			restartAtOnce(t, rs[:2])
 			time.Sleep(tc.after)
 			if tc.term {

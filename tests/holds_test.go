@@ -303,3 +303,32 @@ func TestHoldRecordPagesOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// recordSeen waits until each client's proxy lists every key as a hold
+// (LOCKADMIN WHO: hold 1), as its renewal rounds read them from the
+// record: a bounded poll, where a fixed sleep of a few rounds could pass
+// before a loaded machine ran one.
+func recordSeen(ctx context.Context, t *testing.T, clients []*redis.Client, keys ...string) {
+	t.Helper()
+	for _, c := range clients {
+		for _, k := range keys {
+			testkit.Eventually(t, 20*time.Second, "a proxy's rounds see the hold of "+k, func() bool {
+				v, err := c.Do(ctx, "LOCKADMIN", "WHO", k).Result()
+				if err != nil {
+					return false
+				}
+				switch m := v.(type) {
+				case map[any]any: // RESP3
+					return m["hold"] == int64(1)
+				case []any: // RESP2: field, value, …
+					for i := 0; i+1 < len(m); i += 2 {
+						if m[i] == "hold" {
+							return m[i+1] == int64(1)
+						}
+					}
+				}
+				return false
+			})
+		}
+	}
+}

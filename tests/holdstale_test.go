@@ -245,7 +245,13 @@ func staleReleases(t *testing.T, run, later func(op, route string) bool) {
 			}
 		}
 	}
-	time.Sleep(holdLease) // B's rounds see the first holds in the record
+	var holds []string
+	for _, tc := range cases {
+		if tc.hold {
+			holds = append(holds, tc.key)
+		}
+	}
+	recordSeen(ctx, t, []*redis.Client{ca, cb}, holds...)
 	bs := make([]*redis.Client, len(rs))
 	for i, r := range rs {
 		bs[i] = r.Client()
