@@ -36,17 +36,27 @@ func startRedis(t *testing.T) string {
 	return "127.0.0.1:" + port
 }
 
-func checkScripts(t *testing.T, addr string) {
-	ctx := context.Background()
+// oneNodeRedlock is a Redlock over the one backend at addr, and a plain
+// client of that backend, both closed when the test ends.
+func oneNodeRedlock(t *testing.T, addr string) (*Redlock, *redis.Client) {
+	t.Helper()
 	n, err := DialNode(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
 	r := New([]Node{n}, Options{NodeTimeout: testTimeout, Logger: testLogger(t)})
-	defer r.Close(ctx)
 	cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
-	defer cl.Close()
+	t.Cleanup(func() {
+		cl.Close()
+		r.Close(context.Background())
+		n.Close()
+	})
+	return r, cl
+}
+
+func checkScripts(t *testing.T, addr string) {
+	ctx := context.Background()
+	r, cl := oneNodeRedlock(t, addr)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -61,7 +71,7 @@ func checkScripts(t *testing.T, addr string) {
 	}
 	must(cl.ScriptFlush(ctx).Err()) // the first runs go through EVAL
 
-	_, err = r.AcquireKeys(ctx, []string{"a", "b"}, "tok", 10*time.Second, IfAbsent)
+	_, err := r.AcquireKeys(ctx, []string{"a", "b"}, "tok", 10*time.Second, IfAbsent)
 	must(err)
 	_, err = r.AcquireKeys(ctx, []string{"a", "b", "c"}, "tok", 20*time.Second, IfAbsentOrMine)
 	must(err)

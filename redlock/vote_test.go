@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -19,15 +18,7 @@ import (
 // with them.
 func TestVoteReadApart(t *testing.T) {
 	ctx := context.Background()
-	n, err := DialNode(startRedis(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	r := New([]Node{n}, Options{NodeTimeout: testTimeout, Logger: testLogger(t)})
-	defer r.Close(ctx)
-	cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
-	defer cl.Close()
+	r, cl := oneNodeRedlock(t, startRedis(t))
 	lastCmds := func() []string {
 		t.Helper()
 		list, err := cl.ClientList(ctx).Result()
