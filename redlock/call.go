@@ -16,7 +16,7 @@ import (
 type callKind uint8
 
 const (
-	callSetNX callKind = iota // SetNX(keys[0], value, ttl) → bool
+	callSetNX callKind = iota // SetNX(keys[0], value, ttl) → grant
 	callCAD                   // CompareAndDelete(keys[0], value) → bool
 	callCAE                   // CompareAndExpire(keys[0], value, ttl) → bool
 	callEval                  // Eval(script, keys, args...) → any
@@ -38,12 +38,12 @@ type command struct {
 }
 
 // run runs c on n and waits for the result: what the Node method returns,
-// the bool of SetNX and the compare calls boxed in any.
+// SetNX's as a grant, the bool of the compare calls boxed in any.
 func (c *command) run(ctx context.Context, n Node) (any, error) {
 	switch c.kind {
 	case callSetNX:
-		ok, err := n.SetNX(ctx, c.keys[0], c.value, c.ttl)
-		return ok, err
+		ok, ver, err := n.SetNX(ctx, c.keys[0], c.value, c.ttl)
+		return grant{ok: ok, ver: ver}, err
 	case callCAD:
 		ok, err := n.CompareAndDelete(ctx, c.keys[0], c.value)
 		return ok, err
@@ -117,7 +117,7 @@ func senderOf(n Node) sender {
 	return goSender{n}
 }
 
-// asBool reads the result of a SetNX or compare call.
+// asBool reads the result of a compare call.
 func asBool(v any) (bool, error) {
 	if b, ok := v.(bool); ok {
 		return b, nil

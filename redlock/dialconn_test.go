@@ -30,7 +30,7 @@ func TestConnSetupAuthSelect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if ok, err := n.SetNX(ctx, "by-pipe", "v", time.Minute); !ok || err != nil {
+	if ok, _, err := n.SetNX(ctx, "by-pipe", "v", time.Minute); !ok || err != nil {
 		t.Fatalf("SetNX = %v, %v", ok, err)
 	}
 	nc, err := n.DialConn(ctx)

@@ -263,16 +263,16 @@ func (n *slowNode) value(key string) string {
 	return n.keys[key]
 }
 
-func (n *slowNode) SetNX(_ context.Context, key, value string, _ time.Duration) (bool, error) {
+func (n *slowNode) SetNX(_ context.Context, key, value string, _ time.Duration) (bool, string, error) {
 	time.Sleep(n.setDelay)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.log = append(n.log, "SET")
 	if _, ok := n.keys[key]; ok {
-		return false, nil
+		return false, "", nil
 	}
 	n.keys[key] = value
-	return true, nil
+	return true, "", nil
 }
 
 func (n *slowNode) CompareAndDelete(_ context.Context, key, value string) (bool, error) {

@@ -29,10 +29,13 @@ const FenceKey = "redlock-proxy:fence"
 // docs/safety.md has the argument and its limits.
 
 var (
+	// {grant, fence}: grant as acquireOneScript answers it, of KEYS[1]
+	// with its companion KEYS[3].
 	fenceAcquireScript = script.New(`
 local fence = redis.call("INCR", KEYS[2])
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-	return {1, fence}
+	local c = redis.call("GET", KEYS[3])
+	return {c and string.match(c, "^%d+ %S+") or 1, fence}
 end
 return {0, fence}`)
 
@@ -52,18 +55,18 @@ return 1`)
 
 // fenceReply is one node's answer to the fenced acquire.
 type fenceReply struct {
-	granted bool
-	fence   int64
+	grant
+	fence int64
 }
 
-// fenceTally is a tally that also keeps the largest counter seen.
+// fenceTally is a grantTally that also keeps the largest counter seen.
 type fenceTally struct {
-	*tally
+	*grantTally
 	max int64
 }
 
 func (t *fenceTally) add(v fenceReply) {
-	t.tally.add(v.granted)
+	t.grantTally.add(v.grant)
 	t.max = max(t.max, v.fence)
 }
 
@@ -88,19 +91,24 @@ func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time
 	if err := ctx.Err(); err != nil {
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
-	keys := []string{key, FenceKey}
+	keys := []string{key, FenceKey, versionKey(key)}
 	set := call[fenceReply]{
 		cmd: command{kind: callEval, script: fenceAcquireScript, keys: keys, args: []any{token, millis(ttl)}},
 		decode: func(v any) (fenceReply, error) {
-			pair, err := asInts(v, 2)
+			a, _ := v.([]any)
+			if len(a) != 2 {
+				return fenceReply{}, fmt.Errorf("unexpected reply %v, want a fenced acquire's", v)
+			}
+			fence, err := asInt(a[1])
 			if err != nil {
 				return fenceReply{}, err
 			}
-			return fenceReply{granted: pair[0] == 1, fence: pair[1]}, nil
+			g, err := asGrant(a[0])
+			return fenceReply{grant: g, fence: fence}, err
 		},
 	}
-	granted := func(v fenceReply) bool { return v.granted }
-	t := &fenceTally{tally: r.tally()}
+	granted := func(v fenceReply) bool { return v.ok }
+	t := &fenceTally{grantTally: r.grantTally()}
 	var fence int64
 	writeBack := func() error {
 		fence = r.raiseFence(t.max)

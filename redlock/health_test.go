@@ -92,17 +92,17 @@ func (f *fakeNode) enter(ctx context.Context) error {
 	return nil
 }
 
-func (f *fakeNode) SetNX(ctx context.Context, key, value string, _ time.Duration) (bool, error) {
+func (f *fakeNode) SetNX(ctx context.Context, key, value string, _ time.Duration) (bool, string, error) {
 	if err := f.enter(ctx); err != nil {
-		return false, err
+		return false, "", err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.keys[key]; ok {
-		return false, nil
+		return false, "", nil
 	}
 	f.keys[key] = value
-	return true, nil
+	return true, "", nil
 }
 
 func (f *fakeNode) CompareAndDelete(ctx context.Context, key, value string) (bool, error) {

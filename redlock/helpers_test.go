@@ -101,16 +101,16 @@ func (f *faultyNode) pre(ctx context.Context) error {
 	return nil
 }
 
-func (f *faultyNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+func (f *faultyNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, string, error) {
 	if err := f.pre(ctx); err != nil {
-		return false, err
+		return false, "", err
 	}
 	switch mode(f.mode.Load()) {
 	case modeExists:
-		return false, nil
+		return false, "", nil
 	case modeLostReply:
-		_, _ = f.Node.SetNX(ctx, key, value, ttl)
-		return false, errFault
+		_, _, _ = f.Node.SetNX(ctx, key, value, ttl)
+		return false, "", errFault
 	}
 	return f.Node.SetNX(ctx, key, value, ttl)
 }

@@ -62,9 +62,38 @@ func (s KeyState) String() string {
 	return fmt.Sprintf("KeyState(%d)", int(s))
 }
 
+// grant is one node's answer to an acquire script (scripts.go): whether
+// it set the keys, and the register version their companions recorded
+// then.
+type grant struct {
+	ok  bool
+	ver string
+}
+
+func asGrant(v any) (grant, error) {
+	switch g := v.(type) {
+	case grant: // callSetNX's
+		return g, nil
+	case bool: // callSetNX's without a version (RedisNode.finish)
+		return grant{ok: g}, nil
+	}
+	switch v {
+	case int64(0):
+		return grant{}, nil
+	case int64(1):
+		return grant{ok: true}, nil
+	}
+	if ver, ok := v.(string); ok && ver != "" {
+		return grant{ok: true, ver: ver}, nil
+	}
+	return grant{}, fmt.Errorf("unexpected reply %v, want an acquire's", v)
+}
+
+func granted(g grant) bool { return g.ok }
+
 // Acquire sets key to token with the given ttl on a quorum of nodes and
 // returns the lock with its validity. It is AcquireKeys of one key with
-// IfAbsent, done with SET NX PX.
+// IfAbsent, done with SET NX PX in acquireOneScript.
 func (r *Redlock) Acquire(ctx context.Context, key, token string, ttl time.Duration) (Lock, error) {
 	return r.AcquireKeys(ctx, []string{key}, token, ttl, IfAbsent)
 }
@@ -103,15 +132,15 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
 	send, _ := unique(keys)
-	set := call[bool]{cmd: command{kind: callSetNX, keys: send, value: token, ttl: ttl}, decode: asBool}
+	set := call[grant]{cmd: command{kind: callSetNX, keys: send, value: token, ttl: ttl}, decode: asGrant}
 	if len(send) > 1 || mode != IfAbsent {
-		set = call[bool]{
-			cmd:    command{kind: callEval, script: acquireScript, keys: send, args: []any{token, millis(ttl), flag(mode == IfAbsentOrMine)}},
-			decode: intIs1,
+		withVersions := append(slices.Clone(send), make([]string, len(send))...)
+		for i, k := range send {
+			withVersions[len(send)+i] = versionKey(k)
 		}
+		set.cmd = command{kind: callEval, script: acquireScript, keys: withVersions, args: []any{token, millis(ttl), flag(mode == IfAbsentOrMine)}}
 	}
-	granted := func(ok bool) bool { return ok }
-	l, err := acquireFanout(r, ctx, send, token, ttl, mode, set, granted, r.tally(), nil)
+	l, err := acquireFanout(r, ctx, send, token, ttl, mode, set, granted, r.grantTally(), nil)
 	if err != nil {
 		return Lock{}, err
 	}
@@ -136,11 +165,11 @@ func (r *Redlock) AcquireHold(ctx context.Context, service string, h record.Fiel
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
 	keys := []string{h.Key}
-	set := call[bool]{
-		cmd:    command{kind: callEval, script: record.AcquireScript, keys: append(keys, record.Keys(service)...), args: []any{token, millis(ttl), h.Encode()}},
-		decode: intIs1,
+	set := call[grant]{
+		cmd:    command{kind: callEval, script: record.AcquireScript, keys: append(append(keys, record.Keys(service)...), versionKey(h.Key)), args: []any{token, millis(ttl), h.Encode()}},
+		decode: asGrant,
 	}
-	return acquireFanout(r, ctx, keys, token, ttl, IfAbsent, set, func(ok bool) bool { return ok }, r.tally(), nil)
+	return acquireFanout(r, ctx, keys, token, ttl, IfAbsent, set, granted, r.grantTally(), nil)
 }
 
 // voteTally is what acquireFanout needs of a decider: yes votes counted

@@ -195,8 +195,8 @@ func TestCompareAndDeleteNative(t *testing.T) {
 			defer n.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if ok, err := n.SetNX(ctx, "k", "v", time.Second); !ok || err != nil {
-				t.Fatalf("SetNX = %v, %v", ok, err)
+			if _, err := n.Do(ctx, "SET", "k", "v", "PX", 1000); err != nil {
+				t.Fatalf("SET = %v", err)
 			}
 			for _, step := range []struct {
 				value string
@@ -214,8 +214,8 @@ func TestCompareAndDeleteNative(t *testing.T) {
 			// A downgraded server: the unknown command falls back to the
 			// script within the same call and clears the capability.
 			f.setNative(false)
-			if ok, err := n.SetNX(ctx, "k", "v", time.Second); !ok || err != nil {
-				t.Fatalf("SetNX = %v, %v", ok, err)
+			if _, err := n.Do(ctx, "SET", "k", "v", "PX", 1000); err != nil {
+				t.Fatalf("SET = %v", err)
 			}
 			if ok, err := n.CompareAndDelete(ctx, "k", "v"); !ok || err != nil {
 				t.Fatalf("CompareAndDelete after downgrade = %v, %v", ok, err)
@@ -250,8 +250,8 @@ func TestCompareAndDeleteRedis7(t *testing.T) {
 	}
 	defer n.Close()
 	ctx := context.Background()
-	if ok, err := n.SetNX(ctx, "k", "v", time.Second); !ok || err != nil {
-		t.Fatalf("SetNX = %v, %v", ok, err)
+	if _, err := n.Do(ctx, "SET", "k", "v", "PX", 1000); err != nil {
+		t.Fatalf("SET = %v", err)
 	}
 	if got := nativeCAD(n.native.Load()); got != nativeNone {
 		t.Fatalf("miniredis: capability %d, want none", got)

@@ -279,10 +279,15 @@ func (n *RedisNode) Addr() string { return n.addr }
 func (n *RedisNode) DB() int { return n.db }
 
 // SetNX runs SET key value NX PX ttl, with ttl rounded up to whole
-// milliseconds (a key that lives slightly longer is safe; shorter is not).
-func (n *RedisNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+// milliseconds (a key that lives slightly longer is safe; shorter is
+// not), in acquireOneScript, which also answers the key's version.
+func (n *RedisNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, string, error) {
 	v, err := n.runPipe(ctx, &command{kind: callSetNX, keys: []string{key}, value: value, ttl: ttl})
-	return v == true, err
+	if err != nil {
+		return false, "", err
+	}
+	g, err := asGrant(v)
+	return g.ok, g.ver, err
 }
 
 // CompareAndDelete deletes key iff it holds value: with DELEX … IFEQ or
@@ -332,11 +337,15 @@ func (n *RedisNode) firstStep(c *command) step {
 // (SET, PEXPIRE and the scripts) keep their order on one connection.
 func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 	switch c.kind {
-	case callSetNX:
-		b = append(b, "*6\r\n$3\r\nSET\r\n"...)
+	case callSetNX: // KEYS: the key and its companion, without a slice
+		b = appendScriptName(b, acquireOneScript, st, 2, 2, false)
 		b = resp.AppendBulk(b, c.keys[0])
+		b = append(b, '$')
+		b = strconv.AppendInt(b, int64(len(VersionPrefix)+len(c.keys[0])), 10)
+		b = append(b, "\r\n"+VersionPrefix...)
+		b = append(b, c.keys[0]...)
+		b = append(b, "\r\n"...)
 		b = resp.AppendBulk(b, c.value)
-		b = append(b, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
 		return resp.AppendBulkInt(b, millis(c.ttl)), st
 	case callCAD:
 		if st == stepNative {
@@ -377,14 +386,18 @@ func (n *RedisNode) finish(c *command, st step, v any, err error) (res any, rerr
 		case st == stepNative && isUnknownCommand(err):
 			n.native.Store(int32(nativeNone))
 			return nil, nil, stepSHA, true
-		case st == stepSHA && c.kind != callSetNX && c.kind != callDo && isNoScript(err):
+		case st == stepSHA && c.kind != callDo && isNoScript(err):
 			return nil, nil, stepSource, true
 		}
 		return nil, err, 0, false
 	}
 	switch c.kind {
 	case callSetNX:
-		return v == StatusOK, nil, 0, false
+		g, err := asGrant(v)
+		if g.ver == "" { // the usual grant (or refusal): a bool, boxed without allocating
+			return g.ok, err, 0, false
+		}
+		return g, err, 0, false
 	case callCAD, callCAE:
 		x, err := asInt(v)
 		return x == 1, err, 0, false
@@ -516,8 +529,18 @@ func isNoScript(err error) bool {
 // read-only forms EVALSHA_RO and EVAL_RO, under which the backend itself
 // refuses every command that writes (or may replicate, PUBLISH).
 func appendScriptHead(b []byte, s *script.Script, st step, keys []string, nargs int, ro bool) []byte {
+	b = appendScriptName(b, s, st, len(keys), nargs, ro)
+	for _, k := range keys {
+		b = resp.AppendBulk(b, k)
+	}
+	return b
+}
+
+// appendScriptName is appendScriptHead up to the key count, nkeys: the
+// caller appends the keys, then the nargs arguments.
+func appendScriptName(b []byte, s *script.Script, st step, nkeys, nargs int, ro bool) []byte {
 	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(3+len(keys)+nargs), 10)
+	b = strconv.AppendInt(b, int64(3+nkeys+nargs), 10)
 	switch {
 	case st == stepSource && ro:
 		b = append(b, "\r\n$7\r\nEVAL_RO\r\n"...)
@@ -532,11 +555,7 @@ func appendScriptHead(b []byte, s *script.Script, st step, keys []string, nargs 
 		b = append(b, "\r\n$7\r\nEVALSHA\r\n"...)
 		b = resp.AppendBulk(b, s.Hash())
 	}
-	b = resp.AppendBulkInt(b, int64(len(keys)))
-	for _, k := range keys {
-		b = resp.AppendBulk(b, k)
-	}
-	return b
+	return resp.AppendBulkInt(b, int64(nkeys))
 }
 
 // Do sends one command on the pipelined connection, in order with the

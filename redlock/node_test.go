@@ -62,12 +62,12 @@ func TestRedisNode(t *testing.T) {
 			t.Fatalf("%s = %v, %v; want %v", op, got, err, want)
 		}
 	}
-	ok, err := n.SetNX(ctx, "k", "v", 1500*time.Microsecond)
+	ok, _, err := n.SetNX(ctx, "k", "v", 1500*time.Microsecond)
 	check("SetNX", ok, err, true)
 	if got := mr.TTL("k"); got != 2*time.Millisecond {
 		t.Fatalf("ttl %v, want 2ms (rounded up)", got)
 	}
-	ok, err = n.SetNX(ctx, "k", "w", time.Second)
+	ok, _, err = n.SetNX(ctx, "k", "w", time.Second)
 	check("SetNX existing", ok, err, false)
 	for range 2 { // the second run goes through EVALSHA
 		ok, err = n.CompareAndExpire(ctx, "k", "w", time.Minute)
@@ -103,7 +103,7 @@ func TestRedisNodeDown(t *testing.T) {
 	mr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := n.SetNX(ctx, "k", "v", time.Second); err == nil {
+	if _, _, err := n.SetNX(ctx, "k", "v", time.Second); err == nil {
 		t.Fatal("SetNX on a closed server succeeded")
 	}
 }

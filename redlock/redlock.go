@@ -89,8 +89,10 @@ func (e *QuorumError) NodeErrors() []error { return e.Errs }
 type Node interface {
 	// Addr names the node for logs and errors (host:port, no secrets).
 	Addr() string
-	// SetNX does SET key value NX PX ttl: true when set, false when the key exists.
-	SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+	// SetNX does SET key value NX PX ttl: true when set, false when the
+	// key exists. Where it set the key, version is the register version
+	// (register.go) the key's companion recorded then, "" without one.
+	SetNX(ctx context.Context, key, value string, ttl time.Duration) (ok bool, version string, err error)
 	// CompareAndDelete deletes key iff it holds value: true when deleted.
 	CompareAndDelete(ctx context.Context, key, value string) (bool, error)
 	// CompareAndExpire sets key's ttl iff it holds value: true when done.

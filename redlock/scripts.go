@@ -25,21 +25,44 @@ if redis.call("GET", KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-// acquireScript grants all KEYS or none: each must be absent, or (with
-// ARGV[3] on) already hold the token ARGV[1]. Granted, each key is set to
-// ARGV[1] with a ttl of ARGV[2] ms. 1 granted, 0 not.
+// The acquire scripts answer 0 where they do not set the keys, and where
+// they do the register version (register.go) each key's companion
+// recorded then: "counter writer", one per key joined by ",", or 1 when
+// no key has a companion (the usual case, an integer that costs the
+// proxy no allocation to read). A quorum of grants counts only grants
+// made on one version (grantTally).
+
+// acquireOneScript is SET KEYS[1] ARGV[1] NX PX ARGV[2] that answers
+// the version of KEYS[1]'s companion, KEYS[2].
+var acquireOneScript = script.New(`
+if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	return 0
+end
+local c = redis.call("GET", KEYS[2])
+return c and string.match(c, "^%d+ %S+") or 1`)
+
+// acquireScript grants the first half of KEYS, all or none, their
+// companions the second half: each key must be absent, or (with ARGV[3]
+// on) already hold the token ARGV[1]. Granted, each key is set to
+// ARGV[1] with a ttl of ARGV[2] ms.
 var acquireScript = script.New(`
+local n = #KEYS / 2
 local mine = ARGV[3] == "1"
-for _, key in ipairs(KEYS) do
-	local held = redis.call("GET", key)
+for i = 1, n do
+	local held = redis.call("GET", KEYS[i])
 	if held and not (mine and held == ARGV[1]) then
 		return 0
 	end
 end
-for _, key in ipairs(KEYS) do
-	redis.call("SET", key, ARGV[1], "PX", ARGV[2])
+local vers, any = {}, false
+for i = 1, n do
+	redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+	local c = redis.call("GET", KEYS[n + i])
+	vers[i] = c and string.match(c, "^%d+ %S+") or ""
+	any = any or vers[i] ~= ""
 end
-return 1`)
+if not any then return 1 end
+return table.concat(vers, ",")`)
 
 // extendScript renews all KEYS or none, iff each holds ARGV[1]: the ttl
 // becomes ARGV[2] ms, or (with ARGV[3] on) the remaining ttl plus ARGV[2].

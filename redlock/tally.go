@@ -87,6 +87,43 @@ func (t *tally) failure(no error) *QuorumError {
 	return qe
 }
 
+// grantTally is an acquisition's tally: its yes is the largest number of
+// nodes that granted on one register version (grant.ver), so that the
+// copies a quorum counts had no plain write or delete of the key between
+// them. An acquire whose calls land on either side of an unconditional
+// DEL (or SET) of the key would otherwise count a copy that delete removed
+// with copies set after it, while another client's acquire takes the
+// nodes it freed (docs/safety.md, "Grants on one version").
+type grantTally struct {
+	tally
+	vers []verCount
+	buf  [7]verCount
+}
+
+type verCount struct {
+	ver string
+	n   int
+}
+
+func (r *Redlock) grantTally() *grantTally { return &grantTally{tally: tally{counts: r.counts()}} }
+
+func (t *grantTally) add(g grant) {
+	t.answered++
+	if !g.ok {
+		return
+	}
+	if t.vers == nil {
+		t.vers = t.buf[:0]
+	}
+	i := slices.IndexFunc(t.vers, func(c verCount) bool { return c.ver == g.ver })
+	if i < 0 {
+		i = len(t.vers)
+		t.vers = append(t.vers, verCount{ver: g.ver})
+	}
+	t.vers[i].n++
+	t.yes = max(t.yes, t.vers[i].n)
+}
+
 // yesCount counts yes answers and waits for every node.
 type yesCount struct {
 	counts

@@ -45,12 +45,15 @@ end
 
 // AcquireScript is SET KEYS[1] ARGV[1] NX PX ARGV[2] and, where it set
 // the key, the hold's field ARGV[3] in the record KEYS[2] and the copy's
-// stamp in KEYS[3], in the same call: 1 set, 0 held.
+// stamp in KEYS[3], in the same call. It answers as package redlock's
+// acquire scripts do: 0 held; set, the version KEYS[4] (the key's
+// register companion) records, or 1 without one.
 var AcquireScript = script.New(stampLua + `
 if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
 redis.call("HSET", KEYS[2], KEYS[1], ARGV[3])
 local s = stamp(KEYS[1]) if s then redis.call("HSET", KEYS[3], KEYS[1], s) end
-return 1`)
+local c = redis.call("GET", KEYS[4])
+return c and string.match(c, "^%d+ %S+") or 1`)
 
 // SetScript writes field ARGV[1] of hash KEYS[1] as ARGV[2] where the
 // key ARGV[1] holds the value of the field's digest (any value for "*"),

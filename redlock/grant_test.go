@@ -1,0 +1,115 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// beforeSetNX runs before ahead of its SetNX: a change of the backend
+// that lands while an acquire's calls are on their way.
+type beforeSetNX struct {
+	*faultyNode
+	before func()
+	after  func()
+}
+
+func (n *beforeSetNX) send(c *command, deadline time.Time, to target, tag int, _ bool) {
+	goSend(n, c, deadline, to, tag)
+}
+
+func (n *beforeSetNX) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, string, error) {
+	if n.before != nil {
+		n.before()
+	}
+	ok, ver, err := n.faultyNode.SetNX(ctx, key, value, ttl)
+	if n.after != nil {
+		n.after()
+	}
+	return ok, ver, err
+}
+
+// TestGrantsAcrossADeleteAreNoQuorum: an acquire whose calls land on
+// either side of an unconditional, versioned DEL of the key counts only
+// the grants made on one version. Y holds k on nodes 1 and 2; X's call
+// is granted on node 0; a DEL then reaches nodes 0 and 1 (deleting X's
+// copy there and Y's); X's call is granted on node 1 and refused on node
+// 2 (the DEL has not reached it yet). Counting both grants, X held k
+// with a quorum of 2 while its copy on node 0 was gone, and the next
+// acquire, granted on nodes 0 and 2 once the DEL lands there, held it
+// with X (docs/safety.md, "Grants on one version"). The grants are on
+// versions 0 and 1: X is refused.
+func TestGrantsAcrossADeleteAreNoQuorum(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, Options{})
+	for _, i := range []int{1, 2} {
+		_ = c.mrs[i].Set("k", "Y")
+	}
+	first := make(chan struct{})
+	del := func(i int) {
+		c.mrs[i].Del("k")
+		_ = c.mrs[i].Set(versionKey("k"), "1 w -")
+	}
+	nodes := []Node{
+		&beforeSetNX{faultyNode: c.nodes[0], after: func() { close(first) }},
+		&beforeSetNX{faultyNode: c.nodes[1], before: func() {
+			select {
+			case <-first:
+			case <-time.After(5 * time.Second):
+				t.Error("node 0's call never returned")
+			}
+			del(0)
+			del(1)
+		}},
+		c.nodes[2],
+	}
+	r := New(nodes, Options{NodeTimeout: 10 * time.Second, Logger: testLogger(t)})
+	_, err := r.Acquire(ctx, "k", "X", 10*time.Second)
+	if !errors.Is(err, ErrHeld) {
+		t.Fatalf("Acquire over a DEL = %v, want refused (held): its grants are on two versions", err)
+	}
+	var qe *QuorumError
+	if errors.As(err, &qe) && qe.Granted != 1 {
+		t.Errorf("Granted = %d, want 1 (one grant per version)", qe.Granted)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	del(2)
+	if _, err := c.r.Acquire(ctx, "k", "W", 10*time.Second); err != nil {
+		t.Fatalf("the next acquire after the DEL landed everywhere: %v", err)
+	}
+	for i := range c.mrs {
+		if v := c.value(i, "k"); v != "W" {
+			t.Fatalf("node %d holds %q after the refused acquire was rolled back, want W's", i, v)
+		}
+	}
+}
+
+// TestGrantTallyByVersion: grants on one version make a quorum, however
+// many other versions the refusing or failing nodes had.
+func TestGrantTallyByVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		grants []grant
+		won    bool
+	}{
+		{"no companions", []grant{{ok: true}, {ok: true}, {}}, true},
+		{"one version", []grant{{ok: true, ver: "1 a"}, {}, {ok: true, ver: "1 a"}}, true},
+		{"two versions", []grant{{ok: true}, {ok: true, ver: "1 a"}, {}}, false},
+		{"two of three on one", []grant{{ok: true}, {ok: true, ver: "1 a"}, {ok: true, ver: "1 a"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &grantTally{tally: tally{counts: counts{n: 3, q: 2}}}
+			for _, x := range tc.grants {
+				g.add(x)
+			}
+			if g.won() != tc.won {
+				t.Fatalf("won = %v, want %v (yes %d)", g.won(), tc.won, g.yes)
+			}
+		})
+	}
+}
