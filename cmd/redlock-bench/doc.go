@@ -59,29 +59,14 @@
 // docs/benchmarks.md says what each column counts and its -json field.
 // A column that could not be read shows "-" and is left out of -json.
 //
-// With -idle N (and -spawn) it first measures what an idle connection
-// costs the proxy: it raises its own open-files limit to the hard limit
-// before spawning (the proxy inherits it), starts the proxy with
-// max_clients = N+100, opens N connections that each send one PING and
-// then stay idle, waits 2 s, and reports the proxy's VmRSS (from /proc,
-// so Linux only) before and after, and the difference per connection; the
-// connections are closed before the timed runs. The line is printed below
-// the table, and as "idle" in -json.
-//
-// With -handoff N it first measures N lock hand-offs: a holder UNLOCKs
-// while a client waits with LOCK … WAIT, timed from sending the UNLOCK to
-// the waiter's grant; once with both on one proxy, and once with the
-// holder on the proxy and the waiter on a second proxy over the same
-// backends (-proxy2, or one more proxy that -spawn starts), the release
-// notice's path. The lines are printed below the table, and as "handoff"
-// in -json.
-//
-// With -batch N it first measures pipelining on one connection: N SET NX
-// PX on fresh keys, written one at a time (each after the previous reply)
-// and all at once (one write, then the N replies), alternately over 30
-// rounds each, on a raw connection to the proxy and to the first backend;
-// it reports the medians and their ratio. The lines are printed below the
-// table, and as "batch" in -json.
+// Before the timed runs, and printed below the table (in -json as
+// "idle", "handoff" and "batch"): -idle N (with -spawn) measures what an
+// idle connection costs the proxy in resident memory, over N connections
+// (idle.go; the open-files limit and max_clients are raised to fit);
+// -handoff N times N lock hand-offs to a waiter, on one proxy and across
+// two (-proxy2, or a second proxy -spawn starts: handoff.go); -batch N
+// compares N SET NX PX written one at a time and all at once, on the
+// proxy and on the first backend (batch.go).
 //
 // With -fill-data N and/or -fill-holds M (and -spawn) it measures what
 // data and holds written through a second proxy over the same backends
