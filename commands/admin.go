@@ -10,20 +10,12 @@ import (
 
 // LOCKADMIN RELEASE key | WHO key | HOLDS | HELP
 //
-// RELEASE deletes key whatever its token (the value a quorum holds is
-// released as its holder would: waiters are woken, a SESSION stops
-// renewing, a hold stops being kept); 1 when released, 0 when the key was
-// free. Logged (warn, "lock force-released") with the user and address.
-//
-// WHO answers who holds key: held-here (granted through this proxy) with
-// its client-id, client-name, age-ms, session; hold and hold-owner when
-// the key is a hold of the tier (renewed-here when this proxy renews it);
-// and what LOCKINFO reads from the backends (ttl-ms, nodes-holding,
-// nodes, waiters). Null when the key is free.
-//
-// HOLDS lists the holds: made here, and those of the other proxies as
-// the holds record showed them at the last round (within default_ttl/6):
-// an array of maps key, renewed-here, deadline-ms (Unix ms; -1 none).
+// Replies as docs/commands.md lists them. RELEASE deletes key whatever its
+// token, as its holder would release it (waiters woken, a SESSION stops
+// renewing, a hold stops being kept), and is logged (warn, "lock
+// force-released") with the user and address. HOLDS lists the holds made
+// here and the other proxies' as the holds record showed them at the last
+// round (within default_ttl/6).
 func (d *Dispatcher) lockadmin(ctx context.Context, c *Client, args [][]byte) Reply {
 	sub := strings.ToUpper(string(args[1]))
 	switch {

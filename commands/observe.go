@@ -6,24 +6,14 @@ import (
 )
 
 // Observation: Options.Observe hears about every command once, after it
-// ran, with its row's name, its dialect and its Outcome, short names that
-// suit metric labels. The command is the table row's lower-case name
-// ("unknown" for names not in the table), so the set of values is bounded
-// whatever clients send.
-//
-// The dialect is the row's Dialect column: native (LOCK, UNLOCK, EXTEND,
-// and later native commands), legacy (the single-Redis string and key
-// commands), script (EVAL, EVALSHA, SCRIPT), tx (WATCH … EXEC, and any
-// command queued inside MULTI). It is "" for the rest (connection, server
-// and pub/sub commands), which touch no lock.
-//
-// The outcome is what the handler said its reply means (withOutcome), read
-// once, never from the command's arguments or its reply's text: an error
-// reply the handler did not mark is ResultError, any other reply it did
-// not mark is ResultOK. The handlers of the lock dialects mark their
-// refusals (held: another owner holds the key; not_held: the caller does
-// not hold it, or nothing was there to act on); every -NOQUORUM reply is
-// marked where it is made (lockError and the few others).
+// ran, with its row's lower-case name ("unknown" for names not in the
+// table, so the values stay bounded), its row's Dialect ("" for commands
+// that touch no lock) and its Outcome, as docs/operations.md lists them
+// for the metrics. The outcome is what the handler said its reply means
+// (withOutcome), never read from the arguments or the reply's text: an
+// unmarked error reply is ResultError, any other unmarked reply ResultOK;
+// every -NOQUORUM reply is marked where it is made (lockError and the few
+// others).
 
 // Dialects, as passed to Options.Observe.
 const (

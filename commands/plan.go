@@ -7,13 +7,10 @@ import "context"
 // and answers them in arrival order):
 //
 //   - a Barrier runs alone: after every earlier command of the connection
-//     has completed, and every later one waits for it. Connection-state
-//     commands (AUTH, HELLO, SELECT, CLIENT, RESET, QUIT), transactions
-//     (WATCH … EXEC, and every command inside MULTI), the subscribe family,
-//     commands on every key (FLUSHDB, SCRIPT) and blocking commands
-//     (LOCK … WAIT, BLPOP, BRPOP, BLMOVE) are barriers, as Redis orders
-//     them; so is a script that may build keys from its declared keys
-//     (KEYS[1] .. ':x': buildsKeys), whose keys no plan can name;
+//     has completed, and every later one waits for it. docs/commands.md
+//     ("Pipelining") lists the barriers, as Redis orders them; among them
+//     a script that may build keys from its declared keys (KEYS[1] ..
+//     ':x': buildsKeys), whose keys no plan can name;
 //   - any other command waits for the commands before it that share one of
 //     its Keys, so the commands on one key run in arrival order;
 //   - a Local command is answered without a backend round trip, so the

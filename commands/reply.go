@@ -62,21 +62,14 @@ func AppendReply(b []byte, r Reply, proto int) []byte {
 	return r.appendTo(b, proto)
 }
 
-func (s Simple) appendTo(b []byte, _ int) []byte {
-	b = append(b, '+')
-	b = appendLine(b, string(s))
-	return append(b, '\r', '\n')
-}
+func (s Simple) appendTo(b []byte, _ int) []byte { return appendLine(b, '+', string(s)) }
 
-func (e Error) appendTo(b []byte, _ int) []byte {
-	b = append(b, '-')
-	b = appendLine(b, string(e))
-	return append(b, '\r', '\n')
-}
+func (e Error) appendTo(b []byte, _ int) []byte { return appendLine(b, '-', string(e)) }
 
-// appendLine appends s with CR and LF replaced by spaces, so a status or
-// error line can never break the framing (Redis does the same).
-func appendLine(b []byte, s string) []byte {
+// appendLine appends a line of kind (+ or -) holding s with CR and LF
+// replaced by spaces, so it can never break the framing (as Redis does).
+func appendLine(b []byte, kind byte, s string) []byte {
+	b = append(b, kind)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == '\r' || c == '\n' {
@@ -84,7 +77,7 @@ func appendLine(b []byte, s string) []byte {
 		}
 		b = append(b, c)
 	}
-	return b
+	return append(b, '\r', '\n')
 }
 
 func (n Int) appendTo(b []byte, _ int) []byte {
@@ -93,13 +86,11 @@ func (n Int) appendTo(b []byte, _ int) []byte {
 	return append(b, '\r', '\n')
 }
 
-func (s Bulk) appendTo(b []byte, _ int) []byte {
-	b = appendHeader(b, '$', len(s))
-	b = append(b, s...)
-	return append(b, '\r', '\n')
-}
+func (s Bulk) appendTo(b []byte, _ int) []byte { return appendBulk(b, s) }
 
-func (s BulkString) appendTo(b []byte, _ int) []byte {
+func (s BulkString) appendTo(b []byte, _ int) []byte { return appendBulk(b, s) }
+
+func appendBulk[T ~string | ~[]byte](b []byte, s T) []byte {
 	b = appendHeader(b, '$', len(s))
 	b = append(b, s...)
 	return append(b, '\r', '\n')
@@ -119,12 +110,19 @@ func (NullArray) appendTo(b []byte, proto int) []byte {
 	return append(b, "*-1\r\n"...)
 }
 
-func (a Array) appendTo(b []byte, proto int) []byte {
-	b = appendHeader(b, '*', len(a))
-	for _, r := range a {
-		b = AppendReply(b, r, proto)
+func (a Array) appendTo(b []byte, proto int) []byte { return appendAggregate(b, '*', a, proto) }
+
+func (s Set) appendTo(b []byte, proto int) []byte { return appendAggregate(b, '~', s, proto) }
+
+func (p Push) appendTo(b []byte, proto int) []byte { return appendAggregate(b, '>', p, proto) }
+
+// appendAggregate appends rs under a header of kind, an array's in RESP2.
+func appendAggregate(b []byte, kind byte, rs []Reply, proto int) []byte {
+	if proto < 3 {
+		kind = '*'
 	}
-	return b
+	b = appendHeader(b, kind, len(rs))
+	return Replies(rs).appendTo(b, proto)
 }
 
 func (m Map) appendTo(b []byte, proto int) []byte {
@@ -136,28 +134,6 @@ func (m Map) appendTo(b []byte, proto int) []byte {
 	for _, kv := range m {
 		b = BulkString(kv.Key).appendTo(b, proto)
 		b = AppendReply(b, kv.Value, proto)
-	}
-	return b
-}
-
-func (s Set) appendTo(b []byte, proto int) []byte {
-	if proto < 3 {
-		return Array(s).appendTo(b, proto)
-	}
-	b = appendHeader(b, '~', len(s))
-	for _, r := range s {
-		b = AppendReply(b, r, proto)
-	}
-	return b
-}
-
-func (p Push) appendTo(b []byte, proto int) []byte {
-	if proto < 3 {
-		return Array(p).appendTo(b, proto)
-	}
-	b = appendHeader(b, '>', len(p))
-	for _, r := range p {
-		b = AppendReply(b, r, proto)
 	}
 	return b
 }

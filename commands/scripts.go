@@ -219,12 +219,6 @@ var hashScript = func(src []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// add remembers src, whose SHA1 is sha ("": not computed yet), and
-// returns its entry.
-func (c *scriptCache) add(src []byte, sha string) *cachedScript {
-	return c.keep(c.lookup(src, sha))
-}
-
 // lookup returns src's entry, whose SHA1 is sha ("": not computed yet),
 // or a new one the cache does not hold yet (keep): a new text is kept
 // only once the new-script bounds let it be analysed (analyse), so that

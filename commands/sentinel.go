@@ -152,54 +152,35 @@ func (d *Dispatcher) masterEntry() Map {
 			others++
 		}
 	}
-	ttl := strconv.FormatInt(d.tier.TTL().Milliseconds(), 10)
-	s := func(v string) Reply { return BulkString(v) }
-	return Map{
-		{"name", s(d.tier.Service())},
-		{"ip", s(ip)},
-		{"port", s(port)},
-		{"runid", s(m.ID)},
-		{"flags", s(flags)},
-		{"link-pending-commands", s("0")},
-		{"link-refcount", s("1")},
-		{"last-ping-sent", s("0")},
-		{"last-ok-ping-reply", s(msSince(now, m.Seen))},
-		{"last-ping-reply", s(msSince(now, m.Seen))},
-		{"down-after-milliseconds", s(ttl)},
-		{"info-refresh", s(msSince(now, m.Seen))},
-		{"role-reported", s("master")},
-		{"role-reported-time", s(msSince(now, m.Joined))},
-		{"config-epoch", s("0")},
-		{"num-slaves", s("0")},
-		{"num-other-sentinels", s(strconv.Itoa(others))},
-		{"quorum", s(strconv.Itoa(len(members)/2 + 1))},
-		{"failover-timeout", s(ttl)},
-		{"parallel-syncs", s("1")},
-	}
+	seen, ttl := msSince(now, m.Seen), strconv.FormatInt(d.tier.TTL().Milliseconds(), 10)
+	return bulkMap("name", d.tier.Service(), "ip", ip, "port", port, "runid", m.ID, "flags", flags,
+		"link-pending-commands", "0", "link-refcount", "1", "last-ping-sent", "0",
+		"last-ok-ping-reply", seen, "last-ping-reply", seen, "down-after-milliseconds", ttl,
+		"info-refresh", seen, "role-reported", "master", "role-reported-time", msSince(now, m.Joined),
+		"config-epoch", "0", "num-slaves", "0", "num-other-sentinels", strconv.Itoa(others),
+		"quorum", strconv.Itoa(len(members)/2+1), "failover-timeout", ttl, "parallel-syncs", "1")
 }
 
 // sentinelEntry is another live proxy as SENTINEL SENTINELS shows a
 // sentinel: 14 fields; go-redis reads ip and port, ioredis also flags.
 func (d *Dispatcher) sentinelEntry(m tier.Member) Map {
 	ip, port := splitAddr(m.Addr)
-	now := d.now()
-	s := func(v string) Reply { return BulkString(v) }
-	return Map{
-		{"name", s(m.ID)},
-		{"ip", s(ip)},
-		{"port", s(port)},
-		{"runid", s(m.ID)},
-		{"flags", s("sentinel")},
-		{"link-pending-commands", s("0")},
-		{"link-refcount", s("1")},
-		{"last-ping-sent", s("0")},
-		{"last-ok-ping-reply", s(msSince(now, m.Seen))},
-		{"last-ping-reply", s(msSince(now, m.Seen))},
-		{"down-after-milliseconds", s(strconv.FormatInt(d.tier.TTL().Milliseconds(), 10))},
-		{"last-hello-message", s(msSince(now, m.Seen))},
-		{"voted-leader", s("?")},
-		{"voted-leader-epoch", s("0")},
+	seen := msSince(d.now(), m.Seen)
+	return bulkMap("name", m.ID, "ip", ip, "port", port, "runid", m.ID, "flags", "sentinel",
+		"link-pending-commands", "0", "link-refcount", "1", "last-ping-sent", "0",
+		"last-ok-ping-reply", seen, "last-ping-reply", seen,
+		"down-after-milliseconds", strconv.FormatInt(d.tier.TTL().Milliseconds(), 10),
+		"last-hello-message", seen, "voted-leader", "?", "voted-leader-epoch", "0")
+}
+
+// bulkMap is a Map of kv's keys and values in pairs, each value a bulk
+// string.
+func bulkMap(kv ...string) Map {
+	m := make(Map, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m = append(m, KV{kv[i], BulkString(kv[i+1])})
 	}
+	return m
 }
 
 // ROLE: always a master without replicas.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,7 +159,7 @@ func (d *Dispatcher) command(ctx context.Context, c *Client, args [][]byte) Repl
 		var out Map
 		for i := range d.table {
 			cmd := &d.table[i]
-			if len(names) > 0 && !containsFold(names, cmd.Name) {
+			if len(names) > 0 && !slices.ContainsFunc(names, func(n []byte) bool { return strings.EqualFold(string(n), cmd.Name) }) {
 				continue
 			}
 			out = append(out, KV{cmd.lower, Map{
@@ -241,15 +242,6 @@ func keySpecs(cmd *Command) Array {
 // the same word, but "sorted-set" (COMMAND DOCS) is "@sortedset".
 func aclCategory(group string) string {
 	return strings.ReplaceAll(group, "-", "")
-}
-
-func containsFold(list [][]byte, s string) bool {
-	for _, b := range list {
-		if strings.EqualFold(string(b), s) {
-			return true
-		}
-	}
-	return false
 }
 
 // CLUSTER ...

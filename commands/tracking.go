@@ -10,27 +10,15 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
 
-// Client-side caching. CLIENT TRACKING ON gives the client a relay
-// Watcher; from then on each command that reads keys (the table's Reads
-// flag) has them tracked before it runs — registered on the backends, so
-// that a change by anyone, or the expiry, makes a backend push an
-// invalidation — and the client gets `>2 invalidate [keys]` (RESP3), or a
-// `message` on __redis__:invalidate at the client it redirects to (RESP2),
-// once per key until it reads the key again. Modes as Redis: default
-// (every read tracked), OPTIN (only the command after CLIENT CACHING
-// YES), OPTOUT (every read but the one after CLIENT CACHING NO), BCAST
-// with PREFIX (every change of a matching key, read or not), NOLOOP (not
-// told of its own writes). In a transaction, CLIENT CACHING before MULTI
-// covers the reads queued in it (tx.go).
-//
-// A command that both reads and writes (a script, GETSET) is tracked for
-// a client without NOLOOP, which then gets the invalidation its own write
-// causes, as on Redis. For a NOLOOP client it is bracketed (runOwn,
-// relay.Own): its keys stay tracked after it, whether it wrote them or
-// not, and the client hears of a change of their values made while it
-// ran — so a rueidislock waiter whose lock attempt found the key held is
-// woken by the release, and a holder is not woken by its own extend.
-// Until a client turns tracking on, none of this runs: Client.modes is 0.
+// Client-side caching (docs/compatibility.md says what clients see, mode
+// by mode). CLIENT TRACKING ON gives the client a relay Watcher; from then
+// on each command that reads keys (the table's Reads flag) has them
+// tracked before it runs, and the client gets an invalidation once per
+// key until it reads the key again. A command that both reads and writes
+// (a script, GETSET) is bracketed for a NOLOOP client (runOwn, relay.Own)
+// so that its keys stay tracked after it; in a transaction, CLIENT
+// CACHING before MULTI covers the reads queued in it (tx.go). Until a
+// client turns tracking on, none of this runs: Client.modes is 0.
 
 // CLIENT CACHING values (Client.caching).
 const (

@@ -59,3 +59,9 @@ func TestPlanBuiltKeys(t *testing.T) {
 		t.Errorf("Plan(EVALSHA of an unknown script) = %+v, want its keys", got)
 	}
 }
+
+// add remembers src, whose SHA1 is sha ("": not computed yet), and
+// returns its entry.
+func (c *scriptCache) add(src []byte, sha string) *cachedScript {
+	return c.keep(c.lookup(src, sha))
+}

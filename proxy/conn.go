@@ -11,30 +11,18 @@ import (
 )
 
 // A connection's commands run concurrently and are answered in arrival
-// order. Its goroutine reads the socket (through the guard: input.go) and
-// dispatches each command as commands.Plan says:
-//
-//   - with nothing in flight, a command that needs no other goroutine runs
-//     on the reader itself, as a plain request/response connection always
-//     has: this path costs nothing extra;
-//   - otherwise the command gets a slot in the connection's reply queue and
-//     a goroutine (a worker, workers.go), which waits for what the command must follow — the last
-//     barrier, and the earlier commands on its keys — then runs it and
-//     completes its slot;
-//   - a barrier waits for every earlier command, and every later command
-//     waits for it (epochs below); a barrier that changes the connection's
-//     state (AUTH, HELLO, MULTI, SUBSCRIBE, …) also stops the reader until
-//     it has run, since what it changes applies to the very next command
-//     (the guard's limits after AUTH, for one).
-//
-// Completed replies are written in queue order by whichever goroutine
-// finds the head complete, many per write when they complete together. At
-// most maxPipeline slots are open (not yet written); past that the reader
-// stops reading the socket until replies go out, so a client that writes
-// without reading costs bounded memory. The reader keeps reading while
-// commands run, so a client that goes away is noticed at once: its owner
-// closes, a blocked WAIT gives up, and a lock granted after it left is
-// given back (lease.ErrOwnerGone).
+// order, as docs/commands.md ("Pipelining") says. Its goroutine reads the
+// socket (through the guard: input.go) and dispatches each command as
+// commands.Plan says: with nothing in flight, a command that needs no
+// other goroutine runs on the reader itself, at no extra cost; otherwise
+// it gets a slot in the reply queue and a worker (workers.go), which waits
+// for the last barrier and the earlier commands on its keys (epochs
+// below), runs it and completes its slot. A barrier that changes the
+// connection's state also stops the reader until it has run. Completed
+// replies are written in queue order by whichever goroutine finds the head
+// complete; past maxPipeline open slots the reader stops reading, and
+// while commands run it keeps reading, so a client that goes away is
+// noticed at once (lease.ErrOwnerGone).
 
 // defaultMaxPipeline is Config.MaxPipeline when unset.
 const defaultMaxPipeline = 1024

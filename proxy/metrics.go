@@ -192,20 +192,13 @@ func (m *Metrics) Watch(src MetricsSources) {
 		}
 		m.reg.MustRegister(
 			gauge("migrate_from_active", "1 while migrate_from is set: every lock operation also takes the old single Redis.",
-				func() int { return boolInt(f().Addr != "") }),
+				func() int { return int(boolFloat(f().Addr != "")) }),
 			counter("migrate_held_acquires_total", "Acquisitions refused because the old instance of migrate_from held the key for another value.",
 				func(s redlock.MigrateStats) uint64 { return s.HeldAcquires }),
 			counter("migrate_legacy_holds_total", "Keys seen held on the old instance of migrate_from and not on a quorum of backends: locks of clients that have not moved.",
 				func(s redlock.MigrateStats) uint64 { return s.LegacyHolds }),
 		)
 	}
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // refusalsDesc is the counter of commands refused by a per-client bound.

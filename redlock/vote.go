@@ -17,30 +17,13 @@ import (
 // validity, no rollback and no fence: a partial effect (a lock taken on
 // fewer than a quorum) stays until its own ttl.
 //
-// The combination rules, applied to the replies of every backend that
-// answered within its deadline (agree.go):
-//
-//  1. A reply is compared whole, at every depth: its type (nil, integer,
-//     status, bulk string, array, error), then its value. Status, bulk
-//     and error replies are equal or not; zero and negative integers
-//     (codes: -1, -2) are compared exactly; every positive integer agrees
-//     with every other positive integer at the same place (a remaining
-//     ttl differs by milliseconds between masters). Arrays agree when
-//     their lengths and all their elements agree; an unordered part (the
-//     script's Shape: SMEMBERS, HKEYS, HVALS, SINTER, SUNION, SDIFF;
-//     HGETALL as field/value pairs) is compared as a multiset, exactly.
-//  2. The replies a quorum of backends gave alike win; there can be only
-//     one such class. Its answer is one reply of the class, as a backend
-//     gave it, that at least a quorum of the class meets or exceeds in
-//     every positive integer: for one integer (a pttl), the quorum-th
-//     largest, how long a quorum holds at least that; with several, when
-//     no reply is met so, the backends disagree. So an answer is always
-//     one reply a backend gave in full and q backends hold at least, never
-//     elements of different backends' replies put together, and a
-//     positive class never answers zero or a negative number.
-//  3. No class with a quorum: the backends disagree (ErrDisagree, a kind
-//     of ErrNoQuorum), unless fewer than a quorum answered at all
-//     (ErrNoQuorum).
+// The replies of every backend that answered within its deadline combine
+// as docs/compatibility.md says (agree.go): compared whole, an unordered
+// part (the script's Shape) as a multiset, every positive integer agreeing
+// with every other; the class a quorum gave alike wins, and answers one
+// reply a backend gave in full that a quorum of the class meets or
+// exceeds in every positive integer; with no such class, ErrDisagree (a
+// kind of ErrNoQuorum), or ErrNoQuorum when fewer than a quorum answered.
 //
 // A script that builds keys from its declared keys
 // (script.Script.ForVote) runs under a prefix hold on every key it may

@@ -50,80 +50,36 @@
 // procs=1). Without -spawn, -proxy and -backend name running servers;
 // the benchmark writes keys under "bench:".
 //
-// With -spawn the proxy also serves its Prometheus metrics on a free
-// loopback port (metrics_listen), and the proxy and proxy-setnx rows get
-// three more columns: what the proxy process spent per successful cycle
-// in the measured window, from its counters read just before the window
-// and just after it. B/cycle is heap bytes allocated
-// (go_memstats_alloc_bytes_total), allocs heap objects allocated
-// (go_memstats_mallocs_total), cpu/cycle user plus system CPU time
-// (utime+stime of /proc/PID/stat, in 10 ms ticks; the metrics'
-// process_cpu_seconds_total when /proc cannot be read). The counters cover the
-// whole process, so they also include its backend health checks (tiny),
-// the metrics bookkeeping that metrics_listen turns on, and part of the
-// scrapes themselves (0.1–0.3 MB per run: tens of bytes per cycle in a 2 s
-// run, much more with a small -n). Other rows, runs without -spawn, and
-// runs whose scrape failed (a warning on stderr) show "-"; in -json the
-// fields proxy_alloc_bytes_per_cycle, proxy_allocs_per_cycle and
-// proxy_cpu_us_per_cycle are then left out.
+// With -spawn every row also reads, just before and just after its
+// window, the proxy's Prometheus metrics (metrics_listen on a free
+// loopback port), /proc/PID/stat and /proc/PID/io of the proxy and the
+// redis-servers, and the backends' INFO stats, and shows per cycle (per
+// refused attempt with -keys contended) B/cycle, allocs and cpu/cycle for
+// the proxy rows, and p-wr, p-rd, b-wr, b-rd and cmd/wr for every row;
+// docs/benchmarks.md says what each column counts and its -json field.
+// A column that could not be read shows "-" and is left out of -json.
 //
-// With -spawn, every row also reads /proc/PID/io of the proxy and of the
-// redis-servers and INFO stats of the backends just before and after its
-// window: p-wr and p-rd are the proxy's write and read system calls per
-// cycle (syscw, syscr: to clients and backends together), b-wr and b-rd
-// those of all the backends together, cmd/wr the backends' commands
-// (total_commands_processed) per proxy write system call. With -keys
-// contended every per-cycle column is per refused attempt instead. In
-// -json: proxy_write_syscalls_per_cycle, proxy_read_syscalls_per_cycle,
-// backend_write_syscalls_per_cycle, backend_read_syscalls_per_cycle,
-// backend_commands_per_proxy_write.
-//
-// With -idle N (and -spawn) it first measures what an idle connection
-// costs the proxy: it raises its own open-files limit to the hard limit
-// before spawning (the proxy inherits it), starts the proxy with
-// max_clients = N+100, opens N connections that each send one PING and
-// then stay idle, waits 2 s, and reports the proxy's VmRSS (from /proc,
-// so Linux only) before and after, and the difference per connection; the
-// connections are closed before the timed runs. The line is printed below
-// the table, and as "idle" in -json.
-//
-// With -handoff N it first measures N lock hand-offs: a holder UNLOCKs
-// while a client waits with LOCK … WAIT, timed from sending the UNLOCK to
-// the waiter's grant; once with both on one proxy, and once with the
-// holder on the proxy and the waiter on a second proxy over the same
-// backends (-proxy2, or one more proxy that -spawn starts), the release
-// notice's path. The lines are printed below the table, and as "handoff"
-// in -json.
-//
-// With -batch N it first measures pipelining on one connection: N SET NX
-// PX on fresh keys, written one at a time (each after the previous reply)
-// and all at once (one write, then the N replies), alternately over 30
-// rounds each, on a raw connection to the proxy and to the first backend;
-// it reports the medians and their ratio. The lines are printed below the
-// table, and as "batch" in -json.
+// Before the timed runs, and printed below the table (in -json as
+// "idle", "handoff" and "batch"): -idle N (with -spawn) measures what an
+// idle connection costs the proxy in resident memory, over N connections
+// (idle.go; the open-files limit and max_clients are raised to fit);
+// -handoff N times N lock hand-offs to a waiter, on one proxy and across
+// two (-proxy2, or a second proxy -spawn starts: handoff.go); -batch N
+// compares N SET NX PX written one at a time and all at once, on the
+// proxy and on the first backend (batch.go).
 //
 // With -fill-data N and/or -fill-holds M (and -spawn) it measures what
-// data and holds written through one proxy cost lock cycles run through
-// another (issue 33): it starts a second proxy over the same backends,
-// reads the backends' INFO commandstats over -fill-quiet with nothing
-// running, writes through the second proxy N data keys (SET; every tenth
-// an HSET) and M holds (SETNX, renewed by the tier) on -fill-c
-// connections, -fill-pipeline commands per round trip, and reads the
-// commandstats over -fill-quiet again: the difference is what renewing
-// the holds and the tier's renewal rounds cost the backends at rest. With
-// -fill-during it keeps rewriting the data keys through the second proxy
-// while the runs go on. INFO backends of both proxies is polled from the
-// fill to the end of the runs (any backend not voting is listed, with the
-// fewest voting), and afterwards a sample of the acknowledged holds and
-// data keys is read back through the first proxy. The lines below the
-// table give all that, and per row the cycles' success (cycles over
-// cycles plus errors) and the backends' commands per second over its
-// window (commandstats, which also counts the commands scripts run).
+// data and holds written through a second proxy over the same backends
+// cost the lock cycles run through the first (issue 33), as
+// docs/benchmarks.md describes: the backends' INFO commandstats over
+// -fill-quiet before and after the writes (-fill-c connections,
+// -fill-pipeline commands per round trip), the writes kept going during
+// the runs with -fill-during, INFO backends of both proxies polled
+// throughout, and a sample of what was acknowledged read back at the end.
 // The run fails (exit 1) when a row's success is below 99.9%, a fill
 // write failed, fewer than a quorum voted, or an acknowledged key did not
-// read back. -fill-data 0 -fill-holds 0 is the baseline: the same second
-// proxy and readings, nothing written. In -json: "fill", and per row
-// "backend_load".
+// read back. -fill-data 0 -fill-holds 0 is the baseline. In -json: "fill",
+// and per row "backend_load".
 //
 // Usage:
 //

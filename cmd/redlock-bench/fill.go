@@ -16,32 +16,11 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
-// The fill (-fill-data N -fill-holds M, with -spawn; issue 33): what data
-// and holds written through one proxy cost the lock cycles run through
-// another. -spawn then starts a second proxy over the same backends
-// (proxy2), and before the runs:
-//
-//  1. the backends' INFO commandstats are read over -fill-quiet with
-//     nothing running: the cost of the tier at rest (health probes,
-//     renewal rounds);
-//  2. -fill-c connections write, through proxy2, -fill-pipeline commands
-//     per round trip, N data keys (plain SET; every tenth an HSET of two fields) and M
-//     holds (SETNX: locks without expiry, which the tier renews a page of
-//     keys per backend call), spread evenly among each other;
-//  3. the commandstats are read over -fill-quiet again: the tier at rest
-//     with the holds, whose difference from 1 is what renewing them (and
-//     reading the holds record in the renewal rounds) costs the backends.
-//
-// With -fill-during the fill connections then keep rewriting the string
-// data keys through proxy2 until the runs end. Each run's row gets the
-// backends' commands per second over its measured window, and the share
-// of its cycles that succeeded. From the fill to the end of the runs,
-// INFO backends of both proxies is read every fillWatchEvery: any backend
-// seen not voting is listed. After the runs, a sample of the holds and of
-// the data keys is read back through the first proxy.
-//
-// -fill-data 0 -fill-holds 0 is the baseline: the same second proxy, the
-// same readings, nothing written.
+// The fill (-fill-data N -fill-holds M, with -spawn): what data and holds
+// written through a second proxy (proxy2) over the same backends cost the
+// lock cycles run through the first. The steps and what each reading
+// means are in docs/benchmarks.md; -fill-data 0 -fill-holds 0 is the
+// baseline: the same second proxy, the same readings, nothing written.
 
 // fillPlan is what the -fill-… flags ask for; nil without them.
 type fillPlan struct {

@@ -11,24 +11,13 @@ import (
 	"time"
 )
 
-// The proxy's cost per lock cycle: with -spawn the proxy serves Prometheus
-// metrics on metrics_listen, and the proxy and proxy-setnx runs read three
-// of its counters just before the measured window starts and just after it
-// ends. The differences, divided by the window's successful cycles, are
-// the B/cycle, allocs and cpu/cycle columns. The counters cover the whole
-// proxy process, so besides the cycles they include whatever else it did
-// in the window: its backend health probes (a round per backend every
-// health_interval, 1 s by default: tiny next to the cycles), refused
-// acquires in a contended run, and about one scrape's worth of the two
-// scrapes (0.1–0.3 MB and a few hundred allocations: tens of bytes per
-// cycle in a 2 s run, less in longer ones, much more with a small -n; the
-// scrape asks for no compression, which would add about 1 MB). They also
-// include the per-command metrics bookkeeping that metrics_listen turns
-// on, which a proxy without it does not do. process_cpu_seconds_total
-// comes from /proc in 10 ms ticks, so cpu/cycle is coarse for short runs;
-// when the tool can read the proxy's /proc/PID/stat itself (procstat.go),
-// cpu/cycle comes from there instead, the same counter read without a
-// scrape.
+// The proxy's cost per lock cycle: with -spawn the proxy and proxy-setnx
+// runs read three of the proxy's counters from its metrics_listen just
+// before and just after the measured window; the differences per
+// successful cycle are the B/cycle, allocs and cpu/cycle columns. They
+// cover the whole process (docs/benchmarks.md says what else they count);
+// cpu/cycle comes from /proc/PID/stat instead when the tool can read it
+// (procstat.go).
 
 // Counters read from the proxy's /metrics.
 const (

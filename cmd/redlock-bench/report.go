@@ -226,23 +226,20 @@ func (rep *report) writeTable(w io.Writer) error {
 		b.WriteByte('\n')
 	}
 	if rep.Idle != nil {
-		b.WriteString(rep.Idle.String())
-		b.WriteByte('\n')
+		fmt.Fprintln(&b, rep.Idle)
 	}
 	for _, h := range rep.Handoff {
-		b.WriteString(h.String())
-		b.WriteByte('\n')
+		fmt.Fprintln(&b, h)
 	}
 	for _, r := range rep.Batch {
-		b.WriteString(r.String())
-		b.WriteByte('\n')
+		fmt.Fprintln(&b, r)
 	}
 	if rep.Fill != nil {
 		for _, l := range rep.Fill.lines() {
-			b.WriteString(l + "\n")
+			fmt.Fprintln(&b, l)
 		}
 		for _, r := range rep.Results {
-			b.WriteString(r.loadLine() + "\n")
+			fmt.Fprintln(&b, r.loadLine())
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -150,14 +150,18 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		Keys:       cfg.keys.String(),
 		TTLMS:      cfg.ttl.Milliseconds(),
 	}
+	// abort reports err and returns the exit code, 130 if interrupted.
+	abort := func(prefix string, err error) int {
+		fmt.Fprintln(stderr, prefix, err)
+		if ctx.Err() != nil {
+			return 130
+		}
+		return 1
+	}
 	if cfg.idle > 0 {
 		idle, err := measureIdle(ctx, spawned, cfg.idle, stderr)
 		if err != nil {
-			fmt.Fprintln(stderr, "redlock-bench:", err)
-			if ctx.Err() != nil {
-				return 130
-			}
-			return 1
+			return abort("redlock-bench:", err)
 		}
 		rep.Idle = idle
 	}
@@ -169,11 +173,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		for _, p := range pairs {
 			h, err := measureHandoff(ctx, p[0], p[1], cfg.handoff, cfg.ttl)
 			if err != nil {
-				fmt.Fprintln(stderr, "redlock-bench:", err)
-				if ctx.Err() != nil {
-					return 130
-				}
-				return 1
+				return abort("redlock-bench:", err)
 			}
 			rep.Handoff = append(rep.Handoff, h)
 		}
@@ -186,11 +186,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		for _, tg := range targets {
 			r, err := measureBatch(ctx, tg[0], tg[1], cfg.batch, cfg.ttl)
 			if err != nil {
-				fmt.Fprintln(stderr, "redlock-bench:", err)
-				if ctx.Err() != nil {
-					return 130
-				}
-				return 1
+				return abort("redlock-bench:", err)
 			}
 			rep.Batch = append(rep.Batch, r)
 		}
@@ -199,11 +195,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	if cfg.fill != nil {
 		var err error
 		if filling, err = startFill(ctx, *cfg.fill, t, stderr); err != nil {
-			fmt.Fprintln(stderr, "redlock-bench: fill:", err)
-			if ctx.Err() != nil {
-				return 130
-			}
-			return 1
+			return abort("redlock-bench: fill:", err)
 		}
 	}
 	if cfg.cycles > 0 {

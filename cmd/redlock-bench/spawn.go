@@ -162,18 +162,9 @@ func (c *cluster) startRedis(ctx context.Context, i int) (string, error) {
 			return "", err
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		conf := strings.Join([]string{
-			"port " + strconv.Itoa(port),
-			"bind 127.0.0.1",
-			`save ""`,
-			"appendonly no",
-			"protected-mode no",
-			"daemonize no",
-			"loglevel warning",
-			"dir " + c.dir,
-		}, "\n") + "\n"
 		cmd := exec.Command("redis-server", "-")
-		cmd.Stdin = strings.NewReader(conf)
+		cmd.Stdin = strings.NewReader(fmt.Sprintf("port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\n"+
+			"protected-mode no\ndaemonize no\nloglevel warning\ndir %s\n", port, c.dir))
 		p, err := c.launch(fmt.Sprintf("redis-%d-%d", i, attempt), cmd)
 		if err != nil {
 			return "", fmt.Errorf("start redis-server: %w", err)

@@ -72,27 +72,15 @@ func (w *Watcher) Broadcast(ctx context.Context, prefixes []string) error {
 		b.pokeLocked()
 	}
 	t.mu.Unlock()
-	timer := time.NewTimer(t.r.confirmWait)
-	defer timer.Stop()
-	for {
-		t.mu.Lock()
-		ok := true
+	_, err := awaitChange(ctx, t.r.confirmWait, &t.mu, func() (bool, chan struct{}) {
 		for _, br := range b.roles {
-			ok = ok && (br.state == stateDown || br.state == stateUp && covers(br.sent, prefixes))
+			if br.state != stateDown && (br.state != stateUp || !covers(br.sent, prefixes)) {
+				return false, t.changed
+			}
 		}
-		ch := t.changed
-		t.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			return nil
-		}
-	}
+		return true, t.changed
+	})
+	return err
 }
 
 // checkLocked refuses prefixes that would take w, or the cover, past its

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 )
 
 // Kind is what a subscription names: a channel, a pattern or a shard
@@ -323,25 +322,13 @@ func (h *hub) notifyLocked() {
 // await waits until every backend that is up confirmed every topic of
 // ts, and none is still connecting, for at most ConfirmWait.
 func (h *hub) await(ctx context.Context, ts []topic) error {
-	timer := time.NewTimer(h.r.confirmWait)
-	defer timer.Stop()
-	for {
-		h.mu.Lock()
-		ok := h.confirmedLocked(ts)
-		ch := h.changed
-		h.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			h.r.log.Debug("subscription not confirmed by every backend in time", "wait", h.r.confirmWait)
-			return nil
-		}
+	timedOut, err := awaitChange(ctx, h.r.confirmWait, &h.mu, func() (bool, chan struct{}) {
+		return h.confirmedLocked(ts), h.changed
+	})
+	if timedOut {
+		h.r.log.Debug("subscription not confirmed by every backend in time", "wait", h.r.confirmWait)
 	}
+	return err
 }
 
 func (h *hub) confirmedLocked(ts []topic) bool {

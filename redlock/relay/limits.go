@@ -74,36 +74,20 @@ func (e *LimitError) Error() string {
 
 func (e *LimitError) Unwrap() error { return ErrLimit }
 
-// refusals counts LimitErrors by limit.
-type refusals struct {
-	watcherPrefixes atomic.Uint64
-	prefixes        atomic.Uint64
-	subTopics       atomic.Uint64
-	topics          atomic.Uint64
-	watcherKeys     atomic.Uint64
-	pops            atomic.Uint64
-	userPrefixes    atomic.Uint64
-	userTopics      atomic.Uint64
+// limitNames is every limit, in the order refusals counts them.
+var limitNames = [...]string{
+	LimitWatcherPrefixes, LimitPrefixes, LimitSubscriberTopics, LimitTopics,
+	LimitWatcherKeys, LimitPops, LimitUserPrefixes, LimitUserTopics,
 }
 
+// refusals counts LimitErrors by limit (limitNames).
+type refusals [len(limitNames)]atomic.Uint64
+
 func (r *refusals) count(limit string) {
-	switch limit {
-	case LimitWatcherPrefixes:
-		r.watcherPrefixes.Add(1)
-	case LimitPrefixes:
-		r.prefixes.Add(1)
-	case LimitSubscriberTopics:
-		r.subTopics.Add(1)
-	case LimitTopics:
-		r.topics.Add(1)
-	case LimitWatcherKeys:
-		r.watcherKeys.Add(1)
-	case LimitPops:
-		r.pops.Add(1)
-	case LimitUserPrefixes:
-		r.userPrefixes.Add(1)
-	case LimitUserTopics:
-		r.userTopics.Add(1)
+	for i, name := range limitNames {
+		if name == limit {
+			r[i].Add(1)
+		}
 	}
 }
 
@@ -111,16 +95,11 @@ func (r *refusals) count(limit string) {
 // LimitWatcherKeys, absorbed with a flush) since New, by limit name; every
 // limit is present.
 func (r *Relay) Refusals() map[string]uint64 {
-	return map[string]uint64{
-		LimitWatcherPrefixes:  r.refused.watcherPrefixes.Load(),
-		LimitPrefixes:         r.refused.prefixes.Load(),
-		LimitSubscriberTopics: r.refused.subTopics.Load(),
-		LimitTopics:           r.refused.topics.Load(),
-		LimitWatcherKeys:      r.refused.watcherKeys.Load(),
-		LimitPops:             r.refused.pops.Load(),
-		LimitUserPrefixes:     r.refused.userPrefixes.Load(),
-		LimitUserTopics:       r.refused.userTopics.Load(),
+	m := make(map[string]uint64, len(limitNames))
+	for i, name := range limitNames {
+		m[name] = r.refused[i].Load()
 	}
+	return m
 }
 
 // Prefixes is how many prefixes the broadcast connections register now

@@ -21,23 +21,11 @@ import "time"
 // that is down or lagging cannot pin memory; past maxEntries the entry
 // idle longest is forgotten first.
 //
-// What that gives:
-//   - every message that reaches at least one backend's subscriber
-//     connection is delivered, once per publication;
-//   - a backend whose connection is down delivers nothing, and is not
-//     waited for: entries are forgotten when the connected ones caught up;
-//     it is subscribed again when it reconnects and delivers only what is
-//     published after that;
-//   - a backend lagging more than the window behind the first copy of a
-//     message (after the entry was forgotten) makes its copy look new: a
-//     duplicate. The subscriber connections answer a PING within seconds
-//     or are closed (session.go), and a closed connection's late copies
-//     never arrive, so this takes a backend that is slow yet answering;
-//   - a backend that missed a message (the PUBLISH did not reach it) lags
-//     by one copy for that identity while the entry lives: its next copy
-//     is taken for the one it missed and suppressed, which is right as
-//     long as another backend delivers the new one (every backend is sent
-//     every PUBLISH).
+// What that gives clients, a down or lagging backend included, is
+// docs/compatibility.md's ("Pub/sub"): every message that reaches one
+// backend's subscriber connection is delivered once per publication; a
+// duplicate takes a backend whose copy lags the first by more than the
+// window while its connection still answers.
 
 // defaultWindow is Options.Window when unset.
 const defaultWindow = 5 * time.Second

@@ -116,3 +116,27 @@ func (r *Relay) Shutdown(ctx context.Context) error {
 	}
 	return err
 }
+
+// awaitChange waits until done, called with mu held, reports true:
+// it is called again each time the channel it returns (the one closed at
+// the next change) is closed. After wait it gives up, timedOut and no
+// error; when ctx ends first, ctx's error.
+func awaitChange(ctx context.Context, wait time.Duration, mu *sync.Mutex, done func() (bool, chan struct{})) (timedOut bool, err error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		mu.Lock()
+		ok, ch := done()
+		mu.Unlock()
+		if ok {
+			return false, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-timer.C:
+			return true, nil
+		}
+	}
+}

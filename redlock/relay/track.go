@@ -239,27 +239,15 @@ func (t *tracker) register(ctx context.Context, keys []string, entries []*tracke
 // awaitStarted waits until no tracking session is still making its first
 // connection, at most ConfirmWait.
 func (t *tracker) awaitStarted(ctx context.Context) error {
-	timer := time.NewTimer(t.r.confirmWait)
-	defer timer.Stop()
-	for {
-		t.mu.Lock()
-		starting := false
+	_, err := awaitChange(ctx, t.r.confirmWait, &t.mu, func() (bool, chan struct{}) {
 		for _, tr := range t.roles {
-			starting = starting || tr.state == stateStarting
+			if tr.state == stateStarting {
+				return false, t.changed
+			}
 		}
-		ch := t.changed
-		t.mu.Unlock()
-		if !starting {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			return nil
-		}
-	}
+		return true, t.changed
+	})
+	return err
 }
 
 // Wrote tells the tracker that w's own client is about to write keys

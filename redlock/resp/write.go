@@ -38,7 +38,7 @@ func AppendArgs(b []byte, args ...any) []byte {
 		case string:
 			b = AppendBulk(b, v)
 		case []byte:
-			b = appendBulkBytes(b, v)
+			b = appendBulk(b, v)
 		case int:
 			b = AppendBulkInt(b, int64(v))
 		case int64:
@@ -51,15 +51,9 @@ func AppendArgs(b []byte, args ...any) []byte {
 }
 
 // AppendBulk appends s as a bulk string.
-func AppendBulk(b []byte, s string) []byte {
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, s...)
-	return append(b, '\r', '\n')
-}
+func AppendBulk(b []byte, s string) []byte { return appendBulk(b, s) }
 
-func appendBulkBytes(b []byte, s []byte) []byte {
+func appendBulk[T ~string | ~[]byte](b []byte, s T) []byte {
 	b = append(b, '$')
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, '\r', '\n')
@@ -70,10 +64,5 @@ func appendBulkBytes(b []byte, s []byte) []byte {
 // AppendBulkInt appends x in decimal as a bulk string.
 func AppendBulkInt(b []byte, x int64) []byte {
 	var digits [20]byte
-	d := strconv.AppendInt(digits[:0], x, 10)
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(d)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, d...)
-	return append(b, '\r', '\n')
+	return appendBulk(b, strconv.AppendInt(digits[:0], x, 10))
 }

@@ -7,46 +7,23 @@ import (
 )
 
 // The run-time check of a script by vote (docs/safety.md, "Scripts by
-// vote"): the static analysis in package commands/lua recognises a script
-// and refuses early, but what keeps the promise is the wrapper on the
-// backend. A Script made with Enforced runs its body with:
-//
-//   - copies of KEYS and ARGV (fresh tables: an alias the body takes of
-//     them, pairs(KEYS)'s second value, reaches only the copies), and
-//     ARGV without the wrapper's own arguments;
-//   - a redis whose call and pcall check each call as it happens: the
-//     command is on the list the proxy passed (Command); each key
-//     argument is a declared key or, for a script that builds keys, starts
-//     with one of its starts and a declared key; the whole key matches one
-//     of the user's glob patterns and is not under redlock.ReservedPrefix;
-//     values, offsets and the keys and bytes the script writes stay within
-//     the Enforcement's bounds; and the replies of unordered reads are
-//     sorted;
-//   - a string library, table.concat and unpack bounded before C code
-//     runs (what string.rep, format, gsub and table.concat build, Lua
-//     patterns' backtracking), and a bound on the Lua memory a run adds;
-//   - its text printed again (enforce_body.go), so that '..' and a
-//     string's methods, reached by any alias, go through the same bounds;
-//     a getmetatable that answers a string's metatable with the bounded
-//     library, a collectgarbage that cannot stop the collector; cjson and
-//     cmsgpack whose encoders walk their input first, and whose shared
-//     settings cannot be changed;
-//   - a _G that is a copy holding these, and no loadstring or load (code
-//     they compile would see the real globals).
-//
-// Whatever the body raises, the wrapper reads it only with type and
-// rawget (failSource, in clamp.go): an error object's metamethods never
-// run in the wrapper's code, and anything but a string err becomes a
-// fixed text. Every function the wrapper calls is a local taken before
-// the body runs.
+// vote", lists what it checks and bounds): the static analysis in package
+// commands/lua recognises a script and refuses early, but what keeps the
+// promise is the wrapper on the backend. A Script made with Enforced runs
+// its body with copies of KEYS and ARGV, a redis whose call and pcall
+// check each call as it happens (Command, the user's key patterns,
+// redlock.ReservedPrefix, the Enforcement's bounds; unordered replies
+// sorted), a bounded string library, cjson and cmsgpack, and a copy of _G
+// without loadstring or load. Whatever the body raises, the wrapper reads
+// it only with type and rawget (failSource, in clamp.go), and every
+// function the wrapper calls is a local taken before the body runs.
 //
 // The user's key patterns travel as arguments (EnforceArgs), after the
 // client's ARGV and before the holds' (HeldArgs): the wrapper takes them
 // off before it copies ARGV. A string's metatable is Redis's own and
-// read-only (Redis 7 refuses a change to it or to the string library,
-// rawset included), its __index the real string library: only the body's
-// own index of a string can be redirected, which is why the body is
-// printed again.
+// read-only, its __index the real string library: only the body's own
+// index of a string can be redirected, which is why the body is printed
+// again (enforce_body.go).
 
 // Command is one command a script by vote may call, with its key
 // positions as Redis's COMMAND counts them (the name is 0): First to Last
