@@ -234,8 +234,9 @@ func written(value string, ttl time.Duration) Value {
 	return v
 }
 
-// Expire sets key's ttl unconditionally (PEXPIRE) on every node. It
-// returns true as soon as a quorum applied it (the key existed there),
+// Expire sets key's ttl unconditionally (PEXPIRE) on every node, and its
+// lock marker's where the marker holds the key's value (markedExpireScript).
+// It returns true as soon as a quorum applied it (the key existed there),
 // false with a nil error when that became impossible and enough nodes
 // answered, and a *QuorumError of kind ErrNoQuorum when more than
 // N−quorum nodes failed. ttl must be at least 1ms.
@@ -248,7 +249,7 @@ func (r *Redlock) Expire(ctx context.Context, key string, ttl time.Duration) (bo
 	}
 	ms := millis(ttl)
 	defer r.mirrorWrite(ctx, "expire", "PEXPIRE", key, ms)()
-	expire := call[bool]{cmd: command{kind: callDo, args: []any{"PEXPIRE", key, ms}}, decode: intIs1}
+	expire := call[bool]{cmd: command{kind: callEval, script: markedExpireScript, keys: []string{key, markKey(key)}, args: []any{ms}}, decode: intIs1}
 	t := r.tally()
 	if err := quorum(r, ctx, "expire", r.callTimeout(ttl), expire, decider[bool](t), nil); err != nil {
 		return false, err

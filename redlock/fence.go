@@ -30,10 +30,11 @@ const FenceKey = "redlock-proxy:fence"
 
 var (
 	// {grant, fence}: grant as acquireOneScript answers it, of KEYS[1]
-	// with its companion KEYS[3].
+	// with its companion KEYS[3] and its lock marker KEYS[4].
 	fenceAcquireScript = script.New(`
 local fence = redis.call("INCR", KEYS[2])
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	redis.call("SET", KEYS[4], ARGV[1], "PX", ARGV[2])
 	local c = redis.call("GET", KEYS[3])
 	return {c and string.match(c, "^%d+ %S+") or 1, fence}
 end
@@ -91,7 +92,7 @@ func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time
 	if err := ctx.Err(); err != nil {
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
-	keys := []string{key, FenceKey, versionKey(key)}
+	keys := []string{key, FenceKey, versionKey(key), markKey(key)}
 	set := call[fenceReply]{
 		cmd: command{kind: callEval, script: fenceAcquireScript, keys: keys, args: []any{token, millis(ttl)}},
 		decode: func(v any) (fenceReply, error) {

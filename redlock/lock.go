@@ -134,11 +134,11 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 	send, _ := unique(keys)
 	set := call[grant]{cmd: command{kind: callSetNX, keys: send, value: token, ttl: ttl}, decode: asGrant}
 	if len(send) > 1 || mode != IfAbsent {
-		withVersions := append(slices.Clone(send), make([]string, len(send))...)
+		all := append(slices.Clone(send), make([]string, 2*len(send))...)
 		for i, k := range send {
-			withVersions[len(send)+i] = versionKey(k)
+			all[len(send)+i], all[2*len(send)+i] = versionKey(k), markKey(k)
 		}
-		set.cmd = command{kind: callEval, script: acquireScript, keys: withVersions, args: []any{token, millis(ttl), flag(mode == IfAbsentOrMine)}}
+		set.cmd = command{kind: callEval, script: acquireScript, keys: all, args: []any{token, millis(ttl), flag(mode == IfAbsentOrMine)}}
 	}
 	l, err := acquireFanout(r, ctx, send, token, ttl, mode, set, granted, r.grantTally(), nil)
 	if err != nil {
@@ -361,8 +361,12 @@ func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, t
 		},
 	}
 	if len(send) > 1 || mode != Replace {
+		marked := append(slices.Clone(send), make([]string, len(send))...)
+		for i, k := range send {
+			marked[len(send)+i] = markKey(k)
+		}
 		expire = call[int64]{
-			cmd:    command{kind: callEval, script: extendScript, keys: send, args: []any{token, ms, flag(mode == Add)}},
+			cmd:    command{kind: callEval, script: extendScript, keys: marked, args: []any{token, ms, flag(mode == Add)}},
 			decode: asInt,
 		}
 	}

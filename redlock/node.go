@@ -337,14 +337,11 @@ func (n *RedisNode) firstStep(c *command) step {
 // (SET, PEXPIRE and the scripts) keep their order on one connection.
 func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 	switch c.kind {
-	case callSetNX: // KEYS: the key and its companion, without a slice
-		b = appendScriptName(b, acquireOneScript, st, 2, 2, false)
+	case callSetNX: // KEYS: the key, its companion and its lock marker
+		b = appendScriptName(b, acquireOneScript, st, 3, 2, false)
 		b = resp.AppendBulk(b, c.keys[0])
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(VersionPrefix)+len(c.keys[0])), 10)
-		b = append(b, "\r\n"+VersionPrefix...)
-		b = append(b, c.keys[0]...)
-		b = append(b, "\r\n"...)
+		b = appendPrefixed(b, VersionPrefix, c.keys[0])
+		b = appendPrefixed(b, LockMarkPrefix, c.keys[0])
 		b = resp.AppendBulk(b, c.value)
 		return resp.AppendBulkInt(b, millis(c.ttl)), st
 	case callCAD:
@@ -364,8 +361,10 @@ func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 		}
 		b = appendScriptHead(b, delScript, st, c.keys, 1, false)
 		return resp.AppendBulk(b, c.value), st
-	case callCAE:
-		b = appendScriptHead(b, expireScript, st, c.keys, 2, false)
+	case callCAE: // KEYS: the key and its lock marker
+		b = appendScriptName(b, expireScript, st, 2, 2, false)
+		b = resp.AppendBulk(b, c.keys[0])
+		b = appendPrefixed(b, LockMarkPrefix, c.keys[0])
 		b = resp.AppendBulk(b, c.value)
 		return resp.AppendBulkInt(b, millis(c.ttl)), st
 	case callEval:
@@ -534,6 +533,17 @@ func appendScriptHead(b []byte, s *script.Script, st step, keys []string, nargs 
 		b = resp.AppendBulk(b, k)
 	}
 	return b
+}
+
+// appendPrefixed appends prefix+key as one bulk string, without
+// concatenating them first.
+func appendPrefixed(b []byte, prefix, key string) []byte {
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(prefix)+len(key)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, prefix...)
+	b = append(b, key...)
+	return append(b, '\r', '\n')
 }
 
 // appendScriptName is appendScriptHead up to the key count, nkeys: the

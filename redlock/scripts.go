@@ -17,10 +17,11 @@ if redis.call("GET", KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-// expireScript sets KEYS[1]'s ttl to ARGV[2] ms iff it holds ARGV[1]:
-// 1 done, 0 not.
+// expireScript sets KEYS[1]'s ttl to ARGV[2] ms iff it holds ARGV[1],
+// and its lock marker KEYS[2]'s (marker.go): 1 done, 0 not.
 var expireScript = script.New(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
+	redis.call("SET", KEYS[2], ARGV[1], "PX", ARGV[2])
 	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
 return 0`)
@@ -32,21 +33,24 @@ return 0`)
 // proxy no allocation to read). A quorum of grants counts only grants
 // made on one version (grantTally).
 
-// acquireOneScript is SET KEYS[1] ARGV[1] NX PX ARGV[2] that answers
-// the version of KEYS[1]'s companion, KEYS[2].
+// acquireOneScript is SET KEYS[1] ARGV[1] NX PX ARGV[2] that, where it
+// sets the key, writes its lock marker KEYS[3] (marker.go) and answers
+// the version of its companion, KEYS[2].
 var acquireOneScript = script.New(`
 if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 	return 0
 end
+redis.call("SET", KEYS[3], ARGV[1], "PX", ARGV[2])
 local c = redis.call("GET", KEYS[2])
 return c and string.match(c, "^%d+ %S+") or 1`)
 
-// acquireScript grants the first half of KEYS, all or none, their
-// companions the second half: each key must be absent, or (with ARGV[3]
-// on) already hold the token ARGV[1]. Granted, each key is set to
-// ARGV[1] with a ttl of ARGV[2] ms.
+// acquireScript grants the first third of KEYS, all or none, their
+// companions the second third and their lock markers (marker.go) the
+// last: each key must be absent, or (with ARGV[3] on) already hold the
+// token ARGV[1]. Granted, each key and its marker are set to ARGV[1]
+// with a ttl of ARGV[2] ms.
 var acquireScript = script.New(`
-local n = #KEYS / 2
+local n = #KEYS / 3
 local mine = ARGV[3] == "1"
 for i = 1, n do
 	local held = redis.call("GET", KEYS[i])
@@ -57,6 +61,7 @@ end
 local vers, any = {}, false
 for i = 1, n do
 	redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+	redis.call("SET", KEYS[2 * n + i], ARGV[1], "PX", ARGV[2])
 	local c = redis.call("GET", KEYS[n + i])
 	vers[i] = c and string.match(c, "^%d+ %S+") or ""
 	any = any or vers[i] ~= ""
@@ -64,17 +69,21 @@ end
 if not any then return 1 end
 return table.concat(vers, ",")`)
 
-// extendScript renews all KEYS or none, iff each holds ARGV[1]: the ttl
-// becomes ARGV[2] ms, or (with ARGV[3] on) the remaining ttl plus ARGV[2].
-// It returns the smallest ttl it set, or 0 when some key is not held.
+// extendScript renews the first half of KEYS or none, iff each holds
+// ARGV[1]: the ttl becomes ARGV[2] ms, or (with ARGV[3] on) the remaining
+// ttl plus ARGV[2], and so does the lock marker (marker.go) of each, in
+// the second half. It returns the smallest ttl it set, or 0 when some
+// key is not held.
 var extendScript = script.New(`
-for _, key in ipairs(KEYS) do
-	if redis.call("GET", key) ~= ARGV[1] then
+local n = #KEYS / 2
+for i = 1, n do
+	if redis.call("GET", KEYS[i]) ~= ARGV[1] then
 		return 0
 	end
 end
 local least = 0
-for _, key in ipairs(KEYS) do
+for i = 1, n do
+	local key = KEYS[i]
 	local ms = tonumber(ARGV[2])
 	if ARGV[3] == "1" then
 		local left = redis.call("PTTL", key)
@@ -83,6 +92,7 @@ for _, key in ipairs(KEYS) do
 		end
 	end
 	redis.call("PEXPIRE", key, ms)
+	redis.call("SET", KEYS[n + i], ARGV[1], "PX", ms)
 	if least == 0 or ms < least then
 		least = ms
 	end

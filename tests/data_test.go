@@ -321,3 +321,66 @@ func TestDataOverAnEndedLockTakesTheClientsExpiry(t *testing.T) {
 		}
 	}
 }
+
+// TestLockThroughAnotherProxyKeepsTheLockRule: a lock with a ttl granted
+// through proxy A (LOCK, SET NX PX, SET NX EX, one extended through A
+// past its first ttl) is a lock through proxy B too, which neither
+// granted nor holds it: EXPIRE and PEXPIRE of an hour, PERSIST and SET XX
+// of its value with an hour, sent through B, keep its copies within
+// max_ttl and hold it instead, and it is still there after its own ttl
+// and max_ttl have passed. Data beside it, given an hour through B, has
+// the hour on every backend. Before, B found no lock it knew of and set
+// the hour on every copy of the locks (docs/safety.md, "Locks and data":
+// a majority restarted empty at once would then have been back in the
+// vote while the others still held the lock).
+func TestLockThroughAnotherProxyKeepsTheLockRule(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	a := startProxy(t, rs, holdsHCL) // max_ttl 4 s
+	b := startProxy(t, rs, holdsHCL)
+	ca, cb := a.Client(nil), b.Client(nil)
+	ctx := testCtx(t, 60*time.Second)
+	do := func(c *redis.Client, args ...any) {
+		t.Helper()
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	do(ca, "LOCK", "lock:native", "3000")
+	do(ca, "SET", "lock:px", "v", "NX", "PX", "3000")
+	do(ca, "SET", "lock:ex", "v", "NX", "EX", "3")
+	do(ca, "SET", "lock:persist", "v", "NX", "PX", "3000")
+	do(ca, "SET", "lock:xx", "v", "NX", "PX", "3000")
+	do(ca, "SET", "lock:extended", "v", "NX", "PX", "1000")
+	do(ca, "PEXPIRE", "lock:extended", "3000")
+	do(ca, "SET", "data", "d")
+	time.Sleep(1500 * time.Millisecond) // lock:extended's first ttl is over; its PEXPIRE kept it
+	do(cb, "EXPIRE", "lock:native", "3600")
+	do(cb, "PEXPIRE", "lock:px", "3600000")
+	do(cb, "EXPIRE", "lock:ex", "3600")
+	do(cb, "PERSIST", "lock:persist")
+	do(cb, "SET", "lock:xx", "v", "XX", "EX", "3600")
+	do(cb, "EXPIRE", "lock:extended", "3600")
+	do(cb, "EXPIRE", "data", "3600")
+	locks := []string{"lock:native", "lock:px", "lock:ex", "lock:persist", "lock:xx", "lock:extended"}
+	for i, r := range rs {
+		bc := r.Client()
+		for _, k := range locks {
+			if got, err := bc.PTTL(ctx, k).Result(); err != nil || got <= 0 || got > 4*time.Second {
+				t.Errorf("backend %d: lock %s given an hour (or none) through B has ttl %v, %v; want at most max_ttl", i, k, got, err)
+			}
+		}
+		if got, err := bc.PTTL(ctx, "data").Result(); err != nil || got < 59*time.Minute {
+			t.Errorf("backend %d: data given an hour through B has ttl %v, %v; want the hour", i, got, err)
+		}
+	}
+	time.Sleep(5 * time.Second) // past every first ttl and max_ttl: only the tier's renewals keep them
+	for _, k := range locks {
+		if n, err := cb.Exists(ctx, k).Result(); err != nil || n != 1 {
+			t.Errorf("lock %s held through B: EXISTS = %v, %v after its ttl and max_ttl passed", k, n, err)
+		}
+	}
+	if got, err := ca.TTL(ctx, "lock:px").Result(); err != nil || got < 3500*time.Second {
+		t.Errorf("TTL of lock:px through A = %v, %v; want the hour asked through B", got, err)
+	}
+}

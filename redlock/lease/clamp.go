@@ -49,6 +49,12 @@ func (m *Manager) holdUntil(err error, key, value string, until time.Time) {
 // and a KeepTTL to renew what they hold.
 func (m *Manager) clamping() bool { return m.maxTTL > 0 && m.keepTTL > 0 }
 
+// beyond reports whether an expiry of ttl (0: none) is one a lock's
+// copies may not carry: past MaxTTL, where a lock and data part ways.
+func (m *Manager) beyond(ttl time.Duration) bool {
+	return m.maxTTL > 0 && (ttl <= 0 || ttl > m.maxTTL)
+}
+
 // clamped is script as Vote sends it.
 func (m *Manager) clamped(script *script.Script) *script.Script {
 	if !m.clamping() {

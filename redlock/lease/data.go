@@ -49,10 +49,22 @@ func (e *TypeError) Error() string { return "the key holds a " + e.Type }
 // hold of any value while the key exists). What this proxy remembers may
 // be as old as a renewal or a round: a key written as data since,
 // through any proxy (SET k v over a released or overwritten lock), holds
-// another value and is data, its expiry exactly the client's. (Before,
-// the memory alone decided, and EXPIRE k 3600 of such data within a
-// round put it on a lease: lost once every proxy was down.)
-func (m *Manager) lockKnown(ctx context.Context, key string, v *redlock.Value) (bool, error) {
+// another value and is data, its expiry exactly the client's. With
+// beyond (the expiry asked is none or past MaxTTL, where a lock and data
+// part ways), a key none of that names is asked of the backends: a lock
+// with a ttl granted or extended through any proxy is marked there
+// (redlock.Marked).
+func (m *Manager) lockKnown(ctx context.Context, key string, v *redlock.Value, beyond bool) (bool, error) {
+	lock, err := m.lockRemembered(ctx, key, v)
+	if lock || err != nil || !beyond {
+		return lock, err
+	}
+	return m.locker.Marked(ctx, key)
+}
+
+// lockRemembered is lockKnown from what the tier remembers: the grants
+// through here, the holds kept here and the record.
+func (m *Manager) lockRemembered(ctx context.Context, key string, v *redlock.Value) (bool, error) {
 	tokens := m.reg.tokens(key)
 	ks := m.reg.get(key)
 	e, r := ks.kept, ks.recorded
@@ -234,7 +246,7 @@ func (m *Manager) Set(ctx context.Context, key, value string, ttl time.Duration,
 	}
 	lock := false
 	if o.XX && !o.KeepTTL && ttl > 0 && old.Type == "" && old.Data == value {
-		if lock, err = m.lockKnown(ctx, key, &old); err != nil {
+		if lock, err = m.lockKnown(ctx, key, &old, m.beyond(ttl)); err != nil {
 			return old, false, err
 		}
 	}
@@ -292,7 +304,7 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 		return n > 0, err
 	}
 	lease, until := ttl, time.Time{}
-	lock, err := m.lockKnown(ctx, key, nil)
+	lock, err := m.lockKnown(ctx, key, nil, m.beyond(ttl))
 	if err != nil {
 		return false, err
 	}
@@ -341,7 +353,7 @@ func (m *Manager) ExpireIf(ctx context.Context, key string, ttl time.Duration, c
 // vote's is). True when it did; false when key is absent, already
 // without expiry, or changed since it was read.
 func (m *Manager) Persist(ctx context.Context, key string) (bool, error) {
-	lock, err := m.lockKnown(ctx, key, nil)
+	lock, err := m.lockKnown(ctx, key, nil, m.beyond(0))
 	if err != nil {
 		return false, err
 	}
@@ -467,7 +479,7 @@ func (m *Manager) VoteData(ctx context.Context, s *script.Script, keys, argv []s
 // MaxTTL, and held beyond.
 func (m *Manager) VoteExpiry(ctx context.Context, s *script.Script, keys, argv []string) (any, error) {
 	for _, k := range keys {
-		lock, err := m.lockKnown(ctx, k, nil)
+		lock, err := m.lockKnown(ctx, k, nil, m.beyond(0))
 		if err != nil {
 			return nil, err
 		}

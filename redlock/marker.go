@@ -1,0 +1,58 @@
+package redlock
+
+import (
+	"context"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
+)
+
+// Lock markers: a key's kind, known where each write lands, whichever
+// proxy sends it (docs/safety.md, "Locks and data"). Every acquire of a
+// lock with a ttl (acquireOneScript, acquireScript, the fenced acquire)
+// writes, in the same call and where it sets the key, the key's marker
+// (LockMarkPrefix + key) with the token as its value and the lock's ttl;
+// every extend by token (expireScript, extendScript) and every PEXPIRE of
+// the key (markedExpireScript) gives the marker the key's new ttl. A key is a lock (Marked) where a quorum of backends hold
+// it with the value its marker holds: a release, an expiry or a write
+// over the key leaves a marker that no longer matches, and it expires
+// with the ttl it was given. Holds need none: the record names them.
+
+// LockMarkPrefix starts the marker of every key a lock with a ttl set.
+const LockMarkPrefix = ReservedPrefix + "lock:"
+
+func markKey(key string) string { return LockMarkPrefix + key }
+
+// markedScript answers 1 where KEYS[1] is a string holding what its
+// marker KEYS[2] holds, else 0.
+var markedScript = script.New(`
+local v = redis.pcall("GET", KEYS[1])
+if type(v) == "string" and redis.call("GET", KEYS[2]) == v then return 1 end
+return 0`)
+
+// markedExpireScript is PEXPIRE KEYS[1] ARGV[1], and of its marker KEYS[2]
+// where the marker holds the key's value: 1 done, 0 the key is absent.
+var markedExpireScript = script.New(`
+local v = redis.pcall("GET", KEYS[1])
+local done = redis.call("PEXPIRE", KEYS[1], ARGV[1])
+if done == 1 and type(v) == "string" and redis.call("GET", KEYS[2]) == v then
+	redis.call("PEXPIRE", KEYS[2], ARGV[1])
+end
+return done`)
+
+// Marked reports whether key is a lock by its markers: a quorum of nodes
+// hold it with the value its marker holds. It fails with ErrNoQuorum
+// when fewer than a quorum answered.
+func (r *Redlock) Marked(ctx context.Context, key string) (bool, error) {
+	if err := checkKeys(ctx, "read", []string{key}); err != nil {
+		return false, err
+	}
+	t := r.tally()
+	c := call[bool]{cmd: command{kind: callEval, script: markedScript, keys: []string{key, markKey(key)}}, decode: intIs1}
+	if err := quorum(r, ctx, "read", r.nodeTimeout, c, decider[bool](t), nil); err != nil {
+		return false, err
+	}
+	if !t.won() && t.short() {
+		return false, t.noQuorum()
+	}
+	return t.won(), nil
+}
