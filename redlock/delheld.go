@@ -15,7 +15,7 @@ import (
 // was a lock command's (an acquire), not a plain write of the same value,
 // whose version a delete must outrank. When it deletes it publishes a
 // release notice on ARGV[2] .. key with the tag ARGV[3] (none when ARGV[2]
-// is empty). It returns {deleted, existed, counter, writer}: 1 or 0,
+// is empty), and deletes the key's lock marker KEYS[3] (marker.go). It returns {deleted, existed, counter, writer}: 1 or 0,
 // whether the key existed before, and the companion's version (0, "":
 // none).
 var delHeldScript = script.New(`
@@ -30,7 +30,7 @@ local exists = redis.call("EXISTS", KEYS[1])
 if type(v) ~= "string" or v ~= ARGV[1] or d == redis.sha1hex(v) then
 	return {0, exists, n, id}
 end
-redis.call("DEL", KEYS[1])
+redis.call("DEL", KEYS[1], KEYS[3])
 if ARGV[2] ~= "" then
 	redis.call("PUBLISH", ARGV[2] .. KEYS[1], ARGV[3])
 end
@@ -102,7 +102,7 @@ func (r *Redlock) DeleteHeld(ctx context.Context, key, value string) (existed, r
 		notice, tag = NoticePrefix, TokenTag(value)
 	}
 	del := call[heldDel]{
-		cmd:    command{kind: callEval, script: delHeldScript, keys: []string{key, versionKey(key)}, args: []any{value, notice, tag}},
+		cmd:    command{kind: callEval, script: delHeldScript, keys: []string{key, versionKey(key), markKey(key)}, args: []any{value, notice, tag}},
 		decode: asHeldDel,
 	}
 	pass, err := r.gate.enter(ctx, []string{key})

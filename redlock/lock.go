@@ -260,11 +260,12 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 	if del.cmd.kind == callEval { // the notifying script answers 1 or 0
 		del.decode = intIs1
 	}
-	pass, err := r.gate.enter(ctx, del.cmd.keys)
+	keys := del.cmd.keys[:1] // not the marker the script deletes with it
+	pass, err := r.gate.enter(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	waitOld := r.mirrorRelease(ctx, del.cmd.keys, token)
+	waitOld := r.mirrorRelease(ctx, keys, token)
 	defer waitOld()
 	t := r.tally()
 	if err := quorum(r, ctx, "release", r.nodeTimeout, del, decider[bool](t), pass.leave); err != nil {
@@ -361,12 +362,8 @@ func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, t
 		},
 	}
 	if len(send) > 1 || mode != Replace {
-		marked := append(slices.Clone(send), make([]string, len(send))...)
-		for i, k := range send {
-			marked[len(send)+i] = markKey(k)
-		}
 		expire = call[int64]{
-			cmd:    command{kind: callEval, script: extendScript, keys: marked, args: []any{token, ms, flag(mode == Add)}},
+			cmd:    command{kind: callEval, script: extendScript, keys: withMarkers(send), args: []any{token, ms, flag(mode == Add)}},
 			decode: asInt,
 		}
 	}
@@ -458,7 +455,7 @@ func (r *Redlock) rollback(parent context.Context, n Node, keys []string, token 
 	if len(keys) == 1 {
 		_, err = n.CompareAndDelete(ctx, keys[0], token)
 	} else {
-		_, err = n.Eval(ctx, releaseScript, keys, token)
+		_, err = n.Eval(ctx, releaseScript, withMarkers(keys), token)
 	}
 	if err != nil {
 		r.log.Warn("rollback failed", "node", n.Addr(), "keys", keys, "error", err)

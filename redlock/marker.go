@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
@@ -15,12 +16,22 @@ import (
 // the key (markedExpireScript) gives the marker the key's new ttl. A key is a lock (Marked) where a quorum of backends hold
 // it with the value its marker holds: a release, an expiry or a write
 // over the key leaves a marker that no longer matches, and it expires
-// with the ttl it was given. Holds need none: the record names them.
+// with the ttl it was given; a release by a script deletes it with the
+// key (delScript, the release and notifying scripts, delHeldScript). Holds need none: the record names them.
 
 // LockMarkPrefix starts the marker of every key a lock with a ttl set.
 const LockMarkPrefix = ReservedPrefix + "lock:"
 
 func markKey(key string) string { return LockMarkPrefix + key }
+
+// withMarkers is keys followed by their markers, a new slice.
+func withMarkers(keys []string) []string {
+	out := append(slices.Clone(keys), make([]string, len(keys))...)
+	for i, k := range keys {
+		out[len(keys)+i] = markKey(k)
+	}
+	return out
+}
 
 // markedScript answers 1 where KEYS[1] is a string holding what its
 // marker KEYS[2] holds, else 0.

@@ -139,8 +139,15 @@ func (f *fakeBackend) handle(c redcon.Conn, cmd redcon.Command) {
 		compareAndDelete(arg(1), arg(3))
 	case name == "DELIFEQ" && f.native && len(cmd.Args) == 3:
 		compareAndDelete(arg(1), arg(2))
-	case name == "EVALSHA" && len(cmd.Args) == 5 && arg(1) == delScript.Hash():
-		compareAndDelete(arg(3), arg(4))
+	case name == "EVALSHA" && len(cmd.Args) == 6 && arg(1) == delScript.Hash():
+		compareAndDelete(arg(3), arg(5)) // the key, its marker, the value
+	case name == "EVALSHA" && len(cmd.Args) == 8 && arg(1) == acquireOneScript.Hash():
+		if _, exists := f.keys[arg(3)]; exists { // the key, its companion and marker, value, ttl
+			c.WriteInt(0)
+			return
+		}
+		f.keys[arg(3)] = arg(6)
+		c.WriteInt(1)
 	default:
 		c.WriteError("ERR unknown command '" + arg(0) + "', with args beginning with: ")
 	}

@@ -359,7 +359,9 @@ func (n *RedisNode) encode(b []byte, c *command, st step) ([]byte, step) {
 			}
 			st = stepSHA // the capability went away since firstStep
 		}
-		b = appendScriptHead(b, delScript, st, c.keys, 1, false)
+		b = appendScriptName(b, delScript, st, 2, 1, false) // KEYS: the key and its lock marker
+		b = resp.AppendBulk(b, c.keys[0])
+		b = appendPrefixed(b, LockMarkPrefix, c.keys[0])
 		return resp.AppendBulk(b, c.value), st
 	case callCAE: // KEYS: the key and its lock marker
 		b = appendScriptName(b, expireScript, st, 2, 2, false)

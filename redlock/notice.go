@@ -31,18 +31,19 @@ func NoticeChannel(key string) string { return NoticePrefix + key }
 var (
 	delNoticeScript = script.New(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
-	redis.call("DEL", KEYS[1])
+	redis.call("DEL", KEYS[1], KEYS[2])
 	redis.call("PUBLISH", ARGV[2] .. KEYS[1], ARGV[3])
 	return 1
 end
 return 0`)
 
 	releaseNoticeScript = script.New(`
-local out = {}
-for i, key in ipairs(KEYS) do
+local out, n = {}, #KEYS / 2
+for i = 1, n do
+	local key = KEYS[i]
 	local held = redis.call("GET", key)
 	if held == ARGV[1] then
-		redis.call("DEL", key)
+		redis.call("DEL", key, KEYS[n + i])
 		redis.call("PUBLISH", ARGV[2] .. key, ARGV[3])
 		out[i] = 1
 	elseif held then
@@ -69,11 +70,12 @@ func (r *Redlock) releaseCall(key, token string) command {
 	if !r.notices.Load() {
 		return command{kind: callCAD, keys: []string{key}, value: token}
 	}
-	return command{kind: callEval, script: delNoticeScript, keys: []string{key}, args: []any{token, NoticePrefix, TokenTag(token)}}
+	return command{kind: callEval, script: delNoticeScript, keys: []string{key, markKey(key)}, args: []any{token, NoticePrefix, TokenTag(token)}}
 }
 
 // releaseKeysCall is ReleaseKeys' command.
 func (r *Redlock) releaseKeysCall(keys []string, token string) command {
+	keys = withMarkers(keys)
 	if !r.notices.Load() {
 		return command{kind: callEval, script: releaseScript, keys: keys, args: []any{token}}
 	}

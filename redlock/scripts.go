@@ -10,9 +10,11 @@ import (
 // replies only (no redis.setresp), ttls as whole milliseconds in ARGV.
 // Flags in ARGV are "1" for on.
 
-// delScript deletes KEYS[1] iff it holds ARGV[1]: 1 deleted, 0 not.
+// delScript deletes KEYS[1] iff it holds ARGV[1], and then its lock
+// marker KEYS[2] (marker.go): 1 deleted, 0 not.
 var delScript = script.New(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
+	redis.call("DEL", KEYS[2])
 	return redis.call("DEL", KEYS[1])
 end
 return 0`)
@@ -106,14 +108,16 @@ const (
 	keyOther   = -1
 )
 
-// releaseScript deletes each of KEYS that holds ARGV[1] and reports per
-// key: 1 deleted, 0 absent, -1 holds another value.
+// releaseScript deletes each key of the first half of KEYS that holds
+// ARGV[1], and then its lock marker (marker.go) in the second half, and
+// reports per key: 1 deleted, 0 absent, -1 holds another value.
 var releaseScript = script.New(`
-local out = {}
-for i, key in ipairs(KEYS) do
+local out, n = {}, #KEYS / 2
+for i = 1, n do
+	local key = KEYS[i]
 	local held = redis.call("GET", key)
 	if held == ARGV[1] then
-		redis.call("DEL", key)
+		redis.call("DEL", key, KEYS[n + i])
 		out[i] = 1
 	elseif held then
 		out[i] = -1
