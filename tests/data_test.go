@@ -336,8 +336,9 @@ func TestDataOverAnEndedLockTakesTheClientsExpiry(t *testing.T) {
 func TestLockThroughAnotherProxyKeepsTheLockRule(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
-	a := startProxy(t, rs, holdsHCL) // max_ttl 4 s
-	b := startProxy(t, rs, holdsHCL)
+	const hcl = "default_ttl = \"2s\"\nmax_ttl = \"10s\""
+	a := startProxy(t, rs, hcl)
+	b := startProxy(t, rs, hcl)
 	ca, cb := a.Client(nil), b.Client(nil)
 	ctx := testCtx(t, 60*time.Second)
 	do := func(c *redis.Client, args ...any) {
@@ -346,15 +347,18 @@ func TestLockThroughAnotherProxyKeepsTheLockRule(t *testing.T) {
 			t.Fatalf("%v: %v", args, err)
 		}
 	}
-	do(ca, "LOCK", "lock:native", "3000")
-	do(ca, "SET", "lock:px", "v", "NX", "PX", "3000")
-	do(ca, "SET", "lock:ex", "v", "NX", "EX", "3")
-	do(ca, "SET", "lock:persist", "v", "NX", "PX", "3000")
-	do(ca, "SET", "lock:xx", "v", "NX", "PX", "3000")
-	do(ca, "SET", "lock:extended", "v", "NX", "PX", "1000")
-	do(ca, "PEXPIRE", "lock:extended", "3000")
+	start := time.Now()
+	do(ca, "LOCK", "lock:native", "8000")
+	do(ca, "SET", "lock:px", "v", "NX", "PX", "8000")
+	do(ca, "SET", "lock:ex", "v", "NX", "EX", "8")
+	do(ca, "SET", "lock:persist", "v", "NX", "PX", "8000")
+	do(ca, "SET", "lock:xx", "v", "NX", "PX", "8000")
+	do(ca, "SET", "lock:extended", "v", "NX", "PX", "2000")
+	do(ca, "PEXPIRE", "lock:extended", "8000")
 	do(ca, "SET", "data", "d")
-	time.Sleep(1500 * time.Millisecond) // lock:extended's first ttl is over; its PEXPIRE kept it
+	// lock:extended's first ttl (and its first marker's) is over; its
+	// PEXPIRE kept it, the others have seconds left.
+	time.Sleep(time.Until(start.Add(2500 * time.Millisecond)))
 	do(cb, "EXPIRE", "lock:native", "3600")
 	do(cb, "PEXPIRE", "lock:px", "3600000")
 	do(cb, "EXPIRE", "lock:ex", "3600")
@@ -366,7 +370,7 @@ func TestLockThroughAnotherProxyKeepsTheLockRule(t *testing.T) {
 	for i, r := range rs {
 		bc := r.Client()
 		for _, k := range locks {
-			if got, err := bc.PTTL(ctx, k).Result(); err != nil || got <= 0 || got > 4*time.Second {
+			if got, err := bc.PTTL(ctx, k).Result(); err != nil || got <= 0 || got > 10*time.Second {
 				t.Errorf("backend %d: lock %s given an hour (or none) through B has ttl %v, %v; want at most max_ttl", i, k, got, err)
 			}
 		}
@@ -374,7 +378,8 @@ func TestLockThroughAnotherProxyKeepsTheLockRule(t *testing.T) {
 			t.Errorf("backend %d: data given an hour through B has ttl %v, %v; want the hour", i, got, err)
 		}
 	}
-	time.Sleep(5 * time.Second) // past every first ttl and max_ttl: only the tier's renewals keep them
+	// Past every first ttl and max_ttl: only the tier's renewals keep them.
+	time.Sleep(time.Until(start.Add(11 * time.Second)))
 	for _, k := range locks {
 		if n, err := cb.Exists(ctx, k).Result(); err != nil || n != 1 {
 			t.Errorf("lock %s held through B: EXISTS = %v, %v after its ttl and max_ttl passed", k, n, err)
