@@ -270,12 +270,7 @@ func TestDataOverAnEndedLockTakesTheClientsExpiry(t *testing.T) {
 	b := startProxy(t, rs, holdsHCL)
 	ca, cb := a.Client(nil), b.Client(nil)
 	ctx := testCtx(t, 60*time.Second)
-	do := func(c *redis.Client, args ...any) {
-		t.Helper()
-		if err := c.Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-	}
+	do := func(c *redis.Client, args ...any) { t.Helper(); mustDo(ctx, t, c, args...) }
 	for _, k := range []string{"ended:del", "ended:persist", "lock:held"} {
 		do(ca, "SETNX", k, "t")
 	}
@@ -341,12 +336,7 @@ func TestLockThroughAnotherProxyKeepsTheLockRule(t *testing.T) {
 	b := startProxy(t, rs, hcl)
 	ca, cb := a.Client(nil), b.Client(nil)
 	ctx := testCtx(t, 60*time.Second)
-	do := func(c *redis.Client, args ...any) {
-		t.Helper()
-		if err := c.Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-	}
+	do := func(c *redis.Client, args ...any) { t.Helper(); mustDo(ctx, t, c, args...) }
 	start := time.Now()
 	do(ca, "LOCK", "lock:native", "8000")
 	do(ca, "SET", "lock:px", "v", "NX", "PX", "8000")
@@ -387,5 +377,13 @@ func TestLockThroughAnotherProxyKeepsTheLockRule(t *testing.T) {
 	}
 	if got, err := ca.TTL(ctx, "lock:px").Result(); err != nil || got < 3500*time.Second {
 		t.Errorf("TTL of lock:px through A = %v, %v; want the hour asked through B", got, err)
+	}
+}
+
+// mustDo sends args through c and fails the test on an error reply.
+func mustDo(ctx context.Context, t *testing.T, c *redis.Client, args ...any) {
+	t.Helper()
+	if err := c.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("%v: %v", args, err)
 	}
 }
