@@ -302,7 +302,7 @@ func (r *Redlock) CompareAndSet(ctx context.Context, key, old, new string, ttl t
 // compareAndSet is CompareAndSet's quorum on the backends.
 func (r *Redlock) compareAndSet(ctx context.Context, key, old, new string, ttl time.Duration) (Lock, error) {
 	set := call[bool]{
-		cmd:    command{kind: callEval, script: casScript, keys: []string{key}, args: []any{old, new, millis(ttl)}},
+		cmd:    command{kind: callEval, script: casScript, keys: []string{key, markKey(key)}, args: []any{old, new, millis(ttl)}},
 		decode: intIs1,
 	}
 	t1 := r.now()

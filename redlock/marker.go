@@ -13,11 +13,14 @@ import (
 // writes, in the same call and where it sets the key, the key's marker
 // (LockMarkPrefix + key) with the token as its value and the lock's ttl;
 // every extend by token (expireScript, extendScript) and every PEXPIRE of
-// the key (markedExpireScript) gives the marker the key's new ttl. A key is a lock (Marked) where a quorum of backends hold
-// it with the value its marker holds: a release, an expiry or a write
-// over the key leaves a marker that no longer matches, and it expires
-// with the ttl it was given; a release by a script deletes it with the
-// key (delScript, the release and notifying scripts, delHeldScript). Holds need none: the record names them.
+// the key (markedExpireScript) gives the marker the key's new ttl, and a
+// compare-and-set (casScript) the key's new value too. A key is a lock
+// (Marked) where a quorum of backends hold it with the value its marker
+// holds: a release, an expiry or a write over the key leaves a marker
+// that no longer matches, and it expires with the ttl it was given; a
+// release by a script deletes it with the key (delScript, the release and
+// notifying scripts, delHeldScript). Holds need none: the record names
+// them.
 
 // LockMarkPrefix starts the marker of every key a lock with a ttl set.
 const LockMarkPrefix = ReservedPrefix + "lock:"

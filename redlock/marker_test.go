@@ -7,8 +7,8 @@ import (
 )
 
 // TestMarkersFollowTheLock: a lock's marker is written with it on every
-// backend, follows its extends and PEXPIRE, marks it (Marked) while the
-// key holds the lock's value, and is deleted with it by a release, so
+// backend, follows its extends, PEXPIRE and compare-and-set, marks it
+// (Marked) while the key holds the lock's value, and is deleted with it by a release, so
 // that released locks leave no key behind; a plain write over a lock
 // leaves a marker that no longer matches.
 func TestMarkersFollowTheLock(t *testing.T) {
@@ -39,7 +39,11 @@ func TestMarkersFollowTheLock(t *testing.T) {
 	if n < 2 {
 		t.Errorf("%d markers have the key's 9s after its PEXPIRE answered, want a quorum", n)
 	}
-	if err := c.r.Release(ctx, "k", "tok"); err != nil {
+	if _, err := c.r.CompareAndSet(ctx, "k", "tok", "tok2", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	marked("k", true) // the marker moved to the new value
+	if err := c.r.Release(ctx, "k", "tok2"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.r.AcquireKeys(ctx, []string{"a", "b"}, "tok", 2*time.Second, IfAbsent); err != nil {

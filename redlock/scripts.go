@@ -155,13 +155,14 @@ for i, key in ipairs(KEYS) do
 end
 return out`)
 
-// casScript sets KEYS[1] to ARGV[2] with a ttl of ARGV[3] ms iff it holds
-// ARGV[1]: 1 done, 0 not.
+// casScript sets KEYS[1] and its lock marker KEYS[2] (marker.go) to
+// ARGV[2] with a ttl of ARGV[3] ms iff it holds ARGV[1]: 1 done, 0 not.
 var casScript = script.New(`
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
 	return 0
 end
 redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3])
+redis.call("SET", KEYS[2], ARGV[2], "PX", ARGV[3])
 return 1`)
 
 // flag renders a script flag.
