@@ -82,6 +82,7 @@ func TestGrantsAcrossADeleteAreNoQuorum(t *testing.T) {
 	if _, err := c.r.Acquire(ctx, "k", "W", 10*time.Second); err != nil {
 		t.Fatalf("the next acquire after the DEL landed everywhere: %v", err)
 	}
+	c.wait(t) // W's acquire answered at a quorum; its last call may be on its way
 	for i := range c.mrs {
 		if v := c.value(i, "k"); v != "W" {
 			t.Fatalf("node %d holds %q after the refused acquire was rolled back, want W's", i, v)

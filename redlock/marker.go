@@ -19,11 +19,13 @@ import (
 // holds: a release, an expiry or a write over the key leaves a marker
 // that no longer matches, and it expires with the ttl it was given; a
 // release by a script deletes it with the key (delScript, the release and
-// notifying scripts, delHeldScript). Holds need none: the record names
-// them.
+// notifying scripts, delHeldScript). A script by vote marks the keys its
+// run locked in its epilogue (script.LockMarkPrefix). Holds need none:
+// the record names them.
 
-// LockMarkPrefix starts the marker of every key a lock with a ttl set.
-const LockMarkPrefix = ReservedPrefix + "lock:"
+// LockMarkPrefix starts the marker of every key a lock with a ttl set;
+// the script package writes it too (a script by vote's locked keys).
+const LockMarkPrefix = script.LockMarkPrefix
 
 func markKey(key string) string { return LockMarkPrefix + key }
 

@@ -38,6 +38,14 @@ import (
 // Without LocksByRead (%[10]s true) every key is a lock's: the run-time
 // check, which tells which keys a run locked (__rp_lk), is what makes -3
 // possible.
+//
+// The epilogue also marks every string key the run locked as the proxy's
+// own acquire and extend scripts do (package redlock, marker.go): its
+// marker, LockMarkPrefix + key, gets the value and the ttl the key has
+// after the clamp, so that any proxy tells the lock from data.
+
+// LockMarkPrefix starts each lock's marker (package redlock, marker.go).
+const LockMarkPrefix = "redlock-proxy:lock:"
 
 // clampSource is the wrapper: %[1]s the shebang line (with its newline)
 // or "", %[2]s the body, %[3]d the max ttl and %[4]d the lease (ms),
@@ -87,6 +95,12 @@ local __rp_ok, __rp_r = xpcall(function() return (__redlock_proxy_body(__rp_redi
 local __rp_t1 = __rp_r0.call('TIME')
 local __rp_ran = (__rp_t1[1] - __rp_t0[1]) * 1000 + (__rp_t1[2] - __rp_t0[2]) / 1000
 local __rp_report = {}
+local __rp_mark = function(k)
+	local v = __rp_r0.pcall('GET', k)
+	if type(v) ~= 'string' then return end
+	local t = __rp_r0.call('PTTL', k)
+	if t > 0 then __rp_r0.call('SET', '` + LockMarkPrefix + `' .. k, v, 'PX', t) end
+end
 for i, k in ipairs(__rp_keys) do
 	local t, b = __rp_r0.call('PTTL', k), __rp_before[i]
 	if (t == -1 or t > %[3]d) and not (%[10]s or __rp_lk[k] or (__rp_h and __rp_h[k])) then
@@ -99,6 +113,7 @@ for i, k in ipairs(__rp_keys) do
 	else
 		__rp_report[i] = -2
 	end
+	if %[10]s or __rp_lk[k] then __rp_mark(k) end
 end
 local __rp_built = {}
 for a in pairs(__rp_seen) do
@@ -112,6 +127,7 @@ for _, a in ipairs(__rp_built) do
 		__rp_report[#__rp_report + 1] = a
 		__rp_report[#__rp_report + 1] = t
 	end
+	if %[10]s or __rp_lk[a] then __rp_mark(a) end
 end
 ` + failSource + `return {__rp_report, __rp_r}`
 
