@@ -310,13 +310,10 @@ func expireCond(args [][]byte) (lease.ExpireCond, Reply) {
 // quorum stops holding the key, on this proxy's clock; -2 when absent, -1
 // without expiry.
 func (d *Dispatcher) expiretime(ctx context.Context, c *Client, args [][]byte) Reply {
-	if r := d.checkKey(args[1]); r != nil {
-		return r
-	}
-	v, err := d.leases.Read(ctx, string(args[1]))
+	v, r := d.readKey(ctx, args[1], d.leases.Read)
 	switch {
-	case err != nil:
-		return d.lockError(err)
+	case r != nil:
+		return r
 	case !v.Exists:
 		return absentNotHeld
 	case v.PTTL < 0:
