@@ -267,10 +267,7 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 // expireCond reads EXPIRE's options (lua.ParseExpireOptions, Redis's
 // rule and errors) as a lease.ExpireCond.
 func expireCond(args [][]byte) (lease.ExpireCond, Reply) {
-	opts := make([]string, len(args))
-	for i, a := range args {
-		opts[i] = string(a)
-	}
+	opts, _ := argStrings(args, nil)
 	o, err := lua.ParseExpireOptions(opts)
 	if err != nil {
 		return 0, Error(err.Error())

@@ -165,15 +165,20 @@ func (d *Dispatcher) countKeys(ctx context.Context, keyArgs [][]byte, op func(co
 	return countReply(int64(n))
 }
 
-func (d *Dispatcher) keyList(args [][]byte) ([]string, Reply) {
-	keys := make([]string, len(args))
-	for i, k := range args {
-		if r := d.checkKey(k); r != nil {
-			return nil, r
+func (d *Dispatcher) keyList(args [][]byte) ([]string, Reply) { return argStrings(args, d.checkKey) }
+
+// argStrings is args as strings, each passing check first (nil: none).
+func argStrings(args [][]byte, check func([]byte) Reply) ([]string, Reply) {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if check != nil {
+			if r := check(a); r != nil {
+				return nil, r
+			}
 		}
-		keys[i] = string(k)
+		out[i] = string(a)
 	}
-	return keys, nil
+	return out, nil
 }
 
 // PTTL key / TTL key: how long a quorum of backends will still hold the

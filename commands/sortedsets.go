@@ -35,12 +35,9 @@ func (d *Dispatcher) zvote(ctx context.Context, name string, args [][]byte, writ
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	argv := make([]string, len(args)-2)
-	for i, a := range args[2:] {
-		if r := d.checkValue(a); r != nil {
-			return r
-		}
-		argv[i] = string(a)
+	argv, r := argStrings(args[2:], d.checkValue)
+	if r != nil {
+		return r
 	}
 	keys := []string{string(args[1])}
 	var v any
