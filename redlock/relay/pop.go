@@ -16,14 +16,13 @@ import (
 // of the signal. Pop sends the blocking pop to every backend on
 // connections of its own and answers with the first element popped. The
 // others are then cancelled (CLIENT UNBLOCK, so a pop that was already
-// served is still read): an element another backend popped meanwhile
-// that equals the answer is a copy of the same signal and is consumed
-// with it; a different one is pushed back where it was (LPUSH for a pop
-// from the head, RPUSH from the tail), so nothing is lost. A copy that
-// reaches a backend after its pop was cancelled stays there: a stale
-// signal, which wakes a later waiter once for nothing — one extra lock
-// attempt, never a safety issue, since waking is only a hint to try the
-// lock again.
+// served is still read): an element another backend popped meanwhile that
+// equals the answer is a copy of the same signal and is consumed with it;
+// a different one is pushed back where it was (LPUSH for a pop from the
+// head, RPUSH from the tail), so nothing is lost. A copy that reaches a
+// backend after its pop was cancelled stays there: a stale signal, which
+// wakes a later waiter once for nothing — one extra lock attempt, never a
+// safety issue, since waking is only a hint to try the lock again.
 
 // ErrTooFewBackends: a blocking pop could not start on a quorum of
 // backends.
