@@ -6,15 +6,9 @@ import (
 	"time"
 )
 
-// Failed AUTH is rate-limited per source network: one IPv4 address, or one
-// IPv6 /64 (what one host usually owns). After limit failures within
-// window, AUTH and HELLO AUTH from that network are refused at once with
-// WRONGPASS, without looking at the password, until the oldest of those
-// failures is window old. Refused attempts do not count, so a client that
-// keeps trying gets limit guesses per window, and a correct password from
-// the same network waits out the window too (by design: it cannot be told
-// apart from a lucky guess). Refusing never sleeps, so no connection
-// goroutine is held.
+// Failed AUTH is rate-limited per source network (docs/configuration.md,
+// auth_fail_limit). Refused attempts do not count, so a client that keeps
+// trying gets limit guesses per window; refusing never sleeps.
 //
 // The table is bounded: entries whose last failure is older than window
 // are swept at most once per window, and when maxEntries networks are

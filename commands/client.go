@@ -2,9 +2,8 @@ package commands
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,21 +120,12 @@ func (c *Client) touch(name string, now time.Time) {
 func (c *Client) infoLine(now time.Time) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var sb strings.Builder
-	sb.WriteString("id=")
-	sb.WriteString(strconv.FormatInt(c.ID, 10))
-	sb.WriteString(" addr=" + c.Addr + " laddr=" + c.LocalAddr + " fd=-1 name=" + c.name)
-	sb.WriteString(" age=" + strconv.FormatInt(int64(now.Sub(c.Created)/time.Second), 10))
 	idle := time.Duration(0)
 	if !c.lastAt.IsZero() {
 		idle = now.Sub(c.lastAt)
 	}
-	sb.WriteString(" idle=" + strconv.FormatInt(int64(idle/time.Second), 10))
-	sb.WriteString(" flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0")
-	sb.WriteString(" user=" + c.User() + " resp=" + strconv.Itoa(c.Proto()))
-	sb.WriteString(" lib-name=" + c.libName + " lib-ver=" + c.libVer)
-	sb.WriteString(" cmd=" + c.lastCmd)
-	return sb.String()
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 user=%s resp=%d lib-name=%s lib-ver=%s cmd=%s",
+		c.ID, c.Addr, c.LocalAddr, c.name, int64(now.Sub(c.Created)/time.Second), int64(idle/time.Second), c.User(), c.Proto(), c.libName, c.libVer, c.lastCmd)
 }
 
 // clientRegistry holds the connected clients for CLIENT LIST and INFO.

@@ -13,20 +13,11 @@ import (
 )
 
 // The conditional writes of Redis 8.4 (SET … IFEQ|IFNE|IFDEQ|IFDNE,
-// DELEX … IF…, DIGEST) and Valkey 9 (DELIFEQ). The backends need none of
-// them: every condition is carried out with the compare-and-set and
-// compare-and-delete the lock paths use (lease.Manager.CompareAndSet,
-// Release, Acquire), so a condition met by a lock's token is that lock's
-// extend or release, with its side effects (waiters woken, holds ended).
-//
-// IFEQ value (without GET or KEEPTTL) is one quorum round. Every other
-// condition needs the value the key holds: a quorum read, the condition
-// decided on what it returned, then the compare-and-set or -delete of
-// exactly that value, or, where IFNE/IFDNE meet a free key, an
-// acquisition (SET NX). So the write lands only where the key still holds
-// what the condition was decided on; when it no longer does, the key
-// changed in between, and the command reads again, condAttempts times at
-// most.
+// DELEX … IF…, DIGEST) and Valkey 9 (DELIFEQ), carried out with the lock
+// paths' compare-and-set and compare-and-delete (docs/compatibility.md,
+// "Conditional writes"): IFEQ value is one quorum round; every other
+// condition reads the key, decides, and writes only where the key still
+// holds the value read, reading again condAttempts times at most.
 
 // condAttempts bounds the read-then-write rounds of one conditional write.
 const condAttempts = 3
@@ -109,13 +100,10 @@ func keyChanged(err error) bool {
 // DIGEST key  (Redis 8.4): the digest of the value a quorum holds; null
 // when there is none.
 func (d *Dispatcher) digest(ctx context.Context, c *Client, args [][]byte) Reply {
-	if r := d.checkKey(args[1]); r != nil {
-		return r
-	}
-	v, err := d.leases.Get(ctx, string(args[1]))
+	v, r := d.readKey(ctx, args[1], d.leases.Get)
 	switch {
-	case err != nil:
-		return d.lockError(err)
+	case r != nil:
+		return r
 	case v.Type != "":
 		return errWrongType
 	case !v.Exists:

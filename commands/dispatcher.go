@@ -170,9 +170,8 @@ func (d *Dispatcher) run(ctx context.Context, c *Client, cmd *Command, args [][]
 }
 
 // do is run without the observer; its reply may carry an outcome mark
-// (withOutcome).
-// p is what was parsed of the call (p.keys: what the row's keys column
-// parsed; nil for other rows).
+// (withOutcome). p is what was parsed of the call (p.keys: what the
+// row's keys column parsed; nil for other rows).
 func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]byte, p parsedCall) Reply {
 	keys := p.keys
 	if cmd == nil {

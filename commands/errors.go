@@ -52,18 +52,14 @@ func Errorf(format string, args ...any) Error {
 // ERR unknown command 'x', with args beginning with: 'a' 'b'
 func unknownCommand(args [][]byte) Error {
 	var sb strings.Builder
-	sb.WriteString("ERR unknown command '")
-	sb.WriteString(truncate(args[0], 128))
-	sb.WriteString("', with args beginning with: ")
+	sb.WriteString("ERR unknown command '" + truncate(args[0], 128) + "', with args beginning with: ")
 	n := 0
 	for _, a := range args[1:] {
 		if n >= 128 {
 			break
 		}
 		s := truncate(a, 128-n)
-		sb.WriteString("'")
-		sb.WriteString(s)
-		sb.WriteString("' ")
+		sb.WriteString("'" + s + "' ")
 		n += len(s) + 3
 	}
 	return Error(sb.String())

@@ -174,30 +174,11 @@ func (d *Dispatcher) parseExpiry(unit string, arg []byte, cmd string, long bool)
 		return 0, false, invalid
 	}
 	relative := unit == "EX" || unit == "PX"
-	when, ok := expireMillis(n, unit == "EX" || unit == "EXAT", relative)
+	when, ok := lua.ExpireAt(n, unit == "EX" || unit == "EXAT", !relative, time.Now().UnixMilli())
 	if !ok {
 		return 0, false, invalid
 	}
 	return d.expiryTTL(n, when, unit == "EX" || unit == "EXAT", relative, long)
-}
-
-// expireMillis is n (seconds or ms) as ms from the epoch: from now when
-// relative. False when it overflows, as Redis checks it.
-func expireMillis(n int64, seconds, relative bool) (int64, bool) {
-	if seconds {
-		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
-			return 0, false
-		}
-		n *= 1000
-	}
-	if !relative {
-		return n, true
-	}
-	now := time.Now().UnixMilli()
-	if n > math.MaxInt64-now {
-		return 0, false
-	}
-	return n + now, true
 }
 
 // expiryTTL is the ttl of a deadline when (ms from the epoch), from the
@@ -262,7 +243,7 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 	}
 	seconds := name == "expire" || name == "expireat"
 	relative := name == "expire" || name == "pexpire"
-	when, ok := expireMillis(n, seconds, relative)
+	when, ok := lua.ExpireAt(n, seconds, !relative, time.Now().UnixMilli())
 	if !ok {
 		return Errorf("ERR invalid expire time in '%s' command", name)
 	}
@@ -286,10 +267,7 @@ func (d *Dispatcher) expire(ctx context.Context, c *Client, args [][]byte) Reply
 // expireCond reads EXPIRE's options (lua.ParseExpireOptions, Redis's
 // rule and errors) as a lease.ExpireCond.
 func expireCond(args [][]byte) (lease.ExpireCond, Reply) {
-	opts := make([]string, len(args))
-	for i, a := range args {
-		opts[i] = string(a)
-	}
+	opts, _ := argStrings(args, nil)
 	o, err := lua.ParseExpireOptions(opts)
 	if err != nil {
 		return 0, Error(err.Error())
@@ -310,13 +288,10 @@ func expireCond(args [][]byte) (lease.ExpireCond, Reply) {
 // quorum stops holding the key, on this proxy's clock; -2 when absent, -1
 // without expiry.
 func (d *Dispatcher) expiretime(ctx context.Context, c *Client, args [][]byte) Reply {
-	if r := d.checkKey(args[1]); r != nil {
-		return r
-	}
-	v, err := d.leases.Read(ctx, string(args[1]))
+	v, r := d.readKey(ctx, args[1], d.leases.Read)
 	switch {
-	case err != nil:
-		return d.lockError(err)
+	case r != nil:
+		return r
 	case !v.Exists:
 		return absentNotHeld
 	case v.PTTL < 0:

@@ -7,14 +7,8 @@ import (
 
 // LOCKINFO and LOCKS: what is held, read from the lease Manager.
 
-// LOCKINFO key
-//
-// A map: validity-ms (what is left of the validity this proxy granted or
-// last extended; for a lock this proxy did not grant, the remaining ttl on
-// the backends), ttl-ms, nodes-holding (backends holding the quorum's
-// value), nodes, fence (when granted here with FENCE, else null),
-// held-by-this-connection, session, waiters (queued here). Null when the
-// key is free. The token is never shown.
+// LOCKINFO key: a map of the lock's state (docs/commands.md), null when
+// the key is free; never the token.
 func (d *Dispatcher) lockinfo(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
@@ -42,12 +36,8 @@ func (d *Dispatcher) lockinfo(ctx context.Context, c *Client, args [][]byte) Rep
 	}
 }
 
-// LOCKS
-//
-// The locks granted through this proxy and not yet released or expired,
-// by key: an array of maps with keys, client-id, client-name, age-ms,
-// validity-ms, ttl-ms (the ttl asked for), session, fence. Tokens are
-// never shown.
+// LOCKS: a map per lock granted through this proxy and not yet released
+// or expired (docs/commands.md); never the tokens.
 func (d *Dispatcher) locks(ctx context.Context, c *Client, args [][]byte) Reply {
 	held := d.leases.Snapshot()
 	out := make(Array, len(held))

@@ -81,16 +81,26 @@ func (d *Dispatcher) setnx(ctx context.Context, c *Client, args [][]byte) Reply 
 	return d.acquireLegacy(ctx, string(args[1]), string(args[2]), 0, Int(1), Int(0))
 }
 
+// readKey checks key and reads it with read (leases.Get or Read); a
+// reply when either fails.
+func (d *Dispatcher) readKey(ctx context.Context, key []byte, read func(context.Context, string) (redlock.Value, error)) (redlock.Value, Reply) {
+	if r := d.checkKey(key); r != nil {
+		return redlock.Value{}, r
+	}
+	v, err := read(ctx, string(key))
+	if err != nil {
+		return v, d.lockError(err)
+	}
+	return v, nil
+}
+
 // GET key: the value a quorum of backends holds.
 func (d *Dispatcher) get(ctx context.Context, c *Client, args [][]byte) Reply {
-	if r := d.checkKey(args[1]); r != nil {
+	v, r := d.readKey(ctx, args[1], d.leases.Get)
+	switch {
+	case r != nil:
 		return r
-	}
-	v, err := d.leases.Get(ctx, string(args[1]))
-	if err != nil {
-		return d.lockError(err)
-	}
-	if v.Type != "" {
+	case v.Type != "":
 		return errWrongType
 	}
 	if c.tx.watched != nil {
@@ -155,29 +165,30 @@ func (d *Dispatcher) countKeys(ctx context.Context, keyArgs [][]byte, op func(co
 	return countReply(int64(n))
 }
 
-func (d *Dispatcher) keyList(args [][]byte) ([]string, Reply) {
-	keys := make([]string, len(args))
-	for i, k := range args {
-		if r := d.checkKey(k); r != nil {
-			return nil, r
+func (d *Dispatcher) keyList(args [][]byte) ([]string, Reply) { return argStrings(args, d.checkKey) }
+
+// argStrings is args as strings, each passing check first (nil: none).
+func argStrings(args [][]byte, check func([]byte) Reply) ([]string, Reply) {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if check != nil {
+			if r := check(a); r != nil {
+				return nil, r
+			}
 		}
-		keys[i] = string(k)
+		out[i] = string(a)
 	}
-	return keys, nil
+	return out, nil
 }
 
 // PTTL key / TTL key: how long a quorum of backends will still hold the
 // key with the value a quorum agrees on (redlock.Read); -2 when absent
 // (not_held), -1 without expiry (ok).
 func (d *Dispatcher) pttl(ctx context.Context, c *Client, args [][]byte) Reply {
-	if r := d.checkKey(args[1]); r != nil {
-		return r
-	}
-	v, err := d.leases.Read(ctx, string(args[1]))
-	if err != nil {
-		return d.lockError(err)
-	}
+	v, r := d.readKey(ctx, args[1], d.leases.Read)
 	switch {
+	case r != nil:
+		return r
 	case !v.Exists:
 		return absentNotHeld
 	case v.PTTL < 0:
@@ -191,13 +202,10 @@ func (d *Dispatcher) pttl(ctx context.Context, c *Client, args [][]byte) Reply {
 // TYPE key: the type of the value a quorum of backends holds ("none" when
 // a quorum holds no key).
 func (d *Dispatcher) typeOf(ctx context.Context, c *Client, args [][]byte) Reply {
-	if r := d.checkKey(args[1]); r != nil {
-		return r
-	}
-	v, err := d.leases.Get(ctx, string(args[1]))
+	v, r := d.readKey(ctx, args[1], d.leases.Get)
 	switch {
-	case err != nil:
-		return d.lockError(err)
+	case r != nil:
+		return r
 	case !v.Exists:
 		return Simple("none")
 	case v.Type != "":

@@ -27,12 +27,9 @@ func (d *Dispatcher) push(ctx context.Context, c *Client, args [][]byte) Reply {
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	elems := make([]string, len(args)-2)
-	for i, a := range args[2:] {
-		if r := d.checkValue(a); r != nil {
-			return r
-		}
-		elems[i] = string(a)
+	elems, r := argStrings(args[2:], d.checkValue)
+	if r != nil {
+		return r
 	}
 	n, err := d.leases.Push(ctx, string(args[1]), strings.EqualFold(string(args[0]), "RPUSH"), elems)
 	if err != nil {
@@ -104,10 +101,7 @@ func (d *Dispatcher) lmove(ctx context.Context, c *Client, args [][]byte) Reply 
 // moveArgs checks LMOVE's and BLMOVE's keys and reads their directions
 // (true: RIGHT).
 func (d *Dispatcher) moveArgs(args [][]byte) (from, to bool, r Reply) {
-	if r := d.checkKey(args[1]); r != nil {
-		return false, false, r
-	}
-	if r := d.checkKey(args[2]); r != nil {
+	if _, r := d.keyList(args[1:3]); r != nil {
 		return false, false, r
 	}
 	dirs := [2]bool{}

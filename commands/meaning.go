@@ -34,7 +34,7 @@ func (d *Dispatcher) scriptTTL(n int64, m *lua.Meaning, long bool) (ttl time.Dur
 		ttl, r = in(n, m.Unit)
 		return ttl, false, r
 	}
-	when, ok := expireMillis(n, m.Unit == time.Second, false)
+	when, ok := lua.ExpireAt(n, m.Unit == time.Second, true, 0)
 	if !ok {
 		return 0, true, nil
 	}

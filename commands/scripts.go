@@ -355,12 +355,9 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *cachedScript, 
 	if r != nil {
 		return r
 	}
-	argv := make([]string, len(rest)-1-numKeys)
-	for i, a := range rest[1+numKeys:] {
-		if r := d.checkValue(a); r != nil {
-			return r
-		}
-		argv[i] = string(a)
+	argv, r := argStrings(rest[1+numKeys:], d.checkValue)
+	if r != nil {
+		return r
 	}
 	s, a, r := d.analyse(ctx, c, s)
 	if r != nil {

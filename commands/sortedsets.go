@@ -6,17 +6,11 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
-// Sorted-set commands outside scripts. A semaphore keeps its holders in a
-// sorted set: redis-semaphore's Semaphore and MultiSemaphore acquire and
-// refresh by scripts (run by vote), and Semaphore releases with a bare
-// ZREM. These commands run as a script that only calls them would: on
-// every voting backend under the key's gate, the reply being what a quorum
-// agreed on (redlock.Vote; its rules are docs/compatibility.md's). A
-// write that a backend misses leaves that backend behind, as a vote does;
-// the next vote outvotes it. Only these are served: ZREM (what libraries
-// send) and ZCARD (to look at a holder set through the proxy); their
-// replies are integers, the same in RESP2 and RESP3. Every other
-// sorted-set command runs inside scripts only.
+// Sorted-set commands outside scripts: ZREM (redis-semaphore's release)
+// and ZCARD run as a script that only calls them would, by vote on every
+// voting backend under the key's gate (redlock.Vote, docs/compatibility.md).
+// A backend that misses a write is left behind, as by a vote; the next
+// vote outvotes it.
 
 // zScripts run each command by vote; pcall hands a command error (such as
 // WRONGTYPE) back as the reply, as Redis answers it.
@@ -41,12 +35,9 @@ func (d *Dispatcher) zvote(ctx context.Context, name string, args [][]byte, writ
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	argv := make([]string, len(args)-2)
-	for i, a := range args[2:] {
-		if r := d.checkValue(a); r != nil {
-			return r
-		}
-		argv[i] = string(a)
+	argv, r := argStrings(args[2:], d.checkValue)
+	if r != nil {
+		return r
 	}
 	keys := []string{string(args[1])}
 	var v any

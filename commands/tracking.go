@@ -421,11 +421,7 @@ func (d *Dispatcher) runOwn(ctx context.Context, c *Client, t *trackState, run f
 
 // commandKeys lists a command's keys as strings (Command.keysOf).
 func commandKeys(cmd *Command, args, parsed [][]byte) []string {
-	ks := cmd.keysOf(args, parsed)
-	out := make([]string, len(ks))
-	for i, k := range ks {
-		out[i] = string(k)
-	}
+	out, _ := argStrings(cmd.keysOf(args, parsed), nil)
 	return out
 }
 

@@ -5,17 +5,14 @@ import (
 	"time"
 )
 
-// txState is a client's WATCH/MULTI state. Two kinds of commands may be
-// queued. Reads (the table's Reads commands that do not write: GET,
-// EXISTS, PTTL, TTL, TYPE, LLEN) run at EXEC in order, each as outside a
-// transaction — so a transaction of reads is not atomic across the
-// backends, each read is a quorum read of its own — and CLIENT CACHING
-// YES before MULTI tracks the keys they read (rueidis DoCache sends
-// CLIENT CACHING YES, MULTI, PTTL k, GET k, EXEC). And the
-// StackExchange.Redis lock transaction: WATCH k, GET k, MULTI, DEL k or
-// PEXPIRE/EXPIRE k t, EXEC, which EXEC turns into a compare-and-delete or
-// compare-and-expire with the value the client read after WATCH, exactly
-// the condition the transaction expresses on one Redis.
+// txState is a client's WATCH/MULTI state (docs/compatibility.md, "How
+// each dialect maps to the quorum"). Reads queued (the table's Reads
+// commands that do not write) run at EXEC in order, each a quorum read of
+// its own, not atomic across the backends; CLIENT CACHING YES before
+// MULTI tracks their keys (rueidis DoCache). The StackExchange.Redis lock
+// transaction (WATCH k, GET k, MULTI, DEL k or PEXPIRE/EXPIRE k t, EXEC)
+// becomes at EXEC a compare-and-delete or -expire of the value read after
+// WATCH, the condition the transaction expresses on one Redis.
 type txState struct {
 	watched map[string]*string // key → value read by GET after WATCH (nil: not read, or absent)
 	multi   bool

@@ -155,13 +155,16 @@ func (l *proxyLocker) acquire(ctx context.Context, key string) (bool, error) {
 
 func (l *proxyLocker) release(ctx context.Context, key string) error {
 	n, err := l.c.Do(ctx, "UNLOCK", key, l.token).Int64()
-	if err != nil {
-		return err
+	return released("UNLOCK", n, err)
+}
+
+// released is a release's error: err, or the lock lost when what replied
+// other than 1.
+func released(what string, n int64, err error) error {
+	if err == nil && n != 1 {
+		err = fmt.Errorf("%s replied %d: the lock was lost before its release", what, n)
 	}
-	if n != 1 {
-		return fmt.Errorf("UNLOCK replied %d: the lock was lost before its release", n)
-	}
-	return nil
+	return err
 }
 
 func (l *proxyLocker) close() { _ = l.c.Close() }
@@ -170,44 +173,36 @@ func (l *proxyLocker) close() { _ = l.c.Close() }
 // (EVAL on NOSCRIPT), through the proxy (proxy-setnx) or on one backend
 // (single).
 type setNXLocker struct {
-	c      *redis.Client
-	ttl    string
-	value  string
-	unlock func(ctx context.Context, c *redis.Client, key, value string) (int64, error)
+	c     *redis.Client
+	ttl   string
+	value string
 }
 
 func openProxySetNX(t targets, ttl time.Duration) locker {
-	return &setNXLocker{c: newClient(t.proxy), ttl: ttlMS(ttl), unlock: evalOwnRelease}
+	return &setNXLocker{c: newClient(t.proxy), ttl: ttlMS(ttl)}
+}
+
+func openSingle(t targets, ttl time.Duration) locker {
+	return &setNXLocker{c: newClient(t.backends[0]), ttl: ttlMS(ttl)}
 }
 
 // prepareProxySetNX loads the release script once, so that every release
 // is one EVALSHA the proxy carries out as a quorum release.
 func prepareProxySetNX(ctx context.Context, t targets) error {
-	c := newClient(t.proxy)
-	defer c.Close()
-	if err := releaseScript.Load(ctx, c).Err(); err != nil {
-		return fmt.Errorf("SCRIPT LOAD on the proxy: %w", err)
-	}
-	return nil
+	return loadRelease(ctx, t.proxy, "the proxy")
 }
 
 func prepareSingle(ctx context.Context, t targets) error {
-	c := newClient(t.backends[0])
+	return loadRelease(ctx, t.backends[0], t.backends[0])
+}
+
+func loadRelease(ctx context.Context, addr, where string) error {
+	c := newClient(addr)
 	defer c.Close()
 	if err := releaseScript.Load(ctx, c).Err(); err != nil {
-		return fmt.Errorf("SCRIPT LOAD on %s: %w", t.backends[0], err)
+		return fmt.Errorf("SCRIPT LOAD on %s: %w", where, err)
 	}
 	return nil
-}
-
-func openSingle(t targets, ttl time.Duration) locker {
-	return &setNXLocker{c: newClient(t.backends[0]), ttl: ttlMS(ttl), unlock: evalOwnRelease}
-}
-
-// evalOwnRelease runs the script loaded by prepare; should the server have
-// lost it, go-redis falls back to EVAL.
-func evalOwnRelease(ctx context.Context, c *redis.Client, key, value string) (int64, error) {
-	return releaseScript.Run(ctx, c, []string{key}, value).Int64()
 }
 
 func (l *setNXLocker) acquire(ctx context.Context, key string) (bool, error) {
@@ -219,15 +214,11 @@ func (l *setNXLocker) acquire(ctx context.Context, key string) (bool, error) {
 	return err == nil, err
 }
 
+// release runs the script loaded by prepare; should the server have lost
+// it, go-redis falls back to EVAL.
 func (l *setNXLocker) release(ctx context.Context, key string) error {
-	n, err := l.unlock(ctx, l.c, key, l.value)
-	if err != nil {
-		return err
-	}
-	if n != 1 {
-		return fmt.Errorf("release script replied %d: the lock was lost before its release", n)
-	}
-	return nil
+	n, err := releaseScript.Run(ctx, l.c, []string{key}, l.value).Int64()
+	return released("release script", n, err)
 }
 
 func (l *setNXLocker) close() { _ = l.c.Close() }

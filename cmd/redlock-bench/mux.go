@@ -58,13 +58,7 @@ func (l *muxLocker) acquire(ctx context.Context, key string) (bool, error) {
 
 func (l *muxLocker) release(ctx context.Context, key string) error {
 	n, err := l.rel.Exec(ctx, l.c, []string{key}, []string{l.value}).AsInt64()
-	if err != nil {
-		return err
-	}
-	if n != 1 {
-		return fmt.Errorf("release script replied %d: the lock was lost before its release", n)
-	}
-	return nil
+	return released("release script", n, err)
 }
 
 func (l *muxLocker) close() { l.done() }

@@ -294,16 +294,10 @@ func (c *checker) expr(e ast.Expr, ctx ctxKind, to *binding) {
 			}
 			c.expr(x, cReadArg, nil)
 		}
-	case *ast.StringConcatOpExpr:
-		c.expr(e.Lhs, cValue, nil)
-		c.expr(e.Rhs, cValue, nil)
-	case *ast.ArithmeticOpExpr:
-		c.expr(e.Lhs, cValue, nil)
-		c.expr(e.Rhs, cValue, nil)
-	case *ast.UnaryMinusOpExpr:
-		c.expr(e.Expr, cValue, nil)
-	case *ast.UnaryNotOpExpr:
-		c.expr(e.Expr, cValue, nil)
+	case *ast.StringConcatOpExpr, *ast.ArithmeticOpExpr, *ast.UnaryMinusOpExpr, *ast.UnaryNotOpExpr:
+		for _, o := range operands(e) {
+			c.expr(*o, cValue, nil)
+		}
 	case *ast.UnaryLenOpExpr:
 		c.expr(e.Expr, cLen, nil)
 	case *ast.FunctionExpr:

@@ -353,9 +353,8 @@ func (c *checker) walksData(t ast.Expr) {
 
 // grows reports whether the body of loop may add to the table held by t:
 // an assignment to t[…] (but to t[k] for the loop's own key k, which
-// changes a field that exists), or t passed to
-// table.insert or rawset. (Through another name the analysis does not see
-// it.)
+// changes a field that exists), or t passed to table.insert or rawset.
+// (Through another name the analysis does not see it.)
 func (c *checker) grows(loop *ast.GenericForStmt, t *binding) bool {
 	ownKey := func(e ast.Expr) bool {
 		id, ok := e.(*ast.IdentExpr)

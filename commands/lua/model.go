@@ -166,7 +166,7 @@ func (s *store) do(args []string) (Value, error) {
 		if err != nil {
 			return errNotInt, nil
 		}
-		exp, ok := expireAt(n, name == "SETEX", false)
+		exp, ok := ExpireAt(n, name == "SETEX", false, modelNow)
 		if !ok || n <= 0 {
 			return badExpire(name), nil
 		}
@@ -246,9 +246,10 @@ func (s *store) multi(name string, a []string) Value {
 	return IntValue(n)
 }
 
-// expireAt turns a relative (or, with abs, absolute) time in s or ms into
-// an absolute ms; ok is false on overflow.
-func expireAt(n int64, seconds, abs bool) (int64, bool) {
+// ExpireAt turns a time in s or ms, relative to now (ms from the epoch;
+// the model's is modelNow) or, with abs, absolute, into ms from the
+// epoch; false when it overflows, as Redis checks it.
+func ExpireAt(n int64, seconds, abs bool, now int64) (int64, bool) {
 	if seconds {
 		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
 			return 0, false
@@ -258,10 +259,10 @@ func expireAt(n int64, seconds, abs bool) (int64, bool) {
 	if abs {
 		return n, true
 	}
-	if n > math.MaxInt64-modelNow {
+	if n > math.MaxInt64-now {
 		return 0, false
 	}
-	return modelNow + n, true
+	return now + n, true
 }
 
 // SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
@@ -303,7 +304,7 @@ func (s *store) setCmd(a []string) Value {
 	var exp int64
 	if unit != "" {
 		var ok bool
-		exp, ok = expireAt(n, unit == "EX" || unit == "EXAT", unit == "EXAT" || unit == "PXAT")
+		exp, ok = ExpireAt(n, unit == "EX" || unit == "EXAT", unit == "EXAT" || unit == "PXAT", modelNow)
 		if !ok || n <= 0 {
 			return badExpire("SET")
 		}
@@ -349,7 +350,7 @@ func (s *store) getex(a []string) Value {
 		if err != nil {
 			return errNotInt
 		}
-		at, fits := expireAt(n, opt == "EX" || opt == "EXAT", opt == "EXAT" || opt == "PXAT")
+		at, fits := ExpireAt(n, opt == "EX" || opt == "EXAT", opt == "EXAT" || opt == "PXAT", modelNow)
 		if !fits || n <= 0 {
 			return badExpire("GETEX")
 		}
@@ -380,7 +381,7 @@ func (s *store) expire(name string, a []string) Value {
 	if err != nil {
 		return errNotInt
 	}
-	at, ok := expireAt(n, name == "EXPIRE" || name == "EXPIREAT", name == "EXPIREAT" || name == "PEXPIREAT")
+	at, ok := ExpireAt(n, name == "EXPIRE" || name == "EXPIREAT", name == "EXPIREAT" || name == "PEXPIREAT", modelNow)
 	if !ok {
 		return badExpire(name)
 	}

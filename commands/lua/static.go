@@ -305,24 +305,11 @@ func (r *resolver) expr(e ast.Expr, callee bool) {
 				}
 			}
 		}
-	case *ast.LogicalOpExpr:
-		r.expr(e.Lhs, false)
-		r.expr(e.Rhs, false)
-	case *ast.RelationalOpExpr:
-		r.expr(e.Lhs, false)
-		r.expr(e.Rhs, false)
-	case *ast.StringConcatOpExpr:
-		r.expr(e.Lhs, false)
-		r.expr(e.Rhs, false)
-	case *ast.ArithmeticOpExpr:
-		r.expr(e.Lhs, false)
-		r.expr(e.Rhs, false)
-	case *ast.UnaryMinusOpExpr:
-		r.expr(e.Expr, false)
-	case *ast.UnaryNotOpExpr:
-		r.expr(e.Expr, false)
-	case *ast.UnaryLenOpExpr:
-		r.expr(e.Expr, false)
+	case *ast.LogicalOpExpr, *ast.RelationalOpExpr, *ast.StringConcatOpExpr, *ast.ArithmeticOpExpr,
+		*ast.UnaryMinusOpExpr, *ast.UnaryNotOpExpr, *ast.UnaryLenOpExpr:
+		for _, o := range operands(e) {
+			r.expr(*o, false)
+		}
 	case *ast.FunctionExpr:
 		owner := r.fnOf[e]
 		r.push()

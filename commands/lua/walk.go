@@ -64,27 +64,35 @@ func (w *walker) expr(p *ast.Expr, d int) {
 		w.expr(&e.Func, d)
 		w.expr(&e.Receiver, d)
 		w.exprs(e.Args, d)
-	case *ast.LogicalOpExpr:
-		w.expr(&e.Lhs, d)
-		w.expr(&e.Rhs, d)
-	case *ast.RelationalOpExpr:
-		w.expr(&e.Lhs, d)
-		w.expr(&e.Rhs, d)
-	case *ast.StringConcatOpExpr:
-		w.expr(&e.Lhs, d)
-		w.expr(&e.Rhs, d)
-	case *ast.ArithmeticOpExpr:
-		w.expr(&e.Lhs, d)
-		w.expr(&e.Rhs, d)
-	case *ast.UnaryMinusOpExpr:
-		w.expr(&e.Expr, d)
-	case *ast.UnaryNotOpExpr:
-		w.expr(&e.Expr, d)
-	case *ast.UnaryLenOpExpr:
-		w.expr(&e.Expr, d)
 	case *ast.FunctionExpr:
 		w.stmts(e.Stmts, d)
+	default:
+		for _, o := range operands(e) {
+			w.expr(o, d)
+		}
 	}
+}
+
+// operands are an operator expression's operands, by address (none for
+// any other expression).
+func operands(e ast.Expr) []*ast.Expr {
+	switch e := e.(type) {
+	case *ast.LogicalOpExpr:
+		return []*ast.Expr{&e.Lhs, &e.Rhs}
+	case *ast.RelationalOpExpr:
+		return []*ast.Expr{&e.Lhs, &e.Rhs}
+	case *ast.StringConcatOpExpr:
+		return []*ast.Expr{&e.Lhs, &e.Rhs}
+	case *ast.ArithmeticOpExpr:
+		return []*ast.Expr{&e.Lhs, &e.Rhs}
+	case *ast.UnaryMinusOpExpr:
+		return []*ast.Expr{&e.Expr}
+	case *ast.UnaryNotOpExpr:
+		return []*ast.Expr{&e.Expr}
+	case *ast.UnaryLenOpExpr:
+		return []*ast.Expr{&e.Expr}
+	}
+	return nil
 }
 
 func (w *walker) exprs(es []ast.Expr, d int) {

@@ -302,9 +302,8 @@ func (m *Manager) keepLoop() {
 // (redlock.RenewHold). Not held any more (released elsewhere,
 // overwritten, deleted, expired, ended through a peer, or its copy on
 // migrate_from gone), or its deadline within the lease: it is forgotten.
-// No quorum, or no answer from
-// migrate_from: it is tried again at the next tick, while the lease
-// lasts.
+// No quorum, or no answer from migrate_from: it is tried again at the
+// next tick, while the lease lasts.
 //
 // Without the record (before StartHolds, which the daemon runs before it
 // serves: unit tests) it is renewed by ExtendKeys or Expire, which

@@ -12,13 +12,12 @@ import (
 
 // LockRequest.Wait (LOCK … WAIT): waiters for one key on this proxy queue
 // first come, first served, and only the head of the queue tries to
-// acquire. While the key is
-// held through this proxy the head sleeps until it is released (UNLOCK,
-// MUNLOCK, a SESSION ending) or its ttl ends, and is woken at once; with
-// Options.WatchReleases, once it has waited heldWatchDelay, it also
-// subscribes to the key's release notices, so a release of that lock
-// through another proxy wakes it at once. While
-// it is held by someone this proxy does not know (another proxy, a legacy
+// acquire. While the key is held through this proxy the head sleeps until
+// it is released (UNLOCK, MUNLOCK, a SESSION ending) or its ttl ends, and
+// is woken at once; with Options.WatchReleases, once it has waited
+// heldWatchDelay, it also subscribes to the key's release notices, so a
+// release of that lock through another proxy wakes it at once. While it
+// is held by someone this proxy does not know (another proxy, a legacy
 // client) the head retries with jittered back-off, each sleep bounded by
 // the holder's remaining ttl as a quorum read reports it; with
 // Options.WatchReleases, the first time it finds the key held so, it also

@@ -9,12 +9,10 @@ import (
 )
 
 // A NOLOOP client's own command that reads keys and may write them (a
-// script: rueidislock's lock attempt sets its key if absent and reads it).
-// Redis does not tell a NOLOOP client of the changes its own command
-// makes, and still tracks what the command read: after the lock attempt
-// the key is tracked whether the attempt wrote it or found it held. The
-// proxy sees neither who caused an invalidation nor whether a script
-// wrote, so it brackets the command (BeginOwn, End):
+// script: rueidislock's lock attempt). Redis does not tell the client of
+// its own changes and still tracks what the command read; the proxy sees
+// neither who caused an invalidation nor whether a script wrote, so it
+// brackets the command (BeginOwn, End):
 //
 //  1. before it runs, each key's serialised value (DUMP) is read on every
 //     backend whose tracking connection is up, on that connection, so any
@@ -25,15 +23,10 @@ import (
 //     changed on some backend in between is invalidated for the watcher.
 //
 // So a change of a key's value by anyone between the two reads reaches
-// the client: another client's change right after the command's own read
-// (a release just after a failed lock attempt) is never lost, and a later
-// one is reported as for any tracked key. The costs of not knowing who
-// wrote: the client is told of its own command's change of a value (Redis
-// would not tell it; a rueidislock holder then extends once more, which
-// changes no value, and stops), and not of a change of the ttl alone made
-// by another client while its command ran. When fewer backends than a
-// tracked key needs (track.go) answered both reads, the key is
-// invalidated, as for a read the backends cannot cover.
+// the client, its own included (what that costs: docs/compatibility.md,
+// NOLOOP). When fewer backends than a tracked key needs (track.go)
+// answered both reads, the key is invalidated, as for a read the backends
+// cannot cover.
 
 // Own is a NOLOOP client's command in progress on keys (BeginOwn).
 type Own struct {

@@ -10,20 +10,15 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
-// Blocking pops as wake-up signals. Lock libraries block on a list that
-// their release pushes onto (python-redis-lock: BLPOP lock-signal:<name>),
-// and through the proxy that push reaches every backend: each holds a copy
-// of the signal. Pop sends the blocking pop to every backend on
-// connections of its own and answers with the first element popped. The
-// others are then cancelled (CLIENT UNBLOCK, so a pop that was already
-// served is still read): an element another backend popped meanwhile
-// that equals the answer is a copy of the same signal and is consumed
-// with it; a different one is pushed back where it was (LPUSH for a pop
-// from the head, RPUSH from the tail), so nothing is lost. A copy that
-// reaches a backend after its pop was cancelled stays there: a stale
-// signal, which wakes a later waiter once for nothing — one extra lock
-// attempt, never a safety issue, since waking is only a hint to try the
-// lock again.
+// Blocking pops as wake-up signals (python-redis-lock: BLPOP
+// lock-signal:<name>), whose push reaches every backend: each holds a
+// copy. Pop blocks on every backend, on connections of its own, answers
+// the first element popped and cancels the others (CLIENT UNBLOCK, so a
+// pop already served is still read): an element equal to the answer is a
+// copy, consumed with it; another is pushed back where it was (LPUSH for
+// a pop from the head, RPUSH from the tail). A copy that arrives after
+// the cancel stays: it wakes a later waiter once for nothing, never a
+// safety issue (waking is only a hint to try the lock again).
 
 // ErrTooFewBackends: a blocking pop could not start on a quorum of
 // backends.

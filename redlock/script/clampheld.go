@@ -22,9 +22,8 @@ import (
 // KEEPTTL, INCR, keeps the hold as the epilogue keeps it): once the body
 // gave it an expiry (or a write gave it another), the real copy answers.
 // A script that cannot write (Guarded) gets the same shadow
-// (GuardedHeld). Each answer is the same
-// on every backend (the ttl sent, not each backend's clock). Scripts
-// with no held key run without it.
+// (GuardedHeld). Each answer is the same on every backend (the ttl sent,
+// not each backend's clock). Scripts with no held key run without it.
 
 // DeclaredHold is a declared key's hold as the script's shadow reads it.
 type DeclaredHold struct {

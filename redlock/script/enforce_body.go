@@ -87,9 +87,22 @@ func (p *bodyPrinter) at(line int) {
 	}
 }
 
-func (p *bodyPrinter) w(ss ...string) {
-	for _, s := range ss {
-		p.b.WriteString(s)
+// w writes its parts in order: a string as it is, an expression, a list
+// of them or a block printed.
+func (p *bodyPrinter) w(parts ...any) {
+	for _, x := range parts {
+		switch x := x.(type) {
+		case string:
+			p.b.WriteString(x)
+		case ast.Expr:
+			p.expr(x)
+		case []ast.Expr:
+			p.exprs(x)
+		case []ast.Stmt:
+			p.block(x)
+		default:
+			panic(fmt.Sprintf("a part it cannot write (%T)", x))
+		}
 	}
 }
 
@@ -109,8 +122,7 @@ func (p *bodyPrinter) stmt(st ast.Stmt) {
 			}
 			p.target(e)
 		}
-		p.w(" = ")
-		p.exprs(s.Rhs)
+		p.w(" = ", s.Rhs)
 	case *ast.LocalAssignStmt:
 		if f, ok := oneFunction(s.Exprs); ok && len(s.Names) == 1 && p.localFunction(s.Line(), s.Names[0]) {
 			p.w("local function ", s.Names[0])
@@ -119,54 +131,30 @@ func (p *bodyPrinter) stmt(st ast.Stmt) {
 		}
 		p.w("local ", strings.Join(s.Names, ", "))
 		if len(s.Exprs) > 0 {
-			p.w(" = ")
-			p.exprs(s.Exprs)
+			p.w(" = ", s.Exprs)
 		}
 	case *ast.FuncCallStmt:
 		p.expr(s.Expr)
 	case *ast.DoBlockStmt:
-		p.w("do ")
-		p.block(s.Stmts)
-		p.w(" end")
+		p.w("do ", s.Stmts, " end")
 	case *ast.WhileStmt:
-		p.w("while ")
-		p.expr(s.Condition)
-		p.w(" do ")
-		p.block(s.Stmts)
-		p.w(" end")
+		p.w("while ", s.Condition, " do ", s.Stmts, " end")
 	case *ast.RepeatStmt:
-		p.w("repeat ")
-		p.block(s.Stmts)
-		p.w(" until ")
-		p.expr(s.Condition)
+		p.w("repeat ", s.Stmts, " until ", s.Condition)
 	case *ast.IfStmt:
-		p.w("if ")
-		p.expr(s.Condition)
-		p.w(" then ")
-		p.block(s.Then)
+		p.w("if ", s.Condition, " then ", s.Then)
 		if len(s.Else) > 0 {
-			p.w(" else ")
-			p.block(s.Else)
+			p.w(" else ", s.Else)
 		}
 		p.w(" end")
 	case *ast.NumberForStmt:
-		p.w("for ", s.Name, " = ")
-		p.expr(s.Init)
-		p.w(", ")
-		p.expr(s.Limit)
+		p.w("for ", s.Name, " = ", s.Init, ", ", s.Limit)
 		if s.Step != nil {
-			p.w(", ")
-			p.expr(s.Step)
+			p.w(", ", s.Step)
 		}
-		p.w(" do ")
-		p.block(s.Stmts)
-		p.w(" end")
+		p.w(" do ", s.Stmts, " end")
 	case *ast.GenericForStmt:
-		p.w("for ", strings.Join(s.Names, ", "), " in ")
-		p.exprs(s.Exprs)
-		p.w(" do ")
-		p.block(s.Stmts)
-		p.w(" end")
+		p.w("for ", strings.Join(s.Names, ", "), " in ", s.Exprs, " do ", s.Stmts, " end")
 	case *ast.FuncDefStmt:
 		p.w("function ")
 		if s.Name.Receiver != nil {
@@ -177,16 +165,13 @@ func (p *bodyPrinter) stmt(st ast.Stmt) {
 		}
 		p.funcBody(s.Func)
 	case *ast.ReturnStmt:
-		p.w("return ")
 		if len(s.Exprs) == 1 && oneValueCall(s.Exprs[0]) {
 			// Not a tail call: an error the check raises names the
 			// caller's line, which a tail call would have left.
-			p.w("(")
-			p.expr(s.Exprs[0])
-			p.w(")")
+			p.w("return (", s.Exprs[0], ")")
 			break
 		}
-		p.exprs(s.Exprs)
+		p.w("return ", s.Exprs)
 	case *ast.BreakStmt:
 		p.w("break")
 	default:
@@ -240,9 +225,7 @@ func (p *bodyPrinter) funcBody(f *ast.FunctionExpr) {
 		}
 		p.w("...")
 	}
-	p.w(") ")
-	p.block(f.Stmts)
-	p.w(" end")
+	p.w(") ", f.Stmts, " end")
 }
 
 // target is an assignment's target: its last index stays as written.
@@ -250,9 +233,7 @@ func (p *bodyPrinter) target(e ast.Expr) {
 	if a, ok := e.(*ast.AttrGetExpr); ok {
 		p.at(a.Line())
 		p.prefix(a.Object)
-		p.w("[")
-		p.expr(a.Key)
-		p.w("]")
+		p.w("[", a.Key, "]")
 		return
 	}
 	p.expr(e)
@@ -275,9 +256,7 @@ func (p *bodyPrinter) prefix(e ast.Expr) {
 	case *ast.IdentExpr, *ast.AttrGetExpr, *ast.FuncCallExpr:
 		p.expr(e)
 	default:
-		p.w("(")
-		p.expr(e)
-		p.w(")")
+		p.w("(", e, ")")
 	}
 }
 
@@ -327,17 +306,11 @@ func (p *bodyPrinter) expr(ex ast.Expr) {
 		p.w(e.Value)
 	case *ast.AttrGetExpr:
 		if boundedKey(e.Key) {
-			p.w("__rp_ix(")
-			p.expr(e.Object)
-			p.w(", ")
-			p.expr(e.Key)
-			p.w(")")
+			p.w("__rp_ix(", e.Object, ", ", e.Key, ")")
 			break
 		}
 		p.prefix(e.Object)
-		p.w("[")
-		p.expr(e.Key)
-		p.w("]")
+		p.w("[", e.Key, "]")
 	case *ast.TableExpr:
 		p.w("{")
 		for i, f := range e.Fields {
@@ -345,9 +318,7 @@ func (p *bodyPrinter) expr(ex ast.Expr) {
 				p.w(", ")
 			}
 			if f.Key != nil {
-				p.w("[")
-				p.expr(f.Key)
-				p.w("] = ")
+				p.w("[", f.Key, "] = ")
 			}
 			p.expr(f.Value)
 		}
@@ -358,24 +329,17 @@ func (p *bodyPrinter) expr(ex ast.Expr) {
 		}
 		switch {
 		case e.Receiver != nil && boundedNames[e.Method]:
-			p.w("__rp_mc(")
-			p.expr(e.Receiver)
-			p.w(", ", luaQuote(e.Method))
+			p.w("__rp_mc(", e.Receiver, ", ", luaQuote(e.Method))
 			for _, a := range e.Args {
-				p.w(", ")
-				p.expr(a)
+				p.w(", ", a)
 			}
 			p.w(")")
 		case e.Receiver != nil:
 			p.prefix(e.Receiver)
-			p.w(":", e.Method, "(")
-			p.exprs(e.Args)
-			p.w(")")
+			p.w(":", e.Method, "(", e.Args, ")")
 		default:
 			p.prefix(e.Func)
-			p.w("(")
-			p.exprs(e.Args)
-			p.w(")")
+			p.w("(", e.Args, ")")
 		}
 		if e.AdjustRet {
 			p.w(")")
@@ -390,8 +354,7 @@ func (p *bodyPrinter) expr(ex ast.Expr) {
 		// One call for a chain a .. b .. c (right-associative: the
 		// chain runs down Rhs), as Lua concatenates it in one step: a
 		// call per operand would nest as deep as the chain is long.
-		p.w("__rp_cat(")
-		p.expr(e.Lhs)
+		p.w("__rp_cat(", e.Lhs)
 		r := e.Rhs
 		for {
 			p.w(", ")
@@ -486,9 +449,7 @@ func (p *bodyPrinter) binary(l ast.Expr, op string, r ast.Expr) {
 func (p *bodyPrinter) operand(e ast.Expr, pr int, tight bool) {
 	ep := prec(e)
 	if ep < pr || ep == pr && tight {
-		p.w("(")
-		p.expr(e)
-		p.w(")")
+		p.w("(", e, ")")
 		return
 	}
 	p.expr(e)
