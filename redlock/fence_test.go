@@ -15,7 +15,7 @@ func TestFenceIncreasesAcrossHolders(t *testing.T) {
 	var last int64
 	for i := range 5 {
 		tok := "t" + strconv.Itoa(i)
-		l, err := c.r.AcquireFenced(ctx, "res", tok, 5*time.Second)
+		l, err := c.r.AcquireFenced(ctx, "res", tok, time.Minute)
 		if err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
@@ -34,7 +34,7 @@ func TestFenceIncreasesAcrossHolders(t *testing.T) {
 			t.Fatalf("round %d: fence %d reached %d backends", i, l.Fence, raised)
 		}
 		// Held: another acquisition fails but still counts on the nodes.
-		if _, err := c.r.AcquireFenced(ctx, "res", "other", 5*time.Second); !errors.Is(err, ErrHeld) {
+		if _, err := c.r.AcquireFenced(ctx, "res", "other", time.Minute); !errors.Is(err, ErrHeld) {
 			t.Fatalf("round %d: second acquire = %v, want ErrHeld", i, err)
 		}
 		if err := c.r.Release(ctx, "res", tok); err != nil {
