@@ -312,7 +312,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatal("redis-server is not on PATH; run `make test`, which installs it")
 	}
 	var out, errOut bytes.Buffer
-	code := run([]string{"-spawn", "3", "-d", "300ms", "-warmup", "100ms", "-c", "1,2", "-modes", "proxy,single"}, &out, &errOut)
+	code := run([]string{"-spawn", "3", "-n", "40", "-warmup", "100ms", "-c", "1,2", "-modes", "proxy,single"}, &out, &errOut)
 	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	if code != 0 {
 		t.Fatalf("exit %d", code)
