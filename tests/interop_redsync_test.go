@@ -32,7 +32,7 @@ func TestInteropRedsync(t *testing.T) {
 			go func(w int) {
 				defer wg.Done()
 				for r := 0; r < rounds; r++ {
-					m := rs.NewMutex(name, redsync.WithExpiry(2*time.Second), redsync.WithTries(400), redsync.WithRetryDelay(10*time.Millisecond))
+					m := rs.NewMutex(name, redsync.WithExpiry(20*time.Second), redsync.WithTries(400), redsync.WithRetryDelay(10*time.Millisecond))
 					if err := m.LockContext(ctx); err != nil {
 						t.Errorf("worker %d round %d: Lock: %v", w, r, err)
 						return

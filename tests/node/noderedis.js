@@ -36,13 +36,13 @@ async function contend(proxy, backends, key, rounds, holdMs, startAt) {
   let minHolders = null;
   for (let i = 0; i < rounds; i++) {
     const v = token();
-    if (!(await acquire(proxy, key, v, 2000, Date.now() + 20000))) return { error: 'SET NX PX did not succeed within 20s' };
+    if (!(await acquire(proxy, key, v, 20000, Date.now() + 20000))) return { error: 'SET NX PX did not succeed within 20s' };
     const start = now();
     const h = await holders(backends, key, v);
     minHolders = minHolders === null ? h : Math.min(minHolders, h);
     // Renew the way Redis 8.4 clients do.
-    const renewed = await proxy.set(key, v, { expiration: { type: 'PX', value: 2000 }, condition: 'IFEQ', matchValue: v });
-    if (renewed !== 'OK') return { error: 'SET k v PX 2000 IFEQ v while held returned ' + JSON.stringify(renewed) };
+    const renewed = await proxy.set(key, v, { expiration: { type: 'PX', value: 20000 }, condition: 'IFEQ', matchValue: v });
+    if (renewed !== 'OK') return { error: 'SET k v PX 20000 IFEQ v while held returned ' + JSON.stringify(renewed) };
     await sleep(holdMs);
     const end = now();
     const released = await proxy.sendCommand(['DELIFEQ', key, v]);

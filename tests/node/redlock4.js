@@ -42,11 +42,11 @@ async function contend(proxy, backends, resource, rounds, holdMs, startAt) {
   const windows = [];
   let minHolders = null;
   for (let i = 0; i < rounds; i++) {
-    const lock = await redlock.lock(resource, 2000);
+    const lock = await redlock.lock(resource, 20000);
     const start = now();
     const h = await holders(backends, resource, lock.value);
     minHolders = minHolders === null ? h : Math.min(minHolders, h);
-    await lock.extend(2000);
+    await lock.extend(20000);
     await sleep(holdMs);
     const end = now();
     await lock.unlock();

@@ -74,7 +74,7 @@ async function contend(proxy, backends, kind, key, rounds, holdMs, startAt) {
   let lost = null;
   for (let i = 0; i < rounds; i++) {
     const lock = make(kind, proxy, key, {
-      lockTimeout: 2000,
+      lockTimeout: 20000,
       acquireTimeout: 20000,
       retryInterval: 10,
       refreshInterval: 500,

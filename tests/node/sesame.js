@@ -45,11 +45,11 @@ async function contend(proxy, backends, resource, rounds, holdMs, startAt) {
   const windows = [];
   let minHolders = null;
   for (let i = 0; i < rounds; i++) {
-    let lock = await redlock.acquire([resource], 2000);
+    let lock = await redlock.acquire([resource], 20000);
     const start = now();
     const h = await holders(backends, resource, lock.value);
     minHolders = minHolders === null ? h : Math.min(minHolders, h);
-    lock = await lock.extend(2000);
+    lock = await lock.extend(20000);
     await sleep(holdMs);
     const end = now();
     await lock.release();
