@@ -34,7 +34,7 @@ var (
 	fenceAcquireScript = script.New(`
 local fence = redis.call("INCR", KEYS[2])
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-	redis.call("SET", KEYS[4], ARGV[1], "PX", ARGV[2])
+	redis.call("SET", KEYS[4], redis.sha1hex(ARGV[1]), "PX", ARGV[2])
 	local c = redis.call("GET", KEYS[3])
 	return {c and string.match(c, "^%d+ %S+") or 1, fence}
 end

@@ -11,12 +11,14 @@ import (
 // proxy sends it (docs/safety.md, "Locks and data"). Every acquire of a
 // lock with a ttl (acquireOneScript, acquireScript, the fenced acquire)
 // writes, in the same call and where it sets the key, the key's marker
-// (LockMarkPrefix + key) with the token as its value and the lock's ttl;
+// (LockMarkPrefix + key) with the SHA1 of the token (never a client's
+// data: a read-modify-write of a large value marks it in 40 bytes) and
+// the lock's ttl;
 // every extend by token (expireScript, extendScript) and every PEXPIRE of
 // the key (markedExpireScript) gives the marker the key's new ttl, and a
 // compare-and-set (casScript) the key's new value too. A key is a lock
-// (Marked) where a quorum of backends hold it with the value its marker
-// holds: a release, an expiry or a write over the key leaves a marker
+// (Marked) where a quorum of backends hold it with the value whose SHA1
+// its marker holds: a release, an expiry or a write over the key leaves a marker
 // that no longer matches, and it expires with the ttl it was given; a
 // release by a script deletes it with the key (delScript, the release and
 // notifying scripts, delHeldScript). A script by vote marks the keys its
@@ -38,25 +40,26 @@ func withMarkers(keys []string) []string {
 	return out
 }
 
-// markedScript answers 1 where KEYS[1] is a string holding what its
-// marker KEYS[2] holds, else 0.
+// markedScript answers 1 where KEYS[1] is a string whose SHA1 its marker
+// KEYS[2] holds, else 0.
 var markedScript = script.New(`
 local v = redis.pcall("GET", KEYS[1])
-if type(v) == "string" and redis.call("GET", KEYS[2]) == v then return 1 end
+if type(v) == "string" and redis.call("GET", KEYS[2]) == redis.sha1hex(v) then return 1 end
 return 0`)
 
 // markedExpireScript is PEXPIRE KEYS[1] ARGV[1], and of its marker KEYS[2]
-// where the marker holds the key's value: 1 done, 0 the key is absent.
+// where the marker holds the key's value's SHA1: 1 done, 0 the key is
+// absent.
 var markedExpireScript = script.New(`
 local v = redis.pcall("GET", KEYS[1])
 local done = redis.call("PEXPIRE", KEYS[1], ARGV[1])
-if done == 1 and type(v) == "string" and redis.call("GET", KEYS[2]) == v then
+if done == 1 and type(v) == "string" and redis.call("GET", KEYS[2]) == redis.sha1hex(v) then
 	redis.call("PEXPIRE", KEYS[2], ARGV[1])
 end
 return done`)
 
 // Marked reports whether key is a lock by its markers: a quorum of nodes
-// hold it with the value its marker holds. It fails with ErrNoQuorum
+// hold it with the value whose SHA1 its marker holds. It fails with ErrNoQuorum
 // when fewer than a quorum answered.
 func (r *Redlock) Marked(ctx context.Context, key string) (bool, error) {
 	if err := checkKeys(ctx, "read", []string{key}); err != nil {

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"testing"
 	"time"
 )
@@ -24,6 +26,10 @@ func TestMarkersFollowTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	marked("k", true)
+	sum := sha1.Sum([]byte("tok"))
+	if got := c.value(0, markKey("k")); got != hex.EncodeToString(sum[:]) {
+		t.Errorf("the marker holds %q, want the token's SHA1 (never the value itself)", got)
+	}
 	if _, err := c.r.Extend(ctx, "k", "tok", 8*time.Second); err != nil {
 		t.Fatal(err)
 	}

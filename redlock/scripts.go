@@ -23,7 +23,7 @@ return 0`)
 // and its lock marker KEYS[2]'s (marker.go): 1 done, 0 not.
 var expireScript = script.New(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
-	redis.call("SET", KEYS[2], ARGV[1], "PX", ARGV[2])
+	redis.call("SET", KEYS[2], redis.sha1hex(ARGV[1]), "PX", ARGV[2])
 	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
 return 0`)
@@ -42,7 +42,7 @@ var acquireOneScript = script.New(`
 if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 	return 0
 end
-redis.call("SET", KEYS[3], ARGV[1], "PX", ARGV[2])
+redis.call("SET", KEYS[3], redis.sha1hex(ARGV[1]), "PX", ARGV[2])
 local c = redis.call("GET", KEYS[2])
 return c and string.match(c, "^%d+ %S+") or 1`)
 
@@ -63,7 +63,7 @@ end
 local vers, any = {}, false
 for i = 1, n do
 	redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
-	redis.call("SET", KEYS[2 * n + i], ARGV[1], "PX", ARGV[2])
+	redis.call("SET", KEYS[2 * n + i], redis.sha1hex(ARGV[1]), "PX", ARGV[2])
 	local c = redis.call("GET", KEYS[n + i])
 	vers[i] = c and string.match(c, "^%d+ %S+") or ""
 	any = any or vers[i] ~= ""
@@ -94,7 +94,7 @@ for i = 1, n do
 		end
 	end
 	redis.call("PEXPIRE", key, ms)
-	redis.call("SET", KEYS[n + i], ARGV[1], "PX", ms)
+	redis.call("SET", KEYS[n + i], redis.sha1hex(ARGV[1]), "PX", ms)
 	if least == 0 or ms < least then
 		least = ms
 	end
@@ -162,7 +162,7 @@ if redis.call("GET", KEYS[1]) ~= ARGV[1] then
 	return 0
 end
 redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3])
-redis.call("SET", KEYS[2], ARGV[2], "PX", ARGV[3])
+redis.call("SET", KEYS[2], redis.sha1hex(ARGV[2]), "PX", ARGV[3])
 return 1`)
 
 // flag renders a script flag.

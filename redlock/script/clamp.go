@@ -41,8 +41,9 @@ import (
 //
 // The epilogue also marks every string key the run locked as the proxy's
 // own acquire and extend scripts do (package redlock, marker.go): its
-// marker, LockMarkPrefix + key, gets the value and the ttl the key has
-// after the clamp, so that any proxy tells the lock from data.
+// marker, LockMarkPrefix + key, gets the SHA1 of the value and the ttl
+// the key has after the clamp, so that any proxy tells the lock from
+// data.
 
 // LockMarkPrefix starts each lock's marker (package redlock, marker.go).
 const LockMarkPrefix = "redlock-proxy:lock:"
@@ -99,7 +100,7 @@ local __rp_mark = function(k)
 	local v = __rp_r0.pcall('GET', k)
 	if type(v) ~= 'string' then return end
 	local t = __rp_r0.call('PTTL', k)
-	if t > 0 then __rp_r0.call('SET', '` + LockMarkPrefix + `' .. k, v, 'PX', t) end
+	if t > 0 then __rp_r0.call('SET', '` + LockMarkPrefix + `' .. k, __rp_r0.sha1hex(v), 'PX', t) end
 end
 for i, k in ipairs(__rp_keys) do
 	local t, b = __rp_r0.call('PTTL', k), __rp_before[i]
