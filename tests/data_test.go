@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // TestDataSurvivesTheProxies: data of every type written through the only
@@ -320,7 +322,8 @@ func TestDataOverAnEndedLockTakesTheClientsExpiry(t *testing.T) {
 // TestLockThroughAnotherProxyKeepsTheLockRule: a lock with a ttl granted
 // through proxy A (LOCK, SET NX PX, SET NX EX, one extended through A
 // past its first ttl, a script's acquire, a lock a script extended past
-// its first ttl) is a lock through proxy B too, which neither
+// its first ttl) is a lock through proxy B too (and a release by a
+// script takes the lock's marker with it), which neither
 // granted nor holds it: EXPIRE and PEXPIRE of an hour, PERSIST and SET XX
 // of its value with an hour, sent through B, keep its copies within
 // max_ttl and hold it instead, and it is still there after its own ttl
@@ -390,6 +393,24 @@ func TestLockThroughAnotherProxyKeepsTheLockRule(t *testing.T) {
 	}
 	if got, err := ca.TTL(ctx, "lock:px").Result(); err != nil || got < 3500*time.Second {
 		t.Errorf("TTL of lock:px through A = %v, %v; want the hour asked through B", got, err)
+	}
+	// A release by a script takes the marker with the key, on each
+	// backend that ran it (a quorum, when it answers), long before the
+	// marker's own ttl.
+	marked := func() (n int) {
+		for _, r := range rs {
+			if e, err := r.Client().Exists(ctx, "redlock-proxy:lock:lock:released").Result(); err == nil && e == 1 {
+				n++
+			}
+		}
+		return n
+	}
+	do(ca, "EVAL", acquire, "2", "lock:released", "calls", "v", "8000")
+	testkit.Eventually(t, 20*time.Second, "lock:released marked on every backend", func() bool { return marked() == len(rs) })
+	release := "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end redis.call('DEL', KEYS[1]) return redis.call('INCR', KEYS[2])"
+	do(ca, "EVAL", release, "2", "lock:released", "calls", "v")
+	if n := marked(); n > len(rs)-2 {
+		t.Errorf("lock:released's marker is on %d of %d backends after a script released it, want at most %d", n, len(rs), len(rs)-2)
 	}
 }
 

@@ -43,7 +43,7 @@ import (
 // own acquire and extend scripts do (package redlock, marker.go): its
 // marker, LockMarkPrefix + key, gets the SHA1 of the value and the ttl
 // the key has after the clamp, so that any proxy tells the lock from
-// data.
+// data; a locked key the run deleted (a release) loses its marker.
 
 // LockMarkPrefix starts each lock's marker (package redlock, marker.go).
 const LockMarkPrefix = "redlock-proxy:lock:"
@@ -98,6 +98,7 @@ local __rp_ran = (__rp_t1[1] - __rp_t0[1]) * 1000 + (__rp_t1[2] - __rp_t0[2]) / 
 local __rp_report = {}
 local __rp_mark = function(k)
 	local v = __rp_r0.pcall('GET', k)
+	if v == false then __rp_r0.call('DEL', '` + LockMarkPrefix + `' .. k) end
 	if type(v) ~= 'string' then return end
 	local t = __rp_r0.call('PTTL', k)
 	if t > 0 then __rp_r0.call('SET', '` + LockMarkPrefix + `' .. k, __rp_r0.sha1hex(v), 'PX', t) end
