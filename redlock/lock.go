@@ -225,6 +225,11 @@ func acquireFanout[T any](r *Redlock, ctx context.Context, keys []string, token 
 	if !t.won() {
 		return Lock{}, t.failure(ErrHeld)
 	}
+	if s, ok := any(t).(interface{ split() bool }); ok && s.split() {
+		if err := r.confirmHeld(ctx, keys, token, ttl); err != nil {
+			return Lock{}, err
+		}
+	}
 	if after != nil {
 		if err := after(); err != nil {
 			return Lock{}, err
@@ -239,6 +244,23 @@ func acquireFanout[T any](r *Redlock, ctx context.Context, keys []string, token 
 	}
 	failed = false
 	return Lock{Key: keys[0], Keys: keys, Token: token, Validity: validity, Granted: t.granted()}, nil
+}
+
+// confirmHeld asks every node whether all keys still hold token, for an
+// acquisition whose grants were split across register versions: it
+// succeeds when a quorum confirms, so that a copy a delete removed after
+// it was granted is not counted, and fails with a *QuorumError of kind
+// ErrHeld (or ErrNoQuorum when too few answered) otherwise.
+func (r *Redlock) confirmHeld(ctx context.Context, keys []string, token string, ttl time.Duration) error {
+	c := call[bool]{cmd: command{kind: callEval, script: holdsAllScript, keys: keys, args: []any{token}}, decode: intIs1}
+	t := r.tally()
+	if err := quorum(r, ctx, "acquire", r.callTimeout(ttl), c, decider[bool](t), nil); err != nil {
+		return err
+	}
+	if !t.won() {
+		return t.failure(ErrHeld)
+	}
+	return nil
 }
 
 // Release deletes key on every node where it holds token. It returns nil

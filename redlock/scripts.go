@@ -71,6 +71,15 @@ end
 if not any then return 1 end
 return table.concat(vers, ",")`)
 
+// holdsAllScript answers 1 where every one of KEYS holds ARGV[1], else 0.
+var holdsAllScript = script.New(`
+for _, key in ipairs(KEYS) do
+	if redis.call("GET", key) ~= ARGV[1] then
+		return 0
+	end
+end
+return 1`)
+
 // extendScript renews the first half of KEYS or none, iff each holds
 // ARGV[1]: the ttl becomes ARGV[2] ms, or (with ARGV[3] on) the remaining
 // ttl plus ARGV[2], and so does the lock marker (marker.go) of each, in

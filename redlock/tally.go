@@ -87,15 +87,17 @@ func (t *tally) failure(no error) *QuorumError {
 	return qe
 }
 
-// grantTally is an acquisition's tally: its yes is the largest number of
-// nodes that granted on one register version (grant.ver), so that the
-// copies a quorum counts had no plain write or delete of the key between
-// them. An acquire whose calls land on either side of an unconditional
-// DEL (or SET) of the key would otherwise count a copy that delete removed
-// with copies set after it, while another client's acquire takes the
-// nodes it freed (docs/safety.md, "Grants on one version").
+// grantTally is an acquisition's tally: besides the grants (yes) it keeps
+// the largest number made on one register version (grant.ver, best). A
+// quorum of grants on one version had no plain write or delete of the
+// key between them; one split across versions may count a copy that a
+// delete landing between the grants removed, while another client's
+// acquire takes the nodes it freed, so it is confirmed before it is
+// answered (split, acquireFanout; docs/safety.md, "Grants on one
+// version").
 type grantTally struct {
 	tally
+	best int
 	vers []verCount
 	buf  [7]verCount
 }
@@ -108,7 +110,7 @@ type verCount struct {
 func (r *Redlock) grantTally() *grantTally { return &grantTally{tally: tally{counts: r.counts()}} }
 
 func (t *grantTally) add(g grant) {
-	t.answered++
+	t.tally.add(g.ok)
 	if !g.ok {
 		return
 	}
@@ -121,8 +123,11 @@ func (t *grantTally) add(g grant) {
 		t.vers = append(t.vers, verCount{ver: g.ver})
 	}
 	t.vers[i].n++
-	t.yes = max(t.yes, t.vers[i].n)
+	t.best = max(t.best, t.vers[i].n)
 }
+
+// split: a quorum granted, but on no one version.
+func (t *grantTally) split() bool { return t.won() && t.best < t.q }
 
 // yesCount counts yes answers and waits for every node.
 type yesCount struct {
