@@ -15,9 +15,9 @@ import (
 // was a lock command's (an acquire), not a plain write of the same value,
 // whose version a delete must outrank. When it deletes it publishes a
 // release notice on ARGV[2] .. key with the tag ARGV[3] (none when ARGV[2]
-// is empty), and deletes the key's lock marker KEYS[3] (marker.go). It returns {deleted, existed, counter, writer}: 1 or 0,
-// whether the key existed before, and the companion's version (0, "":
-// none).
+// is empty), and deletes the key's lock marker KEYS[3] (marker.go). It
+// returns {deleted, existed, counter, writer}: 1 or 0, whether the key
+// existed before, and the companion's version (0, "": none).
 var delHeldScript = script.New(`
 local v = redis.pcall("GET", KEYS[1])
 local c = redis.call("GET", KEYS[2])
