@@ -54,6 +54,10 @@ func TestEnforcedVote(t *testing.T) {
 	if v, err := c.r.Vote(ctx, s, []string{"t:1:h"}, args("x")); err != nil || v != "abc1" {
 		t.Errorf("HKEYS = %v, %v; want abc1 (sorted, ARGV without the patterns)", v, err)
 	}
+	sorted := script.New("local k = redis.call('HKEYS', KEYS[1]) table.sort(k) table.sort(k, function(a, b) return a > b end) return k[1]").Enforced(testEnforcement)
+	if v, err := c.r.Vote(ctx, sorted, []string{"t:1:h"}, args()); err != nil || v != "c" {
+		t.Errorf("table.sort with and without a comparison = %v, %v; want c", v, err)
+	}
 	if v, err := c.r.Vote(ctx, s, []string{"t:1:h"}, nil); err != nil || !strings.Contains(toString(v), "without its key patterns") {
 		t.Errorf("without patterns = %v, %v; want refused", v, err)
 	}

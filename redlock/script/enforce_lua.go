@@ -257,6 +257,7 @@ __rp_T.concat = function(t, sep, i, j)
 end
 __rp_T.sort = function(t, f)
 	if f == nil and type(t) == 'table' and #t > @SORTN@ then __rp_no('script asked table.sort for more than @SORTN@ values without a comparison function') end
+	if f == nil then return tsort(t) end
 	return tsort(t, f)
 end
 local function __rp_unpack(t, i, j)
