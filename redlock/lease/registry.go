@@ -3,6 +3,7 @@ package lease
 import (
 	"cmp"
 	"context"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -82,9 +83,13 @@ func (s keyState) idle() bool {
 type registry struct {
 	mu   sync.Mutex
 	keys map[string]keyState
-	// gen grows with each forget: a grant whose acquisition began before
-	// a change to the keyspace through this proxy is not recorded
-	gen uint64
+	// gen grows with each forget, and forgot[slot(key)] is the gen of
+	// the last forget of a key in that slot: a grant whose acquisition
+	// began before a change to one of its keys through this proxy is not
+	// noted (keys that share a slot only cost a note, never give a false
+	// one; a forget of every key stamps every slot)
+	gen    uint64
+	forgot [forgetSlots]uint64
 	// nKept and nRecorded count the keys with kept and recorded set (put).
 	nKept, nRecorded int
 	// made counts the holds made here since the last renewal round that it
@@ -94,6 +99,13 @@ type registry struct {
 	running bool             // the keep loop runs
 	scan    []record.Scanned // the last round's, which recorded points into
 }
+
+// forgetSlots is how many forget stamps the registry keeps (32 KiB).
+const forgetSlots = 4096
+
+var slotSeed = maphash.MakeSeed()
+
+func slot(key string) int { return int(maphash.String(slotSeed, key) % forgetSlots) }
 
 // put stores s as key's state, or removes key when nothing is left of
 // it: the one place a key leaves the registry. r.mu is held.
@@ -455,15 +467,17 @@ func (r *registry) admit(keys []string, token string, mine bool, now time.Time, 
 }
 
 // noteGrant records a grant of keys with token valid until deadline,
-// unless something was forgotten since gen was read (the keyspace may
-// have changed since the acquisition began).
+// unless one of them was forgotten since gen was read (the key may have
+// changed since the acquisition began).
 // kept marks the grant of a lock without expiry (SetIfAbsent with no ttl): its note
 // counts only while the key is kept here (keptNotesLive).
 func (r *registry) noteGrant(keys []string, token string, deadline time.Time, gen uint64, now time.Time, kept bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.gen != gen {
-		return
+	for _, k := range keys {
+		if r.forgot[slot(k)] > gen {
+			return
+		}
 	}
 	// Notes of keys nobody asks for again would stay for good: each new
 	// note sweeps a few expired ones (Go's map order is random enough, as
@@ -564,6 +578,7 @@ func (r *registry) forget(keys ...string) {
 
 func (r *registry) forgetLocked(key string) {
 	r.gen++
+	r.forgot[slot(key)] = r.gen
 	if s, ok := r.keys[key]; ok {
 		s.grant = nil
 		r.put(key, s)
@@ -575,6 +590,9 @@ func (r *registry) forgetAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gen++
+	for i := range r.forgot {
+		r.forgot[i] = r.gen
+	}
 	for k, s := range r.keys {
 		s.grant = nil
 		r.put(k, s)

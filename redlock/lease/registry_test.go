@@ -257,3 +257,33 @@ func TestKeyStateOfTheManagerLeaves(t *testing.T) {
 		return len(m.reg.keys) == 0 && m.reg.nKept == 0 && m.reg.nRecorded == 0
 	})
 }
+
+// TestGrantNotedUnlessItsKeyForgotten: a grant is noted unless one of its
+// own keys was forgotten (changed through this proxy) while it was being
+// acquired; a forget of another key, or one before the acquisition began,
+// does not drop it. With one count for every key, each DEL among 16
+// clients on distinct keys dropped the notes of the others' acquisitions
+// in flight, and their DELs fell back to two rounds.
+func TestGrantNotedUnlessItsKeyForgotten(t *testing.T) {
+	var r registry
+	now := time.Now()
+	noted := func(key string, forget ...string) bool {
+		_, gen := r.admit([]string{key}, "t", false, now, false)
+		r.forget(forget...)
+		r.noteGrant([]string{key}, "t", now.Add(time.Minute), gen, now, false)
+		ok := len(r.tokens(key)) == 1
+		r.forget(key)
+		return ok
+	}
+	if !noted("a", "b", "c") {
+		t.Error("a grant of a was not noted after forgets of b and c")
+	}
+	if noted("a", "b", "a") {
+		t.Error("a grant of a was noted after a forget of a during its acquisition")
+	}
+	_, gen := r.admit([]string{"a"}, "t", false, now, false)
+	r.forgetAll()
+	if r.noteGrant([]string{"a"}, "t", now.Add(time.Minute), gen, now, false); len(r.tokens("a")) != 0 {
+		t.Error("a grant of a was noted after a flush during its acquisition")
+	}
+}
