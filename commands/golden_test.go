@@ -173,6 +173,8 @@ var goldenCases = []goldenCase{
 	gc(w("TIME")),
 	gc(w("DBSIZE")),
 	gc(w("ROLE")),
+	gc(w("WAIT", "1", "0")),
+	gc(w("WAITAOF", "0", "1", "0")),
 	gc(w("SENTINEL", "MYID")),
 	gc(w("NOSUCH", "k")),
 	gc(w("GET")),

@@ -51,6 +51,26 @@ func TestSentinelWithoutTier(t *testing.T) {
 	}
 }
 
+// TestWaitAnswersAtOnce: WAIT and WAITAOF answer what a master without
+// replicas can, at once, whatever the timeout (0 would block Redis for
+// good); bad arguments get Redis's errors.
+func TestWaitAnswersAtOnce(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	for _, tc := range []struct{ cmd, want string }{
+		{"WAIT 0 0", ":0\r\n"},
+		{"wait 1 0", ":0\r\n"},
+		{"WAITAOF 1 1 0", "*2\r\n:0\r\n:0\r\n"},
+		{"WAIT 1 x", "-ERR value is not an integer or out of range\r\n"},
+		{"WAIT 1 -1", "-ERR timeout is negative\r\n"},
+		{"WAITAOF 0 0", "-ERR wrong number of arguments for 'waitaof' command\r\n"},
+	} {
+		if got := do(d, c, strings.Fields(tc.cmd)...); got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.cmd, got, tc.want)
+		}
+	}
+}
+
 func TestSentinelReplies(t *testing.T) {
 	d, _ := newTestDispatcher(t, 3, "")
 	d.SetDiscovery(threeMembers())

@@ -255,6 +255,26 @@ func (d *Dispatcher) time(ctx context.Context, c *Client, args [][]byte) Reply {
 	return Strings(strconv.FormatInt(now.Unix(), 10), strconv.Itoa(now.Nanosecond()/1000))
 }
 
+// WAIT numreplicas timeout / WAITAOF numlocal numreplicas timeout answer
+// at once what a master without replicas (ROLE) can: 0, and [0, 0]. A
+// write the proxy answered is on a quorum of backends already; blocking
+// until the timeout would add nothing but a stall (WAIT 1 0, forever).
+func (d *Dispatcher) wait(ctx context.Context, c *Client, args [][]byte) Reply {
+	for i, a := range args[1:] {
+		n, err := strconv.ParseInt(string(a), 10, 64)
+		if err != nil {
+			return errNotInteger
+		}
+		if n < 0 && i == len(args)-2 {
+			return Error("ERR timeout is negative")
+		}
+	}
+	if len(args) == 4 {
+		return Array{Int(0), Int(0)}
+	}
+	return Int(0)
+}
+
 // DBSIZE: the proxy keeps no keys of its own.
 func (d *Dispatcher) dbsize(ctx context.Context, c *Client, args [][]byte) Reply {
 	return Int(0)

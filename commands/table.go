@@ -173,6 +173,8 @@ var table = []Command{
 	{Name: "TIME", Arity: 1, Flags: AnyUser | Local, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
 	{Name: "DBSIZE", Arity: 1, Flags: Local, Group: "server", Summary: "Always 0: locks live on the backends", run: (*Dispatcher).dbsize},
 	{Name: "ROLE", Arity: 1, Flags: AnyUser | Local, Group: "server", Summary: "Always a master without replicas", run: (*Dispatcher).role},
+	{Name: "WAIT", Arity: 3, Flags: AnyUser | Local, Group: "generic", Summary: "0 at once: a master without replicas, whose writes are on a quorum when answered", run: (*Dispatcher).wait},
+	{Name: "WAITAOF", Arity: 4, Flags: AnyUser | Local, Group: "generic", Summary: "[0, 0] at once: the backends' fsyncs are theirs", run: (*Dispatcher).wait},
 
 	// Discovery of the proxy tier by the Sentinel protocol (sentinel.go).
 	{Name: "SENTINEL", Arity: -2, Flags: AnyUser | Local, Group: "sentinel", Summary: "Sentinel discovery: GET-MASTER-ADDR-BY-NAME MASTERS MASTER SENTINELS REPLICAS MYID CKQUORUM", run: (*Dispatcher).sentinel},
