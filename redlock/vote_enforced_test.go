@@ -54,6 +54,10 @@ func TestEnforcedVote(t *testing.T) {
 	if v, err := c.r.Vote(ctx, s, []string{"t:1:h"}, args("x")); err != nil || v != "abc1" {
 		t.Errorf("HKEYS = %v, %v; want abc1 (sorted, ARGV without the patterns)", v, err)
 	}
+	loops := script.New("local n = '' for w in string.gmatch(ARGV[1], '%a+') do n = n .. w end for k, v in next, {x = 1} do n = n .. k end for _, v in ipairs({1, 2}) do n = n .. v end return n").Enforced(testEnforcement)
+	if v, err := c.r.Vote(ctx, loops, []string{"t:1"}, args("a b")); err != nil || v != "abx12" {
+		t.Errorf("loops over string.gmatch, next and ipairs = %v, %v; want abx12", v, err)
+	}
 	sorted := script.New("local k = redis.call('HKEYS', KEYS[1]) table.sort(k) table.sort(k, function(a, b) return a > b end) return k[1]").Enforced(testEnforcement)
 	if v, err := c.r.Vote(ctx, sorted, []string{"t:1:h"}, args()); err != nil || v != "c" {
 		t.Errorf("table.sort with and without a comparison = %v, %v; want c", v, err)

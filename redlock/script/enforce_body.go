@@ -154,7 +154,12 @@ func (p *bodyPrinter) stmt(st ast.Stmt) {
 		}
 		p.w(" do ", s.Stmts, " end")
 	case *ast.GenericForStmt:
-		p.w("for ", strings.Join(s.Names, ", "), " in ", s.Exprs, " do ", s.Stmts, " end")
+		// The iterator, state and control taken into locals first: the
+		// same loop in Lua 5.1, and gopher-lua (miniredis, -dev) loses
+		// its registers on for … in f(a)(b) (the bounded gmatch through
+		// __rp_ix) and on for … in next, {…}.
+		p.w("do local __rp_f, __rp_s, __rp_c = ", s.Exprs, " for ", strings.Join(s.Names, ", "),
+			" in __rp_f, __rp_s, __rp_c do ", s.Stmts, " end end")
 	case *ast.FuncDefStmt:
 		p.w("function ")
 		if s.Name.Receiver != nil {
