@@ -95,12 +95,8 @@ func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error)
 		cmd:    command{kind: callEval, script: raiseCounterScript, keys: []string{key}, args: []any{strconv.FormatInt(v, 10)}},
 		decode: intIs1,
 	}
-	rt := r.tally()
-	if err := quorum(r, ctx, "incr", r.nodeTimeout, raise, decider[bool](rt), nil); err != nil {
+	if err := r.quorumYes(ctx, "incr", r.nodeTimeout, raise, ErrNoQuorum); err != nil {
 		return 0, err
-	}
-	if !rt.won() {
-		return 0, rt.failure(ErrNoQuorum)
 	}
 	return v, nil
 }

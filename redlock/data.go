@@ -172,14 +172,7 @@ func (r *Redlock) FlushAll(ctx context.Context) error {
 // ack sends one command to every node and decides at a quorum of replies.
 func (r *Redlock) ack(ctx context.Context, op string, d time.Duration, args []any) error {
 	do := call[bool]{cmd: command{kind: callDo, args: args}, decode: func(any) (bool, error) { return true, nil }}
-	t := r.tally()
-	if err := quorum(r, ctx, op, d, do, decider[bool](t), nil); err != nil {
-		return err
-	}
-	if !t.won() {
-		return t.failure(ErrNoQuorum)
-	}
-	return nil
+	return r.quorumYes(ctx, op, d, do, ErrNoQuorum)
 }
 
 // GetSet sets key to value on every node (with a ttl when ttl > 0), each
@@ -250,14 +243,7 @@ func (r *Redlock) Expire(ctx context.Context, key string, ttl time.Duration) (bo
 	ms := millis(ttl)
 	defer r.mirrorWrite(ctx, "expire", "PEXPIRE", key, ms)()
 	expire := call[bool]{cmd: command{kind: callEval, script: markedExpireScript, keys: []string{key, markKey(key)}, args: []any{ms}}, decode: intIs1}
-	t := r.tally()
-	if err := quorum(r, ctx, "expire", r.callTimeout(ttl), expire, decider[bool](t), nil); err != nil {
-		return false, err
-	}
-	if !t.won() && t.short() {
-		return false, t.noQuorum()
-	}
-	return t.won(), nil
+	return r.quorumWon(ctx, "expire", r.callTimeout(ttl), expire)
 }
 
 // Persist takes away key's expiry (PERSIST) on every node. It returns
@@ -271,14 +257,7 @@ func (r *Redlock) Persist(ctx context.Context, key string) (bool, error) {
 	}
 	defer r.mirrorWrite(ctx, "persist", "PERSIST", key)()
 	persist := call[bool]{cmd: command{kind: callDo, args: []any{"PERSIST", key}}, decode: intIs1}
-	t := r.tally()
-	if err := quorum(r, ctx, "persist", r.nodeTimeout, persist, decider[bool](t), nil); err != nil {
-		return false, err
-	}
-	if !t.won() && t.short() {
-		return false, t.noQuorum()
-	}
-	return t.won(), nil
+	return r.quorumWon(ctx, "persist", r.nodeTimeout, persist)
 }
 
 // CompareAndSet sets key to new with the given ttl on every node where it

@@ -52,14 +52,7 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *script.Script, servi
 		decode = func(v any) (bool, error) { _, err := asInt(v); return err == nil, err }
 	}
 	c := call[bool]{cmd: command{kind: callEval, script: s, keys: record.Keys(service), args: args}, decode: decode}
-	t := r.tally()
-	if err := quorum(r, ctx, op, r.nodeTimeout, c, decider[bool](t), nil); err != nil {
-		return err
-	}
-	if !t.won() {
-		return t.failure(no)
-	}
-	return nil
+	return r.quorumYes(ctx, op, r.nodeTimeout, c, no)
 }
 
 // RenewHold gives h.Key a lease of ttl, or what is left to the deadline

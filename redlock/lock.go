@@ -253,14 +253,7 @@ func acquireFanout[T any](r *Redlock, ctx context.Context, keys []string, token 
 // ErrHeld (or ErrNoQuorum when too few answered) otherwise.
 func (r *Redlock) confirmHeld(ctx context.Context, keys []string, token string, ttl time.Duration) error {
 	c := call[bool]{cmd: command{kind: callEval, script: holdsAllScript, keys: keys, args: []any{token}}, decode: intIs1}
-	t := r.tally()
-	if err := quorum(r, ctx, "acquire", r.callTimeout(ttl), c, decider[bool](t), nil); err != nil {
-		return err
-	}
-	if !t.won() {
-		return t.failure(ErrHeld)
-	}
-	return nil
+	return r.quorumYes(ctx, "acquire", r.callTimeout(ttl), c, ErrHeld)
 }
 
 // Release deletes key on every node where it holds token. It returns nil

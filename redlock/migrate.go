@@ -328,14 +328,7 @@ func (r *Redlock) renewCopy(ctx context.Context, key, digest string, ttl time.Du
 		cmd:    command{kind: callEval, script: record.RenewCopyScript, keys: []string{key}, args: []any{digest, millis(ttl)}},
 		decode: intIs1,
 	}
-	t := r.tally()
-	if err := quorum(r, ctx, "renew hold", r.nodeTimeout, c, decider[bool](t), nil); err != nil {
-		return err
-	}
-	if !t.won() {
-		return t.failure(ErrNotHeld)
-	}
-	return nil
+	return r.quorumYes(ctx, "renew hold", r.nodeTimeout, c, ErrNotHeld)
 }
 
 // mirrorGetSet runs GETSET on the old instance too, beside the backends'
@@ -516,11 +509,11 @@ func (r *Redlock) VoteClamped(ctx context.Context, s *script.Script, keys []stri
 	return v, w, nil
 }
 
-// anys is keys as command arguments.
-func anys(keys []string) []any {
-	out := make([]any, len(keys))
-	for i, k := range keys {
-		out[i] = k
+// anys is strings (keys, a script's arguments) as command arguments.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
 	}
 	return out
 }

@@ -75,10 +75,7 @@ func (r *Redlock) voteClamp(ctx context.Context, s *script.Script, keys []string
 	}
 	s = s.Sendable()
 	keys = slices.Clone(keys)
-	argv := make([]any, len(args))
-	for i, a := range args {
-		argv[i] = a
-	}
+	argv := anys(args)
 	run := call[any]{
 		cmd:    command{kind: callEval, script: s, keys: keys, args: argv, read: kind == voteRead},
 		decode: func(v any) (any, error) { return v, nil },
