@@ -8,6 +8,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/migrate"
 )
 
 // Wire error texts. Where Redis 7 has the same error, the text is Redis's,
@@ -77,14 +78,14 @@ func truncate(b []byte, n int) string {
 // are logged by redlock where they happen.
 func (d *Dispatcher) lockError(err error) Reply {
 	var qe *redlock.QuorumError
-	var me *redlock.MigrateError
+	var me *migrate.Error
 	var st *redlock.ScriptTimeoutError
 	switch {
 	case errors.As(err, &st):
 		return Error("ERR " + st.Error())
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &me):
 		return noQuorum(Errorf("NOQUORUM migrate_from %s unreachable (a client that has not moved may hold the key there)", me.Addr))
-	case errors.Is(err, redlock.ErrMigrateDiffers) && errors.As(err, &me):
+	case errors.Is(err, migrate.ErrDiffers) && errors.As(err, &me):
 		return Errorf("ERR migrate_from %s answered the script otherwise than the backends (a client that has not moved may hold its keys there)", me.Addr)
 	case errors.Is(err, redlock.ErrNoQuorum) && errors.As(err, &qe):
 		if quorumWrongType(qe) {

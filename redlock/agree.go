@@ -26,10 +26,10 @@ func elemShape(s script.Shape, i int) script.Shape {
 	return script.Shape{}
 }
 
-// combine is the reply that a quorum q of replies agrees on, shaped by sh,
+// Combine is the reply that a quorum q of replies agrees on, shaped by sh,
 // and how many replies gave it; when none has a quorum, v is nil and
 // agreed is the size of the largest class (< q).
-func combine(replies []any, q int, sh script.Shape) (v any, agreed int) {
+func Combine(replies []any, q int, sh script.Shape) (v any, agreed int) {
 	var classes []string
 	groups := map[string][]any{}
 	for _, r := range replies {

@@ -56,7 +56,7 @@ func TestCombineWhole(t *testing.T) {
 		{"nil", a(nil, nil, nil, int64(1), int64(1)), script.Shape{}, nil, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, agreed := combine(tc.replies, 3, tc.sh)
+			got, agreed := Combine(tc.replies, 3, tc.sh)
 			if agreed != tc.agreed || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("combine = %#v (%d agree), want %#v (%d agree)", got, agreed, tc.want, tc.agreed)
 			}
@@ -68,7 +68,7 @@ func TestCombineWhole(t *testing.T) {
 func TestCombineLeavesRepliesAlone(t *testing.T) {
 	r0 := []any{"A", int64(9)}
 	replies := []any{r0, []any{"A", int64(3)}, []any{"A", int64(5)}}
-	got, _ := combine(replies, 2, script.Shape{})
+	got, _ := Combine(replies, 2, script.Shape{})
 	if !reflect.DeepEqual(got, []any{"A", int64(5)}) || r0[1] != int64(9) {
 		t.Fatalf("combine = %v, reply 0 now %v", got, r0)
 	}

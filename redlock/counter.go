@@ -29,9 +29,10 @@ import (
 // key's gate; increments through two proxies at the same moment may
 // answer the same value (Redis never does). A majority of backends
 // restarting empty loses the counter, as one Redis without persistence
-// does. During a move from one Redis (migrate_from) the old instance
-// counts too, and its count is the answer (mirrorIncr): then no value is
-// answered twice, through any proxies or by clients that have not moved.
+// does. During a move from one Redis (Options.Mirror, package migrate)
+// the old instance counts too, and its count is the answer: then no value
+// is answered twice, through any proxies or by clients that have not
+// moved.
 
 var (
 	// Add ARGV[1] to the counter; with ARGV[2], a counter below it is
@@ -70,8 +71,7 @@ return 1`)
 // same error, and of kind ErrNoQuorum when the write-back reached fewer
 // than a quorum.
 //
-// With migrate_from the old instance counts too, and its count is the
-// answer (mirrorIncr).
+// With a Mirror it counts too, and its count is the answer.
 func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error) {
 	if err := checkKeys(ctx, "incr", []string{key}); err != nil {
 		return 0, err
@@ -87,7 +87,7 @@ func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error)
 		return 0, fmt.Errorf("incr: %w", err)
 	}
 	defer pass.leave()
-	v, err := r.mirrorIncr(ctx, key, by)(r.count(ctx, key, by))
+	v, err := r.mirror.Incr(ctx, key, by)(r.Count(ctx, key, by))
 	if err != nil {
 		return 0, err
 	}
@@ -95,25 +95,21 @@ func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error)
 		cmd:    command{kind: callEval, script: raiseCounterScript, keys: []string{key}, args: []any{strconv.FormatInt(v, 10)}},
 		decode: intIs1,
 	}
-	rt := r.tally()
-	if err := quorum(r, ctx, "incr", r.nodeTimeout, raise, decider[bool](rt), nil); err != nil {
+	if err := r.quorumYes(ctx, "incr", r.nodeTimeout, raise, ErrNoQuorum); err != nil {
 		return 0, err
-	}
-	if !rt.won() {
-		return 0, rt.failure(ErrNoQuorum)
 	}
 	return v, nil
 }
 
-// count runs INCRBY by on every node and returns the largest count
-// (largestCount).
-func (r *Redlock) count(ctx context.Context, key string, by int64) (int64, error) {
+// Count is Incr's first step alone (no gate, no write-back): INCRBY by
+// on every node, answering the largest count (largestCount).
+func (r *Redlock) Count(ctx context.Context, key string, by int64) (int64, error) {
 	return r.countArgs(ctx, key, strconv.FormatInt(by, 10))
 }
 
-// countPast is count where a counter below past is first raised to it:
+// CountPast is Count where a counter below past is first raised to it:
 // the count is more than past.
-func (r *Redlock) countPast(ctx context.Context, key string, by, past int64) (int64, error) {
+func (r *Redlock) CountPast(ctx context.Context, key string, by, past int64) (int64, error) {
 	return r.countArgs(ctx, key, strconv.FormatInt(by, 10), strconv.FormatInt(past, 10))
 }
 

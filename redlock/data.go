@@ -47,7 +47,7 @@ type Value struct {
 // answer: ErrNoQuorum. It fails with a *QuorumError of kind ErrNoQuorum
 // when fewer than a quorum of nodes answered.
 func (r *Redlock) Read(ctx context.Context, key string) (Value, error) {
-	return r.mirrorRead(ctx, key)(r.readRegister(ctx, key, false))
+	return r.mirror.Read(ctx, key)(r.readRegister(ctx, key, false))
 }
 
 // Get is Read for the value alone: it decides as soon as one value has a
@@ -56,7 +56,7 @@ func (r *Redlock) Read(ctx context.Context, key string) (Value, error) {
 // quorum agrees on is the latest written to a quorum: two quorums share a
 // node, and no node goes back to an older version (register.go).
 func (r *Redlock) Get(ctx context.Context, key string) (Value, error) {
-	return r.mirrorRead(ctx, key)(r.readRegister(ctx, key, true))
+	return r.mirror.Read(ctx, key)(r.readRegister(ctx, key, true))
 }
 
 // Exists counts the keys that exist on a quorum of nodes (a repeated key
@@ -67,11 +67,11 @@ func (r *Redlock) Exists(ctx context.Context, keys []string) (int, error) {
 	if err := checkKeys(ctx, "exists", keys); err != nil {
 		return 0, err
 	}
-	keys, onOld := r.existsOnOld(ctx, keys)
+	keys, onOld := r.mirror.Exists(ctx, keys)
 	if len(keys) == 0 {
 		return onOld, nil
 	}
-	n, err := r.countKeys(ctx, "exists", existsScript, keys)
+	n, err := r.countKeys(ctx, "exists", ExistsScript, keys)
 	return n + onOld, err
 }
 
@@ -85,7 +85,7 @@ func (r *Redlock) Delete(ctx context.Context, keys []string) (int, error) {
 	if err := checkKeys(ctx, "delete", keys); err != nil {
 		return 0, err
 	}
-	defer r.mirrorWrite(ctx, "delete", append([]any{"DEL"}, anys(keys)...)...)()
+	defer r.mirror.Write(ctx, "delete", append([]any{"DEL"}, anys(keys)...)...)()
 	n := 0
 	for i, k := range keys {
 		if slices.Contains(keys[:i], k) {
@@ -155,7 +155,7 @@ func (r *Redlock) Write(ctx context.Context, key, value string, ttl time.Duratio
 	if ttl > 0 {
 		args = append(args, "PX", millis(ttl))
 	}
-	defer r.mirrorWrite(ctx, "write", args...)()
+	defer r.mirror.Write(ctx, "write", args...)()
 	_, err := r.writeRegister(ctx, "write", key, true, value, ttl)
 	return err
 }
@@ -172,14 +172,7 @@ func (r *Redlock) FlushAll(ctx context.Context) error {
 // ack sends one command to every node and decides at a quorum of replies.
 func (r *Redlock) ack(ctx context.Context, op string, d time.Duration, args []any) error {
 	do := call[bool]{cmd: command{kind: callDo, args: args}, decode: func(any) (bool, error) { return true, nil }}
-	t := r.tally()
-	if err := quorum(r, ctx, op, d, do, decider[bool](t), nil); err != nil {
-		return err
-	}
-	if !t.won() {
-		return t.failure(ErrNoQuorum)
-	}
-	return nil
+	return r.quorumYes(ctx, op, d, do, ErrNoQuorum)
 }
 
 // GetSet sets key to value on every node (with a ttl when ttl > 0), each
@@ -192,13 +185,13 @@ func (r *Redlock) ack(ctx context.Context, op string, d time.Duration, args []an
 // within its deadline, and fails with ErrNoQuorum when fewer than a quorum
 // acknowledged.
 //
-// With migrate_from it runs on the old instance too (mirrorGetSet): the
-// value replaced is answered only where the two sides agree on it.
+// With a Mirror it runs there too (package migrate): the value replaced
+// is answered only where the two sides agree on it.
 func (r *Redlock) GetSet(ctx context.Context, key, value string, ttl time.Duration) (Value, error) {
 	if err := checkKeys(ctx, "getset", []string{key}); err != nil {
 		return Value{}, err
 	}
-	return r.mirrorGetSet(ctx, key, value, ttl)(r.getSet(ctx, key, value, ttl))
+	return r.mirror.GetSet(ctx, key, value, ttl)(r.getSet(ctx, key, value, ttl))
 }
 
 // getSet is GetSet on r's nodes. It also reports whether a quorum
@@ -222,11 +215,11 @@ func (r *Redlock) getSet(ctx context.Context, key, value string, ttl time.Durati
 	if old, ok := t.winner(); ok {
 		return old, true, nil
 	}
-	return written(value, ttl), false, nil
+	return Written(value, ttl), false, nil
 }
 
-// written is the Value a write of value with ttl (0: none) leaves.
-func written(value string, ttl time.Duration) Value {
+// Written is the Value a write of value with ttl (0: none) leaves.
+func Written(value string, ttl time.Duration) Value {
 	v := Value{Exists: true, Data: value, PTTL: PTTLNoExpiry}
 	if ttl > 0 {
 		v.PTTL = time.Duration(millis(ttl)) * time.Millisecond
@@ -248,16 +241,9 @@ func (r *Redlock) Expire(ctx context.Context, key string, ttl time.Duration) (bo
 		return false, err
 	}
 	ms := millis(ttl)
-	defer r.mirrorWrite(ctx, "expire", "PEXPIRE", key, ms)()
+	defer r.mirror.Write(ctx, "expire", "PEXPIRE", key, ms)()
 	expire := call[bool]{cmd: command{kind: callEval, script: markedExpireScript, keys: []string{key, markKey(key)}, args: []any{ms}}, decode: intIs1}
-	t := r.tally()
-	if err := quorum(r, ctx, "expire", r.callTimeout(ttl), expire, decider[bool](t), nil); err != nil {
-		return false, err
-	}
-	if !t.won() && t.short() {
-		return false, t.noQuorum()
-	}
-	return t.won(), nil
+	return r.quorumWon(ctx, "expire", r.callTimeout(ttl), expire)
 }
 
 // Persist takes away key's expiry (PERSIST) on every node. It returns
@@ -269,16 +255,9 @@ func (r *Redlock) Persist(ctx context.Context, key string) (bool, error) {
 	if err := checkKeys(ctx, "persist", []string{key}); err != nil {
 		return false, err
 	}
-	defer r.mirrorWrite(ctx, "persist", "PERSIST", key)()
+	defer r.mirror.Write(ctx, "persist", "PERSIST", key)()
 	persist := call[bool]{cmd: command{kind: callDo, args: []any{"PERSIST", key}}, decode: intIs1}
-	t := r.tally()
-	if err := quorum(r, ctx, "persist", r.nodeTimeout, persist, decider[bool](t), nil); err != nil {
-		return false, err
-	}
-	if !t.won() && t.short() {
-		return false, t.noQuorum()
-	}
-	return t.won(), nil
+	return r.quorumWon(ctx, "persist", r.nodeTimeout, persist)
 }
 
 // CompareAndSet sets key to new with the given ttl on every node where it
@@ -296,7 +275,7 @@ func (r *Redlock) CompareAndSet(ctx context.Context, key, old, new string, ttl t
 	if err := ctx.Err(); err != nil {
 		return Lock{}, fmt.Errorf("compare-and-set: %w", err)
 	}
-	return r.mirrorCompareAndSet(ctx, key, old, new, ttl)(r.compareAndSet(ctx, key, old, new, ttl))
+	return r.mirror.CompareAndSet(ctx, key, old, new, ttl)(r.compareAndSet(ctx, key, old, new, ttl))
 }
 
 // compareAndSet is CompareAndSet's quorum on the backends.
@@ -340,4 +319,13 @@ func (r *Redlock) dataTimeout(ttl time.Duration) time.Duration {
 		return r.callTimeout(ttl)
 	}
 	return r.nodeTimeout
+}
+
+// anys is strings (keys, a script's arguments) as command arguments.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }

@@ -96,7 +96,7 @@ func (r *Redlock) DeleteHeld(ctx context.Context, key, value string) (existed, r
 	if err := checkKeys(ctx, "delete", []string{key}); err != nil {
 		return false, false, err
 	}
-	defer r.mirrorWrite(ctx, "delete", "DEL", key)()
+	defer r.mirror.Write(ctx, "delete", "DEL", key)()
 	notice, tag := "", ""
 	if r.notices.Load() {
 		notice, tag = NoticePrefix, TokenTag(value)

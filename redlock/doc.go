@@ -92,16 +92,9 @@
 //
 // # Moving from one Redis
 //
-// With Options.MigrateFrom, the single Redis the clients locked on before
-// is a required participant in every lock operation (migrate.go): an
-// acquisition is granted only when a quorum of nodes and that instance
-// said yes, and undone on both sides otherwise; extends and the renewals
-// of holds need its yes (a hold whose copy there is gone ends); releases
-// and plain writes are mirrored there; GETSET and counters run there too,
-// the answer decided by both sides; reads count a key held only there.
-// While it does not answer, acquisitions, extends, GETSET and counters
-// fail (MigrateError of kind ErrNoQuorum): a client that has not moved
-// may hold the key there.
+// With Options.Mirror, the single Redis the clients locked on before is
+// a required participant in every lock operation: package migrate says
+// how each operation takes it and what it decides.
 //
 // Liveness needs a quorum of nodes reachable within the node deadline.
 // Release and Extend report ErrNotHeld when the keys expired or belong to

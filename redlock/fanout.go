@@ -172,6 +172,33 @@ func quorum[T any](r *Redlock, ctx context.Context, op string, d time.Duration, 
 	return f.wait(ctx)
 }
 
+// quorumYes is quorum with a tally: nil once a quorum of nodes answered
+// yes, else a *QuorumError of kind no (ErrNoQuorum when too few answered).
+func (r *Redlock) quorumYes(ctx context.Context, op string, d time.Duration, c call[bool], no error) error {
+	t := r.tally()
+	if err := quorum(r, ctx, op, d, c, decider[bool](t), nil); err != nil {
+		return err
+	}
+	if !t.won() {
+		return t.failure(no)
+	}
+	return nil
+}
+
+// quorumWon is quorum with a tally of a yes-or-no answer: true once a
+// quorum answered yes, false once that became impossible and a quorum
+// answered, else a *QuorumError of kind ErrNoQuorum.
+func (r *Redlock) quorumWon(ctx context.Context, op string, d time.Duration, c call[bool]) (bool, error) {
+	t := r.tally()
+	if err := quorum(r, ctx, op, d, c, decider[bool](t), nil); err != nil {
+		return false, err
+	}
+	if !t.won() && t.short() {
+		return false, t.noQuorum()
+	}
+	return t.won(), nil
+}
+
 // deliver takes node i's result (see target): from its goroutine, or from
 // the pipe unless the deadline took the call first.
 func (f *fanout[T]) deliver(i int, v any, err error) {

@@ -142,14 +142,7 @@ func (r *Redlock) writeBackFence(ctx context.Context, key, token string, fence i
 		cmd:    command{kind: callEval, script: fenceWriteBackScript, keys: []string{key, FenceKey}, args: []any{token, fence}},
 		decode: intIs1,
 	}
-	t := r.tally()
-	if err := quorum(r, ctx, "fence", r.callTimeout(ttl), write, decider[bool](t), nil); err != nil {
-		return err
-	}
-	if !t.won() {
-		return t.failure(ErrNoQuorum)
-	}
-	return nil
+	return r.quorumYes(ctx, "fence", r.callTimeout(ttl), write, ErrNoQuorum)
 }
 
 // ReservedPrefix starts every key the proxy keeps on the backends for

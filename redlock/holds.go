@@ -52,14 +52,7 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *script.Script, servi
 		decode = func(v any) (bool, error) { _, err := asInt(v); return err == nil, err }
 	}
 	c := call[bool]{cmd: command{kind: callEval, script: s, keys: record.Keys(service), args: args}, decode: decode}
-	t := r.tally()
-	if err := quorum(r, ctx, op, r.nodeTimeout, c, decider[bool](t), nil); err != nil {
-		return err
-	}
-	if !t.won() {
-		return t.failure(no)
-	}
-	return nil
+	return r.quorumYes(ctx, op, r.nodeTimeout, c, no)
 }
 
 // RenewHold gives h.Key a lease of ttl, or what is left to the deadline
@@ -72,10 +65,8 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *script.Script, servi
 // hold ended), or ErrNoQuorum (anything short of those, e.g. renewed on
 // one node, gone on one, no answer from a third), as a *QuorumError.
 //
-// With migrate_from the key's copy on the old instance is renewed too, and
-// the renewal needs its yes (mirrorRenew): a MigrateError of kind
-// ErrNotHeld when the copy there is gone (the hold ends), of kind
-// ErrNoQuorum when the old instance did not answer.
+// With a Mirror the key's copy there is renewed too, and the renewal
+// needs its yes (package migrate: a copy gone there ends the hold).
 func (r *Redlock) RenewHold(ctx context.Context, service string, h record.Field, ttl time.Duration) error {
 	if !h.Valid() || ttl <= 0 {
 		return fmt.Errorf("%w: renew hold %+v for %v", ErrInvalid, h, ttl)
@@ -83,15 +74,26 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h record.Field,
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("renew hold: %w", err)
 	}
-	return r.mirrorRenew(ctx, h.Key, h.Digest, ttl)(r.renewHolds(ctx, service, []record.Field{h}, ttl)[0])
+	return r.mirror.RenewHold(ctx, h.Key, h.Digest, ttl)(r.renewHolds(ctx, service, []record.Field{h}, ttl)[0])
+}
+
+// RenewCopy runs record.RenewCopyScript on every node (a Mirror's copy
+// of a held key): nil once a quorum renewed, else a *QuorumError of kind
+// ErrNotHeld or ErrNoQuorum.
+func (r *Redlock) RenewCopy(ctx context.Context, key, digest string, ttl time.Duration) error {
+	c := call[bool]{
+		cmd:    command{kind: callEval, script: record.RenewCopyScript, keys: []string{key}, args: []any{digest, millis(ttl)}},
+		decode: intIs1,
+	}
+	return r.quorumYes(ctx, "renew hold", r.nodeTimeout, c, ErrNotHeld)
 }
 
 // RenewHolds is RenewHold of many holds in one call per node (a page of
 // what is due), each decided on its own: its error, nil when renewed on
-// a quorum. Holds renewed during a move (migrate_from) go one by one
-// (RenewHold), the old instance's yes needed for each.
+// a quorum. Holds renewed with a Mirror go one by one (RenewHold), its
+// yes needed for each.
 func (r *Redlock) RenewHolds(ctx context.Context, service string, hs []record.Field, ttl time.Duration) []error {
-	if r.migrate != nil {
+	if _, none := r.mirror.(noMirror); !none {
 		errs := make([]error, len(hs))
 		for i, h := range hs {
 			errs[i] = r.RenewHold(ctx, service, h, ttl)

@@ -184,10 +184,9 @@ type voteTally[T any] interface {
 func (t *tally) granted() int { return t.yes }
 
 // acquireFanout is one acquisition: it enters the keys' gate, sends set to
-// every node (and takes the keys on the old instance with mode, when
-// migrating: migrate.go), decides with t, runs after (when not nil:
-// FENCE's write-back) once a quorum granted, waits for the old instance's
-// yes, and measures the validity after that. On any
+// every node (and takes the keys on its Mirror with mode), decides with
+// t, runs after (when not nil: FENCE's write-back) once a quorum granted,
+// waits for the Mirror's yes, and measures the validity after that. On any
 // failure it decides the fan-out as failed, so every node that may have set
 // the keys (all but a definite "no", per granted) is rolled back after its
 // own call returned.
@@ -213,11 +212,11 @@ func acquireFanout[T any](r *Redlock, ctx context.Context, keys []string, token 
 	pass.share()
 	defer pass.leaveShared()
 	t1 := r.now()
-	old := r.mirrorAcquire(ctx, keys, token, ttl, mode)
+	waitOld, settleOld := r.mirror.Acquire(ctx, keys, token, ttl, mode)
 	f := launch(r, "acquire", r.callTimeout(ttl), set, decider[T](t), undo)
 	f.afterOwnedCalls(pass.leaveShared)
 	failed := true
-	defer func() { f.decide(failed); old.settle(failed) }()
+	defer func() { f.decide(failed); settleOld(failed) }()
 
 	if err := f.wait(ctx); err != nil {
 		return Lock{}, err
@@ -235,7 +234,7 @@ func acquireFanout[T any](r *Redlock, ctx context.Context, keys []string, token 
 			return Lock{}, err
 		}
 	}
-	if err := old.wait(); err != nil {
+	if err := waitOld(); err != nil {
 		return Lock{}, err
 	}
 	validity := r.validity(ttl, t1, r.now())
@@ -253,14 +252,7 @@ func acquireFanout[T any](r *Redlock, ctx context.Context, keys []string, token 
 // ErrHeld (or ErrNoQuorum when too few answered) otherwise.
 func (r *Redlock) confirmHeld(ctx context.Context, keys []string, token string, ttl time.Duration) error {
 	c := call[bool]{cmd: command{kind: callEval, script: holdsAllScript, keys: keys, args: []any{token}}, decode: intIs1}
-	t := r.tally()
-	if err := quorum(r, ctx, "acquire", r.callTimeout(ttl), c, decider[bool](t), nil); err != nil {
-		return err
-	}
-	if !t.won() {
-		return t.failure(ErrHeld)
-	}
-	return nil
+	return r.quorumYes(ctx, "acquire", r.callTimeout(ttl), c, ErrHeld)
 }
 
 // Release deletes key on every node where it holds token. It returns nil
@@ -287,8 +279,7 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	waitOld := r.mirrorRelease(ctx, keys, token)
-	defer waitOld()
+	defer r.mirror.Release(ctx, keys, token)()
 	t := r.tally()
 	if err := quorum(r, ctx, "release", r.nodeTimeout, del, decider[bool](t), pass.leave); err != nil {
 		return err
@@ -324,8 +315,7 @@ func (r *Redlock) ReleaseKeys(ctx context.Context, keys []string, token string) 
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	waitOld := r.mirrorRelease(ctx, send, token)
-	defer waitOld()
+	defer r.mirror.Release(ctx, send, token)()
 	t := r.keyTally(len(send), true)
 	if err := quorum(r, ctx, "release", r.nodeTimeout, del, decider[[]int64](t), pass.leave); err != nil {
 		return nil, err
@@ -389,8 +379,7 @@ func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, t
 			decode: asInt,
 		}
 	}
-	withOld := r.mirrorExtend(ctx, send, token, ttl, mode)
-	return withOld(r.extend(ctx, ttl, expire))
+	return r.mirror.Extend(ctx, send, token, ttl, mode)(r.extend(ctx, ttl, expire))
 }
 
 // extend is ExtendKeys's quorum on the backends.

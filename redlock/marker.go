@@ -65,13 +65,6 @@ func (r *Redlock) Marked(ctx context.Context, key string) (bool, error) {
 	if err := checkKeys(ctx, "read", []string{key}); err != nil {
 		return false, err
 	}
-	t := r.tally()
 	c := call[bool]{cmd: command{kind: callEval, script: markedScript, keys: []string{key, markKey(key)}}, decode: intIs1}
-	if err := quorum(r, ctx, "read", r.nodeTimeout, c, decider[bool](t), nil); err != nil {
-		return false, err
-	}
-	if !t.won() && t.short() {
-		return false, t.noQuorum()
-	}
-	return t.won(), nil
+	return r.quorumWon(ctx, "read", r.nodeTimeout, c)
 }

@@ -144,10 +144,10 @@ type Options struct {
 	// each backend, on the key's NoticeChannel (notice.go), for the
 	// waiters of other proxies.
 	ReleaseNotices bool
-	// MigrateFrom, when set, is the single Redis the clients locked on
-	// before they moved to these nodes: a required participant in every
-	// lock operation until the move is over (migrate.go).
-	MigrateFrom Node
+	// Mirror, when set, is a required participant beside the quorum in
+	// every lock operation: the single Redis the clients locked on before
+	// they moved to these nodes, until the move is over (package migrate).
+	Mirror Mirror
 	// ScriptTimeout bounds how long a script by vote may run on a
 	// backend before it is stopped with SCRIPT KILL (scriptkill.go); it
 	// is also each vote's per-node deadline when above NodeTimeout, and
@@ -155,10 +155,11 @@ type Options struct {
 	// DefaultScriptTimeout.
 	ScriptTimeout time.Duration
 
-	// leaveScripts: the nodes are not ours to tune or to stop scripts on
+	// Borrowed: the nodes are not ours to tune or to stop scripts on
 	// (migrate_from's old instance, which clients that have not moved
-	// still use): no lua-time-limit is set there and no SCRIPT KILL sent.
-	leaveScripts bool
+	// still use): no lua-time-limit is set there, no SCRIPT KILL sent, and
+	// their number is not ours to warn about.
+	Borrowed bool
 	// ObserveCall, when set, is told the outcome and duration of every
 	// backend call (metrics); it must be cheap and must not block.
 	ObserveCall func(addr string, elapsed time.Duration, err error)
@@ -196,7 +197,7 @@ type Redlock struct {
 	observeCall     func(addr string, elapsed time.Duration, err error)
 	notices         atomic.Bool  // Options.ReleaseNotices, until checkNotices turns them off
 	fenceHWM        atomic.Int64 // the highest fence this process issued or learned (fence.go)
-	migrate         *migration   // Options.MigrateFrom; nil without
+	mirror          Mirror       // Options.Mirror, or noMirror
 
 	// Backend health (health.go): one per node, in node order.
 	health         []*nodeHealth
@@ -207,7 +208,7 @@ type Redlock struct {
 	downAfter      int
 	healthInterval time.Duration
 	scriptTimeout  time.Duration
-	leaveScripts   bool // Options.leaveScripts
+	borrowed       bool // Options.Borrowed
 	events         *Events
 }
 
@@ -233,11 +234,15 @@ func New(nodes []Node, opts Options) *Redlock {
 		healthInterval:  opts.HealthInterval,
 		observeCall:     opts.ObserveCall,
 		scriptTimeout:   opts.ScriptTimeout,
-		leaveScripts:    opts.leaveScripts,
+		borrowed:        opts.Borrowed,
+		mirror:          opts.Mirror,
 		events:          opts.Events,
 	}
 	if r.events == nil {
 		r.events = &Events{}
+	}
+	if r.mirror == nil {
+		r.mirror = noMirror{}
 	}
 	if r.scriptTimeout <= 0 {
 		r.scriptTimeout = DefaultScriptTimeout
@@ -260,19 +265,16 @@ func New(nodes []Node, opts Options) *Redlock {
 	r.senders = make([]sender, len(r.nodes))
 	for i, n := range r.nodes {
 		r.senders[i] = senderOf(n)
-		if k, ok := n.(scriptKiller); ok && !r.leaveScripts {
+		if k, ok := n.(scriptKiller); ok && !r.borrowed {
 			k.setScriptLimit(r.scriptTimeout)
 			k.openAhead()
 		}
 	}
-	if n := len(nodes); n < 3 || n%2 == 0 {
+	if n := len(nodes); (n < 3 || n%2 == 0) && !r.borrowed {
 		r.log.Warn("weak node count: use an odd number of at least 3", "nodes", n, "quorum", r.quorum)
 	}
 	r.initHealth()
 	r.notices.Store(opts.ReleaseNotices)
-	if opts.MigrateFrom != nil {
-		r.migrate = newMigration(opts.MigrateFrom, opts, r.log)
-	}
 	return r
 }
 
@@ -286,24 +288,25 @@ func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
 // caller of a node's Do gives it at most this long.
 func (r *Redlock) NodeTimeout() time.Duration { return r.nodeTimeout }
 
+// RollbackTimeout bounds each undo of a failed acquire
+// (Options.RollbackTimeout).
+func (r *Redlock) RollbackTimeout() time.Duration { return r.rollbackTimeout }
+
 // Close waits for the background work of earlier operations (rollbacks of
-// failed acquires, node calls still in flight after an early decision). It
-// returns ctx.Err() if ctx ends first. It is idempotent, does not close the
+// failed acquires, node calls still in flight after an early decision),
+// then its Mirror's. It returns ctx.Err() if ctx ends first. It is idempotent, does not close the
 // nodes, and does not stop the Redlock: operations started later add new
 // background work, which a later Close waits for.
 func (r *Redlock) Close(ctx context.Context) error {
-	if err := r.bg.Wait(ctx); err != nil || r.migrate == nil {
+	if err := r.bg.Wait(ctx); err != nil {
 		return err
 	}
-	return r.migrate.old.Close(ctx) // after r.bg: its work may start the old instance's
+	return r.mirror.Close(ctx)
 }
 
-// CloseNodes closes every node and joins their errors.
+// CloseNodes closes every node, its Mirror's too, and joins their errors.
 func (r *Redlock) CloseNodes() error {
-	var errs []error
-	if r.migrate != nil {
-		errs = append(errs, r.migrate.old.CloseNodes())
-	}
+	errs := []error{r.mirror.CloseNodes()}
 	for _, n := range r.nodes {
 		if err := n.Close(); err != nil {
 			errs = append(errs, &NodeError{Addr: n.Addr(), Err: err})

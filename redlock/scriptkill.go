@@ -183,7 +183,7 @@ func (n *RedisNode) dialKill(ctx context.Context) (net.Conn, error) {
 // vote fails with a *ScriptTimeoutError.
 func (r *Redlock) bounded(ctx context.Context, run func(context.Context, time.Duration) error, c *counts) error {
 	err := run(context.WithoutCancel(ctx), max(r.nodeTimeout, r.scriptTimeout))
-	if r.leaveScripts {
+	if r.borrowed {
 		return err // not ours to stop: the vote fails with the nodes' errors
 	}
 	// A quorum that answered decides the reply: the kills then run in

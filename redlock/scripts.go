@@ -156,8 +156,8 @@ if not old then
 end
 return {1, old, left}`)
 
-// existsScript returns, per key, 1 when it exists and 0 when not.
-var existsScript = script.New(`
+// ExistsScript returns, per key, 1 when it exists and 0 when not.
+var ExistsScript = script.New(`
 local out = {}
 for i, key in ipairs(KEYS) do
 	out[i] = redis.call("EXISTS", key)

@@ -55,6 +55,26 @@ func (r *Redlock) VoteRead(ctx context.Context, s *script.Script, keys []string,
 	return v, err
 }
 
+// VoteWrites is Vote for a script that may write (a library's lock script
+// that is not recognised). With a Mirror it runs there too, at once, and
+// its reply there must combine with the nodes' (package migrate).
+func (r *Redlock) VoteWrites(ctx context.Context, s *script.Script, keys []string, args []string) (any, error) {
+	v, _, err := r.VoteClamped(ctx, s, keys, args)
+	return v, err
+}
+
+// VoteClamped is VoteWrites that also returns, for a script made with
+// script.Script.Clamped, what a quorum of the nodes reported of each
+// declared key (redlock/script, clamp.go; nil for another script).
+func (r *Redlock) VoteClamped(ctx context.Context, s *script.Script, keys []string, args []string) (any, []script.Wanted, error) {
+	withOld := r.mirror.Vote(ctx, s, keys, args)
+	v, w, err := r.voteClamp(ctx, s, keys, args, voteWrite)
+	if err = withOld(v, err); err != nil {
+		return nil, nil, err
+	}
+	return v, w, nil
+}
+
 // voteKind is how voteClamp sends a script: as any (Vote), as a read on
 // the nodes' other connection (VoteRead), or as a write under the keys'
 // order lock (VoteClamped).
@@ -75,10 +95,7 @@ func (r *Redlock) voteClamp(ctx context.Context, s *script.Script, keys []string
 	}
 	s = s.Sendable()
 	keys = slices.Clone(keys)
-	argv := make([]any, len(args))
-	for i, a := range args {
-		argv[i] = a
-	}
+	argv := anys(args)
 	run := call[any]{
 		cmd:    command{kind: callEval, script: s, keys: keys, args: argv, read: kind == voteRead},
 		decode: func(v any) (any, error) { return v, nil },
@@ -126,7 +143,7 @@ func (r *Redlock) voteClamp(ctx context.Context, s *script.Script, keys []string
 	if err != nil {
 		return nil, nil, err
 	}
-	v, agreed := combine(t.replies, t.q, s.Reply())
+	v, agreed := Combine(t.replies, t.q, s.Reply())
 	if agreed < t.q {
 		return nil, nil, t.disagreed(agreed)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/migrate"
 	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 	"github.com/redlock-proxy/redlock-proxy/redlock/tier"
 )
@@ -106,13 +107,24 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		metrics = proxy.NewMetrics(version)
 		observeCall = metrics.ObserveBackend
 	}
-	var migrateFrom redlock.Node // dialled like a backend
-	if cfg.MigrateFrom != "" {
+	lockOpts := redlock.Options{
+		NodeTimeout:        cfg.NodeTimeout,
+		ScriptTimeout:      cfg.ScriptTimeout,
+		DriftFactor:        cfg.DriftFactor,
+		MaxTTL:             cfg.MaxTTL,
+		TrustFreshBackends: !cfg.StartupQuarantine,
+		DownAfter:          cfg.DownAfter,
+		HealthInterval:     cfg.HealthInterval,
+		Logger:             logger.Named("redlock"),
+		ObserveCall:        observeCall,
+		ReleaseNotices:     true,
+	}
+	if cfg.MigrateFrom != "" { // dialled like a backend, run with the backends' options
 		n, err := redlock.DialNodeTLS(cfg.MigrateFrom, nodeTLS)
 		if err != nil {
 			return d, fmt.Errorf("migrate_from %s: %w", conf.RedactBackend(cfg.MigrateFrom), err)
 		}
-		migrateFrom = n
+		lockOpts.Mirror = migrate.New(n, lockOpts)
 		logger.Info("migrating: every lock operation also takes the old instance", "migrate-from", n.Addr())
 	}
 	nodes := make([]redlock.Node, 0, len(backends))
@@ -129,19 +141,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 			otherDB = fmt.Sprintf("backend %s uses database %d", n.Addr(), n.DB())
 		}
 	}
-	d.locker = redlock.New(nodes, redlock.Options{
-		NodeTimeout:        cfg.NodeTimeout,
-		ScriptTimeout:      cfg.ScriptTimeout,
-		DriftFactor:        cfg.DriftFactor,
-		MaxTTL:             cfg.MaxTTL,
-		TrustFreshBackends: !cfg.StartupQuarantine,
-		DownAfter:          cfg.DownAfter,
-		HealthInterval:     cfg.HealthInterval,
-		Logger:             logger.Named("redlock"),
-		ObserveCall:        observeCall,
-		ReleaseNotices:     true,
-		MigrateFrom:        migrateFrom,
-	})
+	d.locker = redlock.New(nodes, lockOpts)
 	if err := d.checkBackends(cfg.Strict); err != nil {
 		return d, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/migrate"
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
@@ -152,7 +153,8 @@ func TestHoldKeepsItsCopyOnMigrateFrom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl, mrs := redlocktest.New(t, 3, redlock.Options{MigrateFrom: node})
+	opts := redlock.Options{NodeTimeout: redlocktest.NodeTimeout, Logger: redlocktest.Logger(t)}
+	rl, mrs := redlocktest.New(t, 3, redlock.Options{Mirror: migrate.New(node, opts)})
 	m := New(Options{Locker: rl, KeepTTL: keepTTL, Logger: redlocktest.Logger(t)})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

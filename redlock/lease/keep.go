@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/migrate"
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
@@ -358,7 +359,7 @@ func (m *Manager) renewed(key string, e *kept, err error, last bool, lease time.
 	close(e.renewed)
 	current := r.keys[key].kept == e
 	drop := false
-	var onOld *redlock.MigrateError
+	var onOld *migrate.Error
 	switch {
 	case !current:
 		// Unkept while it was renewed: the unkeep waited for this renewal

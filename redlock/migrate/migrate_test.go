@@ -1,22 +1,27 @@
-package redlock
+package migrate
 
 import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
+	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
-// migrating is a cluster of three backends with an old single instance
-// (Options.MigrateFrom) behind a faultyNode.
+// migrating is a Redlock over three backends with an old single instance
+// (New, its Options.Mirror) behind a faultyNode.
 type migrating struct {
-	*cluster
+	r     *redlock.Redlock
+	mrs   []*miniredis.Miniredis
 	old   *miniredis.Miniredis
 	oldFN *faultyNode
 }
@@ -24,14 +29,106 @@ type migrating struct {
 func newMigrating(t *testing.T) *migrating {
 	t.Helper()
 	old := miniredis.RunT(t)
-	rn, err := DialNode(old.Addr())
+	rn, err := redlock.DialNodeTLS(old.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rn.Close() })
 	fn := &faultyNode{Node: rn}
-	c := newCluster(t, 3, Options{MigrateFrom: fn, NodeTimeout: time.Second})
-	return &migrating{cluster: c, old: old, oldFN: fn}
+	opts := redlock.Options{NodeTimeout: time.Second, Logger: redlocktest.Logger(t)}
+	opts.Mirror = New(fn, opts)
+	r, mrs := redlocktest.New(t, 3, opts)
+	return &migrating{r: r, mrs: mrs, old: old, oldFN: fn}
+}
+
+type mode bool
+
+const (
+	modeOK   mode = false
+	modeFail mode = true // every call fails at once, touching nothing
+)
+
+var errFault = errors.New("injected fault")
+
+// faultyNode wraps the old instance's Node and fails it on demand.
+type faultyNode struct {
+	redlock.Node
+	failing atomic.Bool
+}
+
+func (f *faultyNode) set(m mode) { f.failing.Store(bool(m)) }
+
+func (f *faultyNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, string, error) {
+	if f.failing.Load() {
+		return false, "", errFault
+	}
+	return f.Node.SetNX(ctx, key, value, ttl)
+}
+
+func (f *faultyNode) CompareAndDelete(ctx context.Context, key, value string) (bool, error) {
+	if f.failing.Load() {
+		return false, errFault
+	}
+	return f.Node.CompareAndDelete(ctx, key, value)
+}
+
+func (f *faultyNode) CompareAndExpire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if f.failing.Load() {
+		return false, errFault
+	}
+	return f.Node.CompareAndExpire(ctx, key, value, ttl)
+}
+
+func (f *faultyNode) Eval(ctx context.Context, s *script.Script, keys []string, args ...any) (any, error) {
+	if f.failing.Load() {
+		return nil, errFault
+	}
+	return f.Node.Eval(ctx, s, keys, args...)
+}
+
+func (f *faultyNode) Do(ctx context.Context, args ...any) (any, error) {
+	if f.failing.Load() {
+		return nil, errFault
+	}
+	return f.Node.Do(ctx, args...)
+}
+
+// barrierScript is sent behind a backend's pending calls by wait.
+var barrierScript = script.New("return 1")
+
+// wait waits for the Redlock's background work, its Mirror's included,
+// then for every call still on a backend's connection: a script sent
+// behind them on the same connection answers after they ran.
+func (m *migrating) wait(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.r.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, n := range m.r.Nodes() {
+		_, _ = n.Eval(ctx, barrierScript, nil)
+	}
+}
+
+// value returns key's value on backend i, "" when absent.
+func (m *migrating) value(i int, key string) string {
+	v, err := m.mrs[i].Get(key)
+	if err != nil {
+		return ""
+	}
+	return v
+}
+
+// holders counts the backends where key holds token.
+func (m *migrating) holders(key, token string) int {
+	n := 0
+	for i := range m.mrs {
+		if m.value(i, key) == token {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *migrating) oldValue(key string) string {
@@ -42,11 +139,19 @@ func (m *migrating) oldValue(key string) string {
 	return v
 }
 
+func mustKind(t *testing.T, err, kind error) {
+	t.Helper()
+	var qe *redlock.QuorumError
+	if !errors.Is(err, kind) || !errors.As(err, &qe) {
+		t.Fatalf("err = %T %v, want a *QuorumError of kind %v", err, err, kind)
+	}
+}
+
 func mustMigrateKind(t *testing.T, err, kind error) {
 	t.Helper()
-	var me *MigrateError
+	var me *Error
 	if !errors.As(err, &me) || !errors.Is(err, kind) {
-		t.Fatalf("err = %T %v, want a *MigrateError of kind %v", err, err, kind)
+		t.Fatalf("err = %T %v, want an *Error of kind %v", err, err, kind)
 	}
 }
 
@@ -63,11 +168,11 @@ func TestMigrateHeldOnOld(t *testing.T) {
 		func() error { _, err := m.r.Acquire(ctx, "k", "tok", 10*time.Second); return err },
 		func() error { _, err := m.r.AcquireFenced(ctx, "k", "tok", 10*time.Second); return err },
 		func() error {
-			_, err := m.r.AcquireKeys(ctx, []string{"j", "k"}, "tok", 10*time.Second, IfAbsentOrMine)
+			_, err := m.r.AcquireKeys(ctx, []string{"j", "k"}, "tok", 10*time.Second, redlock.IfAbsentOrMine)
 			return err
 		},
 	} {
-		mustMigrateKind(t, acquire(), ErrHeld)
+		mustMigrateKind(t, acquire(), redlock.ErrHeld)
 		m.wait(t) // the rollback of one, before the next
 	}
 	m.wait(t)
@@ -126,7 +231,7 @@ func TestMigrateRollbackOnOld(t *testing.T) {
 		m.mrs[i].Set("k", "other")
 	}
 	_, err := m.r.Acquire(ctx, "k", "tok", 10*time.Second)
-	mustKind(t, err, ErrHeld)
+	mustKind(t, err, redlock.ErrHeld)
 	m.wait(t)
 	if v := m.oldValue("k"); v != "" {
 		t.Fatalf("old instance kept %q of a refused acquisition", v)
@@ -134,8 +239,8 @@ func TestMigrateRollbackOnOld(t *testing.T) {
 }
 
 // An old instance that does not answer fails acquisitions and extends
-// (a legacy client may hold the key there) with a MigrateError of kind
-// ErrNoQuorum, and leaves nothing on the backends; releases still
+// (a legacy client may hold the key there) with an *Error of kind
+// redlock.ErrNoQuorum, and leaves nothing on the backends; releases still
 // proceed on the backends.
 func TestMigrateOldDown(t *testing.T) {
 	m := newMigrating(t)
@@ -146,12 +251,12 @@ func TestMigrateOldDown(t *testing.T) {
 	}
 	m.oldFN.set(modeFail)
 	_, err = m.r.Acquire(ctx, "k", "tok", 10*time.Second)
-	mustMigrateKind(t, err, ErrNoQuorum)
+	mustMigrateKind(t, err, redlock.ErrNoQuorum)
 	if want := "migrate_from " + m.old.Addr() + " unreachable"; err.Error() != want {
 		t.Fatalf("error %q, want %q", err, want)
 	}
 	_, err = m.r.Extend(ctx, "held", "tok", 10*time.Second)
-	mustMigrateKind(t, err, ErrNoQuorum)
+	mustMigrateKind(t, err, redlock.ErrNoQuorum)
 	if err := m.r.Release(ctx, l.Key, l.Token); err != nil {
 		t.Fatalf("release with the old instance down: %v", err)
 	}
@@ -182,7 +287,7 @@ func TestMigrateWrites(t *testing.T) {
 		t.Fatal("SET IFEQ not mirrored")
 	}
 	m.old.Set("k", "legacy")
-	if _, err := m.r.CompareAndSet(ctx, "k", "v2", "v3", 20*time.Second); !errors.Is(err, ErrNotHeld) {
+	if _, err := m.r.CompareAndSet(ctx, "k", "v2", "v3", 20*time.Second); !errors.Is(err, redlock.ErrNotHeld) {
 		t.Fatalf("SET IFEQ with the old instance holding another value: %v", err)
 	}
 	if _, err := m.r.Delete(ctx, []string{"k"}); err != nil {
@@ -211,15 +316,15 @@ return 0`)
 	}
 	m.old.Set("k", "legacy")
 	_, err := m.r.VoteWrites(ctx, take, []string{"k"}, []string{"tok"})
-	mustMigrateKind(t, err, ErrMigrateDiffers)
+	mustMigrateKind(t, err, ErrDiffers)
 	m.oldFN.set(modeFail)
 	_, err = m.r.VoteWrites(ctx, take, []string{"j"}, []string{"tok"})
-	mustMigrateKind(t, err, ErrNoQuorum)
+	mustMigrateKind(t, err, redlock.ErrNoQuorum)
 }
 
 // A hold's renewal keeps its copy on the old instance, and needs it: a
-// copy gone there ends the hold (ErrNotHeld) though the backends renewed,
-// an old instance that does not answer fails the renewal (ErrNoQuorum).
+// copy gone there ends the hold (redlock.ErrNotHeld) though the backends renewed,
+// an old instance that does not answer fails the renewal (redlock.ErrNoQuorum).
 // The renewal never shortens the copy there, and a hold of any value is
 // renewed while the key exists.
 func TestMigrateRenewHold(t *testing.T) {
@@ -229,7 +334,7 @@ func TestMigrateRenewHold(t *testing.T) {
 	sum := sha1.Sum([]byte("v"))
 	h := record.Field{Key: "held", Digest: hex.EncodeToString(sum[:])}
 	anyHold := record.Field{Key: "hash", Digest: record.AnyDigest}
-	if _, err := m.r.AcquireKeys(ctx, []string{"held"}, "v", time.Second, IfAbsent); err != nil {
+	if _, err := m.r.AcquireKeys(ctx, []string{"held"}, "v", time.Second, redlock.IfAbsent); err != nil {
 		t.Fatal(err)
 	}
 	m.old.HSet("hash", "owner", "A")
@@ -259,14 +364,14 @@ func TestMigrateRenewHold(t *testing.T) {
 	}
 
 	m.oldFN.set(modeFail)
-	mustMigrateKind(t, m.r.RenewHold(ctx, svc, h, 5*time.Second), ErrNoQuorum)
+	mustMigrateKind(t, m.r.RenewHold(ctx, svc, h, 5*time.Second), redlock.ErrNoQuorum)
 	m.oldFN.set(modeOK)
 
 	m.old.Del("held")
 	err := m.r.RenewHold(ctx, svc, h, 5*time.Second)
-	mustMigrateKind(t, err, ErrNotHeld)
+	mustMigrateKind(t, err, redlock.ErrNotHeld)
 	m.old.Del("hash")
-	mustMigrateKind(t, m.r.RenewHold(ctx, svc, anyHold, 5*time.Second), ErrNotHeld)
+	mustMigrateKind(t, m.r.RenewHold(ctx, svc, anyHold, 5*time.Second), redlock.ErrNotHeld)
 }
 
 // A counter answers the old instance's count, raised past the backends'
@@ -305,13 +410,13 @@ func TestMigrateIncr(t *testing.T) {
 	}
 
 	m.old.Set("word", "abc")
-	var re RedisError
+	var re redlock.RedisError
 	if _, err := m.r.Incr(ctx, "word", 1); !errors.As(err, &re) || string(re) != "ERR value is not an integer or out of range" {
 		t.Fatalf("Incr of a word on the old instance = %v, want Redis's error", err)
 	}
 	m.oldFN.set(modeFail)
 	_, err := m.r.Incr(ctx, "fence", 1)
-	mustMigrateKind(t, err, ErrNoQuorum)
+	mustMigrateKind(t, err, redlock.ErrNoQuorum)
 }
 
 // GETSET runs on the old instance too: the value replaced is answered
@@ -351,5 +456,5 @@ func TestMigrateGetSet(t *testing.T) {
 	}
 	m.oldFN.set(modeFail)
 	_, err := m.r.GetSet(ctx, "k", "mine", 0)
-	mustMigrateKind(t, err, ErrNoQuorum)
+	mustMigrateKind(t, err, redlock.ErrNoQuorum)
 }
