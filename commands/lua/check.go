@@ -265,6 +265,9 @@ func (c *checker) expr(e ast.Expr, ctx ctxKind, to *binding) {
 	case *ast.NumberExpr:
 		c.literal(lit{s: e.Value, num: true}, false)
 	case *ast.IdentExpr:
+		if strings.HasPrefix(e.Value, "__rp_") {
+			c.fail(e.Line(), "uses the name %s: names that begin with __rp_ are redlock-proxy's, in the run-time check of scripts by vote", e.Value)
+		}
 		if c.r.uses[e] == nil {
 			if why, ok := banned[e.Value]; ok {
 				c.fail(e.Line(), "%s %s, which a script run by vote may not do", e.Value, why)

@@ -39,6 +39,7 @@ func FuzzAnalyze(f *testing.F) {
 		`local g local function f(n) return g(n) end g = function(n) return setmetatable({}, {__index = f}) end`,
 		"return [==[\n]==] .. --[[ ]] 'a'",
 		"((((((((((",
+		"return foo", // a global nobody set, returned: the analysis panicked
 	} {
 		f.Add([]byte(s))
 	}

@@ -161,7 +161,7 @@ func returnedCalls(stmts []ast.Stmt, r *resolver) map[*ast.FuncCallExpr]bool {
 		}
 	}
 	for b, ok := range onlyReturned {
-		if !ok || len(b.sources) != 1 || b.sources[0].kind != srcExpr || b.fn != nil {
+		if !ok || b == nil || len(b.sources) != 1 || b.sources[0].kind != srcExpr || b.fn != nil {
 			continue
 		}
 		if c, isCall := b.sources[0].expr.(*ast.FuncCallExpr); isCall {

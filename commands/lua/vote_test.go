@@ -256,6 +256,7 @@ func TestRefused(t *testing.T) {
 		{"_G", "local g = _G\nreturn g['redis'].call('flushall')", 1, "_G reaches the globals table"},
 		{"getfenv", "return getfenv(1).redis", 1, "getfenv reaches the globals table"},
 		{"setfenv", "setfenv(1, {})", 1, "setfenv changes a function's globals"},
+		{"the wrapper's names", "local __rp_f = 1\nfor w in string.gmatch('a', '%a') do return __rp_f end", 2, "names that begin with __rp_ are redlock-proxy's"},
 		{"string.dump", "return string.dump(function() end)", 1, "string.dump is not available"},
 		{"dump as a method", "local s = 'x'\nreturn s:dump()", 2, "string.dump is not available"},
 		{"debug", "return debug.getinfo(1)", 1, "debug reaches the interpreter's internals"},
