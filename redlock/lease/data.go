@@ -443,6 +443,9 @@ func (m *Manager) Vote(ctx context.Context, s *script.Script, keys, argv []strin
 	// On the old instance too, during a migration.
 	v, w, err := m.locker.VoteClamped(ctx, clamped, keys, argv)
 	m.reg.forget(keys...) // it may have written some nodes
+	if s.Builds() != nil {
+		m.reg.forgetBuilt() // and keys it built, which no note names
+	}
 	if err != nil {
 		return v, err
 	}

@@ -585,14 +585,26 @@ func (r *registry) forgetLocked(key string) {
 	}
 }
 
-// forgetAll drops every note (a flush).
-func (r *registry) forgetAll() {
+// forgetBuilt is a change of keys nobody named (a script that builds
+// its keys): no acquisition in flight now is noted, whatever its keys.
+func (r *registry) forgetBuilt() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.stampAll()
+}
+
+func (r *registry) stampAll() {
 	r.gen++
 	for i := range r.forgot {
 		r.forgot[i] = r.gen
 	}
+}
+
+// forgetAll drops every note (a flush).
+func (r *registry) forgetAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stampAll()
 	for k, s := range r.keys {
 		s.grant = nil
 		r.put(k, s)
