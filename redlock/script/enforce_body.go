@@ -125,11 +125,11 @@ func (p *bodyPrinter) stmt(st ast.Stmt) {
 		p.w(" = ", s.Rhs)
 	case *ast.LocalAssignStmt:
 		if f, ok := oneFunction(s.Exprs); ok && len(s.Names) == 1 && p.localFunction(s.Line(), s.Names[0]) {
-			p.w("local function ", s.Names[0])
+			p.w("local function ", declared(s.Names))
 			p.funcBody(f)
 			break
 		}
-		p.w("local ", strings.Join(s.Names, ", "))
+		p.w("local ", declared(s.Names))
 		if len(s.Exprs) > 0 {
 			p.w(" = ", s.Exprs)
 		}
@@ -148,7 +148,7 @@ func (p *bodyPrinter) stmt(st ast.Stmt) {
 		}
 		p.w(" end")
 	case *ast.NumberForStmt:
-		p.w("for ", s.Name, " = ", s.Init, ", ", s.Limit)
+		p.w("for ", declared([]string{s.Name}), " = ", s.Init, ", ", s.Limit)
 		if s.Step != nil {
 			p.w(", ", s.Step)
 		}
@@ -158,7 +158,7 @@ func (p *bodyPrinter) stmt(st ast.Stmt) {
 		// same loop in Lua 5.1, and gopher-lua (miniredis, -dev) loses
 		// its registers on for … in f(a)(b) (the bounded gmatch through
 		// __rp_ix) and on for … in next, {…}.
-		p.w("do local __rp_f, __rp_s, __rp_c = ", s.Exprs, " for ", strings.Join(s.Names, ", "),
+		p.w("do local __rp_f, __rp_s, __rp_c = ", s.Exprs, " for ", declared(s.Names),
 			" in __rp_f, __rp_s, __rp_c do ", s.Stmts, " end end")
 	case *ast.FuncDefStmt:
 		p.w("function ")
@@ -194,6 +194,18 @@ func oneFunction(exprs []ast.Expr) (*ast.FunctionExpr, bool) {
 	return f, ok
 }
 
+// declared is names joined for a declaration. A name that begins with
+// __rp_ would shadow the wrapper's functions the printed body calls
+// (__rp_ix, __rp_cat, …) and the loops' locals: not printed.
+func declared(names []string) string {
+	for _, n := range names {
+		if strings.HasPrefix(n, "__rp_") {
+			panic(bodyError("it declares " + n + ": names that begin with __rp_ are redlock-proxy's"))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // localFunction reports whether the body's line says local function
 // name: the syntax tree does not tell it from local name = function,
 // whose body does not see the name.
@@ -209,7 +221,7 @@ func (p *bodyPrinter) localFunction(line int, name string) bool {
 func (p *bodyPrinter) funcName(e ast.Expr) {
 	switch e := e.(type) {
 	case *ast.IdentExpr:
-		p.w(e.Value)
+		p.w(declared([]string{e.Value}))
 	case *ast.AttrGetExpr:
 		k, ok := e.Key.(*ast.StringExpr)
 		if !ok {
@@ -223,7 +235,7 @@ func (p *bodyPrinter) funcName(e ast.Expr) {
 }
 
 func (p *bodyPrinter) funcBody(f *ast.FunctionExpr) {
-	p.w("(", strings.Join(f.ParList.Names, ", "))
+	p.w("(", declared(f.ParList.Names))
 	if f.ParList.HasVargs {
 		if len(f.ParList.Names) > 0 {
 			p.w(", ")

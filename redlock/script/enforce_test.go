@@ -48,6 +48,20 @@ func TestEnforcedBodyRefused(t *testing.T) {
 	if got := enforcedBodyOrError("return (1"); !strings.Contains(got, "cannot run this script") {
 		t.Fatalf("a body that does not parse: %s", got)
 	}
+	// A declaration would shadow what the printed body calls (a .. b is
+	// __rp_cat(a, b)): each form of declaring a name is refused.
+	for _, body := range []string{
+		"local __rp_cat = 5 return 'a' .. ARGV[1]",
+		"local function __rp_ix() end",
+		"local f = function(__rp_mc) end",
+		"for __rp_f = 1, 2 do end",
+		"for __rp_s in pairs(KEYS) do end",
+		"function __rp_cat() end",
+	} {
+		if _, err := enforcedBody(body); err == nil || !strings.Contains(err.Error(), "begin with __rp_") {
+			t.Errorf("%s: printed (%v)", body, err)
+		}
+	}
 }
 
 // FuzzEnforcedBody: a body that parses prints to one that parses, and
