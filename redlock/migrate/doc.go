@@ -9,7 +9,7 @@
 // A failed acquisition is undone on both sides. Extends need the old
 // instance's yes too, and so do the renewals of holds (RenewHold): the
 // copy there lives as long as the hold. Releases and the plain writes
-// (SET, DEL, PEXPIRE) are mirrored there, their answer the backends';
+// (SET, DEL, PEXPIRE, PERSIST) are mirrored there, their answer the backends';
 // GETSET and INCR are mirrored with an answer both sides decide, and so
 // are writes by vote (a reply there that does not combine with the
 // backends' fails with ErrDiffers). Reads count a key the old instance
