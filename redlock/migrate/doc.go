@@ -9,13 +9,13 @@
 // A failed acquisition is undone on both sides. Extends need the old
 // instance's yes too, and so do the renewals of holds (RenewHold): the
 // copy there lives as long as the hold. Releases and the plain writes
-// (SET, DEL, PEXPIRE, PERSIST) are mirrored there, their answer the backends';
-// GETSET and INCR are mirrored with an answer both sides decide, and so
-// are writes by vote (a reply there that does not combine with the
-// backends' fails with ErrDiffers). Reads count a key the old instance
-// holds when the backends do not: it is a lock a client that has not
-// moved yet holds. While it does not answer, acquisitions, extends,
-// GETSET, counters and writes by vote fail (an *Error of kind
+// (SET, DEL, PEXPIRE, PERSIST) are mirrored there, their answer the
+// backends'; GETSET and INCR are mirrored with an answer both sides
+// decide, and so are writes by vote (a reply there that does not combine
+// with the backends' fails with ErrDiffers). Reads count a key the old
+// instance holds when the backends do not: it is a lock a client that
+// has not moved yet holds. While it does not answer, acquisitions,
+// extends, GETSET, counters and writes by vote fail (an *Error of kind
 // redlock.ErrNoQuorum): a client that has not moved may hold the key
 // there.
 //
