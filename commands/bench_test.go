@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
@@ -62,7 +63,7 @@ func BenchmarkDispatchLockUnlock(b *testing.B) {
 func BenchmarkDispatchLockUnlockMem(b *testing.B) {
 	nodes := make([]redlock.Node, 5)
 	for i := range nodes {
-		n, err := redlock.DialNodeTLS(testkit.Canned(b), nil)
+		n, err := backend.DialNodeTLS(testkit.Canned(b), nil)
 		if err != nil {
 			b.Fatal(err)
 		}

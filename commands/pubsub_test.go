@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
@@ -26,7 +27,7 @@ func newRelayDispatcher(t *testing.T, n int) (*Dispatcher, []*miniredis.Miniredi
 	rl, mrs := redlocktest.New(t, n, redlock.Options{Logger: logger})
 	var bs []relay.Backend
 	for _, node := range rl.Nodes() {
-		bs = append(bs, node.(*redlock.RedisNode))
+		bs = append(bs, node.(*backend.RedisNode))
 	}
 	rel := relay.New(relay.Options{Backends: bs, Logger: logger, ConfirmWait: 5 * time.Second})
 	d := New(Options{

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -92,7 +93,7 @@ func (r *Redlock) Incr(ctx context.Context, key string, by int64) (int64, error)
 		return 0, err
 	}
 	raise := call[bool]{
-		cmd:    command{kind: callEval, script: raiseCounterScript, keys: []string{key}, args: []any{strconv.FormatInt(v, 10)}},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: raiseCounterScript, Keys: []string{key}, Args: []any{strconv.FormatInt(v, 10)}},
 		decode: intIs1,
 	}
 	if err := r.quorumYes(ctx, "incr", r.nodeTimeout, raise, ErrNoQuorum); err != nil {
@@ -115,7 +116,7 @@ func (r *Redlock) CountPast(ctx context.Context, key string, by, past int64) (in
 
 func (r *Redlock) countArgs(ctx context.Context, key string, args ...any) (int64, error) {
 	run := call[any]{
-		cmd:    command{kind: callEval, script: incrScript, keys: []string{key}, args: args},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: incrScript, Keys: []string{key}, Args: args},
 		decode: func(v any) (any, error) { return v, nil },
 	}
 	t := &replyTally{counts: r.counts()}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -108,13 +109,13 @@ func (r *Redlock) countKeys(ctx context.Context, op string, s *script.Script, ke
 	if err := checkKeys(ctx, op, keys); err != nil {
 		return 0, err
 	}
-	return r.countKeysWith(ctx, op, command{kind: callEval, script: s, keys: slices.Clone(keys)})
+	return r.countKeysWith(ctx, op, backend.Command{Kind: backend.CallEval, Script: s, Keys: slices.Clone(keys)})
 }
 
 // countKeysWith runs cmd, a per-key script, on every node and counts the
 // keys with a quorum of 1s.
-func (r *Redlock) countKeysWith(ctx context.Context, op string, cmd command) (int, error) {
-	keys := cmd.keys
+func (r *Redlock) countKeysWith(ctx context.Context, op string, cmd backend.Command) (int, error) {
+	keys := cmd.Keys
 	count := call[[]int64]{
 		cmd:    cmd,
 		decode: func(v any) ([]int64, error) { return asInts(v, len(keys)) },
@@ -134,7 +135,7 @@ func (r *Redlock) countKeysWith(ctx context.Context, op string, cmd command) (in
 // waits for every node; a node that fails does not hold it.
 func (r *Redlock) Holding(ctx context.Context, key, value string) (holding, nodes int) {
 	get := call[bool]{
-		cmd:    command{kind: callDo, args: []any{"GET", key}},
+		cmd:    backend.Command{Kind: backend.CallDo, Args: []any{"GET", key}},
 		decode: func(v any) (bool, error) { s, _ := v.(string); return s == value, nil },
 	}
 	t := &yesCount{counts: r.counts()}
@@ -153,7 +154,7 @@ func (r *Redlock) Write(ctx context.Context, key, value string, ttl time.Duratio
 	}
 	args := []any{"SET", key, value}
 	if ttl > 0 {
-		args = append(args, "PX", millis(ttl))
+		args = append(args, "PX", backend.Millis(ttl))
 	}
 	defer r.mirror.Write(ctx, "write", args...)()
 	_, err := r.writeRegister(ctx, "write", key, true, value, ttl)
@@ -171,7 +172,7 @@ func (r *Redlock) FlushAll(ctx context.Context) error {
 
 // ack sends one command to every node and decides at a quorum of replies.
 func (r *Redlock) ack(ctx context.Context, op string, d time.Duration, args []any) error {
-	do := call[bool]{cmd: command{kind: callDo, args: args}, decode: func(any) (bool, error) { return true, nil }}
+	do := call[bool]{cmd: backend.Command{Kind: backend.CallDo, Args: args}, decode: func(any) (bool, error) { return true, nil }}
 	return r.quorumYes(ctx, op, d, do, ErrNoQuorum)
 }
 
@@ -199,10 +200,10 @@ func (r *Redlock) GetSet(ctx context.Context, key, value string, ttl time.Durati
 func (r *Redlock) getSet(ctx context.Context, key, value string, ttl time.Duration) (Value, bool, error) {
 	var ms int64
 	if ttl > 0 {
-		ms = millis(ttl)
+		ms = backend.Millis(ttl)
 	}
 	swap := call[Value]{
-		cmd:    command{kind: callEval, script: getSetScript, keys: []string{key}, args: []any{value, ms}},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: getSetScript, Keys: []string{key}, Args: []any{value, ms}},
 		decode: asValue,
 	}
 	t := r.valueTally(false)
@@ -222,7 +223,7 @@ func (r *Redlock) getSet(ctx context.Context, key, value string, ttl time.Durati
 func Written(value string, ttl time.Duration) Value {
 	v := Value{Exists: true, Data: value, PTTL: PTTLNoExpiry}
 	if ttl > 0 {
-		v.PTTL = time.Duration(millis(ttl)) * time.Millisecond
+		v.PTTL = time.Duration(backend.Millis(ttl)) * time.Millisecond
 	}
 	return v
 }
@@ -240,9 +241,9 @@ func (r *Redlock) Expire(ctx context.Context, key string, ttl time.Duration) (bo
 	if err := checkKeys(ctx, "expire", []string{key}); err != nil {
 		return false, err
 	}
-	ms := millis(ttl)
+	ms := backend.Millis(ttl)
 	defer r.mirror.Write(ctx, "expire", "PEXPIRE", key, ms)()
-	expire := call[bool]{cmd: command{kind: callEval, script: markedExpireScript, keys: []string{key, markKey(key)}, args: []any{ms}}, decode: intIs1}
+	expire := call[bool]{cmd: backend.Command{Kind: backend.CallEval, Script: markedExpireScript, Keys: []string{key, markKey(key)}, Args: []any{ms}}, decode: intIs1}
 	return r.quorumWon(ctx, "expire", r.callTimeout(ttl), expire)
 }
 
@@ -256,7 +257,7 @@ func (r *Redlock) Persist(ctx context.Context, key string) (bool, error) {
 		return false, err
 	}
 	defer r.mirror.Write(ctx, "persist", "PERSIST", key)()
-	persist := call[bool]{cmd: command{kind: callDo, args: []any{"PERSIST", key}}, decode: intIs1}
+	persist := call[bool]{cmd: backend.Command{Kind: backend.CallDo, Args: []any{"PERSIST", key}}, decode: intIs1}
 	return r.quorumWon(ctx, "persist", r.nodeTimeout, persist)
 }
 
@@ -281,7 +282,7 @@ func (r *Redlock) CompareAndSet(ctx context.Context, key, old, new string, ttl t
 // compareAndSet is CompareAndSet's quorum on the backends.
 func (r *Redlock) compareAndSet(ctx context.Context, key, old, new string, ttl time.Duration) (Lock, error) {
 	set := call[bool]{
-		cmd:    command{kind: callEval, script: casScript, keys: []string{key, markKey(key)}, args: []any{old, new, millis(ttl)}},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: casScript, Keys: []string{key, markKey(key)}, Args: []any{old, new, backend.Millis(ttl)}},
 		decode: intIs1,
 	}
 	t1 := r.now()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -102,7 +103,7 @@ func (r *Redlock) DeleteHeld(ctx context.Context, key, value string) (existed, r
 		notice, tag = NoticePrefix, TokenTag(value)
 	}
 	del := call[heldDel]{
-		cmd:    command{kind: callEval, script: delHeldScript, keys: []string{key, versionKey(key), markKey(key)}, args: []any{value, notice, tag}},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: delHeldScript, Keys: []string{key, versionKey(key), markKey(key)}, Args: []any{value, notice, tag}},
 		decode: asHeldDel,
 	}
 	pass, err := r.gate.enter(ctx, []string{key})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -18,8 +19,8 @@ type interleaveNode struct {
 	before func(s *script.Script)
 }
 
-func (n *interleaveNode) send(c *command, deadline time.Time, to target, tag int, _ bool) {
-	goSend(n, c, deadline, to, tag)
+func (n *interleaveNode) Send(c *backend.Command, deadline time.Time, to backend.Target, tag int, _ bool) {
+	(&goSender{n}).Send(c, deadline, to, tag, false)
 }
 
 func (n *interleaveNode) Eval(ctx context.Context, s *script.Script, keys []string, args ...any) (any, error) {

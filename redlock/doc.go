@@ -1,11 +1,9 @@
 // Package redlock implements the Redlock algorithm over N independent Redis
-// masters behind a small Node interface, and RedisNode, its own client for
-// them: RESP2 on auto-pipelined connections of package backend (node.go:
-// one for the calls, one each for probes, long commands and SCRIPT KILL),
-// each started by connSetup (dialconn.go: AUTH, SELECT). It knows nothing
-// of the proxy's clients or of the protocol they speak: a key a client changes reaches it through package lease
-// (a blocking pop through package relay); packages tier and relay use it
-// for their own keys and connections.
+// masters behind a small Node interface; their client, backend.RedisNode,
+// is package backend's. It knows nothing of the proxy's clients or of the
+// protocol they speak: a key a client changes reaches it through package
+// lease (a blocking pop through package relay); packages tier and relay
+// use it for their own keys and connections.
 //
 // Every operation sends to all nodes in parallel, every call with the same
 // deadline of min(NodeTimeout, 5% of the ttl) that the caller's context
@@ -18,9 +16,10 @@
 // with SCRIPT KILL (scriptkill.go). A vote that may write (VoteClamped)
 // also holds its keys' order lock on a quorum, so that writes of one key
 // through several proxies reach every node in one order (order.go). A
-// RedisNode from DialNodeTLS takes the command onto its auto-pipelined
-// connection and the reply is counted on that connection's reader, so an
-// operation costs no goroutine per node call (fanout.go). A quorum is
+// fan-out hands each node a backend.Command; a backend.RedisNode takes it
+// onto its auto-pipelined connection and the reply is counted on that
+// connection's reader, so an operation costs no goroutine per node call
+// (fanout.go). A quorum is
 // len(nodes)/2+1. Acquire measures the time from before the first send to
 // the deciding reply and grants the lock only if a quorum said yes and
 //

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 )
 
 // The fan-out engine. Every operation is one fan-out: launch hands one
@@ -24,10 +26,46 @@ import (
 // never writes a request queued after its deadline, so the undo cannot be
 // overtaken. A call that cannot be pipelined (any other Node, or no live
 // connection) is owned by a goroutine that runs it with the deadline in
-// its context (goSend) and alone settles it: an undo waits until the call
-// returned. Either way the fan-out is held in r.bg until every call is
-// settled and, for a fan-out with an undo, its outcome is decided, so
-// Close waits for it.
+// its context (backend.GoSend) and alone settles it: an undo waits until
+// the call returned. Either way the fan-out is held in r.bg until every
+// call is settled and, for a fan-out with an undo, its outcome is decided,
+// so Close waits for it.
+
+// goSender runs each command of a plain Node in a goroutine of its own.
+type goSender struct{ n Node }
+
+func (g *goSender) Send(c *backend.Command, deadline time.Time, to backend.Target, tag int, _ bool) {
+	backend.GoSend(func(ctx context.Context) (any, error) { return g.Run(ctx, c) }, deadline, to, tag)
+}
+
+// Run runs c on the Node and waits for the result: what the Node method
+// returns, SetNX's as a grant, the bool of the compare calls boxed in any.
+func (g *goSender) Run(ctx context.Context, c *backend.Command) (any, error) {
+	switch n := g.n; c.Kind {
+	case backend.CallSetNX:
+		ok, ver, err := n.SetNX(ctx, c.Keys[0], c.Value, c.TTL)
+		return grant{ok: ok, ver: ver}, err
+	case backend.CallCAD:
+		ok, err := n.CompareAndDelete(ctx, c.Keys[0], c.Value)
+		return ok, err
+	case backend.CallCAE:
+		ok, err := n.CompareAndExpire(ctx, c.Keys[0], c.Value, c.TTL)
+		return ok, err
+	case backend.CallEval:
+		return n.Eval(ctx, c.Script, c.Keys, c.Args...)
+	default:
+		return n.Do(ctx, c.Args...)
+	}
+}
+
+// senderOf is how a fan-out reaches n: a backend.RedisNode pipelines,
+// any other Node is wrapped in a goSender.
+func senderOf(n Node) backend.Sender {
+	if s, ok := n.(backend.Sender); ok {
+		return s
+	}
+	return &goSender{n}
+}
 
 // reply is one node's answer: val when err is nil.
 type reply[T any] struct {
@@ -39,7 +77,7 @@ type reply[T any] struct {
 // call is what a fan-out asks of every node: the command, and how its
 // result reads as a T.
 type call[T any] struct {
-	cmd    command
+	cmd    backend.Command
 	decode func(any) (T, error)
 }
 
@@ -73,7 +111,7 @@ type nodeCall[T any] struct {
 type fanout[T any] struct {
 	r      *Redlock
 	op     string
-	cmd    command
+	cmd    backend.Command
 	decode func(any) (T, error)
 	undo   func(Node, reply[T])
 	d      time.Duration
@@ -153,7 +191,7 @@ func launch[T any](r *Redlock, op string, d time.Duration, c call[T], dec decide
 		if c.skipped || c.state.Load() != callOpen {
 			continue // not voting, or the deadline passed already (launch was descheduled)
 		}
-		s.send(&f.cmd, deadline, f, i, lone)
+		s.Send(&f.cmd, deadline, f, i, lone)
 	}
 	return f
 }
@@ -199,17 +237,18 @@ func (r *Redlock) quorumWon(ctx context.Context, op string, d time.Duration, c c
 	return t.won(), nil
 }
 
-// deliver takes node i's result (see target): from its goroutine, or from
-// the pipe unless the deadline took the call first.
-func (f *fanout[T]) deliver(i int, v any, err error) {
+// Deliver takes node i's result (see backend.Target): from its goroutine,
+// or from the pipe unless the deadline took the call first.
+func (f *fanout[T]) Deliver(i int, v any, err error) {
 	st := &f.calls[i].state
 	if st.CompareAndSwap(callOpen, callTaken) || st.CompareAndSwap(callOwned, callTaken) {
 		f.take(i, v, err)
 	}
 }
 
-// own claims node i's call for the goroutine that runs it (see target).
-func (f *fanout[T]) own(i int) bool {
+// Own claims node i's call for the goroutine that runs it (see
+// backend.Target).
+func (f *fanout[T]) Own(i int) bool {
 	if !f.calls[i].state.CompareAndSwap(callOpen, callOwned) {
 		return false
 	}
@@ -231,8 +270,8 @@ func (f *fanout[T]) take(i int, v any, err error) {
 	f.settled(i, rep)
 }
 
-// spawn runs fn in a goroutine of r.bg (see target).
-func (f *fanout[T]) spawn(fn func()) { f.r.bg.Go(fn) }
+// Spawn runs fn in a goroutine of r.bg (see backend.Target).
+func (f *fanout[T]) Spawn(fn func()) { f.r.bg.Go(fn) }
 
 // expire times out every call still open at the deadline. An owned call
 // is left to its goroutine: its context has the same deadline.

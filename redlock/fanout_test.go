@@ -14,6 +14,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
@@ -42,12 +43,12 @@ func pipelinedNodes(t *testing.T, n int) ([]*miniredis.Miniredis, []Node) {
 
 // fakeNodes starts n fake Redis 7 backends (native_test.go), which the
 // tests can stall, and dials a RedisNode to each.
-func fakeNodes(t *testing.T, n int) ([]*fakeBackend, []Node) {
+func fakeNodes(t *testing.T, n int) ([]*testkit.FakeRedis, []Node) {
 	t.Helper()
-	var fakes []*fakeBackend
+	var fakes []*testkit.FakeRedis
 	var nodes []Node
 	for range n {
-		f, addr := startFakeBackend(t, "# Server\r\nredis_version:7.0.15\r\n")
+		f, addr := testkit.StartFakeRedis(t, "# Server\r\nredis_version:7.0.15\r\n")
 		rn, err := DialNode(addr)
 		if err != nil {
 			t.Fatal(err)
@@ -77,7 +78,7 @@ func warm(t *testing.T, nodes []Node) {
 // connection behind the write, so it runs after it.
 func TestFanoutLateReplyUndone(t *testing.T) {
 	mrs, nodes := pipelinedNodes(t, 4)
-	fake, addr := startFakeBackend(t, "# Server\r\nredis_version:7.0.15\r\n")
+	fake, addr := testkit.StartFakeRedis(t, "# Server\r\nredis_version:7.0.15\r\n")
 	slow, err := DialNode(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestFanoutLateReplyUndone(t *testing.T) {
 	r := New(nodes, Options{NodeTimeout: time.Second, Logger: testLogger(t)})
 	ctx := context.Background()
 
-	resume := fake.stall()
+	resume := fake.Stall()
 	_, err = r.Acquire(ctx, "k", "tok", 10*time.Second) // 2 yes, 2 no, 1 timeout
 	mustKind(t, err, ErrHeld)
 	resume() // the stalled SET NX runs now, then the rollback behind it
@@ -106,14 +107,14 @@ func TestFanoutLateReplyUndone(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		cmds := fake.received()
+		cmds := fake.Received()
 		if i := slices.Index(cmds, "SET"); i >= 0 && slices.Index(cmds[i:], "EVALSHA") > 0 {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if v := fake.value("k"); v != "" {
-		t.Fatalf("the late node holds k=%q after the rollback; it received %v", v, fake.received())
+	if v := fake.Value("k"); v != "" {
+		t.Fatalf("the late node holds k=%q after the rollback; it received %v", v, fake.Received())
 	}
 	for i, mr := range mrs {
 		if v, _ := mr.Get("k"); i >= 2 && v != "" {
@@ -137,7 +138,7 @@ func TestFanoutStalledMinority(t *testing.T) {
 	const timeout = time.Second
 	r := New(nodes, Options{NodeTimeout: timeout, Logger: testLogger(t)})
 	for _, f := range fakes {
-		defer f.stall()()
+		defer f.Stall()()
 	}
 	ctx := context.Background()
 	start := time.Now()
@@ -179,7 +180,7 @@ func TestFanoutCallerGivesUp(t *testing.T) {
 	r := New(nodes, Options{NodeTimeout: 10 * time.Second, Logger: testLogger(t)})
 	var resumes []func()
 	for _, f := range fakes {
-		resumes = append(resumes, f.stall())
+		resumes = append(resumes, f.Stall())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -205,8 +206,8 @@ func TestFanoutCallerGivesUp(t *testing.T) {
 		}
 	}
 	for i, f := range fakes {
-		if v := f.value("k"); v != "" {
-			t.Fatalf("stalled node %d holds k=%q after the rollback; received %v", i, v, f.received())
+		if v := f.Value("k"); v != "" {
+			t.Fatalf("stalled node %d holds k=%q after the rollback; received %v", i, v, f.Received())
 		}
 	}
 }
@@ -233,7 +234,7 @@ func TestConnect(t *testing.T) {
 		t.Fatalf("Connect = %d, want 2 of 3", up)
 	}
 	for i, n := range nodes {
-		if n.(*RedisNode).p.Ready() == nil {
+		if n.(*backend.RedisNode).Ready() == nil {
 			t.Fatalf("node %d has no connection after Connect", i)
 		}
 	}
@@ -365,9 +366,9 @@ type slowSender struct {
 	pause time.Duration
 }
 
-func (s slowSender) send(c *command, deadline time.Time, to target, tag int) {
+func (s slowSender) Send(c *backend.Command, deadline time.Time, to backend.Target, tag int) {
 	time.Sleep(s.pause)
-	goSend(s, c, deadline, to, tag)
+	(&goSender{s}).Send(c, deadline, to, tag, false)
 }
 
 // TestFanoutNotVotingNeverUndone: a node that does not vote is neither
@@ -397,7 +398,7 @@ func TestFanoutStress(t *testing.T) {
 	_, nodes := pipelinedNodes(t, 3)
 	stalling, more := fakeNodes(t, 1)
 	nodes = append(nodes, more...)
-	native, addr := startFakeBackend(t, "# Server\r\nredis_version:8.4.0\r\n") // DELEX
+	native, addr := testkit.StartFakeRedis(t, "# Server\r\nredis_version:8.4.0\r\n") // DELEX
 	n, err := DialNode(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -415,10 +416,10 @@ func TestFanoutStress(t *testing.T) {
 				return
 			default:
 			}
-			resume := stalling[0].stall()
+			resume := stalling[0].Stall()
 			time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
 			resume()
-			native.setNative(rand.IntN(2) == 0)
+			native.SetNative(rand.IntN(2) == 0)
 			time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -94,7 +95,7 @@ func (r *Redlock) AcquireFenced(ctx context.Context, key, token string, ttl time
 	}
 	keys := []string{key, FenceKey, versionKey(key), markKey(key)}
 	set := call[fenceReply]{
-		cmd: command{kind: callEval, script: fenceAcquireScript, keys: keys, args: []any{token, millis(ttl)}},
+		cmd: backend.Command{Kind: backend.CallEval, Script: fenceAcquireScript, Keys: keys, Args: []any{token, backend.Millis(ttl)}},
 		decode: func(v any) (fenceReply, error) {
 			a, _ := v.([]any)
 			if len(a) != 2 {
@@ -139,7 +140,7 @@ func (r *Redlock) raiseFence(t int64) int64 {
 // and succeeds when key still holds token on a quorum of them.
 func (r *Redlock) writeBackFence(ctx context.Context, key, token string, fence int64, ttl time.Duration) error {
 	write := call[bool]{
-		cmd:    command{kind: callEval, script: fenceWriteBackScript, keys: []string{key, FenceKey}, args: []any{token, fence}},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: fenceWriteBackScript, Keys: []string{key, FenceKey}, Args: []any{token, fence}},
 		decode: intIs1,
 	}
 	return r.quorumYes(ctx, "fence", r.callTimeout(ttl), write, ErrNoQuorum)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 )
 
 // beforeSetNX runs before ahead of its SetNX: a change of the backend
@@ -15,8 +17,8 @@ type beforeSetNX struct {
 	after  func()
 }
 
-func (n *beforeSetNX) send(c *command, deadline time.Time, to target, tag int, _ bool) {
-	goSend(n, c, deadline, to, tag)
+func (n *beforeSetNX) Send(c *backend.Command, deadline time.Time, to backend.Target, tag int, _ bool) {
+	(&goSender{n}).Send(c, deadline, to, tag, false)
 }
 
 func (n *beforeSetNX) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, string, error) {

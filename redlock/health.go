@@ -1,14 +1,13 @@
 package redlock
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 )
 
@@ -227,8 +226,7 @@ func outcome(err error, d, nodeTimeout time.Duration) callOutcome {
 	if errors.Is(err, ErrNotVoting) || resp.Skipped(err) {
 		return callIgnored
 	}
-	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
-	if timedOut && d < nodeTimeout {
+	if timedOut(err) && d < nodeTimeout {
 		return callIgnored
 	}
 	var re RedisError
@@ -236,11 +234,11 @@ func outcome(err error, d, nodeTimeout time.Duration) callOutcome {
 		// BUSY: a script runs, a client's script by vote (the proxy's own
 		// run in milliseconds). Its SCRIPT KILL decides (scriptkill.go):
 		// stopped, the node serves again; UNKILLABLE marks it down.
-		if hasErrorPrefix(err, "BUSY") {
+		if backend.HasErrorPrefix(err, "BUSY") {
 			return callIgnored
 		}
 		for _, p := range []string{"LOADING", "MASTERDOWN", "READONLY"} {
-			if hasErrorPrefix(err, p) {
+			if backend.HasErrorPrefix(err, p) {
 				return callFailed
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hashicorp/go-hclog"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -56,12 +57,12 @@ func (f *faultyNode) set(m mode) { f.mode.Store(int32(m)) }
 // send passes a command to the pipelined node underneath while no fault is
 // set, so that the tests run the fan-outs' pipelined path (replies counted
 // on the connection's reader) as well as the goroutine per call path.
-func (f *faultyNode) send(c *command, deadline time.Time, to target, tag int, lone bool) {
-	if s, ok := f.Node.(sender); ok && mode(f.mode.Load()) == modeOK && f.failScript.Load() == nil {
-		s.send(c, deadline, to, tag, lone)
+func (f *faultyNode) Send(c *backend.Command, deadline time.Time, to backend.Target, tag int, lone bool) {
+	if s, ok := f.Node.(backend.Sender); ok && mode(f.mode.Load()) == modeOK && f.failScript.Load() == nil {
+		s.Send(c, deadline, to, tag, lone)
 		return
 	}
-	goSend(f, c, deadline, to, tag)
+	(&goSender{f}).Send(c, deadline, to, tag, false)
 }
 
 // setGated puts f into m, waiting on gate.
@@ -219,7 +220,7 @@ func (c *cluster) wait(tb testing.TB) {
 		tb.Fatalf("Close: %v", err)
 	}
 	for _, n := range c.nodes {
-		if rn, ok := n.Node.(*RedisNode); ok {
+		if rn, ok := n.Node.(*backend.RedisNode); ok {
 			_, _ = rn.Eval(ctx, barrierScript, nil) // a closed node has nothing pending
 		}
 	}
@@ -286,6 +287,6 @@ func mustKind(tb testing.TB, err, kind error) *QuorumError {
 }
 
 // DialNode is DialNodeTLS without TLS settings.
-func DialNode(rawurl string) (*RedisNode, error) {
-	return DialNodeTLS(rawurl, nil)
+func DialNode(rawurl string) (*backend.RedisNode, error) {
+	return backend.DialNodeTLS(rawurl, nil)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
@@ -51,7 +52,7 @@ func (r *Redlock) holdOp(ctx context.Context, op string, s *script.Script, servi
 	if anyYes {
 		decode = func(v any) (bool, error) { _, err := asInt(v); return err == nil, err }
 	}
-	c := call[bool]{cmd: command{kind: callEval, script: s, keys: record.Keys(service), args: args}, decode: decode}
+	c := call[bool]{cmd: backend.Command{Kind: backend.CallEval, Script: s, Keys: record.Keys(service), Args: args}, decode: decode}
 	return r.quorumYes(ctx, op, r.nodeTimeout, c, no)
 }
 
@@ -82,7 +83,7 @@ func (r *Redlock) RenewHold(ctx context.Context, service string, h record.Field,
 // ErrNotHeld or ErrNoQuorum.
 func (r *Redlock) RenewCopy(ctx context.Context, key, digest string, ttl time.Duration) error {
 	c := call[bool]{
-		cmd:    command{kind: callEval, script: record.RenewCopyScript, keys: []string{key}, args: []any{digest, millis(ttl)}},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: record.RenewCopyScript, Keys: []string{key}, Args: []any{digest, backend.Millis(ttl)}},
 		decode: intIs1,
 	}
 	return r.quorumYes(ctx, "renew hold", r.nodeTimeout, c, ErrNotHeld)
@@ -111,7 +112,7 @@ func (r *Redlock) RenewHolds(ctx context.Context, service string, hs []record.Fi
 func (r *Redlock) renewHolds(ctx context.Context, service string, hs []record.Field, ttl time.Duration) []error {
 	errs := make([]error, len(hs))
 	keys := record.Keys(service)
-	args := []any{r.now().UnixMilli(), millis(ttl)}
+	args := []any{r.now().UnixMilli(), backend.Millis(ttl)}
 	for i, h := range hs {
 		if !h.Valid() || ttl <= 0 {
 			for j := range errs {
@@ -123,7 +124,7 @@ func (r *Redlock) renewHolds(ctx context.Context, service string, hs []record.Fi
 		args = append(args, h.Digest)
 	}
 	c := call[[]int64]{
-		cmd:    command{kind: callEval, script: record.RenewScript, keys: keys, args: args},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: record.RenewScript, Keys: keys, Args: args},
 		decode: func(v any) ([]int64, error) { return asInts(v, len(hs)) },
 	}
 	t := &renewsTally{each: make([]renewTally, len(hs))}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
@@ -172,7 +173,7 @@ func (r *Redlock) ReadHold(ctx context.Context, service, key string) (h record.F
 		return record.Field{}, false, fmt.Errorf("read hold: %w", err)
 	}
 	c := call[string]{
-		cmd: command{kind: callDo, args: []any{"HGET", record.Key(service), key}},
+		cmd: backend.Command{Kind: backend.CallDo, Args: []any{"HGET", record.Key(service), key}},
 		decode: func(v any) (string, error) {
 			switch s := v.(type) {
 			case nil:

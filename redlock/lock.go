@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
@@ -71,22 +72,11 @@ type grant struct {
 }
 
 func asGrant(v any) (grant, error) {
-	switch g := v.(type) {
-	case grant: // callSetNX's
+	if g, ok := v.(grant); ok { // a plain Node's SetNX (goSender)
 		return g, nil
-	case bool: // callSetNX's without a version (RedisNode.finish)
-		return grant{ok: g}, nil
 	}
-	switch v {
-	case int64(0):
-		return grant{}, nil
-	case int64(1):
-		return grant{ok: true}, nil
-	}
-	if ver, ok := v.(string); ok && ver != "" {
-		return grant{ok: true, ver: ver}, nil
-	}
-	return grant{}, fmt.Errorf("unexpected reply %v, want an acquire's", v)
+	ok, ver, err := backend.Granted(v)
+	return grant{ok: ok, ver: ver}, err
 }
 
 func granted(g grant) bool { return g.ok }
@@ -132,13 +122,13 @@ func (r *Redlock) AcquireKeys(ctx context.Context, keys []string, token string, 
 		return Lock{}, fmt.Errorf("acquire: %w", err)
 	}
 	send, _ := unique(keys)
-	set := call[grant]{cmd: command{kind: callSetNX, keys: send, value: token, ttl: ttl}, decode: asGrant}
+	set := call[grant]{cmd: backend.Command{Kind: backend.CallSetNX, Keys: send, Value: token, TTL: ttl}, decode: asGrant}
 	if len(send) > 1 || mode != IfAbsent {
 		all := append(slices.Clone(send), make([]string, 2*len(send))...)
 		for i, k := range send {
 			all[len(send)+i], all[2*len(send)+i] = versionKey(k), markKey(k)
 		}
-		set.cmd = command{kind: callEval, script: acquireScript, keys: all, args: []any{token, millis(ttl), flag(mode == IfAbsentOrMine)}}
+		set.cmd = backend.Command{Kind: backend.CallEval, Script: acquireScript, Keys: all, Args: []any{token, backend.Millis(ttl), flag(mode == IfAbsentOrMine)}}
 	}
 	l, err := acquireFanout(r, ctx, send, token, ttl, mode, set, granted, r.grantTally(), nil)
 	if err != nil {
@@ -166,7 +156,7 @@ func (r *Redlock) AcquireHold(ctx context.Context, service string, h record.Fiel
 	}
 	keys := []string{h.Key}
 	set := call[grant]{
-		cmd:    command{kind: callEval, script: record.AcquireScript, keys: append(append(keys, record.Keys(service)...), versionKey(h.Key)), args: []any{token, millis(ttl), h.Encode()}},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: record.AcquireScript, Keys: append(append(keys, record.Keys(service)...), versionKey(h.Key)), Args: []any{token, backend.Millis(ttl), h.Encode()}},
 		decode: asGrant,
 	}
 	return acquireFanout(r, ctx, keys, token, ttl, IfAbsent, set, granted, r.grantTally(), nil)
@@ -251,7 +241,7 @@ func acquireFanout[T any](r *Redlock, ctx context.Context, keys []string, token 
 // it was granted is not counted, and fails with a *QuorumError of kind
 // ErrHeld (or ErrNoQuorum when too few answered) otherwise.
 func (r *Redlock) confirmHeld(ctx context.Context, keys []string, token string, ttl time.Duration) error {
-	c := call[bool]{cmd: command{kind: callEval, script: holdsAllScript, keys: keys, args: []any{token}}, decode: intIs1}
+	c := call[bool]{cmd: backend.Command{Kind: backend.CallEval, Script: holdsAllScript, Keys: keys, Args: []any{token}}, decode: intIs1}
 	return r.quorumYes(ctx, "acquire", r.callTimeout(ttl), c, ErrHeld)
 }
 
@@ -271,10 +261,10 @@ func (r *Redlock) Release(ctx context.Context, key, token string) error {
 		return err
 	}
 	del := call[bool]{cmd: r.releaseCall(key, token), decode: asBool}
-	if del.cmd.kind == callEval { // the notifying script answers 1 or 0
+	if del.cmd.Kind == backend.CallEval { // the notifying script answers 1 or 0
 		del.decode = intIs1
 	}
-	keys := del.cmd.keys[:1] // not the marker the script deletes with it
+	keys := del.cmd.Keys[:1] // not the marker the script deletes with it
 	pass, err := r.gate.enter(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
@@ -363,9 +353,9 @@ func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, t
 		return 0, fmt.Errorf("extend: %w", err)
 	}
 	send, _ := unique(keys)
-	ms := millis(ttl)
+	ms := backend.Millis(ttl)
 	expire := call[int64]{
-		cmd: command{kind: callCAE, keys: send, value: token, ttl: ttl},
+		cmd: backend.Command{Kind: backend.CallCAE, Keys: send, Value: token, TTL: ttl},
 		decode: func(v any) (int64, error) {
 			if ok, err := asBool(v); !ok || err != nil {
 				return 0, err
@@ -375,7 +365,7 @@ func (r *Redlock) ExtendKeys(ctx context.Context, keys []string, token string, t
 	}
 	if len(send) > 1 || mode != Replace {
 		expire = call[int64]{
-			cmd:    command{kind: callEval, script: extendScript, keys: withMarkers(send), args: []any{token, ms, flag(mode == Add)}},
+			cmd:    backend.Command{Kind: backend.CallEval, Script: extendScript, Keys: withMarkers(send), Args: []any{token, ms, flag(mode == Add)}},
 			decode: asInt,
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -65,6 +66,6 @@ func (r *Redlock) Marked(ctx context.Context, key string) (bool, error) {
 	if err := checkKeys(ctx, "read", []string{key}); err != nil {
 		return false, err
 	}
-	c := call[bool]{cmd: command{kind: callEval, script: markedScript, keys: []string{key, markKey(key)}}, decode: intIs1}
+	c := call[bool]{cmd: backend.Command{Kind: backend.CallEval, Script: markedScript, Keys: []string{key, markKey(key)}}, decode: intIs1}
 	return r.quorumWon(ctx, "read", r.nodeTimeout, c)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -66,20 +67,20 @@ func TokenTag(token string) string {
 
 // releaseCall is Release's command: a compare-and-delete, notifying when
 // notices are on.
-func (r *Redlock) releaseCall(key, token string) command {
+func (r *Redlock) releaseCall(key, token string) backend.Command {
 	if !r.notices.Load() {
-		return command{kind: callCAD, keys: []string{key}, value: token}
+		return backend.Command{Kind: backend.CallCAD, Keys: []string{key}, Value: token}
 	}
-	return command{kind: callEval, script: delNoticeScript, keys: []string{key, markKey(key)}, args: []any{token, NoticePrefix, TokenTag(token)}}
+	return backend.Command{Kind: backend.CallEval, Script: delNoticeScript, Keys: []string{key, markKey(key)}, Args: []any{token, NoticePrefix, TokenTag(token)}}
 }
 
 // releaseKeysCall is ReleaseKeys' command.
-func (r *Redlock) releaseKeysCall(keys []string, token string) command {
+func (r *Redlock) releaseKeysCall(keys []string, token string) backend.Command {
 	keys = withMarkers(keys)
 	if !r.notices.Load() {
-		return command{kind: callEval, script: releaseScript, keys: keys, args: []any{token}}
+		return backend.Command{Kind: backend.CallEval, Script: releaseScript, Keys: keys, Args: []any{token}}
 	}
-	return command{kind: callEval, script: releaseNoticeScript, keys: keys, args: []any{token, NoticePrefix, TokenTag(token)}}
+	return backend.Command{Kind: backend.CallEval, Script: releaseNoticeScript, Keys: keys, Args: []any{token, NoticePrefix, TokenTag(token)}}
 }
 
 // checkNotices runs a release notice's PUBLISH once on every node: a node

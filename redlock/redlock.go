@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -29,9 +31,17 @@ var (
 	// ErrNotHeld: release or extend found the lock not held by this token
 	// (expired, or owned by someone else) on enough nodes.
 	ErrNotHeld = errors.New("lock not held")
-	// ErrInvalid: an empty key or token, or a ttl below one millisecond.
-	ErrInvalid = errors.New("invalid argument")
+	// ErrInvalid: an empty key or token, a ttl below one millisecond, or
+	// a backend address that is not a URL (backend.ErrInvalid).
+	ErrInvalid = backend.ErrInvalid
 )
+
+// Status is a simple string reply from a backend (+OK), as opposed to a
+// bulk string, which reads as a string.
+type Status = resp.Status
+
+// RedisError is an error reply from a backend: "NOSCRIPT No matching ...".
+type RedisError = resp.Error
 
 // NodeError is the failure of one node in one operation.
 type NodeError struct {
@@ -184,7 +194,7 @@ type Lock struct {
 // for concurrent use.
 type Redlock struct {
 	nodes           []Node
-	senders         []sender // one per node: how a fan-out reaches it
+	senders         []backend.Sender // one per node: how a fan-out reaches it
 	quorum          int
 	nodeTimeout     time.Duration
 	rollbackTimeout time.Duration
@@ -262,12 +272,12 @@ func New(nodes []Node, opts Options) *Redlock {
 	if r.log == nil {
 		r.log = hclog.NewNullLogger()
 	}
-	r.senders = make([]sender, len(r.nodes))
+	r.senders = make([]backend.Sender, len(r.nodes))
 	for i, n := range r.nodes {
 		r.senders[i] = senderOf(n)
 		if k, ok := n.(scriptKiller); ok && !r.borrowed {
-			k.setScriptLimit(r.scriptTimeout)
-			k.openAhead()
+			k.SetScriptLimit(r.scriptTimeout)
+			k.OpenAhead()
 		}
 	}
 	if n := len(nodes); (n < 3 || n%2 == 0) && !r.borrowed {
@@ -316,7 +326,7 @@ func (r *Redlock) CloseNodes() error {
 }
 
 // Connect waits, in parallel, until every node that keeps a connection
-// (RedisNode) has it up, or until ctx ends, and returns how many nodes are
+// (backend.RedisNode) has it up, or until ctx ends, and returns how many nodes are
 // connected. Operations do not need it, since nodes dial on demand, but
 // the first one then waits for the dials within its own short deadline.
 func (r *Redlock) Connect(ctx context.Context) int {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
@@ -348,7 +349,7 @@ func TestReleaseAfterLateAcquireCall(t *testing.T) {
 			// The pipelined connections are up: the release's delete on
 			// node 2 is pipelined, and the barrier below answers behind it.
 			for _, n := range c.nodes {
-				if err := n.Node.(*RedisNode).Connect(ctx); err != nil {
+				if err := n.Node.(*backend.RedisNode).Connect(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -380,7 +381,7 @@ func TestReleaseAfterLateAcquireCall(t *testing.T) {
 				// delete on node 2 is done (the barrier answers behind it)
 				// before that call runs.
 				released <- err
-				if _, err := c.nodes[2].Node.(*RedisNode).Eval(ctx, barrierScript, nil); err != nil {
+				if _, err := c.nodes[2].Node.(*backend.RedisNode).Eval(ctx, barrierScript, nil); err != nil {
 					t.Fatal(err)
 				}
 			case <-time.After(200 * time.Millisecond):

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -37,8 +38,9 @@ import (
 // companion, a tombstone, lives versionGrace), so that a write delayed in
 // the network less than that cannot bring back an older value.
 
-// VersionPrefix starts the companion key of every plainly written key.
-const VersionPrefix = ReservedPrefix + "ver:"
+// VersionPrefix starts the companion key of every plainly written key
+// (declared in package backend, whose SetNX reads the companion).
+const VersionPrefix = backend.VersionPrefix
 
 // versionGrace is how long a companion outlives its key.
 const versionGrace = time.Minute
@@ -216,7 +218,7 @@ func (t *stateTally) newest() (nodeState, bool) {
 
 func (r *Redlock) readStates(ctx context.Context, op, key string, t *stateTally) error {
 	get := call[nodeState]{
-		cmd:    command{kind: callEval, script: versionedReadScript, keys: []string{key, versionKey(key)}},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: versionedReadScript, Keys: []string{key, versionKey(key)}},
 		decode: asNodeState,
 	}
 	return quorum(r, ctx, op, r.nodeTimeout, get, decider[nodeState](t), nil)
@@ -347,15 +349,15 @@ func asWriteReply(v any) (*version, error) {
 func (r *Redlock) writeVersion(ctx context.Context, op, key string, exists bool, value string, ttl time.Duration, ver version) (*version, error) {
 	var ms int64
 	if exists && ttl > 0 {
-		ms = millis(ttl)
+		ms = backend.Millis(ttl)
 	}
 	notice := ""
 	if !exists && r.notices.Load() {
 		notice = NoticePrefix
 	}
-	args := []any{ver.n, ver.id, flag(exists), value, ms, millis(r.graceFor()), notice}
+	args := []any{ver.n, ver.id, flag(exists), value, ms, backend.Millis(r.graceFor()), notice}
 	put := call[*version]{
-		cmd:    command{kind: callEval, script: versionedWriteScript, keys: []string{key, versionKey(key)}, args: args},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: versionedWriteScript, Keys: []string{key, versionKey(key)}, Args: args},
 		decode: asWriteReply,
 	}
 	t := &versionTally{counts: r.counts()}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 )
 
@@ -79,7 +80,7 @@ func (r *Redlock) Repair(ctx context.Context, service string, h record.Field, tt
 	var errs []error
 	for _, t := range targets {
 		cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
-		v, err := t.Eval(cctx, record.RestoreScript, keys, millis(ttl), dump, h.Encode(), h.Digest, digest)
+		v, err := t.Eval(cctx, record.RestoreScript, keys, backend.Millis(ttl), dump, h.Encode(), h.Digest, digest)
 		cancel()
 		switch x, _ := asInt(v); {
 		case err != nil:
@@ -104,7 +105,7 @@ func (r *Redlock) dumpFrom(ctx context.Context, nodes []Node, keys []string, dig
 			defer func() { done <- struct{}{} }()
 			cctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
 			defer cancel()
-			if v, err := n.Eval(cctx, record.DumpScript, keys, digest, millis(ttl), fieldDigest); err == nil {
+			if v, err := n.Eval(cctx, record.DumpScript, keys, digest, backend.Millis(ttl), fieldDigest); err == nil {
 				dumps[i], _ = v.(string)
 			}
 		})

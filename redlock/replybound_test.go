@@ -86,7 +86,7 @@ func TestReplyPastBoundIsNotAFailure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, n := range nodes {
-		if err := n.(*RedisNode).Connect(ctx); err != nil {
+		if err := n.(*backend.RedisNode).Connect(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,7 +100,7 @@ func TestReplyPastBoundIsNotAFailure(t *testing.T) {
 	}
 	pipes := make([]*backend.Conn, len(nodes))
 	for i, n := range nodes {
-		pipes[i] = n.(*RedisNode).p.Ready()
+		pipes[i] = n.(*backend.RedisNode).Ready()
 	}
 
 	deep := script.New("return 'a table nested past the bound'")
@@ -122,7 +122,7 @@ func TestReplyPastBoundIsNotAFailure(t *testing.T) {
 		}
 	}
 	for i, n := range nodes {
-		if c := n.(*RedisNode).p.Ready(); c == nil || c != pipes[i] {
+		if c := n.(*backend.RedisNode).Ready(); c == nil || c != pipes[i] {
 			t.Fatalf("backend %d: its pipelined connection was dialed again after the deep replies", i)
 		}
 	}

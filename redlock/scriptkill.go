@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 )
 
 // Runaway scripts. A client's script by vote (Vote) may loop for as long
@@ -19,18 +16,13 @@ import (
 // else: every lock quorum through every proxy would fail until it ends.
 // So a vote waits for each backend at most ScriptTimeout; a backend whose
 // call is still open then is sent SCRIPT KILL on a connection of its own,
-// the kill line (the pipelined one is stuck behind the script). SCRIPT
-// KILL is needed exactly when the backend is in trouble: busy with a
-// runaway script, and perhaps at maxclients because callers piled up
-// behind it, when a new connection may be refused or slow to be served.
-// So the kill line is dialled ahead, when the Redlock starts with a script
-// timeout, and again in the background after each use that lost it; a
-// kill that finds it gone or stale (the backend restarted) dials a new one
-// within its own deadline. A backend reads no other connection while a
-// script runs until the script has run for its busy-reply-threshold
-// (lua-time-limit, 5 s by default), so the proxy sets that to
-// ScriptTimeout on every backend (CheckBackends at start, and each new
-// pipelined connection after a restart); it is a server-wide setting.
+// the kill line (the pipelined one is stuck behind the script), dialled
+// ahead when the Redlock starts with a script timeout (package backend,
+// kill.go, says why and how). A backend reads no other connection while a
+// script runs until it has run for its busy-reply-threshold, so the proxy
+// sets that to ScriptTimeout on every backend (CheckBackends at start, and
+// each new pipelined connection after a restart); it is a server-wide
+// setting.
 //
 // The kill's answer decides what happens to the node:
 //
@@ -75,103 +67,13 @@ func (e *ScriptTimeoutError) Error() string {
 
 func (e *ScriptTimeoutError) Unwrap() error { return ErrScriptTimeout }
 
-// scriptKiller is a Node that can stop the script a backend is running
-// and set how soon the backend listens to such a request (RedisNode).
+// scriptKiller is a Node that can stop the script its backend runs and
+// set how soon the backend listens to that (backend.RedisNode says how).
 type scriptKiller interface {
-	// KillScript sends SCRIPT KILL on a connection of its own and returns
-	// the backend's answer: "OK", or the error reply (NOTBUSY, UNKILLABLE…)
-	// as a RedisError.
-	KillScript(ctx context.Context) error
-	// setScriptLimit makes every new pipelined connection set the
-	// backend's lua-time-limit to d.
-	setScriptLimit(d time.Duration)
-	// applyScriptLimit sets it now.
-	applyScriptLimit(ctx context.Context) error
-	// openAhead opens ahead of need the connections a busy backend (at
-	// maxclients, or running a runaway script) must not have to accept
-	// then: KillScript's, and the reads by vote's (bulk).
-	openAhead()
-}
-
-func (n *RedisNode) openAhead() { n.kill.Prime(); n.bulk.Prime() }
-
-func (n *RedisNode) setScriptLimit(d time.Duration) { n.scriptLimit.Store(millis(d)) }
-
-// scriptLimitCmd is the command that sets the backend's busy-script
-// threshold, or nil when none was asked for. lua-time-limit is the name
-// every Redis and Valkey version accepts (7.0 renamed it
-// busy-reply-threshold and kept the old name as an alias).
-func (n *RedisNode) scriptLimitCmd() []any {
-	ms := n.scriptLimit.Load()
-	if ms <= 0 {
-		return nil
-	}
-	return []any{"CONFIG", "SET", "lua-time-limit", strconv.FormatInt(ms, 10)}
-}
-
-func (n *RedisNode) applyScriptLimit(ctx context.Context) error {
-	cmd := n.scriptLimitCmd()
-	if cmd == nil {
-		return nil
-	}
-	_, err := n.side.Do(ctx, func(b []byte) []byte { return resp.AppendCommand(b, cmd...) })
-	if hasErrorPrefix(err, "unknown command") {
-		return nil // a backend without CONFIG (miniredis) has no such threshold
-	}
-	return err
-}
-
-// KillScript: see scriptKiller. It goes on the kill line, a pipelined
-// connection of its own kept open ahead (see RedisNode); when that is gone
-// or stale, on a new connection, which then becomes the kill line.
-func (n *RedisNode) KillScript(ctx context.Context) error {
-	defer n.kill.Prime() // a line lost on the way is opened again ahead of the next kill
-	kill := func(b []byte) []byte { return resp.AppendCommand(b, "SCRIPT", "KILL") }
-	if c := n.kill.Ready(); c != nil {
-		// Half of what is left at most: a line gone silent must leave the
-		// new connection time to be dialed.
-		kctx := ctx
-		if d, ok := ctx.Deadline(); ok {
-			var cancel context.CancelFunc
-			kctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
-			defer cancel()
-		}
-		_, err := c.Do(kctx, kill)
-		if err == nil || isRedisError(err) {
-			return err
-		}
-		c.Fail(err) // closed by the backend (a restart, its timeout) or silent: dial anew
-		if ctx.Err() != nil {
-			return fmt.Errorf("script kill: %w", err)
-		}
-	}
-	c, err := n.kill.Get(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = c.Do(ctx, kill)
-	if err != nil && !isRedisError(err) {
-		c.Fail(err)
-		return fmt.Errorf("script kill: %w", err)
-	}
-	return err
-}
-
-// dialKill dials the kill line: the backend, authenticated as the URL
-// says, and nothing else (SELECT is refused while a script runs; SCRIPT
-// KILL needs no database).
-func (n *RedisNode) dialKill(ctx context.Context) (net.Conn, error) {
-	o := n.opts
-	nc, err := o.Dialer(ctx, o.Network, o.Addr)
-	if err != nil {
-		return nil, err
-	}
-	auth := &redis.Options{Username: o.Username, Password: o.Password}
-	if _, err := connSetup(ctx, nc, auth); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("script kill connection: %w", err)
-	}
-	return nc, nil
+	KillScript(ctx context.Context) error // nil for OK, else the error reply
+	SetScriptLimit(d time.Duration)
+	ApplyScriptLimit(ctx context.Context) error
+	OpenAhead()
 }
 
 // bounded runs a vote's fan-out with its per-node deadline: the larger of
@@ -258,7 +160,7 @@ func (r *Redlock) stopScripts(errs []error, wait bool) (running, killed, unkilla
 
 // killTimeout bounds one SCRIPT KILL: dial, and the backend's answer,
 // which comes once the script has run for the backend's busy threshold.
-func (r *Redlock) killTimeout() time.Duration { return r.scriptTimeout + dialTimeout }
+func (r *Redlock) killTimeout() time.Duration { return r.scriptTimeout + backend.DialTimeout }
 
 // killScript stops the script node i is running and applies the answer to
 // its health (see above).

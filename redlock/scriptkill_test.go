@@ -38,9 +38,9 @@ func (k *killerNode) KillScript(context.Context) error {
 	return nil
 }
 
-func (k *killerNode) setScriptLimit(time.Duration)           {}
-func (k *killerNode) applyScriptLimit(context.Context) error { return nil }
-func (k *killerNode) openAhead()                             {}
+func (k *killerNode) SetScriptLimit(time.Duration)           {}
+func (k *killerNode) ApplyScriptLimit(context.Context) error { return nil }
+func (k *killerNode) OpenAhead()                             {}
 
 func newKillers(t *testing.T, kill string) ([]*killerNode, *Redlock) {
 	return newKillersWithin(t, kill, 50*time.Millisecond)

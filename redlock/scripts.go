@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
@@ -10,41 +11,12 @@ import (
 // replies only (no redis.setresp), ttls as whole milliseconds in ARGV.
 // Flags in ARGV are "1" for on.
 
-// delScript deletes KEYS[1] iff it holds ARGV[1], and then its lock
-// marker KEYS[2] (marker.go): 1 deleted, 0 not.
-var delScript = script.New(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-	redis.call("DEL", KEYS[2])
-	return redis.call("DEL", KEYS[1])
-end
-return 0`)
-
-// expireScript sets KEYS[1]'s ttl to ARGV[2] ms iff it holds ARGV[1],
-// and its lock marker KEYS[2]'s (marker.go): 1 done, 0 not.
-var expireScript = script.New(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-	redis.call("SET", KEYS[2], redis.sha1hex(ARGV[1]), "PX", ARGV[2])
-	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
-end
-return 0`)
-
-// The acquire scripts answer 0 where they do not set the keys, and where
+// The acquire scripts (and SetNX's, package backend's) answer 0 where they do not set the keys, and where
 // they do the register version (register.go) each key's companion
 // recorded then: "counter writer", one per key joined by ",", or 1 when
 // no key has a companion (the usual case, an integer that costs the
 // proxy no allocation to read). A quorum of grants counts only grants
 // made on one version (grantTally).
-
-// acquireOneScript is SET KEYS[1] ARGV[1] NX PX ARGV[2] that, where it
-// sets the key, writes its lock marker KEYS[3] (marker.go) and answers
-// the version of its companion, KEYS[2].
-var acquireOneScript = script.New(`
-if not redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-	return 0
-end
-redis.call("SET", KEYS[3], redis.sha1hex(ARGV[1]), "PX", ARGV[2])
-local c = redis.call("GET", KEYS[2])
-return c and string.match(c, "^%d+ %S+") or 1`)
 
 // acquireScript grants the first third of KEYS, all or none, their
 // companions the second third and their lock markers (marker.go) the
@@ -182,6 +154,20 @@ func flag(on bool) string {
 	return "0"
 }
 
+// asBool reads the result of a compare call.
+func asBool(v any) (bool, error) {
+	if b, ok := v.(bool); ok {
+		return b, nil
+	}
+	return false, fmt.Errorf("unexpected result %T, want bool", v)
+}
+
+// intIs1 reads a script's 1 (done) or 0 (not).
+func intIs1(v any) (bool, error) {
+	x, err := asInt(v)
+	return x == 1, err
+}
+
 // asInt reads an integer reply.
 func asInt(v any) (int64, error) {
 	if n, ok := v.(int64); ok {
@@ -226,4 +212,12 @@ func asValue(v any) (Value, error) {
 		}
 	}
 	return Value{}, fmt.Errorf("unexpected reply %v, want a value", v)
+}
+
+// pttl converts a PTTL reply: -1 and -2 stay as they are.
+func pttl(ms int64) time.Duration {
+	if ms < 0 {
+		return time.Duration(ms)
+	}
+	return time.Duration(ms) * time.Millisecond
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
@@ -43,7 +44,7 @@ func (r *Redlock) Vote(ctx context.Context, s *script.Script, keys []string, arg
 
 // VoteRead is Vote for a script that cannot write (a read by vote: the
 // Guarded form of a read-only script, HGETALL, LRANGE …), sent on each
-// node's connection apart from the lock calls (RedisNode's bulk): its
+// node's connection apart from the lock calls (backend.RedisNode's bulk): its
 // reply may be large, and on the calls' connection every lock call to the
 // node would wait behind its bytes. A read has no order to keep with the
 // lock calls; the keys' gate is held as for Vote. It runs as EVALSHA_RO:
@@ -97,7 +98,7 @@ func (r *Redlock) voteClamp(ctx context.Context, s *script.Script, keys []string
 	keys = slices.Clone(keys)
 	argv := anys(args)
 	run := call[any]{
-		cmd:    command{kind: callEval, script: s, keys: keys, args: argv, read: kind == voteRead},
+		cmd:    backend.Command{Kind: backend.CallEval, Script: s, Keys: keys, Args: argv, Read: kind == voteRead},
 		decode: func(v any) (any, error) { return v, nil },
 	}
 	var leave func()

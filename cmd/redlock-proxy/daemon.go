@@ -16,6 +16,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/conf"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
 	"github.com/redlock-proxy/redlock-proxy/redlock/migrate"
 	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
@@ -120,7 +121,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		ReleaseNotices:     true,
 	}
 	if cfg.MigrateFrom != "" { // dialled like a backend, run with the backends' options
-		n, err := redlock.DialNodeTLS(cfg.MigrateFrom, nodeTLS)
+		n, err := backend.DialNodeTLS(cfg.MigrateFrom, nodeTLS)
 		if err != nil {
 			return d, fmt.Errorf("migrate_from %s: %w", conf.RedactBackend(cfg.MigrateFrom), err)
 		}
@@ -131,7 +132,7 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 	relayed := make([]relay.Backend, 0, len(backends))
 	otherDB := "" // a backend whose URL selects a database other than 0
 	for _, b := range backends {
-		n, err := redlock.DialNodeTLS(b, nodeTLS)
+		n, err := backend.DialNodeTLS(b, nodeTLS)
 		if err != nil {
 			return d, fmt.Errorf("backend %s: %w", conf.RedactBackend(b), err)
 		}

@@ -1,10 +1,12 @@
-// Package backend is the one engine every proxy connection to a Redis
-// backend runs on: a pipelined connection (Conn) with a queue of waiters,
-// and a Pipe that keeps one such connection dialled on demand. It carries
-// the quorum's calls, the health probes, long commands and SCRIPT KILL
-// (package redlock gives each of those a Pipe of its own, so that none
-// waits behind another's load), and the relay's RESP3 connections
-// (subscriptions, tracking, blocking pops), whose pushes go to a handler
+// Package backend is the proxy's client of its Redis backends: the one
+// engine every connection to a backend runs on, a pipelined connection
+// (Conn) with a queue of waiters and a Pipe that keeps one dialled on
+// demand; and RedisNode, the client of one backend that package redlock
+// runs its quorum over. A RedisNode keeps four Pipes, one per job so that
+// none waits behind another's load (node.go: the calls, the probes, long
+// commands and reads by vote, the SCRIPT KILL line: kill.go); the relay's
+// RESP3 connections (subscriptions, tracking, blocking pops) run on the
+// same engine, dialled by RedisNode.DialConn, with a push handler
 // (Options.Push).
 //
 // What it decides: when a request is written (by its caller on an idle
@@ -12,11 +14,19 @@
 // deadline is never written, and which reply is whose (replies answer
 // requests in the order written; a request may yield several replies, of
 // which it gets the last, or none; with a push handler, pushes and the
-// replies no request awaits go to the handler). What it trusts: the dial
-// function for everything about a new connection (TCP or TLS, AUTH,
-// SELECT, the connect check: redlock's dialconn.go), the backend to
-// answer in order, and package resp to frame the replies; a reply that is
-// not RESP fails the connection and every request on it.
+// replies no request awaits go to the handler). For a RedisNode: what a
+// new connection runs before its first command (dial.go: TLS, AUTH,
+// SELECT, the script limit, the INFO that reports a restart, probe.go),
+// which connection each call goes on, and how a call is written (call.go:
+// a Command from a fan-out, finished on the reader and handed to its
+// Target without a goroutine; EVALSHA, then EVAL on NOSCRIPT; the native
+// compare-and-delete a backend's version offers). What it trusts: package
+// redlock for what each call means and for when to probe and to kill (the
+// lock marker and the version companion that SetNX's script writes and
+// reads are redlock's), go-redis to parse a backend URL, the backend to
+// answer in order and to run each script atomically, and package resp to
+// frame the replies; a reply that is not RESP fails the connection and
+// every request on it.
 //
 // Auto-pipelining. Every lock operation sends one command to each backend,
 // and many operations run at once: a Pipe shares one connection among all

@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
@@ -189,7 +190,7 @@ func TestPopPushBackBounded(t *testing.T) {
 	mrs := make([]*miniredis.Miniredis, 3)
 	for i := range nodes {
 		mrs[i] = miniredis.RunT(t)
-		n, err := redlock.DialNodeTLS(mrs[i].Addr(), nil)
+		n, err := backend.DialNodeTLS(mrs[i].Addr(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
@@ -18,7 +19,7 @@ func peer(t *testing.T, mrs []*miniredis.Miniredis) *Manager {
 	t.Helper()
 	nodes := make([]redlock.Node, len(mrs))
 	for i, mr := range mrs {
-		n, err := redlock.DialNodeTLS(mr.Addr(), nil)
+		n, err := backend.DialNodeTLS(mr.Addr(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/migrate"
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
@@ -149,7 +150,7 @@ func TestFallsTo(t *testing.T) {
 // copy is gone there, the hold ends and leaves the record.
 func TestHoldKeepsItsCopyOnMigrateFrom(t *testing.T) {
 	old := miniredis.RunT(t)
-	node, err := redlock.DialNodeTLS(old.Addr(), nil)
+	node, err := backend.DialNodeTLS(old.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

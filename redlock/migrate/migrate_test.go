@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/record"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
@@ -29,7 +30,7 @@ type migrating struct {
 func newMigrating(t *testing.T) *migrating {
 	t.Helper()
 	old := miniredis.RunT(t)
-	rn, err := redlock.DialNodeTLS(old.Addr(), nil)
+	rn, err := backend.DialNodeTLS(old.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

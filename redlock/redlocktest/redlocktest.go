@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 )
 
 // NodeTimeout is New's default redlock.Options.NodeTimeout: long enough
@@ -38,7 +39,7 @@ func New(tb testing.TB, n int, opts redlock.Options) (*redlock.Redlock, []*minir
 		// Its clock stands still, as its ttls do: PEXPIRETIME (the holds'
 		// stamps) reads the same until a ttl is set. Elapse moves both.
 		setTime(mrs[i], time.Now())
-		node, err := redlock.DialNodeTLS(mrs[i].Addr(), nil)
+		node, err := backend.DialNodeTLS(mrs[i].Addr(), nil)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -11,17 +11,15 @@ import (
 
 // Backend is what the relay needs of a backend: a name for logs, and a
 // connection of its own, authenticated, its database selected
-// (redlock.RedisNode.DialConn).
+// (backend.RedisNode.DialConn).
 type Backend interface {
 	Addr() string
 	DialConn(ctx context.Context) (net.Conn, error)
 }
 
-// Timeouts of the relay's backend connections.
-const (
-	dialTimeout  = time.Second
-	writeTimeout = 2 * time.Second
-)
+// writeTimeout bounds a write on the relay's backend connections (a dial
+// is bounded as every backend connection's: backend.DialTimeout).
+const writeTimeout = 2 * time.Second
 
 // SetupError is a backend's refusal of a command that sets a connection
 // up (CLIENT TRACKING on a backend without it, miniredis for one).
@@ -75,7 +73,7 @@ func (w *waiter) Receive(v any, err error) {
 // the frames no write awaits (see backend.Options.Push; a PONG sent as a
 // push is a reply).
 func dial(ctx context.Context, b Backend, frame func(v any), setup ...[]any) (*bconn, error) {
-	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, backend.DialTimeout)
 	defer cancel()
 	nc, err := b.DialConn(ctx)
 	if err != nil {

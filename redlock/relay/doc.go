@@ -29,7 +29,7 @@
 // kept up by one goroutine each, reconnected with back-off, PING when
 // idle and closed as stalled when it stops answering), plus a small pool
 // of connections for blocking pops. They are made with
-// redlock.RedisNode.DialConn, with the node's address, credentials and
+// backend.RedisNode.DialConn, with the node's address, credentials and
 // TLS, and speak RESP3 through package resp (resp.go: Push and
 // ServerError are its types). Shutdown closes them and waits for every goroutine.
 //

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
 
 // realBackends starts n redis-servers (miniredis has no CLIENT TRACKING)
 // and returns nodes dialled to them; skipped under -short.
-func realBackends(t *testing.T, n int) []*redlock.RedisNode {
+func realBackends(t *testing.T, n int) []*backend.RedisNode {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs redis-server (CLIENT TRACKING): skipped under -short")
@@ -24,7 +24,7 @@ func realBackends(t *testing.T, n int) []*redlock.RedisNode {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("needs redis-server (CLIENT TRACKING): not in PATH")
 	}
-	var nodes []*redlock.RedisNode
+	var nodes []*backend.RedisNode
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -45,7 +45,7 @@ func realBackends(t *testing.T, n int) []*redlock.RedisNode {
 			}
 			return err == nil
 		})
-		node, err := redlock.DialNodeTLS(addr, nil)
+		node, err := backend.DialNodeTLS(addr, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
@@ -24,7 +25,7 @@ func newRelay(t *testing.T, n int) (*Relay, []*miniredis.Miniredis, *redlock.Red
 	rl, mrs := redlocktest.New(t, n, redlock.Options{})
 	var bs []Backend
 	for _, node := range rl.Nodes() {
-		bs = append(bs, node.(*redlock.RedisNode))
+		bs = append(bs, node.(*backend.RedisNode))
 	}
 	r := New(Options{Backends: bs, Logger: redlocktest.Logger(t), ConfirmWait: 5 * time.Second})
 	t.Cleanup(func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/redlocktest"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
@@ -70,7 +71,7 @@ func (b *bed) redlock(t *testing.T, down ...int) *redlock.Redlock {
 	t.Helper()
 	nodes := make([]redlock.Node, len(b.mrs))
 	for i, mr := range b.mrs {
-		n, err := redlock.DialNodeTLS(mr.Addr(), nil)
+		n, err := backend.DialNodeTLS(mr.Addr(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package redlock
+package backend
 
 import (
 	"bufio"
@@ -113,7 +113,7 @@ func TestKillLineOpenAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	n.openAhead()
+	n.OpenAhead()
 	testkit.Eventually(t, 10*time.Second, "the kill line open", func() bool { return n.kill.Ready() != nil })
 	f.setFull(true)
 
@@ -121,7 +121,7 @@ func TestKillLineOpenAhead(t *testing.T) {
 	defer cancel()
 	for i := range 2 {
 		err := n.KillScript(ctx)
-		var re RedisError
+		var re resp.Error
 		if !errors.As(err, &re) || !strings.HasPrefix(string(re), "NOTBUSY") {
 			t.Fatalf("kill %d at maxclients = %v, want the backend's NOTBUSY", i, err)
 		}

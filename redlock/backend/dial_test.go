@@ -1,4 +1,4 @@
-package redlock
+package backend
 
 import (
 	"bufio"
@@ -41,7 +41,7 @@ func TestConnSetupAuthSelect(t *testing.T) {
 	if _, err := nc.Write(resp.AppendCommand(nil, "SET", "by-dialconn", "v")); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := resp.Read(bufio.NewReader(nc)); v != StatusOK || err != nil {
+	if v, err := resp.Read(bufio.NewReader(nc)); v != resp.StatusOK || err != nil {
 		t.Fatalf("SET on DialConn's connection = %#v, %v", v, err)
 	}
 	for _, k := range []string{"by-pipe", "by-dialconn"} {
@@ -55,7 +55,7 @@ func TestConnSetupAuthSelect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bad.Close()
-	var re RedisError
+	var re resp.Error
 	if err := bad.Connect(ctx); !errors.As(err, &re) || !strings.HasPrefix(string(re), "WRONGPASS") {
 		t.Errorf("Connect with a wrong password: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestConnSetupReplies(t *testing.T) {
 	// AUTH, SELECT and more go out in one write, in order.
 	c = newCanned("+OK\r\n+OK\r\n-ERR no CONFIG\r\n$4\r\ninfo\r\n")
 	v, err := connSetup(ctx, c, cannedOpts("pw", 3), []any{"CONFIG", "SET", "x", "1"}, []any{"INFO"})
-	if err != nil || len(v) != 2 || v[0] != RedisError("ERR no CONFIG") || v[1] != "info" {
+	if err != nil || len(v) != 2 || v[0] != resp.Error("ERR no CONFIG") || v[1] != "info" {
 		t.Fatalf("more's replies = %#v, %v", v, err)
 	}
 	want := string(resp.AppendCommand(resp.AppendCommand(resp.AppendCommand(resp.AppendCommand(nil,

@@ -1,8 +1,7 @@
-package redlock
+package backend
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -10,159 +9,9 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
-	"github.com/tidwall/redcon"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 )
-
-// fakeBackend is a small Redis over a map that answers INFO with a chosen
-// version, PING, SET (NX, IFEQ, PX), GET, DELEX key IFEQ value and
-// DELIFEQ key value with their real semantics, and EVALSHA of delScript;
-// it records every command name it receives. Without native, DELEX and
-// DELIFEQ are unknown commands (a downgraded server).
-type fakeBackend struct {
-	info string
-
-	mu     sync.Mutex
-	keys   map[string]string
-	cmds   []string
-	native bool
-	hold   chan struct{} // non-nil: commands other than INFO wait for it to close
-}
-
-func startFakeBackend(t *testing.T, info string) (*fakeBackend, string) {
-	t.Helper()
-	f := &fakeBackend{info: info, keys: map[string]string{}, native: true}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = redcon.Serve(ln, f.handle, nil, nil)
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-	})
-	return f, ln.Addr().String()
-}
-
-func (f *fakeBackend) setNative(on bool) {
-	f.mu.Lock()
-	f.native = on
-	f.mu.Unlock()
-}
-
-// received returns the command names received so far, upper-cased.
-func (f *fakeBackend) received() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.cmds...)
-}
-
-// stall makes commands other than INFO wait until the returned function
-// is called; each connection then runs its waiting commands in order.
-func (f *fakeBackend) stall() (resume func()) {
-	hold := make(chan struct{})
-	f.mu.Lock()
-	f.hold = hold
-	f.mu.Unlock()
-	return func() {
-		f.mu.Lock()
-		f.hold = nil
-		f.mu.Unlock()
-		close(hold)
-	}
-}
-
-// value returns key's value, "" when absent.
-func (f *fakeBackend) value(key string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.keys[key]
-}
-
-func (f *fakeBackend) handle(c redcon.Conn, cmd redcon.Command) {
-	name := strings.ToUpper(string(cmd.Args[0]))
-	f.mu.Lock()
-	hold := f.hold
-	f.mu.Unlock()
-	if hold != nil && name != "INFO" {
-		<-hold
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.cmds = append(f.cmds, name)
-	arg := func(i int) string { return string(cmd.Args[i]) }
-	compareAndDelete := func(key, value string) {
-		if v, ok := f.keys[key]; ok && v == value {
-			delete(f.keys, key)
-			c.WriteInt(1)
-			return
-		}
-		c.WriteInt(0)
-	}
-	switch {
-	case name == "INFO":
-		c.WriteBulkString(f.info)
-	case name == "PING":
-		c.WriteString("PONG")
-	case name == "GET" && len(cmd.Args) == 2:
-		if v, ok := f.keys[arg(1)]; ok {
-			c.WriteBulkString(v)
-		} else {
-			c.WriteNull()
-		}
-	case name == "SET" && len(cmd.Args) >= 3:
-		key, value := arg(1), arg(2)
-		cur, exists := f.keys[key]
-		for i := 3; i < len(cmd.Args); i++ {
-			switch strings.ToUpper(arg(i)) {
-			case "NX":
-				if exists {
-					c.WriteNull()
-					return
-				}
-			case "IFEQ":
-				i++
-				if !exists || cur != arg(i) {
-					c.WriteNull()
-					return
-				}
-			case "PX":
-				i++ // ttls are not modelled
-			}
-		}
-		f.keys[key] = value
-		c.WriteString("OK")
-	case name == "DELEX" && f.native && len(cmd.Args) == 4 && strings.EqualFold(arg(2), "IFEQ"):
-		compareAndDelete(arg(1), arg(3))
-	case name == "DELIFEQ" && f.native && len(cmd.Args) == 3:
-		compareAndDelete(arg(1), arg(2))
-	case name == "EVALSHA" && len(cmd.Args) == 6 && arg(1) == delScript.Hash():
-		compareAndDelete(arg(3), arg(5)) // the key, its marker, the value
-	case name == "EVALSHA" && len(cmd.Args) == 8 && arg(1) == acquireOneScript.Hash():
-		if _, exists := f.keys[arg(3)]; exists { // the key, its companion and marker, value, ttl
-			c.WriteInt(0)
-			return
-		}
-		f.keys[arg(3)] = arg(6)
-		c.WriteInt(1)
-	default:
-		c.WriteError("ERR unknown command '" + arg(0) + "', with args beginning with: ")
-	}
-}
-
-// count returns how many of cmds are name.
-func count(cmds []string, name string) int {
-	n := 0
-	for _, c := range cmds {
-		if c == name {
-			n++
-		}
-	}
-	return n
-}
 
 func TestParseInfoNative(t *testing.T) {
 	for _, tc := range []struct {
@@ -194,7 +43,7 @@ func TestCompareAndDeleteNative(t *testing.T) {
 		{"valkey 9", "# Server\r\nredis_version:7.2.4\r\nvalkey_version:9.0.0\r\n", "DELIFEQ"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, addr := startFakeBackend(t, tc.info)
+			f, addr := testkit.StartFakeRedis(t, tc.info)
 			n, err := DialNode(addr)
 			if err != nil {
 				t.Fatal(err)
@@ -213,14 +62,14 @@ func TestCompareAndDeleteNative(t *testing.T) {
 					t.Fatalf("CompareAndDelete(%q) = %v, %v; want %v", step.value, ok, err, step.want)
 				}
 			}
-			cmds := f.received()
-			if count(cmds, tc.cmd) != 3 || count(cmds, "EVALSHA") != 0 || count(cmds, "EVAL") != 0 {
+			cmds := f.Received()
+			if testkit.Count(cmds, tc.cmd) != 3 || testkit.Count(cmds, "EVALSHA") != 0 || testkit.Count(cmds, "EVAL") != 0 {
 				t.Fatalf("backend received %v; want 3 × %s and no scripts", cmds, tc.cmd)
 			}
 
 			// A downgraded server: the unknown command falls back to the
 			// script within the same call and clears the capability.
-			f.setNative(false)
+			f.SetNative(false)
 			if _, err := n.Do(ctx, "SET", "k", "v", "PX", 1000); err != nil {
 				t.Fatalf("SET = %v", err)
 			}
@@ -233,8 +82,8 @@ func TestCompareAndDeleteNative(t *testing.T) {
 			if ok, err := n.CompareAndDelete(ctx, "k", "v"); ok || err != nil {
 				t.Fatalf("CompareAndDelete absent = %v, %v", ok, err)
 			}
-			cmds = f.received()
-			if count(cmds, tc.cmd) != 4 || count(cmds, "EVALSHA") != 2 {
+			cmds = f.Received()
+			if testkit.Count(cmds, tc.cmd) != 4 || testkit.Count(cmds, "EVALSHA") != 2 {
 				t.Fatalf("backend received %v; want one more %s, then EVALSHA twice", cmds, tc.cmd)
 			}
 		})
@@ -270,7 +119,7 @@ func TestCompareAndDeleteRedis7(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if count(cmds, "EVALSHA") != 2 || count(cmds, "DELEX") != 0 || count(cmds, "DELIFEQ") != 0 {
+	if testkit.Count(cmds, "EVALSHA") != 2 || testkit.Count(cmds, "DELEX") != 0 || testkit.Count(cmds, "DELIFEQ") != 0 {
 		t.Fatalf("miniredis received %v; want EVALSHA twice and no native delete", cmds)
 	}
 }
@@ -283,7 +132,7 @@ func TestCompareAndDeleteRedis7(t *testing.T) {
 func TestNativeGoneBeforeEncode(t *testing.T) {
 	n := &RedisNode{}
 	n.native.Store(int32(nativeDelex))
-	c := &command{kind: callCAD, keys: []string{"k"}, value: "v"}
+	c := &Command{Kind: CallCAD, Keys: []string{"k"}, Value: "v"}
 	st := n.firstStep(c)
 	if st != stepNative {
 		t.Fatalf("first step %d, want native", st)
@@ -293,7 +142,7 @@ func TestNativeGoneBeforeEncode(t *testing.T) {
 	if sent != stepSHA || !strings.Contains(string(b), "EVALSHA") {
 		t.Fatalf("encoded %q at step %d, want EVALSHA at stepSHA", b, sent)
 	}
-	_, err, next, again := n.finish(c, sent, nil, RedisError("NOSCRIPT No matching script."))
+	_, err, next, again := n.finish(c, sent, nil, resp.Error("NOSCRIPT No matching script."))
 	if !again || next != stepSource || err != nil {
 		t.Fatalf("after NOSCRIPT: again=%v next=%d err=%v, want EVAL next", again, next, err)
 	}

@@ -1,4 +1,4 @@
-package redlock
+package backend
 
 import (
 	"crypto/tls"

@@ -1,4 +1,4 @@
-package redlock
+package backend
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -122,7 +122,7 @@ func TestRedisNodeEvalDo(t *testing.T) {
 			t.Fatalf("Eval of a nil reply = %v, %v", v, err)
 		}
 	}
-	if v, err := n.Do(ctx, "SET", "k", "v"); v != StatusOK || err != nil { // a simple string reads as a Status
+	if v, err := n.Do(ctx, "SET", "k", "v"); v != resp.StatusOK || err != nil { // a simple string reads as a Status
 		t.Fatalf("Do SET = %v, %v", v, err)
 	}
 	if v, err := n.Eval(ctx, get, []string{"k"}); v != "v" || err != nil {
@@ -134,12 +134,12 @@ func TestRedisNodeEvalDo(t *testing.T) {
 	if _, err := n.Do(ctx, "NOSUCHCOMMAND"); err == nil {
 		t.Fatal("Do of an unknown command succeeded")
 	}
-	// A command past backend.InlineMax goes on the bulk connection: same answers.
-	big := strings.Repeat("v", backend.InlineMax)
+	// A command past InlineMax goes on the bulk connection: same answers.
+	big := strings.Repeat("v", InlineMax)
 	if v, err := n.Do(ctx, "RPUSH", "l", big, "x"); v != int64(2) || err != nil {
 		t.Fatalf("Do RPUSH of %d bytes = %v, %v; want 2", len(big), v, err)
 	}
-	if v, err := n.Do(ctx, "GET", strings.Repeat("k", backend.InlineMax)); v != nil || err != nil {
+	if v, err := n.Do(ctx, "GET", strings.Repeat("k", InlineMax)); v != nil || err != nil {
 		t.Fatalf("Do GET of a long missing key = %v, %v; want nil", v, err)
 	}
 	var reply interface{ RedisError() } // what DoAll counts as an answer
@@ -212,4 +212,9 @@ func TestConnectDialsAgain(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Connect = %v, want connected once the backend is up", err)
 	}
+}
+
+// DialNode is DialNodeTLS without TLS settings.
+func DialNode(rawurl string) (*RedisNode, error) {
+	return DialNodeTLS(rawurl, nil)
 }
