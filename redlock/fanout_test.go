@@ -366,10 +366,14 @@ type slowSender struct {
 	pause time.Duration
 }
 
-func (s slowSender) Send(c *backend.Command, deadline time.Time, to backend.Target, tag int) {
+func (s slowSender) Send(c *backend.Command, deadline time.Time, to backend.Target, tag int, lone bool) {
 	time.Sleep(s.pause)
-	(&goSender{s}).Send(c, deadline, to, tag, false)
+	(&goSender{s}).Send(c, deadline, to, tag, lone)
 }
+
+// slowSender is a backend.Sender (without its lone, it was never used as
+// one, and the test below ran the goroutine path instead).
+var _ backend.Sender = slowSender{}
 
 // TestFanoutNotVotingNeverUndone: a node that does not vote is neither
 // called nor undone, even when launch passes the deadline before reaching
