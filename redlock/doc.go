@@ -19,9 +19,9 @@
 // fan-out hands each node a backend.Command; a backend.RedisNode takes it
 // onto its auto-pipelined connection and the reply is counted on that
 // connection's reader, so an operation costs no goroutine per node call
-// (fanout.go). A quorum is
-// len(nodes)/2+1. Acquire measures the time from before the first send to
-// the deciding reply and grants the lock only if a quorum said yes and
+// (fanout.go). A quorum is len(nodes)/2+1. Acquire measures the time from
+// before the first send to the deciding reply and grants the lock only if
+// a quorum said yes and
 //
 //	validity = ttl − elapsed − (ttl × DriftFactor + 2ms)
 //

@@ -38,7 +38,7 @@
 // flight are queued, and the writer takes them all for its next write.
 //
 // A request that may be written by its caller (TrySend's inline: a direct
-// call, or a flight launched while no other waits) and finds the
+// call, or a fan-out launched while no other waits) and finds the
 // connection idle (nothing queued, nothing unanswered) is written by its
 // caller at once, so a lone request wakes no writer goroutine. One write
 // at a time: the caller and the writer each hold busy while they put
