@@ -82,7 +82,10 @@ func (d *Dispatcher) parseLock(args [][]byte) (lease.LockRequest, Reply) {
 			if err != nil || ms < 0 {
 				return req, errNotInteger
 			}
-			req.Wait = min(time.Duration(ms)*time.Millisecond, d.opts.MaxWait)
+			req.Wait = d.opts.MaxWait
+			if ms < int64(d.opts.MaxWait/time.Millisecond) {
+				req.Wait = time.Duration(ms) * time.Millisecond
+			}
 			i++
 		case "TOKEN":
 			if i+1 >= len(args) {

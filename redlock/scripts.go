@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
@@ -216,8 +217,11 @@ func asValue(v any) (Value, error) {
 
 // pttl converts a PTTL reply: -1 and -2 stay as they are.
 func pttl(ms int64) time.Duration {
-	if ms < 0 {
+	switch {
+	case ms < 0:
 		return time.Duration(ms)
+	case ms > int64(math.MaxInt64/time.Millisecond):
+		return math.MaxInt64 // past 292 years: saturated, not wrapped negative
 	}
 	return time.Duration(ms) * time.Millisecond
 }

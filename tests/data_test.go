@@ -319,6 +319,32 @@ func TestDataOverAnEndedLockTakesTheClientsExpiry(t *testing.T) {
 	}
 }
 
+// TestFarExpiriesKeepTheKey: an expiry past what a Go duration holds
+// (about 292 years: EXPIRE of 9999999999 s, PEXPIREAT of the largest
+// integer, SET … EX of it, GETEX) is stored saturated at that bound, and
+// read back so: before, rounding it up to whole milliseconds wrapped it
+// negative and the key was deleted, and a PTTL that large read as none.
+func TestFarExpiriesKeepTheKey(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	c := startProxy(t, rs, "").Client(nil)
+	ctx := testCtx(t, 30*time.Second)
+	do := func(args ...any) { t.Helper(); mustDo(ctx, t, c, args...) }
+	const far = 9223372036 // s: saturated (go-redis's TTL would wrap it too)
+	for _, k := range []string{"far:expire", "far:pexpireat", "far:set", "far:getex"} {
+		do("SET", k, "v")
+	}
+	do("EXPIRE", "far:expire", "9999999999")
+	do("PEXPIREAT", "far:pexpireat", "9223372036854775807")
+	do("SET", "far:set", "v", "EX", "9999999999")
+	do("GETEX", "far:getex", "EX", "9999999999")
+	for _, k := range []string{"far:expire", "far:pexpireat", "far:set", "far:getex"} {
+		if got, err := c.Do(ctx, "TTL", k).Int64(); err != nil || got < far {
+			t.Errorf("TTL %s = %v, %v; want at least %v", k, got, err, far)
+		}
+	}
+}
+
 // TestLockThroughAnotherProxyKeepsTheLockRule: a lock with a ttl granted
 // through proxy A (LOCK, SET NX PX, SET NX EX, one extended through A
 // past its first ttl, a script's acquire, a lock a script extended past

@@ -515,8 +515,9 @@ func (n *RedisNode) Close() error {
 // Millis is d in whole milliseconds, rounded up, as every ttl is sent to
 // a backend (a key that lives slightly longer is safe; shorter is not).
 func Millis(d time.Duration) int64 {
-	if r := d % time.Millisecond; r != 0 {
-		d += time.Millisecond - r
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++ // rounded up without adding to d: no wrap near math.MaxInt64
 	}
-	return d.Milliseconds()
+	return ms
 }

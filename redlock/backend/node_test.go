@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -217,4 +218,21 @@ func TestConnectDialsAgain(t *testing.T) {
 // DialNode is DialNodeTLS without TLS settings.
 func DialNode(rawurl string) (*RedisNode, error) {
 	return DialNodeTLS(rawurl, nil)
+}
+
+// TestMillisRoundsUpWithoutWrapping: a ttl goes to a backend in whole
+// milliseconds, rounded up; near the largest duration rounding up added
+// to it and wrapped negative, which deleted the key it was sent for.
+func TestMillisRoundsUpWithoutWrapping(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{time.Millisecond, 1}, {1500 * time.Microsecond, 2}, {0, 0},
+		{math.MaxInt64, math.MaxInt64/int64(time.Millisecond) + 1},
+	} {
+		if got := Millis(tc.d); got != tc.want {
+			t.Errorf("Millis(%d) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
@@ -89,8 +90,11 @@ func decodeScan(a []any) ([]Scanned, error) {
 // pttl converts a PTTL reply: -1 and -2 stay as they are (as package
 // redlock's PTTLNoExpiry).
 func pttl(ms int64) time.Duration {
-	if ms < 0 {
+	switch {
+	case ms < 0:
 		return time.Duration(ms)
+	case ms > int64(math.MaxInt64/time.Millisecond):
+		return math.MaxInt64 // past 292 years: saturated, not wrapped negative
 	}
 	return time.Duration(ms) * time.Millisecond
 }
