@@ -207,8 +207,8 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 				m[i] = KV{Key: string(key), Value: a[2*i+1]}
 			}
 			return m
-		case k.cmd.Unordered:
-			return Set(a)
+		case k.cmd.Unordered && strings.HasPrefix(k.cmd.Name, "S"):
+			return Set(a) // SMEMBERS, SINTER, SUNION, SDIFF; HKEYS and HVALS stay arrays, as Redis sends them
 		}
 	}
 	return r

@@ -51,6 +51,14 @@ func TestKeyedByVote(t *testing.T) {
 	if got := do(d, c3, "HGETALL", "h"); got != "%2\r\n$1\r\nf\r\n:6\r\n$1\r\ng\r\n$1\r\n2\r\n" && got != "%2\r\n$1\r\nf\r\n$1\r\n6\r\n$1\r\ng\r\n$1\r\n2\r\n" {
 		t.Fatalf("HGETALL in RESP3 = %q, want a map", got)
 	}
+	// A set where Redis 7 sends one (SMEMBERS), an array for HVALS and
+	// HKEYS: a client that reads a set as one would merge equal values.
+	do(d, c3, "HSET", "hv", "a", "1", "b", "1")
+	for _, tc := range []struct{ cmd, key, want string }{{"SMEMBERS", "s", "~3\r\n"}, {"HVALS", "hv", "*2\r\n"}, {"HKEYS", "hv", "*2\r\n"}} {
+		if got := do(d, c3, tc.cmd, tc.key); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s in RESP3 = %q, want %q…", tc.cmd, got, tc.want)
+		}
+	}
 	for _, m := range mrs {
 		if ok, _ := m.SIsMember("s", "c"); !ok {
 			t.Fatalf("backend %s lacks the member", m.Addr())
