@@ -38,7 +38,9 @@ import (
 var (
 	// Add ARGV[1] to the counter; with ARGV[2], a counter below it is
 	// first raised to it, by the same INCRBY (which keeps the key's ttl on
-	// any Redis), so that the answer is more than ARGV[2].
+	// any Redis), so that the answer is more than ARGV[2]. The count is
+	// answered as the key's string: INCRBY's integer would pass through a
+	// Lua number, exact only up to 2^53.
 	incrScript = script.New(`
 local by = ARGV[1]
 if ARGV[2] then
@@ -46,7 +48,11 @@ if ARGV[2] then
 	local past = tonumber(ARGV[2])
 	if n and n < past then by = string.format("%.0f", tonumber(by) + past - n) end
 end
-return redis.pcall("INCRBY", KEYS[1], by)`)
+local n = redis.pcall("INCRBY", KEYS[1], by)
+if type(n) == "number" then
+	return redis.call("GET", KEYS[1])
+end
+return n`)
 
 	// Raise the counter to ARGV[1] where it is smaller, keeping its ttl;
 	// 1 when it is now at least ARGV[1], 0 when it holds no integer.
@@ -117,7 +123,12 @@ func (r *Redlock) CountPast(ctx context.Context, key string, by, past int64) (in
 func (r *Redlock) countArgs(ctx context.Context, key string, args ...any) (int64, error) {
 	run := call[any]{
 		cmd:    backend.Command{Kind: backend.CallEval, Script: incrScript, Keys: []string{key}, Args: args},
-		decode: func(v any) (any, error) { return v, nil },
+		decode: func(v any) (any, error) {
+			if s, ok := v.(string); ok {
+				return strconv.ParseInt(s, 10, 64)
+			}
+			return v, nil
+		},
 	}
 	t := &replyTally{counts: r.counts()}
 	if err := quorum(r, ctx, "incr", r.nodeTimeout, run, decider[any](t), nil); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -39,6 +40,29 @@ func TestIncrGrowsOverLaggingNodes(t *testing.T) {
 	}
 	if got, err := c.r.Incr(ctx, "ctr", 5); err != nil || got != 16 {
 		t.Fatalf("Incr by 5 = %d, %v; want 16", got, err)
+	}
+}
+
+// TestIncrExactPast2To53: a count is answered exactly however large:
+// INCRBY's integer reply passed through a Lua number in the script, and
+// 9223372036854775806 + 1 came back as the smallest int64.
+func TestIncrExactPast2To53(t *testing.T) {
+	c := newCluster(t, 3, Options{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		start string
+		by    int64
+		want  int64
+	}{{"9223372036854775806", 1, math.MaxInt64}, {"9007199254740994", 9007199254740993, 18014398509481987}} {
+		for _, m := range c.mrs {
+			if err := m.Set("big", tc.start); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := c.r.Incr(ctx, "big", tc.by); err != nil || got != tc.want {
+			t.Errorf("Incr(%s, %d) = %d, %v; want %d", tc.start, tc.by, got, err, tc.want)
+		}
+		c.wait(t)
 	}
 }
 
