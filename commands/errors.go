@@ -16,6 +16,7 @@ import (
 const (
 	errSyntax        = Error("ERR syntax error")
 	errNotInteger    = Error("ERR value is not an integer or out of range")
+	errCountRange    = Error("ERR value is out of range, must be positive")
 	errNoAuth        = Error("NOAUTH Authentication required.")
 	errWrongPass     = Error("WRONGPASS invalid username-password pair or user is disabled.")
 	errAuthNoPass    = Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")

@@ -151,6 +151,7 @@ var goldenCases = []goldenCase{
 	gc(w("LPUSH", "k", "a", "b"), w("LLEN", "k"), w("LPOP", "k")),
 	gc(w("RPUSH", "k", "a"), w("RPOP", "k"), w("RPOP", "k")),
 	gc(w("LPOP", "k")),
+	gc(w("RPUSH", "k", "a", "b", "c"), w("LPOP", "k", "2"), w("RPOP", "k", "0"), w("RPOP", "k", "2"), w("LPOP", "k", "2"), w("LPOP", "k", "-1")),
 	gc(w("LLEN", "k")),
 	gc(w("RPUSH", "k", "a"), w("LMOVE", "k", "k2", "LEFT", "RIGHT"), w("LLEN", "k2")),
 	gc(w("BLPOP", "k", "0.01")),

@@ -64,14 +64,39 @@ func (d *Dispatcher) listError(err error) Reply {
 	return d.lockError(err)
 }
 
-// LPOP key / RPOP key: on every voting backend; the element that most
-// backends popped (ties: the first backend's), nil when none popped. Any
-// other element a backend popped is pushed back where it was.
+// LPOP key [count] / RPOP key [count]: on every voting backend. Without
+// count, the element that most backends popped (ties: the first
+// backend's), nil when none popped. With count, the elements most
+// backends popped, in order (lease.PopCount), as an array: empty when
+// count is 0, the null array when no backend holds key. Any other element
+// a backend popped is pushed back where it was.
 func (d *Dispatcher) pop(ctx context.Context, c *Client, args [][]byte) Reply {
+	if len(args) > 3 {
+		return Errorf(errWrongArity, strings.ToLower(string(args[0])))
+	}
 	if r := d.checkKey(args[1]); r != nil {
 		return r
 	}
-	v, ok, err := d.leases.Pop(ctx, string(args[1]), strings.EqualFold(string(args[0]), "RPOP"))
+	right := strings.EqualFold(string(args[0]), "RPOP")
+	if len(args) == 3 {
+		count, r := parseCount(args[2])
+		if r != nil {
+			return r
+		}
+		elems, exists, err := d.leases.PopCount(ctx, string(args[1]), right, count)
+		switch {
+		case err != nil:
+			return d.listError(err)
+		case !exists:
+			return NullArray{}
+		}
+		a := make(Array, len(elems))
+		for i, e := range elems {
+			a[i] = BulkString(e)
+		}
+		return a
+	}
+	v, ok, err := d.leases.Pop(ctx, string(args[1]), right)
 	switch {
 	case err != nil:
 		return d.listError(err)
@@ -79,6 +104,17 @@ func (d *Dispatcher) pop(ctx context.Context, c *Client, args [][]byte) Reply {
 		return Null{}
 	}
 	return BulkString(v)
+}
+
+// parseCount reads LPOP's and RPOP's count as Redis 7 does: a whole
+// number from 0 to 2^63-1 written the one way Redis writes it (no sign,
+// no leading zero); anything else, even a word, is out of range.
+func parseCount(b []byte) (int64, Reply) {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != string(b) {
+		return 0, errCountRange
+	}
+	return n, nil
 }
 
 // LMOVE source destination LEFT|RIGHT LEFT|RIGHT: LPOP/RPOP of source as

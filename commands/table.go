@@ -147,8 +147,8 @@ var table = []Command{
 	// Lists as wake-up signals (lists.go): pushes on every voting backend, pops quorum-aware.
 	{Name: "LPUSH", Arity: -3, Key: 1, Flags: Writes, Group: "list", Summary: "Pushes on every voting backend; the longest list's length", run: (*Dispatcher).push},
 	{Name: "RPUSH", Arity: -3, Key: 1, Flags: Writes, Group: "list", Summary: "Pushes on every voting backend; the longest list's length", run: (*Dispatcher).push},
-	{Name: "LPOP", Arity: 2, Key: 1, Flags: Writes, Group: "list", Summary: "Pops on every voting backend: the element most of them popped", run: (*Dispatcher).pop},
-	{Name: "RPOP", Arity: 2, Key: 1, Flags: Writes, Group: "list", Summary: "Pops on every voting backend: the element most of them popped", run: (*Dispatcher).pop},
+	{Name: "LPOP", Arity: -2, Key: 1, Flags: Writes, Group: "list", Summary: "Pops on every voting backend: the element (or, with a count, the elements) most of them popped", run: (*Dispatcher).pop},
+	{Name: "RPOP", Arity: -2, Key: 1, Flags: Writes, Group: "list", Summary: "Pops on every voting backend: the element (or, with a count, the elements) most of them popped", run: (*Dispatcher).pop},
 	{Name: "LLEN", Arity: 2, Key: 1, Flags: Reads, Group: "list", Summary: "The length a quorum of backends holds at least", run: (*Dispatcher).llen},
 	{Name: "LMOVE", Arity: 5, Key: 1, LastKey: 2, Flags: Writes, Group: "list", Summary: "LPOP/RPOP then a push on every voting backend", run: (*Dispatcher).lmove},
 	{Name: "BLPOP", Arity: -3, Key: 1, LastKey: -2, Flags: Writes | Blocking, Group: "list", Summary: "Blocks on every backend; the first element popped", run: (*Dispatcher).bpop},

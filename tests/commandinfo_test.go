@@ -11,9 +11,6 @@ import (
 // commandInfoDiffers lists what of the proxy's COMMAND INFO differs from
 // Redis's by design, by command, with the reason.
 var commandInfoDiffers = map[string]string{
-	// Arity.
-	"lpop arity": "LPOP key only: a pop of several elements by vote is not served",
-	"rpop arity": "RPOP key only: a pop of several elements by vote is not served",
 	// First, last and step.
 	"ssubscribe keys":   "shard channels are channels to the proxy, not keys: no key pattern applies to them",
 	"sunsubscribe keys": "shard channels are channels to the proxy, not keys",

@@ -144,3 +144,47 @@ func TestBlockingPopClientLeaves(t *testing.T) {
 		t.Fatalf("BRPOP after the push = %v, %v", v, err)
 	}
 }
+
+// TestPopCount: LPOP/RPOP with a count, as go-redis's LPopCount and
+// RPopCount send them, answer through the proxy as Redis 7 does: the
+// elements popped, in order, and nil for a missing key, in RESP3 and
+// RESP2. A backend whose list differs gets back, in its order, what it
+// popped past the elements answered.
+func TestPopCount(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 5)
+	p := startProxy(t, rs, "")
+	ctx := testCtx(t, time.Minute)
+	c, c2 := p.Client(nil), p.Client(&redis.Options{Protocol: 2})
+	if err := c.RPush(ctx, "l", "a", "b", "c").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs[4].Client().LSet(ctx, "l", 1, "x").Err(); err != nil { // rs[4]: a x c
+		t.Fatal(err)
+	}
+	if v, err := c.LPopCount(ctx, "l", 2).Result(); err != nil || strings.Join(v, " ") != "a b" {
+		t.Fatalf("LPOP l 2 = %q, %v; want [a b]", v, err)
+	}
+	for i, r := range rs {
+		want := "c"
+		if i == 4 {
+			want = "x c" // its x pushed back in front of its c
+		}
+		if v, err := r.Client().LRange(ctx, "l", 0, -1).Result(); err != nil || strings.Join(v, " ") != want {
+			t.Errorf("backend %d holds %q, %v; want %s", i, v, err, want)
+		}
+	}
+	// Every backend's c, then the x only one backend popped: as with a
+	// pop without count, an element a backend popped is answered.
+	if v, err := c2.RPopCount(ctx, "l", 5).Result(); err != nil || strings.Join(v, " ") != "c x" {
+		t.Fatalf("RPOP l 5 = %q, %v; want [c x]", v, err)
+	}
+	for _, cl := range []*redis.Client{c, c2} {
+		if v, err := cl.LPopCount(ctx, "l", 2).Result(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("LPOP of a missing key with a count = %q, %v; want nil", v, err)
+		}
+	}
+	if err := c.LPopCount(ctx, "l", -1).Err(); err == nil || err.Error() != "ERR value is out of range, must be positive" {
+		t.Fatalf("LPOP l -1: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -132,6 +133,68 @@ func TestPopPushesBack(t *testing.T) {
 	}
 	if _, _, err := m.Pop(ctx, "l", false); !errors.Is(err, ErrNoBackend) {
 		t.Fatalf("Pop with no backend: %v, want ErrNoBackend", err)
+	}
+}
+
+// TestPopCountAgrees: a pop with a count answers, place by place, the
+// element most of the backends that agree so far popped, and pushes back
+// what each backend popped past its agreement, in its order; count 0
+// pops nothing and tells a held key from a missing one.
+func TestPopCountAgrees(t *testing.T) {
+	m, mrs := newManager(t, Options{})
+	ctx := context.Background()
+	lists := [][]string{
+		{"x", "y", "z", "rest"},
+		{"x", "w", "z", "rest"}, // outvoted at the second place
+		{"x", "y", "v", "rest"}, // a tie with the first backend at the third
+	}
+	for i, l := range lists {
+		if _, err := mrs[i].Push("l", l...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, exists, err := m.PopCount(ctx, "l", false, 3)
+	if err != nil || !exists || !slices.Equal(got, []string{"x", "y", "z"}) {
+		t.Fatalf("PopCount = %q, %v, %v; want [x y z]", got, exists, err)
+	}
+	for i, want := range [][]string{{"rest"}, {"w", "z", "rest"}, {"v", "rest"}} {
+		if l, _ := mrs[i].List("l"); !slices.Equal(l, want) {
+			t.Errorf("backend %d holds %q, want %q", i, l, want)
+		}
+	}
+
+	// From the tail, pushed back at the tail in the order it was.
+	for i, l := range [][]string{{"a", "b", "c"}, {"a", "b", "c"}, {"d", "e", "f"}} {
+		mrs[i].Del("r")
+		if _, err := mrs[i].Push("r", l...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _, err := m.PopCount(ctx, "r", true, 2); err != nil || !slices.Equal(got, []string{"c", "b"}) {
+		t.Fatalf("PopCount from the tail = %q, %v; want [c b]", got, err)
+	}
+	if l, _ := mrs[2].List("r"); !slices.Equal(l, []string{"d", "e", "f"}) {
+		t.Errorf("the outvoted backend holds %q, want [d e f] back", l)
+	}
+
+	// Count 1 is Pop's element; one backend's element is still answered.
+	if _, err := mrs[1].Push("one", "s"); err != nil {
+		t.Fatal(err)
+	}
+	if got, exists, err := m.PopCount(ctx, "one", false, 1); err != nil || !exists || !slices.Equal(got, []string{"s"}) {
+		t.Fatalf("PopCount of one backend's element = %q, %v, %v; want [s]", got, exists, err)
+	}
+	if got, exists, err := m.PopCount(ctx, "one", false, 2); err != nil || exists || len(got) != 0 {
+		t.Fatalf("PopCount of a missing key = %q, %v, %v; want none, not existing", got, exists, err)
+	}
+	if got, exists, err := m.PopCount(ctx, "r", false, 0); err != nil || !exists || len(got) != 0 {
+		t.Fatalf("PopCount 0 of a held key = %q, %v, %v; want none, existing", got, exists, err)
+	}
+	for _, mr := range mrs {
+		mr.Close()
+	}
+	if _, _, err := m.PopCount(ctx, "l", false, 2); !errors.Is(err, ErrNoBackend) {
+		t.Fatalf("PopCount with no backend: %v, want ErrNoBackend", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -90,18 +91,44 @@ func wrongType(err error) error {
 // false when none popped. Any other element a node popped is pushed back
 // where it was. No node answered: a node's WRONGTYPE, or ErrNoBackend.
 func (m *Manager) Pop(ctx context.Context, key string, right bool) (string, bool, error) {
-	cmd := "LPOP"
-	if right {
-		cmd = "RPOP"
-	}
-	replies, err := m.locker.DoAll(ctx, "pop", cmd, key)
-	if err != nil {
+	elems, _, err := m.pop(ctx, key, right, -1)
+	if err != nil || len(elems) == 0 {
 		return "", false, err
 	}
-	votes := map[string]int{}
-	best, answered := "", 0
+	return elems[0], true, nil
+}
+
+// PopCount pops up to count elements of key (LPOP key count; from the
+// tail when right) on every voting node, and answers them in the order
+// popped: at each place, among the nodes that popped every element
+// answered before it, the element most of them popped there (ties as
+// Pop's). With count 1 that is Pop's element. exists is false when no
+// node holds key (Redis's null array; an empty list when count is 0 and
+// some node holds key). Whatever a node popped past the elements it
+// agrees on is pushed back where it was, in its order. No node answered:
+// a node's WRONGTYPE, or ErrNoBackend.
+func (m *Manager) PopCount(ctx context.Context, key string, right bool, count int64) (elems []string, exists bool, err error) {
+	return m.pop(ctx, key, right, count)
+}
+
+// pop is Pop (count < 0: the one-element form) and PopCount.
+func (m *Manager) pop(ctx context.Context, key string, right bool, count int64) ([]string, bool, error) {
+	cmd := []any{"LPOP", key}
+	if right {
+		cmd[0] = "RPOP"
+	}
+	if count >= 0 {
+		cmd = append(cmd, strconv.FormatInt(count, 10))
+	}
+	replies, err := m.locker.DoAll(ctx, "pop", cmd...)
+	if err != nil {
+		return nil, false, err
+	}
+	popped := make([][]string, len(replies)) // what each node popped
+	agree := make([]int, 0, len(replies))    // the nodes that popped every element answered so far
+	exists, answered := false, 0
 	var said error
-	for _, nr := range replies {
+	for i, nr := range replies {
 		if nr.Err != nil {
 			if said == nil {
 				said = wrongType(nr.Err)
@@ -109,33 +136,80 @@ func (m *Manager) Pop(ctx context.Context, key string, right bool) (string, bool
 			continue
 		}
 		answered++
-		if s, ok := nr.Value.(string); ok {
-			votes[s]++
-			if votes[s] > votes[best] {
-				best = s
-			}
-		}
+		var holds bool
+		popped[i], holds = poppedElems(nr.Value)
+		exists = exists || holds
+		agree = append(agree, i)
 	}
 	if answered == 0 {
 		if said != nil {
-			return "", false, said
+			return nil, false, said
 		}
-		return "", false, ErrNoBackend
+		return nil, false, ErrNoBackend
 	}
-	nodes := m.locker.Nodes()
-	for i, nr := range replies {
-		if s, ok := nr.Value.(string); ok && nr.Err == nil && s != best {
-			// Bounded like any node call: a backend that stalls after
-			// its pop must not hold the client's pop forever.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.locker.NodeTimeout())
-			_, err := nodes[i].Do(cctx, pushCommand(right), key, s)
-			cancel()
-			if err != nil {
-				m.log.Warn("could not push back a popped element", "node", nr.Addr, "key", key, "error", err)
+	var out []string
+	for j := 0; ; j++ {
+		votes := map[string]int{}
+		best := ""
+		for _, i := range agree {
+			if j < len(popped[i]) {
+				s := popped[i][j]
+				votes[s]++
+				if votes[s] > votes[best] {
+					best = s
+				}
 			}
 		}
+		if len(votes) == 0 {
+			break
+		}
+		out = append(out, best)
+		agree = slices.DeleteFunc(agree, func(i int) bool { return j >= len(popped[i]) || popped[i][j] != best })
 	}
-	return best, len(votes) > 0, nil
+	nodes := m.locker.Nodes()
+	for i, elems := range popped {
+		k := 0 // the elements node i agrees on
+		for k < len(elems) && k < len(out) && elems[k] == out[k] {
+			k++
+		}
+		if k == len(elems) {
+			continue
+		}
+		back := []any{pushCommand(right), key}
+		for _, s := range slices.Backward(elems[k:]) { // the last popped goes back first
+			back = append(back, s)
+		}
+		// Bounded like any node call: a backend that stalls after its
+		// pop must not hold the client's pop forever.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.locker.NodeTimeout())
+		_, err := nodes[i].Do(cctx, back...)
+		cancel()
+		if err != nil {
+			m.log.Warn("could not push back a popped element", "node", replies[i].Addr, "key", key, "error", err)
+		}
+	}
+	return out, exists, nil
+}
+
+// poppedElems reads a node's reply to LPOP/RPOP: the elements it popped
+// (a string, or an array of them with a count), and whether it answered
+// an array, which says it holds the key even when the array is empty.
+func poppedElems(v any) ([]string, bool) {
+	switch v := v.(type) {
+	case string:
+		return []string{v}, false
+	case []any:
+		elems := make([]string, 0, len(v))
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok { // not a list's element: ignore the rest
+				break
+			}
+			elems = append(elems, s)
+		}
+		return elems, true
+	}
+	return nil, false
 }
 
 // Publish publishes message on channel (a shard channel when shard) on

@@ -1,0 +1,65 @@
+package commands
+
+import "testing"
+
+// TestPopCount: LPOP/RPOP with a count answer as Redis 7 does (replies
+// taken from redis-server 7.0.15): an array of the elements popped, empty
+// for count 0 on a held key, the null array for a missing key, and the
+// count checked before the key. The one-element form is unchanged.
+func TestPopCount(t *testing.T) {
+	d, mrs := newTestDispatcher(t, 5, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	const outOfRange = "-ERR value is out of range, must be positive\r\n"
+	runAll(t, d, c, []run{
+		{[]string{"RPUSH", "l", "a", "b", "c"}, ":3\r\n"},
+		{[]string{"LPOP", "l", "2"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+		{[]string{"RPOP", "l", "5"}, "*1\r\n$1\r\nc\r\n"},
+		{[]string{"LPOP", "l", "2"}, "*-1\r\n"},
+		{[]string{"LPOP", "l", "0"}, "*-1\r\n"},
+		{[]string{"RPUSH", "l", "a", "b", "c"}, ":3\r\n"},
+		{[]string{"RPOP", "l", "2"}, "*2\r\n$1\r\nc\r\n$1\r\nb\r\n"},
+		{[]string{"LPOP", "l", "0"}, "*0\r\n"},
+		{[]string{"LLEN", "l"}, ":1\r\n"},
+		{[]string{"LPOP", "l", "-1"}, outOfRange},
+		{[]string{"LPOP", "l", "x"}, outOfRange},
+		{[]string{"LPOP", "l", "1.5"}, outOfRange},
+		{[]string{"LPOP", "l", "+1"}, outOfRange},
+		{[]string{"LPOP", "l", "01"}, outOfRange},
+		{[]string{"LPOP", "l", "-0"}, outOfRange},
+		{[]string{"LPOP", "l", "9223372036854775808"}, outOfRange},
+		{[]string{"LPOP", "l", "1", "2"}, "-ERR wrong number of arguments for 'lpop' command\r\n"},
+		{[]string{"rpop", "l", "1", "2"}, "-ERR wrong number of arguments for 'rpop' command\r\n"},
+		{[]string{"LPOP", "l", "9223372036854775807"}, "*1\r\n$1\r\na\r\n"},
+		{[]string{"LPOP", "l"}, "$-1\r\n"},
+		{[]string{"SET", "s", "v"}, "+OK\r\n"},
+		{[]string{"LPOP", "s", "2"}, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"},
+		{[]string{"LPOP", "s", "-1"}, outOfRange},
+	})
+	// A backend outvoted at the second place gets back what it popped
+	// past the first; count 1 answers Pop's element, and the backend's q,
+	// outvoted again, goes back in front of its z.
+	for i, mr := range mrs {
+		l := []string{"x", "y", "z"}
+		if i == 4 {
+			l = []string{"x", "q", "z"}
+		}
+		if _, err := mr.Push("v", l...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runAll(t, d, c, []run{
+		{[]string{"LPOP", "v", "2"}, "*2\r\n$1\r\nx\r\n$1\r\ny\r\n"},
+		{[]string{"LPOP", "v", "1"}, "*1\r\n$1\r\nz\r\n"},
+	})
+	if l, _ := mrs[4].List("v"); len(l) != 2 || l[0] != "q" || l[1] != "z" {
+		t.Errorf("the outvoted backend holds %q, want [q z]", l)
+	}
+	do(d, c, "HELLO", "3")
+	runAll(t, d, c, []run{
+		{[]string{"LPOP", "nokey", "2"}, "_\r\n"},
+		{[]string{"RPUSH", "l", "a"}, ":1\r\n"},
+		{[]string{"LPOP", "l", "0"}, "*0\r\n"},
+		{[]string{"RPOP", "l", "1"}, "*1\r\n$1\r\na\r\n"},
+		{[]string{"RPOP", "l"}, "_\r\n"},
+	})
+}
