@@ -170,6 +170,19 @@ func TestDevMode(t *testing.T) {
 			t.Fatalf("dev mode: UNLOCK = %d, want 1", n)
 		}
 	}
+	// Reads by vote of a key held without expiry, and a script that calls
+	// TIME: the embedded backends took TIME in a read-only script for a
+	// write, and refused both.
+	c := p.Client(nil)
+	if err := c.SetNX(ctx, "dev-held", "v", 0).Err(); err != nil {
+		t.Fatalf("dev mode: SETNX: %v", err)
+	}
+	if got, err := c.MGet(ctx, "dev-held").Result(); err != nil || len(got) != 1 || got[0] != "v" {
+		t.Errorf("dev mode: MGET of a held key = %v, %v", got, err)
+	}
+	if got, err := c.Eval(ctx, "return #redis.call('TIME')", nil).Int(); err != nil || got != 2 {
+		t.Errorf("dev mode: a script calling TIME = %v, %v", got, err)
+	}
 	lines := strings.SplitN(p.Log(), "\n", 11)
 	head := strings.ToLower(strings.Join(lines[:min(len(lines), 10)], "\n"))
 	if !strings.Contains(head, "dev") {

@@ -136,6 +136,9 @@ func newDaemon(cfg conf.Config, logger hclog.Logger) (d *daemon, err error) {
 		if err != nil {
 			return d, fmt.Errorf("backend %s: %w", conf.RedactBackend(b), err)
 		}
+		if d.dev != nil {
+			n.NoReadOnlyScripts()
+		}
 		nodes = append(nodes, n)
 		relayed = append(relayed, n)
 		if n.DB() != 0 && otherDB == "" {
