@@ -122,7 +122,7 @@ func (r *Redlock) CountPast(ctx context.Context, key string, by, past int64) (in
 
 func (r *Redlock) countArgs(ctx context.Context, key string, args ...any) (int64, error) {
 	run := call[any]{
-		cmd:    backend.Command{Kind: backend.CallEval, Script: incrScript, Keys: []string{key}, Args: args},
+		cmd: backend.Command{Kind: backend.CallEval, Script: incrScript, Keys: []string{key}, Args: args},
 		decode: func(v any) (any, error) {
 			if s, ok := v.(string); ok {
 				return strconv.ParseInt(s, 10, 64)
