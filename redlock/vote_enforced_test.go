@@ -137,6 +137,7 @@ func TestEnforcedStringAliases(t *testing.T) {
 		{"local a = string.rep('y', 400) return #string.format('%q', a .. string.rep('\\0', 200))", nil, "string.format"},
 		{"local s = string.rep('a', 90) for m in string.gfind(s, 'a*a*a*c') do end return 1", nil, "backtrack"},
 		{"local s = string.rep('a', 90) return ('x')[ARGV[1]](s, 'a*a*a*c')", []string{"find"}, "backtrack"},
+		{"local s = string.rep('a-', 45) return string.find(s, '(.-)-(.-)-(.-)-c')", nil, "backtrack"},
 		{"collectgarbage('stop') return 1", nil, "collectgarbage"},
 		{"local t = {'xxxxxxxx'} for i = 1, 12 do t = {t, t} end return #cjson.encode(t)", nil, "cjson.encode"},
 		{"local t = {'xxxxxxxx'} for i = 1, 12 do t = {t, t} end return #_G['cj' .. 'son'].new().encode(t)", nil, "cjson.encode"},
@@ -217,6 +218,10 @@ func TestEnforcedBodySameResults(t *testing.T) {
 		"local a = {} return " + strings.Repeat("a and ", 150) + "1",
 		"local t = setmetatable({}, {__concat = function(x, y) return 'M' end}) return 'a' .. 1 .. t .. 'b' .. 'c'",
 		"local a = 'x'\nlocal b\nreturn a .. 'y' .. b .. 'z'",
+		// '-' after ')' or a quantifier is a character, not a quantifier.
+		"local y, m, d = string.match('2024-01-05 is the date', '(%d+)-(%d+)-(%d+)') return {tonumber(y), tonumber(m), tonumber(d)}",
+		"return string.match('123e4567-e89b-12d3-a456-426614174000', '^%x+-%x+-%x+-%x+-%x+$') and 1 or 0",
+		"redis.call('SET', KEYS[1], '2024-01-05T10:20:30.123456789+00:00') local v = redis.call('GET', KEYS[1]) return {string.match(v, '^(%d+)-(%d+)-(%d+)')}",
 	} {
 		s := script.New(src).ForVote(script.Shape{}, []string{""})
 		want, werr := cl.Eval(ctx, src, []string{"t:1"}, "k").Result()

@@ -27,23 +27,161 @@ func (sb *sandbox) concat(L *glua.LState) int {
 }
 
 // patternCost estimates the work of matching a Lua pattern against a
-// subject of n bytes: n^(q+1) for q repetition items, as backtracking can
-// try every length for each.
+// subject of n bytes: n^(q+1) for q repetition items (patternRepeats), as
+// backtracking can try every length for each.
 func patternCost(pat string, n int) int64 {
-	q := 0
-	for i := 0; i < len(pat); i++ {
-		switch pat[i] {
-		case '%':
-			i++
-		case '*', '+', '-', '?':
-			q++
-		}
-	}
+	q := patternRepeats(pat)
 	cost := float64(n + 1)
 	for i := 0; i < q && cost < 1e15; i++ {
 		cost *= float64(n + 1)
 	}
 	return int64(math.Min(cost, 1e15))
+}
+
+// patternRepeats reads a Lua 5.1 pattern item by item. '*', '+', '-' and
+// '?' quantify the single-character class before them (a character, '.',
+// %x, [set]); after '(', ')', %b, a back-reference, another quantifier or
+// at the start they are characters. A quantified item counts when what
+// follows may go on from more than one of its lengths. One followed by
+// nothing, or by a character it cannot match ('%d+' in '%d+-'), scans
+// without multiplying: such items, %b and back-references count one
+// between them. (gopher-lua, which runs the probes, reads '%f' as 'f':
+// the set after it is an item.)
+func patternRepeats(pat string) int {
+	q, scans := 0, 0
+	open, quant := "", byte(0) // the last quantified class, while what follows it is unread
+	settle := func(once bool) {
+		if open != "" && !once {
+			q++
+		} else if open != "" && quant != '?' {
+			scans = 1
+		}
+		open = ""
+	}
+	i := 0
+	if strings.HasPrefix(pat, "^") {
+		i = 1
+	}
+	for i < len(pat) {
+		c, j := pat[i], i+1
+		switch {
+		case c == '(' || c == ')' || c == '$' && j == len(pat):
+			i = j
+			continue
+		case c == '%' && j < len(pat) && (pat[j] == 'b' || pat[j] >= '0' && pat[j] <= '9'):
+			settle(false)
+			i, scans = i+2, 1
+			if pat[j] == 'b' {
+				i += 2
+			}
+			continue
+		case c == '%':
+			j++
+		case c == '[':
+			if j < len(pat) && pat[j] == '^' {
+				j++
+			}
+			for first := true; j < len(pat) && (first || pat[j] != ']'); first = false {
+				if pat[j] == '%' {
+					j++
+				}
+				j++
+			}
+			j++
+		}
+		j = min(j, len(pat))
+		class, next := pat[i:j], byte(0)
+		if j < len(pat) {
+			next = pat[j]
+		}
+		if open != "" {
+			lit := len(class) == 1 && c != '.' || c == '%' && len(class) == 2 && strings.IndexByte(magic, class[1]) >= 0
+			settle(lit && next != '*' && next != '-' && next != '?' && !classHas(open, class[len(class)-1]))
+		}
+		if strings.IndexByte("*+-?", next) >= 0 {
+			open, quant, j = class, next, j+1
+		}
+		i = j
+	}
+	settle(true)
+	return q + scans
+}
+
+// classHas reports whether the single-character class cl (".", "a",
+// "%d", "[^,]") matches byte c, as Lua 5.1's lstrlib reads it.
+func classHas(cl string, c byte) bool {
+	switch {
+	case cl == ".":
+		return true
+	case cl[0] == '%' && len(cl) > 1:
+		return escapeHas(cl[1], c)
+	case cl[0] != '[':
+		return cl[0] == c
+	}
+	neg, i := cl[1] == '^', 1 // cl ends with ']'
+	if neg {
+		i++
+	}
+	for ; i < len(cl)-1; i++ {
+		switch {
+		case cl[i] == '%':
+			if i++; escapeHas(cl[i], c) {
+				return !neg
+			}
+		case cl[i+1] == '-' && i+2 < len(cl)-1:
+			if cl[i] <= c && c <= cl[i+2] {
+				return !neg
+			}
+			i += 2
+		case cl[i] == c:
+			return !neg
+		}
+	}
+	return neg
+}
+
+// escapeHas reports whether %e matches byte c (Lua 5.1, C locale).
+func escapeHas(e, c byte) bool {
+	lower, upper, digit := c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9'
+	var in bool
+	switch e | 0x20 {
+	case 'a':
+		in = lower || upper
+	case 'c':
+		in = c < ' ' || c == 127
+	case 'd':
+		in = digit
+	case 'l':
+		in = lower
+	case 'p':
+		in = c > ' ' && c < 127 && !lower && !upper && !digit
+	case 's':
+		in = c == ' ' || c >= '\t' && c <= '\r'
+	case 'u':
+		in = upper
+	case 'w':
+		in = lower || upper || digit
+	case 'x':
+		in = digit || c|0x20 >= 'a' && c|0x20 <= 'f'
+	case 'z':
+		in = c == 0
+	default:
+		return e == c
+	}
+	return in != (e >= 'A' && e <= 'Z')
+}
+
+// magic are the characters a pattern escapes with '%' to match them.
+const magic = "^$()%.[]*+-?"
+
+// chargePattern charges the work of matching pattern p on a subject of n
+// bytes; a pattern that alone costs more than a run may do is named.
+func (sb *sandbox) chargePattern(L *glua.LState, p string, n int) {
+	c := patternCost(p, n)
+	if c > runSteps && sb.b.err == nil {
+		sb.b.err = &patternError{n}
+	}
+	sb.charge(L, c)
 }
 
 // formatCost bounds the length string.format can produce.
@@ -113,7 +251,7 @@ func (sb *sandbox) boundStrings(str *glua.LTable) {
 				sb.charge(L, int64(len(s)))
 				return
 			}
-			sb.charge(L, patternCost(p, len(s)))
+			sb.chargePattern(L, p, len(s))
 		})
 	}
 	wrap("gsub", func(L *glua.LState) {
@@ -123,7 +261,8 @@ func (sb *sandbox) boundStrings(str *glua.LTable) {
 		}
 		r := L.CheckString(3)
 		n := int64(len(s))
-		sb.charge(L, patternCost(p, len(s))+n*n/16)
+		sb.chargePattern(L, p, len(s))
+		sb.charge(L, n*n/16)
 		sb.spend(L, n*int64(len(r)+1)+int64(len(r)))
 	})
 }

@@ -50,6 +50,9 @@ return redis.call('TTL', KEYS[1])`
 		{"value and pttl, absent", pair, []string{"k"}, nil, nil, ArrayValue(NilValue(), IntValue(-2))},
 		{"value and pttl", pair, []string{"k"}, nil, map[string]KeyView{"k": held("v", 5*time.Second)}, ArrayValue(BulkValue("v"), IntValue(5000))},
 		{"two keys", both, []string{"a", "b"}, nil, map[string]KeyView{"b": held("y", -1)}, ArrayValue(NilValue(), BulkValue("y"))},
+		// '-' after ')' or a quantifier is a character, not a quantifier.
+		{"date fields", "local y,m,d = string.match(ARGV[1], '(%d+)-(%d+)-(%d+)') return {tonumber(y),tonumber(m),tonumber(d)}", nil, []string{"2024-01-05"}, nil, ArrayValue(IntValue(2024), IntValue(1), IntValue(5))},
+		{"uuid", "return string.match(ARGV[1], '^%x+-%x+-%x+-%x+-%x+$') and 1 or 0", nil, []string{"123e4567-e89b-12d3-a456-426614174000"}, nil, IntValue(1)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

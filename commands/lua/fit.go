@@ -126,7 +126,10 @@ func abortOn(re *runError) error {
 	}
 	a := &errAbort{why: "in the analysis sandbox " + re.err.Error()}
 	line := max(re.line, 1)
+	var pe *patternError
 	switch {
+	case errors.As(re.err, &pe):
+		a.problem = &Problem{Line: line, Reason: fmt.Sprintf("%s on a probe (more than %d Lua instructions' worth); it could block every backend", pe, runSteps)}
 	case errors.Is(re.err, errSteps):
 		a.problem = &Problem{Line: line, Reason: fmt.Sprintf("the script ran more than %d Lua instructions (or the equivalent in library work) on a probe without finishing; it could block every backend", runSteps)}
 	case errors.Is(re.err, errTime):

@@ -86,3 +86,38 @@ func TestHostileInputsAreBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestPatternRepeats: the items of a Lua pattern that patternCost counts.
+// '-' (like '*', '+', '?') quantifies only a single-character class;
+// after '(', ')', another quantifier or at the start it is a character.
+// An item the rest can follow from one length only counts once with the
+// others like it.
+func TestPatternRepeats(t *testing.T) {
+	for pat, want := range map[string]int{
+		"(%d+)-(%d+)-(%d+)":       1,
+		"^%x+-%x+-%x+-%x+-%x+$":   1,
+		"-?%d+":                   2, // '-?' may stop where %d starts
+		"[a-z]+":                  1,
+		"%b()%b[]":                1,
+		"(%a+)%1":                 2, // a back-reference compares up to n bytes
+		"a*a*a*c":                 3,
+		".-.-.-.-b":               4,
+		"(.-)-(.-)-(.-)-c":        3, // '.' matches '-'
+		"a*a*a*a*a*a*a*a*a*a*a*b": 11,
+		"%s*(%S+)%s*":             3,
+		"%d+%-?%d+":               3,
+		"a?b":                     0,
+		"a?a":                     1,
+		"$+$+$":                   2,
+		"[a-y]+z[a-y]+z":          1,
+		"[a-z]+z[a-z]+z":          2,
+		"[^%d]+1[^%d]+1":          1,
+		"%l+A%l+A":                1,
+		"%W+a%W+a":                1,
+		"%u+A%u+A":                2,
+	} {
+		if got := patternRepeats(pat); got != want {
+			t.Errorf("patternRepeats(%q) = %d, want %d", pat, got, want)
+		}
+	}
+}

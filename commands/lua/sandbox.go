@@ -55,6 +55,14 @@ var (
 	errBytes = errors.New("the script built strings past its memory budget")
 )
 
+// patternError is a run's error when one Lua pattern alone would cost
+// more than the run's budget (patternCost).
+type patternError struct{ subject int }
+
+func (e *patternError) Error() string {
+	return fmt.Sprintf("the script used a Lua pattern that may backtrack too long on a subject of %d bytes", e.subject)
+}
+
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // budget is the context the interpreter checks before every instruction:

@@ -228,6 +228,7 @@ func TestRefused(t *testing.T) {
 		{"XTRIM approximate", "return redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[1])", 1, "XTRIM with ~ trims"},
 		{"XTRIM modifier from ARGV", "return redis.call('XTRIM', KEYS[1], 'MAXLEN', ARGV[1])", 1, "an argument could be ~"},
 		{"COPY DB", "return redis.call('COPY', KEYS[1], KEYS[2], 'DB', 1)", 1, "COPY with DB reaches another database"},
+		{"backtracking pattern", "local s = string.rep('a-', 500)\nreturn string.find(s, '(.-)-(.-)-(.-)-c')", 2, "Lua pattern that may backtrack too long on a subject of 1000 bytes on a probe"},
 		{"COPY options from ARGV", "return redis.call('COPY', KEYS[1], KEYS[2], unpack(ARGV))", 1, "an argument could be DB"},
 		{"SORT GET", "return redis.call('SORT', KEYS[1], 'LIMIT', 0, 5, 'GET', '#')", 1, "SORT with BY or GET"},
 		{"SORT STORE to ARGV", "return redis.call('SORT', KEYS[1], 'STORE', ARGV[1])", 1, "argument 3 is a key of SORT"},

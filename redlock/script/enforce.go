@@ -79,7 +79,10 @@ func GrowsValue(name string) bool {
 
 // patternCost bounds a Lua pattern's backtracking: the subject's length
 // to the power of its unbounded quantifiers (one more when it is not
-// anchored), times two per optional item.
+// anchored), times two per optional item. As in commands/lua's
+// patternRepeats, '-' after '(', ')' or a quantifier is a character, and
+// items the rest follows from one length only ('%x+-', the last) count
+// one between them.
 const patternCost = 1 << 26
 
 // sortValues is the most values table.sort orders in a script by vote

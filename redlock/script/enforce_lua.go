@@ -165,24 +165,37 @@ local function __rp_pat(s, p, anch)
 	if type(p) == 'number' then p = sformat('%.14g', p) end
 	local ls = __rp_len(s)
 	if type(p) ~= 'string' or not ls then return end
-	local q, o, i, np, a = 0, 0, 1, #p, false
-	if sbyte(p, 1) == 94 then a, i = anch, 2 end
+	local q, o, sc, i, np, a, op, oq = 0, 0, 0, 1, #p, false, nil, 0
+	local function settle(once)
+		if op and not once then if oq == 63 then o = o + 1 else q = q + 1 end
+		elseif op and oq ~= 63 then sc = 1 end
+		op = nil
+	end
+	if anch and sbyte(p, 1) == 94 then a, i = true, 2 end
 	while i <= np do
-		local c, j = sbyte(p, i), i + 1
-		if c == 37 then
-			if sbyte(p, i + 1) == 98 then q, j = q + 1, i + 4 else j = i + 2 end
-		elseif c == 91 then
-			j = i + 1
+		local c, x, j = sbyte(p, i), sbyte(p, i + 1), i + 1
+		if c == 37 then j = i + 2 end
+		if c == 91 or c == 37 and x == 102 then
+			if c == 37 then j = i + 3 end
 			if sbyte(p, j) == 94 then j = j + 1 end
 			if sbyte(p, j) == 93 then j = j + 1 end
 			while j <= np and sbyte(p, j) ~= 93 do if sbyte(p, j) == 37 then j = j + 1 end j = j + 1 end
 			j = j + 1
 		end
-		local m = sbyte(p, j)
-		if m == 42 or m == 43 or m == 45 then q, j = q + 1, j + 1 elseif m == 63 then o, j = o + 1, j + 1 end
+		if c == 37 and (x == 98 or x == 102 or x and x >= 48 and x <= 57) then
+			settle(false)
+			if x == 98 then j = i + 4 end
+			if x ~= 102 then sc = 1 end
+		elseif c ~= 40 and c ~= 41 and (c ~= 36 or i < np) then
+			local m, ch = sbyte(p, j), ssub(p, j - 1, j - 1)
+			if op then settle((j == i + 1 and c ~= 46 or c == 37 and sfind('^$()%.[]*+-?', ch, 1, true)) and m ~= 42 and m ~= 45 and m ~= 63 and not sfind(ch, '^' .. op .. '()')) end
+			if m == 42 or m == 43 or m == 45 or m == 63 then op, oq, j = ssub(p, i, j - 1), m, j + 1 end
+		end
 		i = j
 	end
+	settle(true)
 	if not a then q = q + 1 end
+	q = q + sc
 	if q * mlog(ls + 1) + o * mlog(2) + mlog(np + 1) > mlog(@COST@) then
 		__rp_no('script used a Lua pattern that may backtrack too long on a subject of ' .. ls .. ' bytes')
 	end
