@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -8,13 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestScriptShebangsAsOneRedis: scripts with a shebang answer through
-// the proxy as one Redis 7 answers them. Before, a read-only script with a
-// shebang that does not declare no-writes ("#!lua", "#!lua
-// flags=no-cluster") was sent to the backends as a read, EVALSHA_RO,
-// which Redis refuses for it ("Can not execute a script with write flag
-// using *_ro command."); and SCRIPT LOAD of an unknown flag answered a
-// SHA1.
+// TestScriptShebangsAsOneRedis: scripts with a shebang, and EVAL_RO and
+// EVALSHA_RO, answer through the proxy as one Redis 7 answers them.
+// Before, a read-only script with a shebang that does not declare
+// no-writes ("#!lua", "#!lua flags=no-cluster") was sent to the backends
+// as a read, EVALSHA_RO, which Redis refuses for it ("Can not execute a
+// script with write flag using *_ro command."); SCRIPT LOAD of an unknown
+// flag answered a SHA1; and EVAL_RO and EVALSHA_RO were refused as
+// commands.
 func TestScriptShebangsAsOneRedis(t *testing.T) {
 	t.Parallel()
 	rs := startCluster(t, 3)
@@ -28,6 +31,8 @@ func TestScriptShebangsAsOneRedis(t *testing.T) {
 		noCluster = "#!lua flags=no-cluster\nreturn redis.call('hget', KEYS[1], 'f')"
 		noWrites  = "#!lua flags=no-writes\nreturn redis.call('hget', KEYS[1], 'f')"
 		writes    = "#!lua\nredis.call('hset', KEYS[1], 'g', ARGV[1])\nreturn redis.call('hget', KEYS[1], 'g')"
+		compat    = "return redis.call('hget', KEYS[1], 'f')"
+		compatSet = "return redis.call('hset', KEYS[1], 'g', ARGV[1])"
 		bogus     = "#!lua flags=bogus\nreturn 1"
 	)
 	for _, cl := range []*redis.Client{c, s} {
@@ -47,6 +52,14 @@ func TestScriptShebangsAsOneRedis(t *testing.T) {
 		{"EVAL", noWrites, []string{"sb:h"}, nil},
 		{"EVAL", writes, []string{"sb:h"}, []any{"w"}},
 		{"EVAL", bogus, nil, nil},
+		{"EVAL_RO", hget, []string{"sb:h"}, nil},
+		{"EVAL_RO", one, nil, nil},
+		{"EVAL_RO", noWrites, []string{"sb:h"}, nil},
+		{"EVAL_RO", compat, []string{"sb:h"}, nil},
+		{"EVAL_RO", compatSet, []string{"sb:h"}, []any{"x"}},
+		{"EVALSHA_RO", compat, []string{"sb:h"}, nil},
+		{"EVALSHA_RO", compatSet, []string{"sb:h"}, []any{"x"}},
+		{"EVALSHA_RO", one, nil, nil},
 		{"SCRIPT", bogus, nil, nil},
 	} {
 		var replies [2]string
@@ -55,6 +68,12 @@ func TestScriptShebangsAsOneRedis(t *testing.T) {
 			switch tc.cmd {
 			case "SCRIPT":
 				args = append(args, "LOAD", tc.src)
+			case "EVALSHA_RO":
+				if err := cl.ScriptLoad(ctx, tc.src).Err(); err != nil {
+					t.Fatalf("SCRIPT LOAD %q: %v", tc.src, err)
+				}
+				sum := sha1.Sum([]byte(tc.src))
+				args = append(args, hex.EncodeToString(sum[:]), len(tc.keys))
 			default:
 				args = append(args, tc.src, len(tc.keys))
 			}
