@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/commands/lua"
+	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
 // Each new script text is analysed once (scripts.go), and an analysis
@@ -57,10 +58,15 @@ func (w *rateWindow) allow(now time.Time, limit int) bool {
 // analyse returns s's analysis, made now within the bounds above when no
 // one made it yet, and the cache's entry for s (scriptCache.lookup): a
 // new text is kept once analysed, unless it does not compile; one the
-// bounds refuse is not. c may be nil (no rate then).
+// bounds refuse is not. c may be nil (no rate then). A shebang Redis
+// refuses (script.ShebangFlags) is refused first, in Redis's words, and
+// the text is neither analysed nor kept, as Redis keeps no such text.
 func (d *Dispatcher) analyse(ctx context.Context, c *Client, s *cachedScript) (*cachedScript, *lua.Analysis, Reply) {
 	if s.analysed.Load() {
 		return d.keepValid(s), s.a, nil
+	}
+	if _, _, err := script.ShebangFlags(s.src); err != nil {
+		return s, nil, Error("ERR " + err.Error())
 	}
 	if c != nil && !c.newScripts.allow(d.now(), newScriptsPerSecond) {
 		d.refusedNew.Add(1)

@@ -134,6 +134,12 @@ var goldenCases = []goldenCase{
 	gc(w("SCRIPT", "LOAD", testRelease), w("EVALSHA", "{sha}", "1", "k", otherToken), w("SCRIPT", "EXISTS", "{sha}")),
 	gc(w("EVALSHA", "0000000000000000000000000000000000000000", "0")),
 	gc(w("SCRIPT", "FLUSH")),
+	gc(w("EVAL_RO", goldenVoteRead, "1", "k")),
+	gc(w("EVAL_RO", goldenVoteWrite, "1", "k", "v")),
+	gc(w("EVAL_RO", testRelease, "1", "k", otherToken)),
+	gc(w("EVAL_RO", testRemaining, "1", "k", otherToken)),
+	gc(w("SCRIPT", "LOAD", goldenVoteRead), w("EVALSHA_RO", "{sha}", "1", "k")),
+	gc(w("EVALSHA_RO", "0000000000000000000000000000000000000000", "0")),
 
 	gc(w("WATCH", "k"), w("GET", "k"), w("MULTI"), w("DEL", "k"), w("EXEC")),
 	gc(w("WATCH", "k"), w("GET", "k"), w("MULTI"), w("PEXPIRE", "k", "30000"), w("EXEC")),

@@ -94,10 +94,11 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 	if cmd.Name == "LOCK" && lockWaits(args) || cmd.Flags&Blocking != 0 {
 		return Plan{Barrier: true, Blocks: true, cmd: cmd}
 	}
-	if cmd.Name == "EVAL" {
+	bySource := cmd.Name == "EVAL" || cmd.Name == "EVAL_RO"
+	if bySource {
 		p.parsed.sha = hashScript(args[1])
 	}
-	if (cmd.Name == "EVAL" || cmd.Name == "EVALSHA") && d.buildsKeys(cmd.Name, args, p.parsed.sha) {
+	if (bySource || cmd.Name == "EVALSHA" || cmd.Name == "EVALSHA_RO") && d.buildsKeys(bySource, args, p.parsed.sha) {
 		p.Barrier = true // the keys it builds have no names yet
 		return p
 	}

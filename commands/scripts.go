@@ -37,6 +37,11 @@ const (
 	errRefused = "ERR redlock-proxy cannot run this script (sha1 %s): %s. See docs/compatibility.md"
 	// errCompiling answers SCRIPT LOAD or EVAL of a text that is not Lua.
 	errCompiling = "ERR Error compiling script (new function): user_script:%d: %s"
+	// EVAL_RO and EVALSHA_RO of a script that may write (roRefusal), in
+	// Redis's words: its shebang does not declare no-writes; a call may
+	// write (the script's sha1, the call's line).
+	errROWriteFlag = Error("ERR Can not execute a script with write flag using *_ro command.")
+	errROWrite     = "ERR Write commands are not allowed from read-only scripts. script: %s, on @user_script:%d."
 
 	// Bounds of the script cache: scripts and bytes of source.
 	maxScripts      = 4096
@@ -277,7 +282,7 @@ func (c *scriptCache) flush() {
 // EVAL script numkeys [key ...] [arg ...]; keys: scriptKeys; the script's
 // SHA1 as Plan computed it, if it did.
 func (d *Dispatcher) eval(ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply {
-	return d.runScript(ctx, c, d.scripts.lookup(args[1], p.sha), args[2:], p.keys)
+	return d.runScript(ctx, c, d.scripts.lookup(args[1], p.sha), args[2:], p.keys, false)
 }
 
 // EVALSHA sha1 numkeys [key ...] [arg ...]; keys: scriptKeys.
@@ -286,19 +291,68 @@ func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args [][]byte, p pa
 	if s == nil {
 		return errNoScript
 	}
-	return d.runScript(ctx, c, s, args[2:], p.keys)
+	return d.runScript(ctx, c, s, args[2:], p.keys, false)
 }
 
-// buildsKeys reports whether the script an EVAL or EVALSHA runs may touch
-// keys it builds from its declared keys (KEYS[1] .. ':x'), which no plan
-// can name: Plan makes such a command a barrier. A script analysed
-// already answers exactly; one not yet analysed (Plan must not wait for
-// an analysis) is judged by its text, since keys are built only with
-// Lua's '..' operator. An unknown SHA1 builds nothing: it is NOSCRIPT.
-// sha is an EVAL's script's SHA1.
-func (d *Dispatcher) buildsKeys(name string, args [][]byte, sha string) bool {
+// EVAL_RO script numkeys [key ...] [arg ...]: EVAL of a script that must
+// not write (roRefusal).
+func (d *Dispatcher) evalRO(ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply {
+	return d.runScript(ctx, c, d.scripts.lookup(args[1], p.sha), args[2:], p.keys, true)
+}
+
+// EVALSHA_RO sha1 numkeys [key ...] [arg ...]: EVALSHA of a script that
+// must not write (roRefusal).
+func (d *Dispatcher) evalshaRO(ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply {
+	s := d.scripts.get(string(args[1]))
+	if s == nil {
+		return errNoScript
+	}
+	return d.runScript(ctx, c, s, args[2:], p.keys, true)
+}
+
+// roRefusal is the refusal of EVAL_RO or EVALSHA_RO of s, analysed as a,
+// whose run would carry out the recognised operation carry (nil: none)
+// or run by vote: before it runs, where Redis refuses while it runs. A
+// shebang without no-writes is refused as Redis refuses it. A recognised
+// operation other than a read, or a script by vote whose analysis finds
+// a call that may write or publish (Writes, Publishes: a command named
+// by ARGV counts, a call in a branch not taken too), is refused with the
+// error Redis gives when the write runs, at the line of the first such
+// call. Anything else runs as EVAL would, as a read: carried out as a
+// recognised read, or sent to the backends as EVALSHA_RO.
+func roRefusal(s *cachedScript, a *lua.Analysis, carry *lua.Meaning) Reply {
+	if s.run.DeclaresWrites() {
+		return errROWriteFlag
+	}
+	v := a.Vote
+	switch {
+	case carry != nil && carry.Op == lua.OpRead:
+		return nil
+	case carry != nil: // an acquire, extend or release
+	case v == nil:
+		return nil // it cannot run by vote: refused as by EVAL
+	case !v.Writes && !v.Publishes:
+		return nil
+	}
+	line := 1
+	if v != nil && v.WriteLine > 0 {
+		line = v.WriteLine
+	}
+	return Errorf(errROWrite, s.sha, line)
+}
+
+// buildsKeys reports whether the script an EVAL or EVALSHA (or its _RO
+// form) runs may touch keys it builds from its declared keys (KEYS[1] ..
+// ':x'), which no plan can name: Plan makes such a command a barrier. A
+// script analysed already answers exactly; one not yet analysed (Plan
+// must not wait for an analysis) is judged by its text, since keys are
+// built only with Lua's '..' operator. An unknown SHA1 builds nothing: it
+// is NOSCRIPT.
+// bySource: args[1] is the script (EVAL, EVAL_RO), else its SHA1; sha
+// is then the script's SHA1.
+func (d *Dispatcher) buildsKeys(bySource bool, args [][]byte, sha string) bool {
 	var s *cachedScript
-	if name == "EVAL" {
+	if bySource {
 		s = d.scripts.get(sha)
 		if s == nil {
 			return bytes.Contains(args[1], []byte(".."))
@@ -344,7 +398,7 @@ func numkeysError(rest [][]byte) Reply {
 // keys and argv, and declared the keys scriptKeys parsed from them. A
 // null or non-positive reply is a refusal (scriptReply): held when the
 // script's meaning is an acquire, else not_held.
-func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *cachedScript, rest, declared [][]byte) (r Reply) {
+func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *cachedScript, rest, declared [][]byte, ro bool) (r Reply) {
 	refusal := ResultNotHeld
 	defer func() { r = scriptReply(r, refusal) }()
 	if declared == nil {
@@ -376,6 +430,7 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *cachedScript, 
 			return Errorf(errRefused, s.sha, p.Error())
 		}
 	}
+	var carry *lua.Meaning // the recognised operation to carry out
 	if m := a.Meaning; m != nil {
 		if m = m.Select(argv); m != nil {
 			if m.Op == lua.OpAcquire {
@@ -384,9 +439,17 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *cachedScript, 
 				refusal = ResultHeld
 			}
 			if len(argv) >= m.Args && len(keys) > 0 {
-				return d.runRecognised(ctx, s, m, keys, argv)
+				carry = m
 			}
 		}
+	}
+	if ro {
+		if r := roRefusal(s, a, carry); r != nil {
+			return r
+		}
+	}
+	if carry != nil {
+		return d.runRecognised(ctx, s, carry, keys, argv)
 	}
 	switch {
 	case d.opts.RecognisedOnly || recognisedOnly(c):

@@ -124,6 +124,8 @@ var table = []Command{
 	// (scripts.go, meaning.go, commands/lua).
 	{Name: "EVAL", Arity: -3, NumKeys: 2, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "Runs a lock script as the quorum operation it means, or any script that touches only its keys on every backend by vote", runKeys: (*Dispatcher).eval, keys: scriptKeys},
 	{Name: "EVALSHA", Arity: -3, NumKeys: 2, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", runKeys: (*Dispatcher).evalsha, keys: scriptKeys},
+	{Name: "EVAL_RO", Arity: -3, NumKeys: 2, Flags: Reads, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script that must not write: one whose shebang lacks no-writes, or that may write or publish, is refused before it runs", runKeys: (*Dispatcher).evalRO, keys: scriptKeys},
+	{Name: "EVALSHA_RO", Arity: -3, NumKeys: 2, Flags: Reads, Group: "scripting", Dialect: DialectScript, Summary: "EVAL_RO of a script loaded by SHA1", runKeys: (*Dispatcher).evalshaRO, keys: scriptKeys},
 	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Dialect: DialectScript, Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).

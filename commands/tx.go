@@ -129,7 +129,11 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	out := make(Array, 0, len(tx.queue))
 	for _, op := range tx.queue {
 		if op.read != nil {
-			out = append(out, unwrap(op.read.call(d, ctx, c, op.args, parsedCall{}))) // reads have no keys column
+			var p parsedCall // a read's keys are by position, but EVAL_RO's
+			if op.read.keys != nil {
+				p = parsedCall{keys: op.read.keys(op.args), ok: true}
+			}
+			out = append(out, unwrap(op.read.call(d, ctx, c, op.args, p)))
 			continue
 		}
 		token := *tx.watched[op.key]

@@ -476,6 +476,7 @@ func (c *checker) site(e *ast.FuncCallExpr, kind provKind, args []ast.Expr) {
 		c.expr(args[0], cValue, nil)
 		c.vote.sites = append(c.vote.sites, argSite{line: line, n: np.n, args: as, tail: tail})
 		c.vote.Writes = true
+		c.vote.noteWrite(line)
 		// The command, hence its key positions, is known only at run
 		// time: every built argument counts.
 		for _, a := range as {
@@ -533,6 +534,9 @@ func (c *checker) literalSite(e *ast.FuncCallExpr, fn, name string, as []arg, ta
 	c.facts.commands[cmd.name] = true
 	c.vote.Writes = c.vote.Writes || cmd.flags&(fWrite|fCaches) != 0 // PFCOUNT cannot run in a read-only script
 	c.vote.Publishes = c.vote.Publishes || cmd.flags&fPublish != 0
+	if cmd.flags&(fWrite|fCaches|fPublish) != 0 {
+		c.vote.noteWrite(line)
+	}
 	c.vote.ReadsTime = c.vote.ReadsTime || cmd.flags&fTime != 0
 	cmd.keys.keyArgs(as, tail, c.builtKey)
 }

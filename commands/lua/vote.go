@@ -34,6 +34,10 @@ type Vote struct {
 	Writes bool
 	// Publishes: PUBLISH or SPUBLISH, which fires once per backend.
 	Publishes bool
+	// WriteLine is the first line with a call that may write or publish
+	// (Writes, Publishes), which Redis refuses in a read-only script
+	// (EVAL_RO); 0 without one.
+	WriteLine int
 	// ReadsTime: TIME, which reads each backend's own clock.
 	ReadsTime bool
 	// Selects: the script calls SELECT, with 0 or with an ARGV element
@@ -54,6 +58,13 @@ type Vote struct {
 	selects  []selectSite
 	loopArgs []loopArg
 	work     *workShape // counted on each run: the ARGV numbers decide (work.go)
+}
+
+// noteWrite notes a call that may write or publish at line.
+func (v *Vote) noteWrite(line int) {
+	if v.WriteLine == 0 || line < v.WriteLine {
+		v.WriteLine = line
+	}
 }
 
 // argSite is a call whose command name is ARGV[n].

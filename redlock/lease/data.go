@@ -420,9 +420,11 @@ func (m *Manager) Incr(ctx context.Context, key string, by int64) (int64, error)
 // (redlock.Vote). When the script writes, keys may have been released:
 // their first waiters try again at once; and it runs clamped (clamp.go):
 // no copy it leaves outlives the max ttl, and what a quorum wanted longer
-// is held.
+// is held. A script's shebang decides before its analysis (writes): with
+// no-writes it is a read, since Redis refuses its writes; without, it is
+// a write, since Redis refuses it under EVALSHA_RO, which sends a read.
 func (m *Manager) Vote(ctx context.Context, s *script.Script, keys, argv []string, writes bool) (any, error) {
-	if !writes || s.NoWrites() {
+	if s.NoWrites() || !writes && !s.DeclaresWrites() {
 		if held := m.declaredHolds(keys); held != nil {
 			argv = append(slices.Clone(argv), script.HeldArgs(held)...)
 			return m.locker.VoteRead(ctx, s.GuardedHeld(), keys, argv)

@@ -266,26 +266,6 @@ func (s *Script) body() (shebang, body string) {
 	return shebang, body
 }
 
-// NoWrites reports whether s's shebang declares the no-writes flag: Redis
-// then refuses any write it tries, so it needs no clamp.
-func (s *Script) NoWrites() bool {
-	shebang, _ := splitShebang(s.src)
-	return strings.Contains(shebang, "no-writes")
-}
-
-// splitShebang splits a script's "#!" line (with its newline) from its
-// body.
-func splitShebang(src string) (shebang, body string) {
-	if !strings.HasPrefix(src, "#!") {
-		return "", src
-	}
-	i := strings.IndexByte(src, '\n')
-	if i < 0 {
-		return src + "\n", ""
-	}
-	return src[:i+1], src[i+1:]
-}
-
 // clamps caches a Script's wrapped forms (the clamps, one per max ttl and
 // lease: a process has one; the guards), each made once.
 type clamps struct {
