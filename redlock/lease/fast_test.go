@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"github.com/redlock-proxy/redlock-proxy/tests/testkit"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ func TestHeldAnsweredFast(t *testing.T) {
 	if err := m.SetIfAbsent(ctx, "k", "holder", ttl); err != nil {
 		t.Fatal(err)
 	}
+	testkit.Eventually(t, 5*time.Second, "every backend holds k", func() bool { return holders(mrs, "k") == len(mrs) }) // as below
 	before := commands(mrs)
 	for range 5 {
 		for _, token := range []string{"other", "holder"} {
@@ -157,6 +159,9 @@ func TestKeepAnsweredFast(t *testing.T) {
 	if err := m.SetIfAbsent(ctx, "k", "holder", 0); err != nil {
 		t.Fatal(err)
 	}
+	// The grant answered at a quorum: the last backend's call (and its
+	// connection's setup) may land later, and is not the contenders'.
+	testkit.Eventually(t, 5*time.Second, "every backend holds k", func() bool { return holders(mrs, "k") == len(mrs) })
 	before := commands(mrs)
 	for range 5 {
 		for _, req := range []struct {
