@@ -174,14 +174,20 @@ func escapeHas(e, c byte) bool {
 // magic are the characters a pattern escapes with '%' to match them.
 const magic = "^$()%.[]*+-?"
 
+// patternByte is what a pattern's byte costs a probe in instructions:
+// gopher-lua compiles the pattern on every call (0.3–0.7 µs a byte,
+// measured), and one call cannot be stopped at the time limit.
+const patternByte = 8
+
 // chargePattern charges the work of matching pattern p on a subject of n
-// bytes; a pattern that alone costs more than a run may do is named.
+// bytes, and of compiling p; a pattern whose matching alone costs more
+// than a run may do is named.
 func (sb *sandbox) chargePattern(L *glua.LState, p string, n int) {
 	c := patternCost(p, n)
 	if c > runSteps && sb.b.err == nil {
 		sb.b.err = &patternError{n}
 	}
-	sb.charge(L, c)
+	sb.charge(L, c+patternByte*int64(len(p)))
 }
 
 // formatCost bounds the length string.format can produce.

@@ -34,6 +34,7 @@ func TestHostileInputsAreBounded(t *testing.T) {
 		{"format width", "return string.format('%0999999d%0999999d%0999999d%0999999d%0999999d%0999999d%0999999d%0999999d%0999999d', 1,2,3,4,5,6,7,8,9)", true, "MiB of strings"},
 		{"quadratic gsub", "local s = string.rep('a', 200000)\nreturn (string.gsub(s, 'a', 'b'))", true, "Lua instructions"},
 		{"backtracking pattern", "local s = string.rep('a', 4000)\nreturn string.find(s, '.-.-.-.-b')", true, "Lua instructions"},
+		{"a pattern of megabytes", "local p = string.rep('ab', 2^21)\nreturn string.find('abc', p)", true, "Lua instructions"}, // compiled on each call, in one step the time limit cannot stop
 		{"slow format", "local s = ''\nfor i = 1, 100 do s = string.format('%099999d', i) end\nreturn s", true, "Lua instructions"},
 		{"table growth", "local t = {}\nfor i = 1, 1e9 do t[i] = {i} end\nreturn #t", true, "more than 1000000 times in all"},
 		{"unpack of a billion", "return unpack({}, 1, 1e9)", true, "Lua instructions"},
