@@ -54,6 +54,23 @@ func TestPopCount(t *testing.T) {
 	if l, _ := mrs[4].List("v"); len(l) != 2 || l[0] != "q" || l[1] != "z" {
 		t.Errorf("the outvoted backend holds %q, want [q z]", l)
 	}
+	// A string on most backends (a write not yet on the others, as when
+	// SET answered at its quorum): WRONGTYPE is most backends' answer, and
+	// what the others popped goes back.
+	for i, mr := range mrs {
+		if i < 3 {
+			mr.Set("w", "v")
+		} else if _, err := mr.Push("w", "a", "b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runAll(t, d, c, []run{
+		{[]string{"LPOP", "w", "2"}, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"},
+		{[]string{"RPOP", "w"}, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"},
+	})
+	if l, _ := mrs[4].List("w"); len(l) != 2 || l[0] != "a" || l[1] != "b" {
+		t.Errorf("a backend outvoted by WRONGTYPE holds %q, want [a b]", l)
+	}
 	do(d, c, "HELLO", "3")
 	runAll(t, d, c, []run{
 		{[]string{"LPOP", "nokey", "2"}, "_\r\n"},

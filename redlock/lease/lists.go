@@ -89,7 +89,8 @@ func wrongType(err error) error {
 // Pop pops one element of key (from the tail when right) on every voting
 // node: the element that most nodes popped (ties: the first node's), and
 // false when none popped. Any other element a node popped is pushed back
-// where it was. No node answered: a node's WRONGTYPE, or ErrNoBackend.
+// where it was. More nodes answered WRONGTYPE than popped or answered
+// nil: that error; no node answered: ErrNoBackend.
 func (m *Manager) Pop(ctx context.Context, key string, right bool) (string, bool, error) {
 	elems, _, err := m.pop(ctx, key, right, -1)
 	if err != nil || len(elems) == 0 {
@@ -105,8 +106,7 @@ func (m *Manager) Pop(ctx context.Context, key string, right bool) (string, bool
 // Pop's). With count 1 that is Pop's element. exists is false when no
 // node holds key (Redis's null array; an empty list when count is 0 and
 // some node holds key). Whatever a node popped past the elements it
-// agrees on is pushed back where it was, in its order. No node answered:
-// a node's WRONGTYPE, or ErrNoBackend.
+// agrees on is pushed back where it was, in its order. Errors as Pop's.
 func (m *Manager) PopCount(ctx context.Context, key string, right bool, count int64) (elems []string, exists bool, err error) {
 	return m.pop(ctx, key, right, count)
 }
@@ -126,12 +126,12 @@ func (m *Manager) pop(ctx context.Context, key string, right bool, count int64) 
 	}
 	popped := make([][]string, len(replies)) // what each node popped
 	agree := make([]int, 0, len(replies))    // the nodes that popped every element answered so far
-	exists, answered := false, 0
+	exists, answered, wrongs := false, 0, 0
 	var said error
 	for i, nr := range replies {
 		if nr.Err != nil {
-			if said == nil {
-				said = wrongType(nr.Err)
+			if wt := wrongType(nr.Err); wt != nil {
+				said, wrongs = wt, wrongs+1
 			}
 			continue
 		}
@@ -141,14 +141,14 @@ func (m *Manager) pop(ctx context.Context, key string, right bool, count int64) 
 		exists = exists || holds
 		agree = append(agree, i)
 	}
-	if answered == 0 {
-		if said != nil {
-			return nil, false, said
-		}
+	if answered == 0 && said == nil {
 		return nil, false, ErrNoBackend
 	}
+	// A WRONGTYPE is a node's answer too: when more nodes gave it than
+	// anything else (a write not yet on every node), it is the reply, and
+	// whatever the others popped goes back.
 	var out []string
-	for j := 0; ; j++ {
+	for j := 0; wrongs <= answered; j++ {
 		votes := map[string]int{}
 		best := ""
 		for _, i := range agree {
@@ -187,6 +187,9 @@ func (m *Manager) pop(ctx context.Context, key string, right bool, count int64) 
 		if err != nil {
 			m.log.Warn("could not push back a popped element", "node", replies[i].Addr, "key", key, "error", err)
 		}
+	}
+	if wrongs > answered {
+		return nil, false, said
 	}
 	return out, exists, nil
 }
