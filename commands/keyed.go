@@ -36,6 +36,28 @@ const errCannotServe = "ERR redlock-proxy cannot serve this command: %s. See doc
 // its keys were (lease.Manager.VoteData).
 var lockWrites = map[string]bool{"MSETNX": true}
 
+// nullArrays are the commands whose nil is an array's (RESP2 *-1, where
+// a script's nil reads as $-1): LMPOP's and ZMPOP's reply, each missing
+// member's position in GEOPOS's.
+var nullArrays = map[string]bool{"LMPOP": true, "ZMPOP": true, "GEOPOS": true}
+
+// nullAsArray is r with its nil, or its elements' (GEOPOS), as the null
+// array.
+func nullAsArray(r Reply) Reply {
+	if a, ok := r.(Array); ok {
+		for i := range a {
+			if a[i] == (Null{}) {
+				a[i] = NullArray{}
+			}
+		}
+		return a
+	}
+	if r == (Null{}) {
+		return NullArray{}
+	}
+	return r
+}
+
 // keyed is what the handler of one generated row needs.
 type keyed struct {
 	cmd    lua.KeyCommand
@@ -198,9 +220,12 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		return d.lockError(err)
 	}
 	r := backendReply(v)
+	if nullArrays[k.cmd.Name] {
+		r = nullAsArray(r)
+	}
 	if a, ok := r.(Array); ok && c.Proto() == 3 {
 		switch {
-		case k.cmd.Pairs && len(a)%2 == 0:
+		case (k.cmd.Pairs || k.cmd.Name == "LCS") && len(a)%2 == 0: // LCS with IDX: a map in RESP3
 			m := make(Map, len(a)/2)
 			for i := range m {
 				key, _ := a[2*i].(BulkString)

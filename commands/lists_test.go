@@ -80,3 +80,23 @@ func TestPopCount(t *testing.T) {
 		{[]string{"RPOP", "l"}, "_\r\n"},
 	})
 }
+
+// TestNullArrays: LMPOP's and ZMPOP's nil, and GEOPOS's for each missing
+// member, are the null array (*-1 in RESP2), as Redis sends them, though
+// each runs by vote as a script, where any nil reads as $-1.
+func TestNullArrays(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runAll(t, d, c, []run{
+		{[]string{"LMPOP", "1", "nol", "LEFT"}, "*-1\r\n"},
+		{[]string{"ZMPOP", "1", "noz", "MIN"}, "*-1\r\n"},
+		{[]string{"GEOADD", "g", "13.361389", "38.115556", "a"}, ":1\r\n"},
+		{[]string{"GEOPOS", "g", "nope", "nope"}, "*2\r\n*-1\r\n*-1\r\n"},
+		{[]string{"GEODIST", "g", "a", "nope"}, "$-1\r\n"},
+	})
+	do(d, c, "HELLO", "3")
+	runAll(t, d, c, []run{
+		{[]string{"LMPOP", "1", "nol", "LEFT"}, "_\r\n"},
+		{[]string{"GEOPOS", "g", "nope"}, "*1\r\n_\r\n"},
+	})
+}
