@@ -38,6 +38,10 @@ func TestUnboundedLoopsRefused(t *testing.T) {
 		{"recursion through pcall", "local function f(n) return pcall(f, n) end\nreturn f(1)", 1, "may call itself"},
 		{"recursion through a metatable set through a local", "local set = setmetatable\nlocal t = set({}, {__index = function(t, k) return t[k] end})\nreturn t.x", 2, "may call itself"},
 		{"recursion through a metatable", "local t = setmetatable({}, {__index = function(t, k) return t[k] end})\nreturn t.x", 1, "may call itself"},
+		{"recursion through a method stored by name", "local t = {}\nfunction t:upper() return table.sort({2, 1}, function() return ('x'):upper() end) end\nreturn t:upper()", 2, "may call itself"},
+		{"recursion through a method under a computed key", "local t = {}\nt[ARGV[1]] = function(s) return s:upper() end\nreturn string.gsub('ab', '%a', t[ARGV[1]])", 2, "may call itself"},
+		{"recursion through a parameter pcall calls", "local function g(h) pcall(h, h) end\ng(g)", 1, "may call itself"},
+		{"recursion through a parameter gsub calls", "local function g(s, h) return string.gsub(s, '.', h) end\nreturn g('ab', function(c) return g(c, tostring) end)", 1, "may call itself"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,21 +60,25 @@ func TestUnboundedLoopsRefused(t *testing.T) {
 // keep running by vote.
 func TestBoundedLoopsRunByVote(t *testing.T) {
 	for name, src := range map[string]string{
-		"over KEYS":                     "for i, k in ipairs(KEYS) do redis.call('hset', k, ARGV[1], 1) end",
-		"over #KEYS":                    "for i = 1, #KEYS do redis.call('hset', KEYS[i], ARGV[1], 1) end",
-		"backwards over ARGV":           "for i = #ARGV, 1, -1 do redis.call('rpush', KEYS[1], ARGV[i]) end",
-		"nested":                        "for i = 1, #KEYS do\n  for j = i, #KEYS do redis.call('sadd', KEYS[i], j) end\nend",
-		"permits from ARGV":             "local permits = tonumber(ARGV[2])\nlocal args = {}\nfor i = 0, permits - 1 do\n  table.insert(args, ARGV[1])\n  table.insert(args, ARGV[3] .. '_' .. i)\nend\nreturn redis.call('zadd', KEYS[1], unpack(args))",
-		"floor of an ARGV":              "for i = 1, math.floor(ARGV[1]) + 1 do end",
-		"literal range":                 "local s = 0\nfor i = 1, 1000, 2 do s = s + i end\nreturn redis.call('set', KEYS[1], s)",
-		"pairs over a reply":            "local r = redis.call('hmget', KEYS[1], 'a', 'b')\nlocal n = 0\nfor _, v in pairs(r) do if v then n = n + 1 end end\nreturn n",
-		"next":                          "local t = {a = 1}\nfor k, v in next, t do redis.call('hset', KEYS[1], k, v) end",
-		"gmatch":                        "for w in string.gmatch(ARGV[1], '%a+') do redis.call('sadd', KEYS[1], w) end",
-		"gmatch by string.gmatch":       "for w in string.gmatch(ARGV[1], '%a+') do redis.call('sadd', KEYS[1], w) end",
-		"helpers calling down":          "local function one(k) return redis.call('incr', k) end\nlocal function all() for _, k in ipairs(KEYS) do one(k) end end\nall()\nreturn pcall(function() return one(KEYS[1]) end)",
-		"pairs updating its own fields": "local t = redis.call('hmget', KEYS[1], 'a', 'b')\nfor k, v in pairs(t) do t[k] = v or 0 end\nfor i, v in ipairs(t) do t[i] = v + 1 end\nreturn t",
-		"parameter of a local function": "local function f(n)\n  for i = 1, n do redis.call('incr', KEYS[1]) end\nend\nf(#KEYS)\nf(3)",
-		"ipairs writing others":         "local out = {}\nfor i, k in ipairs(KEYS) do out[i] = redis.call('get', k) end\nreturn out",
+		"over KEYS":                         "for i, k in ipairs(KEYS) do redis.call('hset', k, ARGV[1], 1) end",
+		"over #KEYS":                        "for i = 1, #KEYS do redis.call('hset', KEYS[i], ARGV[1], 1) end",
+		"backwards over ARGV":               "for i = #ARGV, 1, -1 do redis.call('rpush', KEYS[1], ARGV[i]) end",
+		"nested":                            "for i = 1, #KEYS do\n  for j = i, #KEYS do redis.call('sadd', KEYS[i], j) end\nend",
+		"permits from ARGV":                 "local permits = tonumber(ARGV[2])\nlocal args = {}\nfor i = 0, permits - 1 do\n  table.insert(args, ARGV[1])\n  table.insert(args, ARGV[3] .. '_' .. i)\nend\nreturn redis.call('zadd', KEYS[1], unpack(args))",
+		"floor of an ARGV":                  "for i = 1, math.floor(ARGV[1]) + 1 do end",
+		"literal range":                     "local s = 0\nfor i = 1, 1000, 2 do s = s + i end\nreturn redis.call('set', KEYS[1], s)",
+		"pairs over a reply":                "local r = redis.call('hmget', KEYS[1], 'a', 'b')\nlocal n = 0\nfor _, v in pairs(r) do if v then n = n + 1 end end\nreturn n",
+		"next":                              "local t = {a = 1}\nfor k, v in next, t do redis.call('hset', KEYS[1], k, v) end",
+		"gmatch":                            "for w in string.gmatch(ARGV[1], '%a+') do redis.call('sadd', KEYS[1], w) end",
+		"gmatch by string.gmatch":           "for w in string.gmatch(ARGV[1], '%a+') do redis.call('sadd', KEYS[1], w) end",
+		"helpers calling down":              "local function one(k) return redis.call('incr', k) end\nlocal function all() for _, k in ipairs(KEYS) do one(k) end end\nall()\nreturn pcall(function() return one(KEYS[1]) end)",
+		"pairs updating its own fields":     "local t = redis.call('hmget', KEYS[1], 'a', 'b')\nfor k, v in pairs(t) do t[k] = v or 0 end\nfor i, v in ipairs(t) do t[i] = v + 1 end\nreturn t",
+		"parameter of a local function":     "local function f(n)\n  for i = 1, n do redis.call('incr', KEYS[1]) end\nend\nf(#KEYS)\nf(3)",
+		"ipairs writing others":             "local out = {}\nfor i, k in ipairs(KEYS) do out[i] = redis.call('get', k) end\nreturn out",
+		"string methods in a comparison":    "local t = redis.call('smembers', KEYS[1])\ntable.sort(t, function(a, b) return a:lower() < b:lower() end)\nreturn t",
+		"string methods in gsub's function": "return (string.gsub(ARGV[1], '%w+', function(w) return w:upper() end))",
+		"string methods under pcall":        "local ok, e = pcall(function() return ARGV[1]:sub(1, 2) end)\nreturn e",
+		"a table with other methods":        "local t = {n = 0}\nfunction t:add() self.n = self.n + 1 end\nt:add()\nreturn pcall(function() return ARGV[1]:upper() end)",
 	} {
 		if a := analyze(t, src); a.Verdict() == Refused {
 			t.Errorf("%s: refused: %v", name, a.Problem)
