@@ -69,6 +69,7 @@ func Analyze(src []byte) (a *Analysis) {
 	if line := tooDeep(chunk); line != 0 {
 		return refuse(line, "the script nests more than 200 levels deep")
 	}
+	rewriteMethods(chunk)
 	vote, problem, f, res := checkStatic(chunk)
 	if vote != nil {
 		vote.Reply = replyShape(chunk, res)

@@ -392,11 +392,11 @@ var libraries = map[string]bool{
 
 // recursion returns the line of a call through which a function of the
 // script may call itself, or 0. Each function's calls lead to the local
-// functions they name, to the functions passed to a library or a method
-// no function of the script may be stored under (methodNames: s:sub(…) is
-// string.sub), and, for a call the analysis cannot follow (through a
-// table field, a parameter, any other method), to every function used as
-// a value. With a metatable, any operation may call one of those.
+// functions they name, to the functions passed to a library (a string's
+// methods are string's functions: rewriteMethods), and, for a call the
+// analysis cannot follow (through a table field, a parameter, any other
+// method), to every function used as a value. With a metatable, any
+// operation may call one of those.
 func recursion(chunk []ast.Stmt, r *resolver) int {
 	type edge struct {
 		to   *ast.FunctionExpr // nil: any function used as a value
@@ -423,7 +423,6 @@ func recursion(chunk []ast.Stmt, r *resolver) int {
 			metatables = true
 		}
 	})
-	methods := methodNames(chunk, r)
 	// calls adds the edges of one function's body (main: the chunk).
 	calls := func(from *ast.FunctionExpr, body []ast.Stmt) {
 		walkTree(body, func(n any, _ int) (ast.Expr, action) {
@@ -441,8 +440,6 @@ func recursion(chunk []ast.Stmt, r *resolver) int {
 				case *ast.AttrGetExpr:
 					id, ok := f.Object.(*ast.IdentExpr)
 					lib = ok && r.uses[id] == nil && libraries[id.Value]
-				case nil: // x:m(…): a string's library function, unless m may hold one of the script's
-					lib = methods != nil && !methods[n.Method]
 				}
 				switch fn := named(n.Func); {
 				case fn != nil:
@@ -501,55 +498,6 @@ func recursion(chunk []ast.Stmt, r *resolver) int {
 		}
 	}
 	return 0
-}
-
-// methodNames returns the names under which the script may store a value
-// in a table by name (t.m = v, {m = v}, function t:m()), which a method
-// call x:m(…) may then find: x:m(…) with any other name calls a string's
-// library function, since the replies, cjson and the arguments bring no
-// functions into tables. nil when the script may store under any name (a
-// key it computes, rawset, a metatable to read or set).
-func methodNames(chunk []ast.Stmt, r *resolver) map[string]bool {
-	names := map[string]bool{}
-	anyName := false
-	key := func(k ast.Expr) {
-		switch k := k.(type) {
-		case *ast.StringExpr:
-			names[k.Value] = true
-		case *ast.NumberExpr, nil:
-		default:
-			anyName = true
-		}
-	}
-	walk(chunk, func(n any) {
-		switch n := n.(type) {
-		case *ast.IdentExpr:
-			switch n.Value {
-			case "rawset", "setmetatable", "getmetatable", "_G":
-				anyName = anyName || r.uses[n] == nil
-			}
-		case *ast.AssignStmt:
-			for _, l := range n.Lhs {
-				if a, ok := l.(*ast.AttrGetExpr); ok {
-					key(a.Key)
-				}
-			}
-		case *ast.TableExpr:
-			for _, f := range n.Fields {
-				key(f.Key)
-			}
-		case *ast.FuncDefStmt:
-			if n.Name.Method != "" {
-				names[n.Name.Method] = true
-			} else if a, ok := n.Name.Func.(*ast.AttrGetExpr); ok {
-				key(a.Key)
-			}
-		}
-	})
-	if anyName {
-		return nil
-	}
-	return names
 }
 
 // callsArg reports whether the library call n calls its i-th argument when
