@@ -184,7 +184,8 @@ func (d *Dispatcher) bpop(ctx context.Context, c *Client, args [][]byte) Reply {
 
 // BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout: a blocking
 // pop of source, then the element pushed on destination on every voting
-// backend (not atomic: the element is in the proxy between the two).
+// backend (not atomic: the element is in the proxy between the two); the
+// element, or the null array when the timeout passed (not LMOVE's nil).
 func (d *Dispatcher) blmove(ctx context.Context, c *Client, args [][]byte) Reply {
 	from, to, r := d.moveArgs(args)
 	if r != nil {
@@ -199,7 +200,7 @@ func (d *Dispatcher) blmove(ctx context.Context, c *Client, args [][]byte) Reply
 		return r
 	}
 	if !ok {
-		return Null{}
+		return NullArray{} // as Redis answers a blocking command's timeout
 	}
 	return d.moved(ctx, string(args[2]), p.Value, to)
 }

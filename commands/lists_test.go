@@ -80,3 +80,21 @@ func TestPopCount(t *testing.T) {
 		{[]string{"RPOP", "l"}, "_\r\n"},
 	})
 }
+
+// TestBlockingPopReplies: a blocking pop that times out answers the null
+// array, BLMOVE too (redis-server 7.0.15 answers BLMOVE's timeout *-1,
+// as BLPOP's), and a key the backends hold as another type answers
+// WRONGTYPE, as on one Redis, not NOQUORUM.
+func TestBlockingPopReplies(t *testing.T) {
+	d, _ := newRelayDispatcher(t, 3)
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	const wrongType = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+	runAll(t, d, c, []run{
+		{[]string{"BLPOP", "none", "0.01"}, "*-1\r\n"},
+		{[]string{"BLMOVE", "none", "dst", "LEFT", "RIGHT", "0.01"}, "*-1\r\n"},
+		{[]string{"SET", "s", "v"}, "+OK\r\n"},
+		{[]string{"BLPOP", "s", "0.01"}, wrongType},
+		{[]string{"BRPOP", "s", "0"}, wrongType},
+		{[]string{"BLMOVE", "s", "dst", "LEFT", "RIGHT", "0.01"}, wrongType},
+	})
+}
