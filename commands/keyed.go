@@ -198,6 +198,9 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		return d.lockError(err)
 	}
 	r := backendReply(v)
+	if e, ok := r.(Error); ok {
+		return alone(e, args)
+	}
 	if a, ok := r.(Array); ok && c.Proto() == 3 {
 		switch {
 		case k.cmd.Pairs && len(a)%2 == 0:
@@ -212,6 +215,21 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		}
 	}
 	return r
+}
+
+// alone turns the errors a backend gives a command only because it runs
+// in a script into those it gives the command sent on its own: a backend
+// older than the command (HEXPIRE before Redis 7.4) or than the form sent
+// (ZRANK … WITHSCORE before 7.2) refuses it inside a script with texts
+// that name the script, and clients match Redis's texts.
+func alone(e Error, args [][]byte) Error {
+	switch {
+	case strings.HasPrefix(string(e), "ERR Unknown Redis command called from script"):
+		return unknownCommand(args)
+	case strings.HasPrefix(string(e), "ERR Wrong number of args calling Redis command from script"):
+		return Errorf(errWrongArity, strings.ToLower(string(args[0])))
+	}
+	return e
 }
 
 // checkedAtRun reports whether k's call runs in the wrapper that checks
