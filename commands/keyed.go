@@ -201,6 +201,9 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 	if e, ok := r.(Error); ok {
 		return alone(e, args)
 	}
+	if c.Proto() == 3 && keyedGroup(k.cmd.Name) == "sorted-set" {
+		return scoresRESP3(args, r)
+	}
 	if a, ok := r.(Array); ok && c.Proto() == 3 {
 		switch {
 		case k.cmd.Pairs && len(a)%2 == 0:

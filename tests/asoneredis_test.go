@@ -14,6 +14,16 @@ var asOneRedisSequence = [][]string{
 	// texts of a script ("Unknown Redis command called from script").
 	{"ZADD", "z", "1", "a"}, {"ZRANK", "z", "a", "WITHSCORE"}, {"ZREVRANK", "z", "a", "WITHSCORE"},
 	{"HSET", "h", "f", "v"}, {"HEXPIRE", "h", "10", "FIELDS", "1", "f"}, {"HTTL", "h", "FIELDS", "1", "f"},
+	// RESP3 scores were bulk strings, ranges WITHSCORES flat.
+	{"ZADD", "s", "1", "a", "2.5", "b", "1e300", "big", "inf", "top", "-inf", "bottom", "0.1", "tenth"},
+	{"ZSCORE", "s", "big"}, {"ZSCORE", "s", "top"}, {"ZMSCORE", "s", "tenth", "nope", "bottom"},
+	{"ZRANGE", "s", "0", "-1", "WITHSCORES"}, {"ZRANGE", "s", "+inf", "-inf", "BYSCORE", "REV", "LIMIT", "1", "2", "WITHSCORES"},
+	{"ZRANGEBYSCORE", "s", "(1", "+inf", "WITHSCORES"}, {"ZREVRANGE", "s", "0", "1", "WITHSCORES"},
+	{"ZREVRANGEBYSCORE", "s", "+inf", "-inf", "WITHSCORES", "LIMIT", "0", "2"}, {"ZRANGE", "s", "0", "1"},
+	{"ZUNION", "2", "s", "z", "WITHSCORES"}, {"ZINTER", "2", "s", "z", "WEIGHTS", "1", "2", "WITHSCORES"},
+	{"ZDIFF", "2", "s", "z", "WITHSCORES"}, {"ZINCRBY", "s", "0.2", "tenth"}, {"ZADD", "s", "INCR", "1", "a"},
+	{"ZADD", "s", "NX", "INCR", "1", "a"}, {"ZPOPMIN", "s"}, {"ZPOPMAX", "s", "2"}, {"ZPOPMIN", "s", "1"},
+	{"ZPOPMIN", "nope"}, {"ZPOPMIN", "nope", "2"}, {"ZADD", "s", "nan", "x"}, {"ZINCRBY", "s", "x", "a"},
 }
 
 // TestDataAsOneRedis: the commands of asOneRedisSequence answer through a
