@@ -84,7 +84,8 @@ func TestPopCount(t *testing.T) {
 // TestBlockingPopReplies: a blocking pop that times out answers the null
 // array, BLMOVE too (redis-server 7.0.15 answers BLMOVE's timeout *-1,
 // as BLPOP's), and a key the backends hold as another type answers
-// WRONGTYPE, as on one Redis, not NOQUORUM.
+// WRONGTYPE, as on one Redis, not NOQUORUM; BRPOPLPUSH is served as the
+// BLMOVE it names.
 func TestBlockingPopReplies(t *testing.T) {
 	d, _ := newRelayDispatcher(t, 3)
 	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
@@ -96,5 +97,14 @@ func TestBlockingPopReplies(t *testing.T) {
 		{[]string{"BLPOP", "s", "0.01"}, wrongType},
 		{[]string{"BRPOP", "s", "0"}, wrongType},
 		{[]string{"BLMOVE", "s", "dst", "LEFT", "RIGHT", "0.01"}, wrongType},
+		// BRPOPLPUSH is BLMOVE source destination RIGHT LEFT.
+		{[]string{"BRPOPLPUSH", "none", "dst", "0.01"}, "*-1\r\n"},
+		{[]string{"BRPOPLPUSH", "s", "dst", "0.01"}, wrongType},
+		{[]string{"BRPOPLPUSH", "none", "dst", "x"}, "-ERR timeout is not a float or out of range\r\n"},
+		{[]string{"BRPOPLPUSH", "none", "dst"}, "-ERR wrong number of arguments for 'brpoplpush' command\r\n"},
+		{[]string{"RPUSH", "src", "a", "b"}, ":2\r\n"},
+		{[]string{"RPUSH", "dst", "c"}, ":1\r\n"},
+		{[]string{"BRPOPLPUSH", "src", "dst", "1"}, "$1\r\nb\r\n"},
+		{[]string{"LRANGE", "dst", "0", "-1"}, "*2\r\n$1\r\nb\r\n$1\r\nc\r\n"},
 	})
 }

@@ -14,6 +14,11 @@ var asOneRedisSequence = [][]string{
 	// texts of a script ("Unknown Redis command called from script").
 	{"ZADD", "z", "1", "a"}, {"ZRANK", "z", "a", "WITHSCORE"}, {"ZREVRANK", "z", "a", "WITHSCORE"},
 	{"HSET", "h", "f", "v"}, {"HEXPIRE", "h", "10", "FIELDS", "1", "f"}, {"HTTL", "h", "FIELDS", "1", "f"},
+	// Blocking pops: WRONGTYPE was NOQUORUM, BLMOVE's timeout $-1, and
+	// BRPOPLPUSH refused.
+	{"SET", "str", "v"}, {"BLPOP", "str", "0.01"}, {"BLMOVE", "str", "d", "LEFT", "RIGHT", "0.01"},
+	{"BLMOVE", "nolist", "d", "LEFT", "RIGHT", "0.01"}, {"BRPOPLPUSH", "nolist", "d", "0.01"},
+	{"RPUSH", "l", "a", "b"}, {"BRPOPLPUSH", "l", "d", "0.01"}, {"LRANGE", "d", "0", "-1"},
 	// RESP3 scores were bulk strings, ranges WITHSCORES flat.
 	{"ZADD", "s", "1", "a", "2.5", "b", "1e300", "big", "inf", "top", "-inf", "bottom", "0.1", "tenth"},
 	{"ZSCORE", "s", "big"}, {"ZSCORE", "s", "top"}, {"ZMSCORE", "s", "tenth", "nope", "bottom"},
