@@ -260,3 +260,27 @@ func TestScoresRESP3(t *testing.T) {
 		{[]string{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, "*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$3\r\n2.5\r\n"},
 	})
 }
+
+// TestKeyedErrorsAlone: a backend's error for a keyed command answers as
+// Redis answers the command sent alone, not as its script by vote.
+func TestKeyedErrorsAlone(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		got, out string
+	}{
+		{[]string{"ZRANK", "z", "a", "WITHSCORE"}, "ERR Wrong number of args calling Redis command from script", "ERR wrong number of arguments for 'zrank' command"},
+		{[]string{"HTTL", "h", "FIELDS", "1", "f"}, "ERR Unknown Redis command called from script", "ERR unknown command 'HTTL', with args beginning with: 'h' 'FIELDS' '1' 'f' "},
+		{[]string{"SETRANGE", "k", "4096", "x"},
+			"ERR script would grow a value with SETRANGE to 4097 bytes, past max_value_bytes (4096) (redlock-proxy checks scripts by vote as they run: see docs/safety.md) script: 76c014677c208cbd51339c8bbca7dfe18985d875, on @user_script:1.",
+			"ERR script would grow a value with SETRANGE to 4097 bytes, past max_value_bytes (4096) (redlock-proxy checks scripts by vote as they run: see docs/safety.md)"},
+		{[]string{"INCRBYFLOAT", "k", "x"}, "ERR value is not a valid float", "ERR value is not a valid float"},
+	} {
+		args := make([][]byte, len(tc.args))
+		for i, a := range tc.args {
+			args[i] = []byte(a)
+		}
+		if got := alone(Error(tc.got), args); string(got) != tc.out {
+			t.Errorf("alone(%q) = %q, want %q", tc.got, got, tc.out)
+		}
+	}
+}
