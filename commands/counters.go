@@ -3,8 +3,8 @@ package commands
 import (
 	"context"
 	"errors"
-	"strconv"
 
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
@@ -23,9 +23,10 @@ func (d *Dispatcher) incr(ctx context.Context, c *Client, args [][]byte) Reply {
 	return d.count(ctx, args[1], 1)
 }
 
-// INCRBY key increment
+// INCRBY key increment: the increment read as Redis reads it (no '+',
+// no leading zero).
 func (d *Dispatcher) incrby(ctx context.Context, c *Client, args [][]byte) Reply {
-	by, err := strconv.ParseInt(string(args[2]), 10, 64)
+	by, err := lua.ParseInt(string(args[2]))
 	if err != nil {
 		return errNotInteger
 	}
@@ -35,8 +36,14 @@ func (d *Dispatcher) incrby(ctx context.Context, c *Client, args [][]byte) Reply
 	return d.count(ctx, args[1], by)
 }
 
-// DECR key, DECRBY key decrement
+// DECR key, DECRBY key decrement: refused, after DECRBY's decrement is
+// read as Redis reads it (a word is Redis's error, not the refusal).
 func (d *Dispatcher) decr(ctx context.Context, c *Client, args [][]byte) Reply {
+	if len(args) == 3 {
+		if _, err := lua.ParseInt(string(args[2])); err != nil {
+			return errNotInteger
+		}
+	}
 	return errIncrDown
 }
 

@@ -24,6 +24,11 @@ func TestCounters(t *testing.T) {
 		{[]string{"INCRBY", "fence", "-3"}, "-" + string(errIncrDown) + "\r\n"},
 		{[]string{"DECR", "fence"}, "-" + string(errIncrDown) + "\r\n"},
 		{[]string{"DECRBY", "fence", "1"}, "-" + string(errIncrDown) + "\r\n"},
+		// A number Redis does not read is its error, before the refusal.
+		{[]string{"DECRBY", "fence", "x"}, "-" + string(errNotInteger) + "\r\n"},
+		{[]string{"INCRBY", "fence", "+1"}, "-" + string(errNotInteger) + "\r\n"},
+		{[]string{"INCRBY", "fence", "01"}, "-" + string(errNotInteger) + "\r\n"},
+		{[]string{"INCRBY", "fence", " 1"}, "-" + string(errNotInteger) + "\r\n"},
 		{[]string{"INCR"}, "-ERR wrong number of arguments for 'incr' command\r\n"},
 		{[]string{"INCR", redlock.FenceKey}, "-" + string(errReservedKey) + "\r\n"},
 		{[]string{"SET", "word", "abc"}, "+OK\r\n"},

@@ -163,6 +163,7 @@ var goldenCases = []goldenCase{
 	gc(w("BLPOP", "k", "0.01")),
 	gc(w("BRPOP", "k", "0.01")),
 	gc(w("BLMOVE", "k", "k2", "LEFT", "LEFT", "0.01")),
+	gc(w("BRPOPLPUSH", "k", "k2", "0.01")),
 
 	gc(w("AUTH", "pass")),
 	gc(w("HELLO")),

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -220,8 +221,14 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 		return d.lockError(err)
 	}
 	r := backendReply(v)
+	if e, ok := r.(Error); ok {
+		return alone(e, args)
+	}
 	if nullArrays[k.cmd.Name] {
 		r = nullAsArray(r)
+	}
+	if c.Proto() == 3 && keyedGroup(k.cmd.Name) == "sorted-set" {
+		return scoresRESP3(args, r)
 	}
 	if a, ok := r.(Array); ok && c.Proto() == 3 {
 		switch {
@@ -238,6 +245,26 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 	}
 	return r
 }
+
+// alone turns the errors a backend gives a command only because it runs
+// in a script into those it gives the command sent on its own: a backend
+// older than the command (HEXPIRE before Redis 7.4) or than the form sent
+// (ZRANK … WITHSCORE before 7.2) refuses it inside a script with texts
+// that name the script, and clients match Redis's texts. A refusal of the
+// run-time check (SETRANGE past max_value_bytes) loses the place in the
+// script Redis appends to it (" script: <sha>, on @user_script:1.").
+func alone(e Error, args [][]byte) Error {
+	switch {
+	case strings.HasPrefix(string(e), "ERR Unknown Redis command called from script"):
+		return unknownCommand(args)
+	case strings.HasPrefix(string(e), "ERR Wrong number of args calling Redis command from script"):
+		return Errorf(errWrongArity, strings.ToLower(string(args[0])))
+	}
+	return Error(scriptPlace.ReplaceAllString(string(e), ""))
+}
+
+// scriptPlace is where in a script Redis 7 says an error was raised.
+var scriptPlace = regexp.MustCompile(` script: [0-9a-f]{40}, on @user_script:[0-9]+\.$`)
 
 // checkedAtRun reports whether k's call runs in the wrapper that checks
 // it as it runs (script.Script.Enforced), as a script's calls are. Its

@@ -225,3 +225,62 @@ func TestKeyedCheckedAtRun(t *testing.T) {
 		t.Fatalf("SETRANGE past max_value_bytes = %.160q, want refused", r)
 	}
 }
+
+// TestScoresRESP3: in RESP3 a score is a double and a range WITHSCORES
+// answers [member, score] pairs, as Redis 7 answers them (replies taken
+// from redis-server 7.0.15); RESP2 keeps bulk strings, flat.
+func TestScoresRESP3(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	do(d, c, "HELLO", "3")
+	pairs := "*2\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n"
+	runAll(t, d, c, []run{
+		{[]string{"ZADD", "z", "1", "a", "2.5", "b"}, ":2\r\n"},
+		{[]string{"ZSCORE", "z", "b"}, ",2.5\r\n"},
+		{[]string{"ZSCORE", "z", "nope"}, "_\r\n"},
+		{[]string{"ZMSCORE", "z", "a", "nope"}, "*2\r\n,1\r\n_\r\n"},
+		{[]string{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, pairs},
+		{[]string{"zrange", "z", "0", "-1", "withscores"}, pairs},
+		{[]string{"ZRANGE", "z", "0", "-1"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+		{[]string{"ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES", "LIMIT", "0", "5"}, pairs},
+		{[]string{"ZREVRANGE", "z", "0", "0", "WITHSCORES"}, "*1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n"},
+		{[]string{"ZUNION", "1", "z", "WITHSCORES"}, pairs},
+		{[]string{"ZUNION", "1", "WITHSCORES"}, "*0\r\n"}, // a key named WITHSCORES
+		{[]string{"ZINCRBY", "z", "1", "a"}, ",2\r\n"},
+		{[]string{"ZADD", "z", "INCR", "1", "a"}, ",3\r\n"},
+		{[]string{"ZADD", "z", "XX", "INCR", "1", "nope"}, "_\r\n"},
+		{[]string{"ZPOPMIN", "z"}, "*2\r\n$1\r\nb\r\n,2.5\r\n"},
+		{[]string{"ZPOPMAX", "z", "1"}, "*1\r\n*2\r\n$1\r\na\r\n,3\r\n"},
+		{[]string{"ZPOPMIN", "z"}, "*0\r\n"},
+	})
+	c2 := d.NewClient("127.0.0.1:3", "127.0.0.1:2")
+	runAll(t, d, c2, []run{
+		{[]string{"ZADD", "z", "1", "a", "2.5", "b"}, ":2\r\n"},
+		{[]string{"ZSCORE", "z", "b"}, "$3\r\n2.5\r\n"},
+		{[]string{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, "*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$3\r\n2.5\r\n"},
+	})
+}
+
+// TestKeyedErrorsAlone: a backend's error for a keyed command answers as
+// Redis answers the command sent alone, not as its script by vote.
+func TestKeyedErrorsAlone(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		got, out string
+	}{
+		{[]string{"ZRANK", "z", "a", "WITHSCORE"}, "ERR Wrong number of args calling Redis command from script", "ERR wrong number of arguments for 'zrank' command"},
+		{[]string{"HTTL", "h", "FIELDS", "1", "f"}, "ERR Unknown Redis command called from script", "ERR unknown command 'HTTL', with args beginning with: 'h' 'FIELDS' '1' 'f' "},
+		{[]string{"SETRANGE", "k", "4096", "x"},
+			"ERR script would grow a value with SETRANGE to 4097 bytes, past max_value_bytes (4096) (redlock-proxy checks scripts by vote as they run: see docs/safety.md) script: 76c014677c208cbd51339c8bbca7dfe18985d875, on @user_script:1.",
+			"ERR script would grow a value with SETRANGE to 4097 bytes, past max_value_bytes (4096) (redlock-proxy checks scripts by vote as they run: see docs/safety.md)"},
+		{[]string{"INCRBYFLOAT", "k", "x"}, "ERR value is not a valid float", "ERR value is not a valid float"},
+	} {
+		args := make([][]byte, len(tc.args))
+		for i, a := range tc.args {
+			args[i] = []byte(a)
+		}
+		if got := alone(Error(tc.got), args); string(got) != tc.out {
+			t.Errorf("alone(%q) = %q, want %q", tc.got, got, tc.out)
+		}
+	}
+}

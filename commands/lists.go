@@ -184,24 +184,39 @@ func (d *Dispatcher) bpop(ctx context.Context, c *Client, args [][]byte) Reply {
 
 // BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout: a blocking
 // pop of source, then the element pushed on destination on every voting
-// backend (not atomic: the element is in the proxy between the two).
+// backend (not atomic: the element is in the proxy between the two); the
+// element, or the null array when the timeout passed (not LMOVE's nil).
 func (d *Dispatcher) blmove(ctx context.Context, c *Client, args [][]byte) Reply {
 	from, to, r := d.moveArgs(args)
 	if r != nil {
 		return r
 	}
-	timeout, r := parseTimeout(args[5])
+	return d.blockingMove(ctx, c, args[1], args[2], from, to, args[5])
+}
+
+// BRPOPLPUSH source destination timeout: BLMOVE source destination RIGHT
+// LEFT (Redis 6.2 deprecated it for BLMOVE; older clients still send it).
+func (d *Dispatcher) brpoplpush(ctx context.Context, c *Client, args [][]byte) Reply {
+	if _, r := d.keyList(args[1:3]); r != nil {
+		return r
+	}
+	return d.blockingMove(ctx, c, args[1], args[2], true, false, args[3])
+}
+
+// blockingMove is BLMOVE's run once its keys and directions are read.
+func (d *Dispatcher) blockingMove(ctx context.Context, c *Client, src, dst []byte, from, to bool, timeoutArg []byte) Reply {
+	timeout, r := parseTimeout(timeoutArg)
 	if r != nil {
 		return r
 	}
-	p, ok, r := d.blockingPop(ctx, c, relay.PopRequest{Keys: []string{string(args[1])}, Right: from, Timeout: timeout})
+	p, ok, r := d.blockingPop(ctx, c, relay.PopRequest{Keys: []string{string(src)}, Right: from, Timeout: timeout})
 	if r != nil {
 		return r
 	}
 	if !ok {
-		return Null{}
+		return NullArray{} // as Redis answers a blocking command's timeout
 	}
-	return d.moved(ctx, string(args[2]), p.Value, to)
+	return d.moved(ctx, string(dst), p.Value, to)
 }
 
 // blockingPop runs a relay pop that ends when the client leaves.

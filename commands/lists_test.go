@@ -100,3 +100,31 @@ func TestNullArrays(t *testing.T) {
 		{[]string{"GEOPOS", "g", "nope"}, "*1\r\n_\r\n"},
 	})
 }
+
+// TestBlockingPopReplies: a blocking pop that times out answers the null
+// array, BLMOVE too (redis-server 7.0.15 answers BLMOVE's timeout *-1,
+// as BLPOP's), and a key the backends hold as another type answers
+// WRONGTYPE, as on one Redis, not NOQUORUM; BRPOPLPUSH is served as the
+// BLMOVE it names.
+func TestBlockingPopReplies(t *testing.T) {
+	d, _ := newRelayDispatcher(t, 3)
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	const wrongType = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+	runAll(t, d, c, []run{
+		{[]string{"BLPOP", "none", "0.01"}, "*-1\r\n"},
+		{[]string{"BLMOVE", "none", "dst", "LEFT", "RIGHT", "0.01"}, "*-1\r\n"},
+		{[]string{"SET", "s", "v"}, "+OK\r\n"},
+		{[]string{"BLPOP", "s", "0.01"}, wrongType},
+		{[]string{"BRPOP", "s", "0"}, wrongType},
+		{[]string{"BLMOVE", "s", "dst", "LEFT", "RIGHT", "0.01"}, wrongType},
+		// BRPOPLPUSH is BLMOVE source destination RIGHT LEFT.
+		{[]string{"BRPOPLPUSH", "none", "dst", "0.01"}, "*-1\r\n"},
+		{[]string{"BRPOPLPUSH", "s", "dst", "0.01"}, wrongType},
+		{[]string{"BRPOPLPUSH", "none", "dst", "x"}, "-ERR timeout is not a float or out of range\r\n"},
+		{[]string{"BRPOPLPUSH", "none", "dst"}, "-ERR wrong number of arguments for 'brpoplpush' command\r\n"},
+		{[]string{"RPUSH", "src", "a", "b"}, ":2\r\n"},
+		{[]string{"RPUSH", "dst", "c"}, ":1\r\n"},
+		{[]string{"BRPOPLPUSH", "src", "dst", "1"}, "$1\r\nb\r\n"},
+		{[]string{"LRANGE", "dst", "0", "-1"}, "*2\r\n$1\r\nb\r\n$1\r\nc\r\n"},
+	})
+}

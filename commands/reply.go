@@ -23,6 +23,10 @@ type Bulk []byte
 // BulkString is a bulk string held as a Go string.
 type BulkString string
 
+// Double is a floating-point number as Redis writes it ("3.5", "inf",
+// "1.0000000000000001e+300"): , in RESP3, a bulk string in RESP2.
+type Double string
+
 // Null is the null bulk string: $-1 in RESP2, _ in RESP3.
 type Null struct{}
 
@@ -89,6 +93,13 @@ func (n Int) appendTo(b []byte, _ int) []byte {
 func (s Bulk) appendTo(b []byte, _ int) []byte { return appendBulk(b, s) }
 
 func (s BulkString) appendTo(b []byte, _ int) []byte { return appendBulk(b, s) }
+
+func (f Double) appendTo(b []byte, proto int) []byte {
+	if proto >= 3 {
+		return appendLine(b, ',', string(f))
+	}
+	return appendBulk(b, f)
+}
 
 func appendBulk[T ~string | ~[]byte](b []byte, s T) []byte {
 	b = appendHeader(b, '$', len(s))

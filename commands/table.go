@@ -156,6 +156,7 @@ var table = []Command{
 	{Name: "BLPOP", Arity: -3, Key: 1, LastKey: -2, Flags: Writes | Blocking, Group: "list", Summary: "Blocks on every backend; the first element popped", run: (*Dispatcher).bpop},
 	{Name: "BRPOP", Arity: -3, Key: 1, LastKey: -2, Flags: Writes | Blocking, Group: "list", Summary: "Blocks on every backend; the first element popped", run: (*Dispatcher).bpop},
 	{Name: "BLMOVE", Arity: 6, Key: 1, LastKey: 2, Flags: Writes | Blocking, Group: "list", Summary: "A blocking pop, then a push on every voting backend", run: (*Dispatcher).blmove},
+	{Name: "BRPOPLPUSH", Arity: 4, Key: 1, LastKey: 2, Flags: Writes | Blocking, Group: "list", Summary: "BLMOVE source destination RIGHT LEFT", run: (*Dispatcher).brpoplpush},
 
 	// Connection commands (connection.go).
 	{Name: "AUTH", Arity: -2, Flags: NoAuth | AnyUser | Barrier | Local, Group: "connection", Summary: "Authenticates the connection", run: (*Dispatcher).auth},

@@ -51,8 +51,9 @@ const maxIdlePops = 8
 // ok false when the timeout passed with none, ctx's error when ctx ended
 // first or Cancel was closed (nothing is then taken from the lists:
 // what was popped meanwhile is pushed back), ErrTooFewBackends when
-// fewer than a quorum of backends could be reached, and ErrClosed when
-// the relay shut down. Past MaxPops pops at once it is refused with a
+// fewer than a quorum of backends could be reached, the ServerError a
+// quorum of them answered (WRONGTYPE: the key is of another type), and
+// ErrClosed when the relay shut down. Past MaxPops pops at once it is refused with a
 // *LimitError (LimitPops) and takes no connection.
 func (r *Relay) Pop(ctx context.Context, req PopRequest) (Popped, bool, error) {
 	if r.closed.Load() {
@@ -83,13 +84,25 @@ func (r *Relay) Pop(ctx context.Context, req PopRequest) (Popped, bool, error) {
 	var win *popResult
 	var err error
 	failed, done := 0, 0
+	refusals := map[ServerError]int{} // the backends' error replies (WRONGTYPE), by text
 wait:
 	for done < n {
 		select {
 		case res := <-results:
 			done++
 			calls[res.i].result = &res
+			var se ServerError
 			switch {
+			case errors.As(res.err, &se):
+				failed++
+				if refusals[se]++; refusals[se] >= r.quorum {
+					err = se // a quorum's answer: the key is of another type
+					break wait
+				}
+				if failed > n-r.quorum {
+					err = ErrTooFewBackends
+					break wait
+				}
 			case res.err != nil:
 				failed++
 				if failed > n-r.quorum {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -275,6 +276,23 @@ func TestPopPushesBack(t *testing.T) {
 		}
 		return left == 2
 	})
+}
+
+// TestPopWrongType: a key that a quorum of backends holds as another
+// type answers their WRONGTYPE, as BLPOP on one Redis does, not a lack of
+// backends.
+func TestPopWrongType(t *testing.T) {
+	r, mrs, _ := newRelay(t, 3)
+	for _, mr := range mrs[:2] {
+		if err := mr.Set("str", "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ok, err := r.Pop(context.Background(), PopRequest{Keys: []string{"str"}, Timeout: 5 * time.Second})
+	var se ServerError
+	if ok || !errors.As(err, &se) || !strings.HasPrefix(string(se), "WRONGTYPE") {
+		t.Fatalf("Pop of a string = %v, %v; want WRONGTYPE", ok, err)
+	}
 }
 
 // TestTrackWithoutBackendTracking: backends that refuse CLIENT TRACKING
