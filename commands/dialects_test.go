@@ -137,7 +137,8 @@ func TestStackExchangeTransaction(t *testing.T) {
 		{[]string{"EXPIRE", "k", "9"}, "+QUEUED\r\n"},
 		{[]string{"DEL", "k"}, "+QUEUED\r\n"},
 		{[]string{"EXEC"}, "*2\r\n:1\r\n:1\r\n"},
-		// Anything else inside MULTI aborts the transaction.
+		// After WATCH, anything else inside MULTI aborts the transaction.
+		{[]string{"WATCH", "k"}, "+OK\r\n"},
 		{[]string{"MULTI"}, "+OK\r\n"},
 		{[]string{"SET", "k", "x"}, "-" + errTxOnly + "\r\n"},
 		{[]string{"DEL", "unwatched"}, "-" + errTxOnly + "\r\n"},

@@ -92,7 +92,8 @@ func keyedRows(fixed []Command) []Command {
 			run: func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte) Reply {
 				return d.keyed(ctx, c, k, args)
 			},
-			keys: kc.Keys,
+			keys:  kc.Keys,
+			reply: func(c *Client, args [][]byte, r Reply) Reply { return keyedReply(c, kc, args, r) },
 		})
 	}
 	return rows
@@ -220,26 +221,33 @@ func (d *Dispatcher) keyed(ctx context.Context, c *Client, k *keyed, args [][]by
 	if err != nil {
 		return d.lockError(err)
 	}
-	r := backendReply(v)
+	return keyedReply(c, k.cmd, args, backendReply(v))
+}
+
+// keyedReply is the reply r of kc's script as the command alone answers
+// it: Redis's own error texts (alone), the null array where Redis sends
+// one, and in RESP3 scores as doubles, pairs as a map, a set's members as
+// a set.
+func keyedReply(c *Client, kc lua.KeyCommand, args [][]byte, r Reply) Reply {
 	if e, ok := r.(Error); ok {
 		return alone(e, args)
 	}
-	if nullArrays[k.cmd.Name] {
+	if nullArrays[kc.Name] {
 		r = nullAsArray(r)
 	}
-	if c.Proto() == 3 && keyedGroup(k.cmd.Name) == "sorted-set" {
+	if c.Proto() == 3 && keyedGroup(kc.Name) == "sorted-set" {
 		return scoresRESP3(args, r)
 	}
 	if a, ok := r.(Array); ok && c.Proto() == 3 {
 		switch {
-		case (k.cmd.Pairs || k.cmd.Name == "LCS") && len(a)%2 == 0: // LCS with IDX: a map in RESP3
+		case (kc.Pairs || kc.Name == "LCS") && len(a)%2 == 0: // LCS with IDX: a map in RESP3
 			m := make(Map, len(a)/2)
 			for i := range m {
 				key, _ := a[2*i].(BulkString)
 				m[i] = KV{Key: string(key), Value: a[2*i+1]}
 			}
 			return m
-		case k.cmd.Unordered && strings.HasPrefix(k.cmd.Name, "S"):
+		case kc.Unordered && strings.HasPrefix(kc.Name, "S"):
 			return Set(a) // SMEMBERS, SINTER, SUNION, SDIFF; HKEYS and HVALS stay arrays, as Redis sends them
 		}
 	}

@@ -146,7 +146,8 @@ func TestKeyedRowsFollowTheAllowList(t *testing.T) {
 }
 
 // TestKeyedInMulti: keyed reads are queued and run at EXEC; a keyed write
-// is refused inside MULTI, and EXEC then aborts, as for other writes.
+// runs in the transaction's script, and after WATCH is refused inside
+// MULTI, and EXEC then aborts, as for other writes.
 func TestKeyedInMulti(t *testing.T) {
 	d, _ := newTestDispatcher(t, 3, "")
 	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
@@ -157,9 +158,14 @@ func TestKeyedInMulti(t *testing.T) {
 		{[]string{"SCARD", "s"}, "+QUEUED\r\n"},
 		{[]string{"EXEC"}, "*2\r\n:1\r\n:1\r\n"},
 		{[]string{"MULTI"}, "+OK\r\n"},
-		{[]string{"SADD", "s", "b"}, "-" + errTxOnly + "\r\n"},
+		{[]string{"SADD", "s", "b"}, "+QUEUED\r\n"},
+		{[]string{"SCARD", "s"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*2\r\n:1\r\n:2\r\n"},
+		{[]string{"WATCH", "s"}, "+OK\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SADD", "s", "c"}, "-" + errTxOnly + "\r\n"},
 		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
-		{[]string{"SCARD", "s"}, ":1\r\n"},
+		{[]string{"SCARD", "s"}, ":2\r\n"},
 	})
 }
 

@@ -68,7 +68,7 @@ func TestObserve(t *testing.T) {
 		{[]string{"DBSIZE"}, observation{"dbsize", "", ResultOK}},
 		{[]string{"NOSUCH", "x"}, observation{"unknown", "", ResultError}},
 		{[]string{"MULTI"}, observation{"multi", DialectTx, ResultOK}},
-		{[]string{"DEL", "k"}, observation{"del", DialectTx, ResultError}}, // not WATCHed: refused, in the tx dialect
+		{[]string{"LOCK", "k", "5000"}, observation{"lock", DialectTx, ResultError}}, // no script can call it: refused, in the tx dialect
 		{[]string{"EXEC"}, observation{"exec", DialectTx, ResultError}},
 	} {
 		got := observed(t, d, c, tc.cmd)

@@ -72,6 +72,9 @@ type Command struct {
 	// given what was parsed of the call once (parsedCall: its keys).
 	runKeys func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply
 	lower   string // Name in lower case, for replies and CLIENT LIST
+	// reply turns what a script by vote got from the command into what
+	// the command alone answers (keyed rows: keyedReply); nil: as it is.
+	reply func(c *Client, args [][]byte, r Reply) Reply
 }
 
 // table is the one list of commands. A duplicate name panics at start.

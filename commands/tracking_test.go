@@ -109,6 +109,7 @@ func TestTransactionReads(t *testing.T) {
 	// Not covered by the backends (miniredis): invalidated at once.
 	got.want(t, ">2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\nk\r\n$4\r\nnope\r\n")
 	runAll(t, d, c, []run{
+		{[]string{"WATCH", "k"}, "+OK\r\n"},
 		{[]string{"MULTI"}, "+OK\r\n"},
 		{[]string{"GET", "k"}, "+QUEUED\r\n"},
 		{[]string{"SET", "k", "x"}, "-" + errTxOnly + "\r\n"},

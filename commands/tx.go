@@ -2,21 +2,31 @@ package commands
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/commands/lua"
 )
 
 // txState is a client's WATCH/MULTI state (docs/compatibility.md, "How
-// each dialect maps to the quorum"). Reads queued (the table's Reads
-// commands that do not write) run at EXEC in order, each a quorum read of
-// its own, not atomic across the backends; CLIENT CACHING YES before
-// MULTI tracks their keys (rueidis DoCache). The StackExchange.Redis lock
-// transaction (WATCH k, GET k, MULTI, DEL k or PEXPIRE/EXPIRE k t, EXEC)
-// becomes at EXEC a compare-and-delete or -expire of the value read after
-// WATCH, the condition the transaction expresses on one Redis.
+// each dialect maps to the quorum"). A transaction that writes, without
+// WATCH, runs at EXEC as one script by vote (execScript): every backend
+// runs it whole, and it keeps the promises of any script by vote. Reads
+// queued alone (the table's Reads commands that do not write) run at
+// EXEC in order, each a quorum read of its own, not atomic across the
+// backends; CLIENT CACHING YES before MULTI tracks their keys (rueidis
+// DoCache). The StackExchange.Redis lock transaction (WATCH k, GET k,
+// MULTI, DEL k or PEXPIRE/EXPIRE k t, EXEC) becomes at EXEC a
+// compare-and-delete or -expire of the value read after WATCH, the
+// condition the transaction expresses on one Redis.
 type txState struct {
 	watched map[string]*string // key → value read by GET after WATCH (nil: not read, or absent)
 	multi   bool
 	dirty   bool
+	writes  bool // a write queued for the transaction's script
+	noCall  bool // a read queued that a script by vote cannot call
 	queue   []txOp
 	caching int32 // CLIENT CACHING before MULTI (tracking.go)
 }
@@ -25,9 +35,14 @@ type txState struct {
 type txOp struct {
 	key  string
 	ttl  time.Duration // PEXPIRE/EXPIRE; zero for DEL
-	read *Command      // a read, run at EXEC with args
+	cmd  *Command      // a read or a write run at EXEC with args; nil: the watched lock's DEL or expire
 	args [][]byte
 }
+
+// maxTxCallArgs is the most arguments a command of a transaction that
+// writes may take: each is an argument of one call in its script, and
+// Lua 5.1 compiles no call with more than about 250.
+const maxTxCallArgs = 200
 
 func (t *txState) reset() { *t = txState{} }
 
@@ -38,23 +53,46 @@ func (t *txState) noteRead(key string, value *string) {
 	}
 }
 
-const errTxOnly = "ERR redlock-proxy transactions support only reads (any read-only command: GET, EXISTS, PTTL, HGET, SMEMBERS, …) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
+const errTxOnly = "ERR redlock-proxy transactions run, without WATCH, commands a script by vote may call (one script on every backend), or reads, or after WATCH reads and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
 
 // queue is called by do for commands inside MULTI; it validates the
 // command now, as Redis does, so EXEC can only abort or run.
 func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
-	if cmd.Flags&(Reads|Writes) == Reads {
-		// Copied: the arguments may sit in the connection's read buffer.
-		c.tx.queue = append(c.tx.queue, txOp{read: cmd, args: CopyArgs(args)})
-		return Simple("QUEUED")
+	tx := &c.tx
+	switch {
+	case cmd.Flags&(Reads|Writes) == Reads:
+		callable := lua.Callable(cmd.Name)
+		if tx.writes && !callable {
+			return tx.refuse(Errorf("ERR redlock-proxy runs a transaction that writes as one script by vote, which cannot call '%s'", cmd.lower))
+		}
+		tx.noCall = tx.noCall || !callable
+	case cmd.Flags&InMulti != 0 && len(args) >= 2 && tx.watched[string(args[1])] != nil:
+		return d.queueLockOp(c, cmd, args)
+	case len(tx.watched) > 0 || !lua.Callable(cmd.Name):
+		return tx.refuse(Error(errTxOnly))
+	case tx.noCall:
+		return tx.refuse(Error("ERR redlock-proxy runs a transaction that writes as one script by vote, which cannot call a read queued before it"))
+	case len(args) > maxTxCallArgs:
+		return tx.refuse(Errorf("ERR redlock-proxy runs a transaction that writes as one script by vote, whose calls take at most %d arguments", maxTxCallArgs))
+	default:
+		tx.writes = true
 	}
-	if cmd.Flags&InMulti == 0 || len(args) < 2 {
-		c.tx.dirty = true
-		return Error(errTxOnly)
-	}
-	if v, ok := c.tx.watched[string(args[1])]; !ok || v == nil || (cmd.Name == "DEL" && len(args) != 2) {
-		c.tx.dirty = true
-		return Error(errTxOnly)
+	// Copied: the arguments may sit in the connection's read buffer.
+	tx.queue = append(tx.queue, txOp{cmd: cmd, args: CopyArgs(args)})
+	return Simple("QUEUED")
+}
+
+// refuse marks the transaction to abort at EXEC and answers r.
+func (t *txState) refuse(r Reply) Reply {
+	t.dirty = true
+	return r
+}
+
+// queueLockOp queues DEL or PEXPIRE/EXPIRE of a watched key whose value
+// was read after WATCH: the StackExchange.Redis lock transaction.
+func (d *Dispatcher) queueLockOp(c *Client, cmd *Command, args [][]byte) Reply {
+	if cmd.Name == "DEL" && len(args) != 2 {
+		return c.tx.refuse(Error(errTxOnly))
 	}
 	op := txOp{key: string(args[1])}
 	if cmd.Name != "DEL" { // PEXPIRE or EXPIRE, checked as outside MULTI
@@ -66,8 +104,7 @@ func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
 			op.ttl, r = d.ttlIn(n, unit)
 		}
 		if r != nil {
-			c.tx.dirty = true
-			return r
+			return c.tx.refuse(r)
 		}
 	}
 	c.tx.queue = append(c.tx.queue, op)
@@ -112,10 +149,10 @@ func (d *Dispatcher) discard(ctx context.Context, c *Client, args [][]byte) Repl
 	return OK
 }
 
-// EXEC runs the queued reads in order, or the queued compare-and-delete /
-// compare-and-expire, which answers null, like a transaction whose WATCH
-// fired, when the key no longer holds the value read after WATCH on a
-// quorum.
+// EXEC runs the transaction's script (execScript), or the queued reads
+// in order, or the queued compare-and-delete / compare-and-expire, which
+// answers null, like a transaction whose WATCH fired, when the key no
+// longer holds the value read after WATCH on a quorum.
 func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	if !c.tx.multi {
 		return Error("ERR EXEC without MULTI")
@@ -125,15 +162,18 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	if tx.dirty {
 		return Error("EXECABORT Transaction discarded because of previous errors.")
 	}
+	if tx.writes {
+		return d.execScript(ctx, c, tx.queue)
+	}
 	reads, covered := d.trackTx(ctx, c, tx)
 	out := make(Array, 0, len(tx.queue))
 	for _, op := range tx.queue {
-		if op.read != nil {
+		if op.cmd != nil {
 			var p parsedCall // a read's keys are by position, but EVAL_RO's
-			if op.read.keys != nil {
-				p = parsedCall{keys: op.read.keys(op.args), ok: true}
+			if op.cmd.keys != nil {
+				p = parsedCall{keys: op.cmd.keys(op.args), ok: true}
 			}
-			out = append(out, unwrap(op.read.call(d, ctx, c, op.args, p)))
+			out = append(out, unwrap(op.cmd.call(d, ctx, c, op.args, p)))
 			continue
 		}
 		token := *tx.watched[op.key]
@@ -158,6 +198,62 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	return out
 }
 
+// execScript runs a transaction that writes as one script by vote, the
+// way EVAL runs a client's script (runScript: the analysis, the user's
+// keys, the run-time check, the vote): each queued command is a
+// redis.pcall in order, its keys passed as KEYS and its other arguments
+// as ARGV, so the script's text depends only on the commands and where
+// their keys stand, and its analysis serves every transaction of that
+// shape. Every backend runs the transaction whole; the reply is the
+// array of the commands' replies, an error among them where a command
+// failed (as EXEC answers), each as the command alone answers it
+// (Command.reply).
+func (d *Dispatcher) execScript(ctx context.Context, c *Client, queue []txOp) Reply {
+	var src strings.Builder
+	var keys, argv [][]byte
+	slot := map[string]int{} // key → its place in KEYS
+	src.WriteString("return {")
+	for i, op := range queue {
+		if i > 0 {
+			src.WriteString(", ")
+		}
+		src.WriteString("redis.pcall('" + op.cmd.Name + "'")
+		isKey := map[string]bool{}
+		for _, k := range op.cmd.keysOf(op.args, nil) {
+			isKey[string(k)] = true
+		}
+		for _, a := range op.args[1:] {
+			if !isKey[string(a)] {
+				argv = append(argv, a)
+				fmt.Fprintf(&src, ", ARGV[%d]", len(argv))
+				continue
+			}
+			n, ok := slot[string(a)]
+			if !ok {
+				keys = append(keys, a)
+				n = len(keys)
+				slot[string(a)] = n
+			}
+			fmt.Fprintf(&src, ", KEYS[%d]", n)
+		}
+		src.WriteString(")")
+	}
+	src.WriteString("}")
+	rest := append([][]byte{[]byte(strconv.Itoa(len(keys)))}, keys...)
+	rest = append(rest, argv...)
+	r := unwrap(d.runScript(ctx, c, d.scripts.lookup([]byte(src.String()), ""), rest, keys, false))
+	a, ok := r.(Array)
+	if !ok || len(a) != len(queue) {
+		return r // the transaction did not run: NOQUORUM, a refusal
+	}
+	for i, op := range queue {
+		if op.cmd.reply != nil {
+			a[i] = op.cmd.reply(c, op.args, a[i])
+		}
+	}
+	return a
+}
+
 // trackTx tracks the keys of a transaction's reads for a tracking client
 // before they run, and returns them and whether the backends cover them
 // (tracking.go).
@@ -169,10 +265,10 @@ func (d *Dispatcher) trackTx(ctx context.Context, c *Client, tx txState) ([]stri
 	var keys []string
 	seen := map[string]bool{}
 	for _, op := range tx.queue {
-		if op.read == nil {
+		if op.cmd == nil {
 			continue
 		}
-		for _, k := range commandKeys(op.read, op.args, nil) {
+		for _, k := range commandKeys(op.cmd, op.args, nil) {
 			if !seen[k] {
 				seen[k] = true
 				keys = append(keys, k)

@@ -155,6 +155,17 @@ func lookup(name string) (command, bool) {
 	return c, ok
 }
 
+// Callable reports whether a script run by vote may call the command
+// (any case): the allow-list, and the reads whose reply has an order of
+// each backend's own, which the run-time check sorts.
+func Callable(name string) bool {
+	if _, ok := lookup(name); ok {
+		return true
+	}
+	_, ok := lookupUnordered(name)
+	return ok
+}
+
 // ownAnswer lists the key-local commands left off the allow-list because
 // each backend answers them its own way even when all hold the same data:
 // run by vote, a pick differs between backends (SPOP removes a different

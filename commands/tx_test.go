@@ -1,0 +1,74 @@
+package commands
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTransactionWrites: a transaction that writes, without WATCH, runs
+// as one script by vote: every command in order on every backend, the
+// reply each command's own (an error in place where one failed, as EXEC
+// answers), RESP3 shapes as the commands alone answer them; the legacy
+// SETNX + EXPIRE lock takes the key with its ttl. A command no script
+// can call, a write after WATCH, a read no script can call before a
+// write and a call past the script's argument bound abort it.
+func TestTransactionWrites(t *testing.T) {
+	d, mrs := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	const abort = "-EXECABORT Transaction discarded because of previous errors.\r\n"
+	runAll(t, d, c, []run{
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SET", "a", "1"}, "+QUEUED\r\n"},
+		{[]string{"INCR", "a"}, "+QUEUED\r\n"},
+		{[]string{"HSET", "h", "f", "a"}, "+QUEUED\r\n"}, // a value equal to a key
+		{[]string{"GET", "a"}, "+QUEUED\r\n"},
+		{[]string{"LPUSH", "a", "x"}, "+QUEUED\r\n"},
+		{[]string{"GET", "nokey"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*6\r\n+OK\r\n:2\r\n:1\r\n$1\r\n2\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n$-1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SETNX", "lk", "t1"}, "+QUEUED\r\n"},
+		{[]string{"EXPIRE", "lk", "10"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*2\r\n:1\r\n:1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SETNX", "lk", "t2"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*1\r\n:0\r\n"},
+		{[]string{"GET", "lk"}, "$2\r\nt1\r\n"},
+		// Aborted when queued.
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SET", "b", "1"}, "+QUEUED\r\n"},
+		{[]string{"LOCK", "b", "1000"}, "-" + errTxOnly + "\r\n"},
+		{[]string{"EXEC"}, abort},
+		{[]string{"WATCH", "b"}, "+OK\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SET", "b", "1"}, "-" + errTxOnly + "\r\n"},
+		{[]string{"EXEC"}, abort},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"DIGEST", "b"}, "+QUEUED\r\n"},
+		{[]string{"SET", "b", "1"}, "-ERR redlock-proxy runs a transaction that writes as one script by vote, which cannot call a read queued before it\r\n"},
+		{[]string{"EXEC"}, abort},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"RPUSH", "b", "1"}, "+QUEUED\r\n"},
+		{[]string{"DIGEST", "b"}, "-ERR redlock-proxy runs a transaction that writes as one script by vote, which cannot call 'digest'\r\n"},
+		{[]string{"EXEC"}, abort},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{append([]string{"RPUSH", "b"}, strings.Split(strings.Repeat("x ", 200), " ")[:200]...), "-ERR redlock-proxy runs a transaction that writes as one script by vote, whose calls take at most 200 arguments\r\n"},
+		{[]string{"EXEC"}, abort},
+		{[]string{"EXISTS", "b"}, ":0\r\n"},
+	})
+	for i, mr := range mrs {
+		if v, _ := mr.Get("a"); v != "2" {
+			t.Errorf("backend %d: a = %q, want 2", i, v)
+		}
+		if ttl := mr.TTL("lk"); ttl <= 0 {
+			t.Errorf("backend %d: lk has ttl %v, want the 10 s EXPIRE gave it", i, ttl)
+		}
+	}
+	do(d, c, "HELLO", "3")
+	runAll(t, d, c, []run{
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"ZADD", "z", "1.5", "m"}, "+QUEUED\r\n"},
+		{[]string{"ZSCORE", "z", "m"}, "+QUEUED\r\n"},
+		{[]string{"HGETALL", "h"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*3\r\n:1\r\n,1.5\r\n%1\r\n$1\r\nf\r\n$1\r\na\r\n"},
+	})
+}
