@@ -157,7 +157,9 @@ func TestAuth(t *testing.T) {
 func TestDevMode(t *testing.T) {
 	t.Parallel()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	p := startProxyArgs(t, addr, "-dev", "-listen", addr)
+	// The embedded backends share the proxy's process and, under the
+	// tests' load, its CPU: a deadline of a second, not 50 ms.
+	p := startProxyArgs(t, addr, "-dev", "-listen", addr, "-node-timeout", "1s")
 	ctx := testCtx(t, 20*time.Second)
 	for _, proto := range []int{2, 3} {
 		c := p.Client(&redis.Options{Protocol: proto})
