@@ -102,6 +102,9 @@ func (d *Dispatcher) reset(ctx context.Context, c *Client, args [][]byte) Reply 
 
 // PING [message]
 func (d *Dispatcher) ping(ctx context.Context, c *Client, args [][]byte) Reply {
+	if len(args) > 2 {
+		return Errorf(errWrongArity, "ping")
+	}
 	if c.subscribed() && c.Proto() == 2 { // Redis: an array in subscribed mode
 		msg := BulkString("")
 		if len(args) == 2 {
@@ -109,13 +112,10 @@ func (d *Dispatcher) ping(ctx context.Context, c *Client, args [][]byte) Reply {
 		}
 		return Array{BulkString("pong"), msg}
 	}
-	switch len(args) {
-	case 1:
+	if len(args) == 1 {
 		return Simple("PONG")
-	case 2:
-		return Bulk(args[1])
 	}
-	return Errorf(errWrongArity, "ping")
+	return Bulk(args[1])
 }
 
 // ECHO message
