@@ -73,3 +73,26 @@ func TestAuthUserWithoutPassword(t *testing.T) {
 		{[]string{"PING"}, "+PONG\r\n"},
 	})
 }
+
+// TestTrackingModeSwitch: as Redis 7, CLIENT TRACKING ON may move between
+// the default mode and OPTIN or OPTOUT without OFF (only OPTIN to OPTOUT
+// and back is refused), and CLIENT CACHING in the default mode names the
+// mode it needs. Before, any change of mode was refused, and CACHING in
+// the default mode answered the error for tracking off.
+func TestTrackingModeSwitch(t *testing.T) {
+	d, _ := newRelayDispatcher(t, 3)
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	do(d, c, "HELLO", "3")
+	runSteps(t, d, c, []step{
+		{[]string{"CLIENT", "TRACKING", "ON"}, "+OK\r\n"},
+		{[]string{"CLIENT", "CACHING", "YES"}, "-" + string(errCachingYes) + "\r\n"},
+		{[]string{"CLIENT", "CACHING", "NO"}, "-" + string(errCachingNo) + "\r\n"},
+		{[]string{"CLIENT", "TRACKING", "ON", "OPTIN"}, "+OK\r\n"},
+		{[]string{"CLIENT", "CACHING", "YES"}, "+OK\r\n"},
+		{[]string{"CLIENT", "TRACKINGINFO"}, "%3\r\n$5\r\nflags\r\n~3\r\n$2\r\non\r\n$5\r\noptin\r\n$11\r\ncaching-yes\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*0\r\n"},
+		{[]string{"CLIENT", "TRACKING", "ON", "OPTOUT"}, "-" + string(errSwitchOpt) + "\r\n"},
+		{[]string{"CLIENT", "TRACKING", "ON"}, "+OK\r\n"},
+		{[]string{"CLIENT", "TRACKING", "ON", "OPTOUT"}, "+OK\r\n"},
+		{[]string{"CLIENT", "TRACKING", "ON", "OPTIN"}, "-" + string(errSwitchOpt) + "\r\n"},
+	})
+}
