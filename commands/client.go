@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
 
 // Client is the state of one client connection. proxy creates it with
@@ -117,15 +118,36 @@ func (c *Client) touch(name string, now time.Time) {
 }
 
 // infoLine renders the client as CLIENT INFO / CLIENT LIST do.
+// Its flags are P (subscribed), t (tracking) or N (neither).
 func (c *Client) infoLine(now time.Time) string {
+	var subs [3]int // by relay.Kind
+	c.pmu.Lock()
+	if c.ps != nil {
+		for k, names := range c.ps.names {
+			subs[k] = len(names)
+		}
+	}
+	c.pmu.Unlock()
+	flags, redir := "", int64(-1)
+	if c.subscribed() {
+		flags += "P"
+	}
+	if t := c.trk.Load(); t != nil {
+		flags += "t"
+		redir = t.redirect
+	}
+	if flags == "" {
+		flags = "N"
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	idle := time.Duration(0)
 	if !c.lastAt.IsZero() {
 		idle = now.Sub(c.lastAt)
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 user=%s resp=%d lib-name=%s lib-ver=%s cmd=%s",
-		c.ID, c.Addr, c.LocalAddr, c.name, int64(now.Sub(c.Created)/time.Second), int64(idle/time.Second), c.User(), c.Proto(), c.libName, c.libVer, c.lastCmd)
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=-1 watch=0 user=%s redir=%d resp=%d lib-name=%s lib-ver=%s cmd=%s",
+		c.ID, c.Addr, c.LocalAddr, c.name, int64(now.Sub(c.Created)/time.Second), int64(idle/time.Second), flags,
+		subs[relay.Channel], subs[relay.Pattern], subs[relay.Shard], c.User(), redir, c.Proto(), c.libName, c.libVer, c.lastCmd)
 }
 
 // clientRegistry holds the connected clients for CLIENT LIST and INFO.

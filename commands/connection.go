@@ -137,9 +137,55 @@ func (d *Dispatcher) selectDB(ctx context.Context, c *Client, args [][]byte) Rep
 
 // clientSubArity is the arity of each CLIENT subcommand (name included).
 var clientSubArity = map[string]int{"SETNAME": 3, "GETNAME": 2, "SETINFO": 4, "ID": 2, "INFO": 2, "LIST": -2,
-	"TRACKING": -3, "CACHING": 3, "TRACKINGINFO": 2, "GETREDIR": 2}
+	"TRACKING": -3, "CACHING": 3, "TRACKINGINFO": 2, "GETREDIR": 2, "NO-EVICT": 3, "NO-TOUCH": 3, "HELP": 2}
 
-// CLIENT SETNAME name | GETNAME | SETINFO LIB-NAME|LIB-VER value | ID | INFO | LIST
+// clientHelp is CLIENT HELP: the subcommands served, in Redis's words.
+var clientHelp = helpReply("CLIENT",
+	"CACHING (YES|NO)",
+	"    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+	"GETREDIR",
+	"    Return the client ID we are redirecting to when tracking is enabled.",
+	"GETNAME",
+	"    Return the name of the current connection.",
+	"ID",
+	"    Return the ID of the current connection.",
+	"INFO",
+	"    Return information about the current client connection.",
+	"LIST [options ...]",
+	"    Return information about client connections. Options:",
+	"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+	"      Return clients of specified type.",
+	"    * ID <client-id> [<client-id> ...]",
+	"      Return clients of specified IDs only.",
+	"SETINFO <option> <value>",
+	"    Set client meta attr. Options are:",
+	"    * LIB-NAME: the client lib name.",
+	"    * LIB-VER: the client lib version.",
+	"SETNAME <name>",
+	"    Assign the name <name> to the current connection.",
+	"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+	"         [OPTIN] [OPTOUT] [NOLOOP]",
+	"    Control server assisted client side caching.",
+	"TRACKINGINFO",
+	"    Report tracking status for the current connection.",
+	"NO-EVICT (ON|OFF)",
+	"    Protect current client connection from eviction.",
+	"NO-TOUCH (ON|OFF)",
+	"    Will not touch LRU/LFU stats when this mode is on.")
+
+// helpReply is a HELP subcommand's reply, as Redis's addReplyHelp: a
+// header, the lines given, and HELP itself, as simple strings.
+func helpReply(cmd string, lines ...string) Array {
+	out := Array{Simple(cmd + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")}
+	for _, l := range lines {
+		out = append(out, Simple(l))
+	}
+	return append(out, Simple("HELP"), Simple("    Prints this help."))
+}
+
+// CLIENT SETNAME name | GETNAME | SETINFO LIB-NAME|LIB-VER value | ID | INFO |
+// LIST [TYPE type | ID id ...] | TRACKING … | CACHING | TRACKINGINFO |
+// GETREDIR | NO-EVICT ON|OFF | NO-TOUCH ON|OFF | HELP
 func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply {
 	sub := strings.ToUpper(string(args[1]))
 	want, known := clientSubArity[sub]
@@ -169,34 +215,84 @@ func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply
 		return d.clientTracking(ctx, c, sub, args)
 	case "INFO":
 		return BulkString(c.infoLine(d.now()) + "\n")
+	case "NO-EVICT", "NO-TOUCH": // the proxy evicts no client and keeps no LRU: nothing to change
+		switch strings.ToUpper(string(args[2])) {
+		case "ON", "OFF":
+			return OK
+		}
+		return errSyntax
+	case "HELP":
+		return clientHelp
 	default: // LIST shows every connection: admin users only
 		if r := requireAdmin(c, "client|list"); r != nil {
 			return r
 		}
-		var sb strings.Builder
-		now := d.now()
-		for _, o := range d.clients.snapshot() {
-			sb.WriteString(o.infoLine(now))
-			sb.WriteByte('\n')
-		}
-		return BulkString(sb.String())
+		return d.clientList(args[2:])
 	}
 }
 
+// CLIENT LIST [TYPE NORMAL|MASTER|REPLICA|SLAVE|PUBSUB | ID id [id ...]]:
+// the proxy's own clients, normal or pubsub; ids in the order given.
+func (d *Dispatcher) clientList(opts [][]byte) Reply {
+	var list []*Client
+	switch {
+	case len(opts) == 0:
+		list = d.clients.snapshot()
+	case len(opts) == 2 && strings.EqualFold(string(opts[0]), "TYPE"):
+		pubsub := false
+		switch strings.ToUpper(string(opts[1])) {
+		case "NORMAL":
+		case "PUBSUB":
+			pubsub = true
+		case "MASTER", "REPLICA", "SLAVE":
+			return BulkString("")
+		default:
+			return Errorf("ERR Unknown client type '%s'", opts[1])
+		}
+		for _, o := range d.clients.snapshot() {
+			if o.subscribed() == pubsub {
+				list = append(list, o)
+			}
+		}
+	case len(opts) > 1 && strings.EqualFold(string(opts[0]), "ID"):
+		for _, a := range opts[1:] {
+			id, err := strconv.ParseInt(string(a), 10, 64)
+			if err != nil {
+				return Error("ERR Invalid client ID")
+			}
+			if o := d.clients.get(id); o != nil {
+				list = append(list, o)
+			}
+		}
+	default:
+		return errSyntax
+	}
+	var sb strings.Builder
+	now := d.now()
+	for _, o := range list {
+		sb.WriteString(o.infoLine(now))
+		sb.WriteByte('\n')
+	}
+	return BulkString(sb.String())
+}
+
+// clientSetInfo checks the attribute, then the value, as Redis 7.2.
 func (d *Dispatcher) clientSetInfo(c *Client, attr, value []byte) Reply {
+	var field *string
+	switch strings.ToUpper(string(attr)) {
+	case "LIB-NAME":
+		field = &c.libName
+	case "LIB-VER":
+		field = &c.libVer
+	default:
+		return Errorf("ERR Unrecognized option '%s'", attr)
+	}
 	if !validClientName(value) {
 		return Errorf("ERR %s cannot contain spaces, newlines or special characters.", attr)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch strings.ToUpper(string(attr)) {
-	case "LIB-NAME":
-		c.libName = string(value)
-	case "LIB-VER":
-		c.libVer = string(value)
-	default:
-		return Errorf("ERR Unrecognized option '%s'", attr)
-	}
+	*field = string(value)
+	c.mu.Unlock()
 	return OK
 }
 

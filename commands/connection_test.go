@@ -1,6 +1,9 @@
 package commands
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // step is one command and the exact reply one Redis 7 gives it.
 type step struct {
@@ -95,4 +98,77 @@ func TestTrackingModeSwitch(t *testing.T) {
 		{[]string{"CLIENT", "TRACKING", "ON", "OPTOUT"}, "+OK\r\n"},
 		{[]string{"CLIENT", "TRACKING", "ON", "OPTIN"}, "-" + string(errSwitchOpt) + "\r\n"},
 	})
+}
+
+// TestClientListOptions: CLIENT LIST TYPE t and ID id … filter as on
+// Redis 7, other arguments are a syntax error, and a subscriber shows its
+// counts and flag P. Before, every argument was ignored and every client
+// showed sub=0 flags=N.
+func TestClientListOptions(t *testing.T) {
+	d, _ := newTestDispatcher(t, 1, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	sub := d.NewClient("127.0.0.1:3", "127.0.0.1:2")
+	do(d, sub, "SUBSCRIBE", "a", "b")
+	do(d, sub, "PSUBSCRIBE", "p*")
+	runSteps(t, d, c, []step{
+		{[]string{"CLIENT", "LIST", "ID"}, "-ERR syntax error\r\n"},
+		{[]string{"CLIENT", "LIST", "FOO"}, "-ERR syntax error\r\n"},
+		{[]string{"CLIENT", "LIST", "TYPE", "normal", "x"}, "-ERR syntax error\r\n"},
+		{[]string{"CLIENT", "LIST", "TYPE", "foo"}, "-ERR Unknown client type 'foo'\r\n"},
+		{[]string{"CLIENT", "LIST", "ID", "x"}, "-ERR Invalid client ID\r\n"},
+		{[]string{"CLIENT", "LIST", "ID", "99999"}, "$0\r\n\r\n"},
+		{[]string{"CLIENT", "LIST", "TYPE", "replica"}, "$0\r\n\r\n"},
+		{[]string{"CLIENT", "LIST", "TYPE", "master"}, "$0\r\n\r\n"},
+	})
+	ids := func(s ...string) []string { return append([]string{"CLIENT", "LIST"}, s...) }
+	for _, tc := range []struct {
+		in   []string
+		want []string // the ids listed, in order
+	}{
+		{ids(), []string{"id=1 ", "id=2 "}},
+		{ids("ID", "2", "99", "1"), []string{"id=2 ", "id=1 "}},
+		{ids("TYPE", "NORMAL"), []string{"id=1 "}},
+		{ids("type", "pubsub"), []string{"id=2 "}},
+	} {
+		got := do(d, c, tc.in...)
+		lines := strings.Split(strings.TrimSuffix(got[strings.Index(got, "\r\n")+2:], "\n\r\n"), "\n")
+		if len(lines) != len(tc.want) {
+			t.Errorf("%q = %q, want %d clients", tc.in, got, len(tc.want))
+			continue
+		}
+		for i, w := range tc.want {
+			if !strings.HasPrefix(lines[i], w) {
+				t.Errorf("%q line %d = %q, want %q", tc.in, i, lines[i], w)
+			}
+		}
+	}
+	if got := do(d, c, "CLIENT", "LIST", "ID", "2"); !strings.Contains(got, " flags=P ") || !strings.Contains(got, " sub=2 psub=1 ssub=0 ") {
+		t.Errorf("CLIENT LIST of a subscriber = %q, want flags=P sub=2 psub=1", got)
+	}
+}
+
+// TestClientSubcommandsOfRedis: CLIENT HELP lists the subcommands, and
+// NO-EVICT and NO-TOUCH (which change nothing here: the proxy evicts no
+// client and touches no key's LRU) answer as Redis 7.2 does. Before, each
+// was an unknown subcommand. CLIENT SETINFO names an unknown attribute
+// before it checks the value, as Redis 7.2.
+func TestClientSubcommandsOfRedis(t *testing.T) {
+	d, _ := newTestDispatcher(t, 1, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runSteps(t, d, c, []step{
+		{[]string{"CLIENT", "NO-EVICT", "on"}, "+OK\r\n"},
+		{[]string{"CLIENT", "NO-EVICT", "OFF"}, "+OK\r\n"},
+		{[]string{"CLIENT", "NO-EVICT", "maybe"}, "-ERR syntax error\r\n"},
+		{[]string{"CLIENT", "NO-EVICT"}, "-ERR wrong number of arguments for 'client|no-evict' command\r\n"},
+		{[]string{"CLIENT", "NO-TOUCH", "on"}, "+OK\r\n"},
+		{[]string{"CLIENT", "NO-TOUCH", "x"}, "-ERR syntax error\r\n"},
+		{[]string{"CLIENT", "SETINFO", "FOO", "a b"}, "-ERR Unrecognized option 'FOO'\r\n"},
+		{[]string{"CLIENT", "HELP", "x"}, "-ERR wrong number of arguments for 'client|help' command\r\n"},
+	})
+	help := do(d, c, "CLIENT", "HELP")
+	for _, want := range []string{"+CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n", "+GETNAME\r\n", "+NO-EVICT (ON|OFF)\r\n", "+HELP\r\n"} {
+		if !strings.HasPrefix(help, "*") || !strings.Contains(help, want) {
+			t.Errorf("CLIENT HELP = %q, lacks %q", help, want)
+		}
+	}
 }

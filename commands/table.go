@@ -165,7 +165,7 @@ var table = []Command{
 	{Name: "PING", Arity: -1, Flags: PubSub | AnyUser | Local, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
 	{Name: "ECHO", Arity: 2, Flags: AnyUser | Local, Group: "connection", Summary: "Returns the message", run: (*Dispatcher).echo},
 	{Name: "SELECT", Arity: 2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Selects database 0 (the only one)", run: (*Dispatcher).selectDB},
-	{Name: "CLIENT", Arity: -2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST", run: (*Dispatcher).client},
+	{Name: "CLIENT", Arity: -2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST NO-EVICT NO-TOUCH HELP, and key tracking", run: (*Dispatcher).client},
 
 	// Server commands (server.go).
 	{Name: "INFO", Arity: -1, Flags: Local, Group: "server", Summary: "Server, client, backend and lock information", run: (*Dispatcher).info},
