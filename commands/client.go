@@ -40,6 +40,7 @@ type Client struct {
 	gone    bool // CloseClient ran: nothing more is set up
 	trk     atomic.Pointer[trackState]
 	caching atomic.Int32 // CLIENT CACHING YES|NO for the next command
+	replies atomic.Int32 // CLIENT REPLY: repliesOn, repliesOff, or repliesSkip (the next command's)
 
 	// The connection as a holder of locks, and what reaches it outside
 	// its replies (hooks.go).

@@ -92,6 +92,7 @@ func (d *Dispatcher) quit(ctx context.Context, c *Client, args [][]byte) Reply {
 // user is configured.
 func (d *Dispatcher) reset(ctx context.Context, c *Client, args [][]byte) Reply {
 	c.proto.Store(2)
+	c.replies.Store(repliesOn)
 	c.setName("")
 	c.logout(d.users.required)
 	c.tx.reset()
@@ -137,7 +138,14 @@ func (d *Dispatcher) selectDB(ctx context.Context, c *Client, args [][]byte) Rep
 
 // clientSubArity is the arity of each CLIENT subcommand (name included).
 var clientSubArity = map[string]int{"SETNAME": 3, "GETNAME": 2, "SETINFO": 4, "ID": 2, "INFO": 2, "LIST": -2,
-	"TRACKING": -3, "CACHING": 3, "TRACKINGINFO": 2, "GETREDIR": 2, "NO-EVICT": 3, "NO-TOUCH": 3, "HELP": 2}
+	"TRACKING": -3, "CACHING": 3, "TRACKINGINFO": 2, "GETREDIR": 2, "NO-EVICT": 3, "NO-TOUCH": 3, "REPLY": 3, "HELP": 2}
+
+// Client.replies: CLIENT REPLY's modes.
+const (
+	repliesOn int32 = iota
+	repliesOff
+	repliesSkip // the next command's reply only
+)
 
 // clientHelp is CLIENT HELP: the subcommands served, in Redis's words.
 var clientHelp = helpReply("CLIENT",
@@ -171,7 +179,9 @@ var clientHelp = helpReply("CLIENT",
 	"NO-EVICT (ON|OFF)",
 	"    Protect current client connection from eviction.",
 	"NO-TOUCH (ON|OFF)",
-	"    Will not touch LRU/LFU stats when this mode is on.")
+	"    Will not touch LRU/LFU stats when this mode is on.",
+	"REPLY (ON|OFF|SKIP)",
+	"    Control the replies sent to the current connection.")
 
 // helpReply is a HELP subcommand's reply, as Redis's addReplyHelp: a
 // header, the lines given, and HELP itself, as simple strings.
@@ -185,7 +195,7 @@ func helpReply(cmd string, lines ...string) Array {
 
 // CLIENT SETNAME name | GETNAME | SETINFO LIB-NAME|LIB-VER value | ID | INFO |
 // LIST [TYPE type | ID id ...] | TRACKING … | CACHING | TRACKINGINFO |
-// GETREDIR | NO-EVICT ON|OFF | NO-TOUCH ON|OFF | HELP
+// GETREDIR | NO-EVICT ON|OFF | NO-TOUCH ON|OFF | REPLY ON|OFF|SKIP | HELP
 func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply {
 	sub := strings.ToUpper(string(args[1]))
 	want, known := clientSubArity[sub]
@@ -219,6 +229,19 @@ func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply
 		switch strings.ToUpper(string(args[2])) {
 		case "ON", "OFF":
 			return OK
+		}
+		return errSyntax
+	case "REPLY": // PlanFor silences the commands after OFF or SKIP
+		switch strings.ToUpper(string(args[2])) {
+		case "ON":
+			c.replies.Store(repliesOn)
+			return OK
+		case "OFF":
+			c.replies.Store(repliesOff)
+			return noReply
+		case "SKIP":
+			c.replies.CompareAndSwap(repliesOn, repliesSkip) // nothing while OFF, as Redis
+			return noReply
 		}
 		return errSyntax
 	case "HELP":

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -169,6 +170,42 @@ func TestClientSubcommandsOfRedis(t *testing.T) {
 	for _, want := range []string{"+CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n", "+GETNAME\r\n", "+NO-EVICT (ON|OFF)\r\n", "+HELP\r\n"} {
 		if !strings.HasPrefix(help, "*") || !strings.Contains(help, want) {
 			t.Errorf("CLIENT HELP = %q, lacks %q", help, want)
+		}
+	}
+}
+
+// TestClientReply: CLIENT REPLY OFF silences every reply until CLIENT
+// REPLY ON (which answers OK), SKIP silences itself and the next command,
+// as on Redis. Before, REPLY was an unknown subcommand.
+func TestClientReply(t *testing.T) {
+	d, _ := newTestDispatcher(t, 1, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	planned := func(s ...string) string {
+		a := args(s...)
+		return string(AppendReply(nil, d.DoPlanned(context.Background(), c, d.PlanFor(c, a), a), c.Proto()))
+	}
+	for _, s := range []step{
+		{[]string{"CLIENT", "REPLY"}, "-ERR wrong number of arguments for 'client|reply' command\r\n"},
+		{[]string{"CLIENT", "REPLY", "FOO"}, "-ERR syntax error\r\n"},
+		{[]string{"CLIENT", "REPLY", "ON"}, "+OK\r\n"},
+		{[]string{"CLIENT", "REPLY", "OFF"}, ""},
+		{[]string{"PING"}, ""},
+		{[]string{"GET"}, ""},
+		{[]string{"CLIENT", "REPLY", "SKIP"}, ""}, // no effect while OFF
+		{[]string{"CLIENT", "REPLY", "ON"}, "+OK\r\n"},
+		{[]string{"PING"}, "+PONG\r\n"},
+		{[]string{"CLIENT", "REPLY", "SKIP"}, ""},
+		{[]string{"ECHO", "a"}, ""},
+		{[]string{"ECHO", "b"}, "$1\r\nb\r\n"},
+		{[]string{"CLIENT", "REPLY", "OFF"}, ""},
+		{[]string{"RESET"}, "+RESET\r\n"},
+		{[]string{"PING"}, "+PONG\r\n"},
+		{[]string{"CLIENT", "REPLY", "SKIP"}, ""},
+		{[]string{"RESET"}, ""},
+		{[]string{"PING"}, "+PONG\r\n"},
+	} {
+		if got := planned(s.in...); got != s.want {
+			t.Errorf("%q = %q, want %q", s.in, got, s.want)
 		}
 	}
 }

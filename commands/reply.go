@@ -51,6 +51,10 @@ type Push []Reply
 // once per channel).
 type Replies []Reply
 
+// noReply writes nothing: the reply of a command a client silenced with
+// CLIENT REPLY OFF or SKIP.
+var noReply = Replies(nil)
+
 // OK is the most common reply.
 const OK = Simple("OK")
 
