@@ -209,3 +209,43 @@ func TestClientReply(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandSubcommandsAsRedis: COMMAND's subcommands check their
+// arguments as Redis 7 does, COMMAND INFO of an unknown name is a null
+// bulk string ($-1), COMMAND GETKEYS answers from the table, and HELP
+// lists them (CONFIG HELP too). Before, COMMAND COUNT x and COMMAND LIST
+// FOO answered as if no argument was given, an unknown name was *-1, and
+// GETKEYS and HELP were unknown subcommands.
+func TestCommandSubcommandsAsRedis(t *testing.T) {
+	d, _ := newTestDispatcher(t, 1, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runSteps(t, d, c, []step{
+		{[]string{"COMMAND", "COUNT", "x"}, "-ERR wrong number of arguments for 'command|count' command\r\n"},
+		{[]string{"COMMAND", "HELP", "x"}, "-ERR wrong number of arguments for 'command|help' command\r\n"},
+		{[]string{"COMMAND", "LIST", "FOO"}, "-ERR syntax error\r\n"},
+		{[]string{"COMMAND", "LIST", "FILTERBY"}, "-ERR syntax error\r\n"},
+		{[]string{"COMMAND", "LIST", "FILTERBY", "foo", "x"}, "-ERR syntax error\r\n"},
+		{[]string{"COMMAND", "LIST", "FILTERBY", "pattern", "getse*"}, "*1\r\n$6\r\ngetset\r\n"},
+		{[]string{"COMMAND", "LIST", "FILTERBY", "MODULE", "x"}, "*0\r\n"},
+		{[]string{"COMMAND", "INFO", "nosuch"}, "*1\r\n$-1\r\n"},
+		{[]string{"COMMAND", "GETKEYS"}, "-ERR wrong number of arguments for 'command|getkeys' command\r\n"},
+		{[]string{"COMMAND", "GETKEYS", "get"}, "-ERR wrong number of arguments for 'command|getkeys' command\r\n"},
+		{[]string{"COMMAND", "GETKEYS", "nosuch", "a"}, "-ERR Invalid command specified\r\n"},
+		{[]string{"COMMAND", "GETKEYS", "ping", "a"}, "-ERR The command has no key arguments\r\n"},
+		{[]string{"COMMAND", "GETKEYS", "get", "a", "b"}, "-ERR Invalid number of arguments specified for command\r\n"},
+		{[]string{"COMMAND", "GETKEYS", "get", "a"}, "*1\r\n$1\r\na\r\n"},
+		{[]string{"COMMAND", "GETKEYS", "SET", "a", "b", "PX", "10"}, "*1\r\n$1\r\na\r\n"},
+		{[]string{"COMMAND", "GETKEYS", "mset", "a", "b", "c", "d"}, "*2\r\n$1\r\na\r\n$1\r\nc\r\n"},
+		{[]string{"COMMAND", "GETKEYS", "eval", "return 1", "1", "k", "a"}, "*1\r\n$1\r\nk\r\n"},
+		{[]string{"COMMAND", "GETKEYS", "eval", "return 1", "5", "k"}, "*0\r\n"},
+		{[]string{"COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch"}, "*0\r\n"},
+		{[]string{"CONFIG", "RESETSTAT", "x"}, "-ERR wrong number of arguments for 'config|resetstat' command\r\n"},
+		{[]string{"CONFIG", "SET"}, "-ERR wrong number of arguments for 'config|set' command\r\n"},
+	})
+	for _, cmd := range []string{"COMMAND", "CONFIG"} {
+		help := do(d, c, cmd, "HELP")
+		if !strings.HasPrefix(help, "*") || !strings.Contains(help, "+"+cmd+" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n") || !strings.Contains(help, "+HELP\r\n") {
+			t.Errorf("%s HELP = %q", cmd, help)
+		}
+	}
+}

@@ -170,7 +170,7 @@ var table = []Command{
 	// Server commands (server.go).
 	{Name: "INFO", Arity: -1, Flags: Local, Group: "server", Summary: "Server, client, backend and lock information", run: (*Dispatcher).info},
 	{Name: "CONFIG", Arity: -2, Flags: Admin | Local, Group: "server", Summary: "CONFIG GET answers an empty list", run: (*Dispatcher).config},
-	{Name: "COMMAND", Arity: -1, Flags: AnyUser | Local, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST", run: (*Dispatcher).command},
+	{Name: "COMMAND", Arity: -1, Flags: AnyUser | Local, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST GETKEYS HELP", run: (*Dispatcher).command},
 	{Name: "CLUSTER", Arity: -2, Flags: Local, Group: "cluster", Summary: "Cluster support is disabled", run: (*Dispatcher).cluster},
 	{Name: "TIME", Arity: 1, Flags: AnyUser | Local, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
 	{Name: "DBSIZE", Arity: 1, Flags: Local, Group: "server", Summary: "Always 0: locks live on the backends", run: (*Dispatcher).dbsize},
