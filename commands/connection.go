@@ -224,7 +224,7 @@ func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply
 	case "TRACKING", "CACHING", "TRACKINGINFO", "GETREDIR":
 		return d.clientTracking(ctx, c, sub, args)
 	case "INFO":
-		return BulkString(c.infoLine(d.now()) + "\n")
+		return Verbatim(c.infoLine(d.now()) + "\n")
 	case "NO-EVICT", "NO-TOUCH": // the proxy evicts no client and keeps no LRU: nothing to change
 		switch strings.ToUpper(string(args[2])) {
 		case "ON", "OFF":
@@ -268,7 +268,7 @@ func (d *Dispatcher) clientList(opts [][]byte) Reply {
 		case "PUBSUB":
 			pubsub = true
 		case "MASTER", "REPLICA", "SLAVE":
-			return BulkString("")
+			return Verbatim("")
 		default:
 			return Errorf("ERR Unknown client type '%s'", opts[1])
 		}
@@ -296,7 +296,7 @@ func (d *Dispatcher) clientList(opts [][]byte) Reply {
 		sb.WriteString(o.infoLine(now))
 		sb.WriteByte('\n')
 	}
-	return BulkString(sb.String())
+	return Verbatim(sb.String())
 }
 
 // clientSetInfo checks the attribute, then the value, as Redis 7.2.

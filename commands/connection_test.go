@@ -249,3 +249,28 @@ func TestCommandSubcommandsAsRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbatimInRESP3: INFO, CLIENT INFO and CLIENT LIST answer a RESP3
+// client with a verbatim string of format txt, as Redis 7 does, and a
+// RESP2 client with a bulk string. Before, RESP3 got a bulk string.
+func TestVerbatimInRESP3(t *testing.T) {
+	d, _ := newTestDispatcher(t, 1, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	if got := do(d, c, "INFO", "nosuch"); got != "$0\r\n\r\n" {
+		t.Errorf("RESP2 INFO nosuch = %q", got)
+	}
+	do(d, c, "HELLO", "3")
+	if got := do(d, c, "INFO", "nosuch"); got != "=4\r\ntxt:\r\n" {
+		t.Errorf("RESP3 INFO nosuch = %q, want =4\\r\\ntxt:\\r\\n", got)
+	}
+	if got := do(d, c, "CLIENT", "LIST", "ID", "999"); got != "=4\r\ntxt:\r\n" {
+		t.Errorf("RESP3 CLIENT LIST ID 999 = %q", got)
+	}
+	for _, in := range [][]string{{"CLIENT", "INFO"}, {"INFO", "server"}} {
+		got := do(d, c, in...)
+		n, _, ok := strings.Cut(got[1:], "\r\n")
+		if !strings.HasPrefix(got, "=") || !ok || !strings.HasPrefix(got[len(n)+3:], "txt:") {
+			t.Errorf("RESP3 %q = %q, want a verbatim string", in, got)
+		}
+	}
+}

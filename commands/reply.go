@@ -23,6 +23,10 @@ type Bulk []byte
 // BulkString is a bulk string held as a Go string.
 type BulkString string
 
+// Verbatim is text for a person (INFO, CLIENT LIST): a verbatim string of
+// format txt in RESP3 (=), a bulk string in RESP2, as Redis 7.
+type Verbatim string
+
 // Null is the null bulk string: $-1 in RESP2, _ in RESP3.
 type Null struct{}
 
@@ -93,6 +97,16 @@ func (n Int) appendTo(b []byte, _ int) []byte {
 func (s Bulk) appendTo(b []byte, _ int) []byte { return appendBulk(b, s) }
 
 func (s BulkString) appendTo(b []byte, _ int) []byte { return appendBulk(b, s) }
+
+func (v Verbatim) appendTo(b []byte, proto int) []byte {
+	if proto < 3 {
+		return appendBulk(b, v)
+	}
+	b = appendHeader(b, '=', len(v)+4)
+	b = append(b, "txt:"...)
+	b = append(b, v...)
+	return append(b, '\r', '\n')
+}
 
 func appendBulk[T ~string | ~[]byte](b []byte, s T) []byte {
 	b = appendHeader(b, '$', len(s))

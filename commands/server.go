@@ -33,7 +33,7 @@ func (d *Dispatcher) info(ctx context.Context, c *Client, args [][]byte) Reply {
 		}
 		d.writeInfoSection(&sb, name)
 	}
-	return BulkString(sb.String())
+	return Verbatim(sb.String())
 }
 
 func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
