@@ -146,9 +146,17 @@ func (c *Client) infoLine(now time.Time) string {
 	if !c.lastAt.IsZero() {
 		idle = now.Sub(c.lastAt)
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=-1 watch=0 user=%s redir=%d resp=%d lib-name=%s lib-ver=%s cmd=%s",
+	cmd := c.lastCmd
+	if cmd == "" {
+		cmd = "NULL" // Redis's word for a client that ran no command yet
+	}
+	// Every field of Redis's line, in its order (redis-py's client_info()
+	// reads the buffer sizes as integers); the proxy's buffers are not
+	// Redis's, so those are 0.
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=-1 watch=0 "+
+		"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=%s redir=%d resp=%d lib-name=%s lib-ver=%s",
 		c.ID, c.Addr, c.LocalAddr, c.name, int64(now.Sub(c.Created)/time.Second), int64(idle/time.Second), flags,
-		subs[relay.Channel], subs[relay.Pattern], subs[relay.Shard], c.User(), redir, c.Proto(), c.libName, c.libVer, c.lastCmd)
+		subs[relay.Channel], subs[relay.Pattern], subs[relay.Shard], cmd, c.User(), redir, c.Proto(), c.libName, c.libVer)
 }
 
 // clientRegistry holds the connected clients for CLIENT LIST and INFO.

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -272,5 +273,32 @@ func TestVerbatimInRESP3(t *testing.T) {
 		if !strings.HasPrefix(got, "=") || !ok || !strings.HasPrefix(got[len(n)+3:], "txt:") {
 			t.Errorf("RESP3 %q = %q, want a verbatim string", in, got)
 		}
+	}
+}
+
+// TestClientInfoFields: a CLIENT INFO / CLIENT LIST line has every field
+// of Redis 7's, in its order: redis-py's client_info() converts qbuf,
+// qbuf-free, argv-mem, obl, oll, omem and tot-mem to integers and raised
+// KeyError on the proxy's line, which lacked them.
+func TestClientInfoFields(t *testing.T) {
+	d, _ := newTestDispatcher(t, 1, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	got := do(d, c, "CLIENT", "INFO")
+	line := strings.TrimSuffix(got[strings.Index(got, "\r\n")+2:], "\n\r\n")
+	var keys []string
+	for _, f := range strings.Split(line, " ") {
+		k, _, ok := strings.Cut(f, "=")
+		if !ok {
+			t.Fatalf("field %q of %q has no '='", f, line)
+		}
+		keys = append(keys, k)
+	}
+	want := "id addr laddr fd name age idle flags db sub psub ssub multi watch qbuf qbuf-free argv-mem multi-mem rbs rbp obl oll omem tot-mem events cmd user redir resp lib-name lib-ver"
+	if strings.Join(keys, " ") != want {
+		t.Errorf("CLIENT INFO fields = %q\nwant %q", strings.Join(keys, " "), want)
+	}
+	idle := d.NewClient("127.0.0.1:3", "127.0.0.1:2")
+	if got := do(d, c, "CLIENT", "LIST", "ID", strconv.FormatInt(idle.ID, 10)); !strings.Contains(got, " cmd=NULL ") {
+		t.Errorf("CLIENT LIST of a client that ran nothing = %q, want cmd=NULL as Redis", got)
 	}
 }
