@@ -302,3 +302,23 @@ func TestClientInfoFields(t *testing.T) {
 		t.Errorf("CLIENT LIST of a client that ran nothing = %q, want cmd=NULL as Redis", got)
 	}
 }
+
+// TestLocalCommandsInMulti: commands the proxy answers from its own state
+// and that change nothing (PING, ECHO, DBSIZE, …) are queued inside MULTI
+// and answered at EXEC in order, as on Redis. Before, they were refused
+// and EXEC aborted.
+func TestLocalCommandsInMulti(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runSteps(t, d, c, []step{
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"PING"}, "+QUEUED\r\n"},
+		{[]string{"ECHO", "x"}, "+QUEUED\r\n"},
+		{[]string{"GET", "a"}, "+QUEUED\r\n"},
+		{[]string{"DBSIZE"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*4\r\n+PONG\r\n$1\r\nx\r\n$-1\r\n:0\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"CLIENT", "SETNAME", "x"}, "-" + errTxOnly + "\r\n"}, // changes the connection: still refused
+		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+	})
+}

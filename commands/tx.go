@@ -7,8 +7,9 @@ import (
 
 // txState is a client's WATCH/MULTI state (docs/compatibility.md, "How
 // each dialect maps to the quorum"). Reads queued (the table's Reads
-// commands that do not write) run at EXEC in order, each a quorum read of
-// its own, not atomic across the backends; CLIENT CACHING YES before
+// commands that do not write) and the proxy's own answers that change
+// nothing (PING, ECHO, INFO, …) run at EXEC in order, each read a quorum
+// read of its own, not atomic across the backends; CLIENT CACHING YES before
 // MULTI tracks their keys (rueidis DoCache). The StackExchange.Redis lock
 // transaction (WATCH k, GET k, MULTI, DEL k or PEXPIRE/EXPIRE k t, EXEC)
 // becomes at EXEC a compare-and-delete or -expire of the value read after
@@ -38,12 +39,14 @@ func (t *txState) noteRead(key string, value *string) {
 	}
 }
 
-const errTxOnly = "ERR redlock-proxy transactions support only reads (any read-only command: GET, EXISTS, PTTL, HGET, SMEMBERS, …) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
+const errTxOnly = "ERR redlock-proxy transactions support only reads (any read-only command: GET, EXISTS, PTTL, HGET, SMEMBERS, …), the proxy's own answers (PING, ECHO, TIME, INFO, …) and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
 
 // queue is called by do for commands inside MULTI; it validates the
 // command now, as Redis does, so EXEC can only abort or run.
 func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
-	if cmd.Flags&(Reads|Writes) == Reads {
+	// Reads, and the proxy's own answers that change nothing (Local, not a
+	// Barrier: PING, ECHO, INFO, …), run at EXEC in order.
+	if cmd.Flags&(Reads|Writes) == Reads || cmd.Flags&(Local|Barrier|Writes) == Local {
 		// Copied: the arguments may sit in the connection's read buffer.
 		c.tx.queue = append(c.tx.queue, txOp{read: cmd, args: CopyArgs(args)})
 		return Simple("QUEUED")
