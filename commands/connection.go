@@ -39,17 +39,15 @@ func (d *Dispatcher) hello(ctx context.Context, c *Client, args [][]byte) Reply 
 		}
 		proto = v
 	}
-	var name []byte
-	setName := false
-	for i := 2; i < len(args); i++ {
+	var name, user, pass []byte
+	setName, auth := false, false
+	for i := 2; i < len(args); i++ { // every option checked before AUTH, as Redis
 		switch strings.ToUpper(string(args[i])) {
 		case "AUTH":
 			if i+2 >= len(args) {
 				return Errorf("ERR Syntax error in HELLO option '%s'", args[i])
 			}
-			if r := d.authenticate(c, args[i+1], args[i+2]); r != nil {
-				return r
-			}
+			user, pass, auth = args[i+1], args[i+2], true
 			i += 2
 		case "SETNAME":
 			if i+1 >= len(args) {
@@ -62,6 +60,11 @@ func (d *Dispatcher) hello(ctx context.Context, c *Client, args [][]byte) Reply 
 			i++
 		default:
 			return Errorf("ERR Syntax error in HELLO option '%s'", args[i])
+		}
+	}
+	if auth {
+		if r := d.authenticate(c, user, pass); r != nil {
+			return r
 		}
 	}
 	if !c.Authenticated() {

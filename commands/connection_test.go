@@ -322,3 +322,16 @@ func TestLocalCommandsInMulti(t *testing.T) {
 		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
 	})
 }
+
+// TestHelloChecksOptionsBeforeAuth: HELLO parses and checks every option
+// before it authenticates, as Redis: a bad name after AUTH is refused
+// without a login attempt. Before, the password was checked first.
+func TestHelloChecksOptionsBeforeAuth(t *testing.T) {
+	d, _ := newTestDispatcher(t, 1, "pw")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	runSteps(t, d, c, []step{
+		{[]string{"HELLO", "3", "AUTH", "default", "bad", "SETNAME", "a b"}, "-" + string(errClientName) + "\r\n"},
+		{[]string{"HELLO", "3", "AUTH", "default", "bad", "FOO"}, "-ERR Syntax error in HELLO option 'FOO'\r\n"},
+		{[]string{"PING"}, "-NOAUTH Authentication required.\r\n"},
+	})
+}
