@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/lease"
+	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
 
 // Client is the state of one client connection. proxy creates it with
@@ -39,6 +40,7 @@ type Client struct {
 	gone    bool // CloseClient ran: nothing more is set up
 	trk     atomic.Pointer[trackState]
 	caching atomic.Int32 // CLIENT CACHING YES|NO for the next command
+	replies atomic.Int32 // CLIENT REPLY: repliesOn, repliesOff, or repliesSkip (the next command's)
 
 	// The connection as a holder of locks, and what reaches it outside
 	// its replies (hooks.go).
@@ -117,15 +119,44 @@ func (c *Client) touch(name string, now time.Time) {
 }
 
 // infoLine renders the client as CLIENT INFO / CLIENT LIST do.
+// Its flags are P (subscribed), t (tracking) or N (neither).
 func (c *Client) infoLine(now time.Time) string {
+	var subs [3]int // by relay.Kind
+	c.pmu.Lock()
+	if c.ps != nil {
+		for k, names := range c.ps.names {
+			subs[k] = len(names)
+		}
+	}
+	c.pmu.Unlock()
+	flags, redir := "", int64(-1)
+	if c.subscribed() {
+		flags += "P"
+	}
+	if t := c.trk.Load(); t != nil {
+		flags += "t"
+		redir = t.redirect
+	}
+	if flags == "" {
+		flags = "N"
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	idle := time.Duration(0)
 	if !c.lastAt.IsZero() {
 		idle = now.Sub(c.lastAt)
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 user=%s resp=%d lib-name=%s lib-ver=%s cmd=%s",
-		c.ID, c.Addr, c.LocalAddr, c.name, int64(now.Sub(c.Created)/time.Second), int64(idle/time.Second), c.User(), c.Proto(), c.libName, c.libVer, c.lastCmd)
+	cmd := c.lastCmd
+	if cmd == "" {
+		cmd = "NULL" // Redis's word for a client that ran no command yet
+	}
+	// Every field of Redis's line, in its order (redis-py's client_info()
+	// reads the buffer sizes as integers); the proxy's buffers are not
+	// Redis's, so those are 0.
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=-1 watch=0 "+
+		"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=%s redir=%d resp=%d lib-name=%s lib-ver=%s",
+		c.ID, c.Addr, c.LocalAddr, c.name, int64(now.Sub(c.Created)/time.Second), int64(idle/time.Second), flags,
+		subs[relay.Channel], subs[relay.Pattern], subs[relay.Shard], cmd, c.User(), redir, c.Proto(), c.libName, c.libVer)
 }
 
 // clientRegistry holds the connected clients for CLIENT LIST and INFO.

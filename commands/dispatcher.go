@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -178,21 +179,18 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 		if !c.Authenticated() {
 			return errNoAuth
 		}
-		return refusal(args)
+		return c.reject(nil, refusal(args))
 	}
 	c.touch(cmd.lower, d.now())
 	if !cmd.arityOK(len(args)) {
-		return Errorf(errWrongArity, cmd.lower)
+		return c.reject(cmd, Errorf(errWrongArity, cmd.lower))
 	}
 	if !c.Authenticated() && cmd.Flags&NoAuth == 0 {
 		return errNoAuth
 	}
 	if u := c.user.Load(); u != nil && !u.unrestricted {
 		if r := permit(u, cmd, args, keys); r != nil {
-			if c.tx.multi && cmd.Flags&TxControl == 0 {
-				c.tx.dirty = true // as Redis: EXEC then aborts
-			}
-			return r
+			return c.reject(cmd, r)
 		}
 	}
 	if r := c.takeLost(cmd, args, keys); r != nil {
@@ -214,11 +212,31 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 	return cmd.call(d, ctx, c, args, p)
 }
 
+// reject answers r, the refusal of a command before it ran (unknown, of
+// the wrong arity, not permitted), as Redis's rejectCommand does: inside
+// MULTI it makes EXEC abort, and a refused EXEC aborts the transaction
+// itself, with the reason.
+func (c *Client) reject(cmd *Command, r Reply) Reply {
+	e, ok := r.(Error)
+	switch {
+	case !ok:
+	case cmd != nil && cmd.Name == "EXEC":
+		c.tx.reset()
+		return Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(string(e), "ERR "))
+	case c.tx.multi:
+		c.tx.dirty = true
+	}
+	return r
+}
+
 // authenticate logs c in as the user whose name (nil: "default") and
 // password match, for AUTH and HELLO AUTH; on failure c keeps its current
 // user. A network that failed too often is refused without a check.
 func (d *Dispatcher) authenticate(c *Client, name, pass []byte) Reply {
-	if !d.users.required {
+	if !d.users.required { // as Redis's user "default" with nopass, the only user
+		if name != nil && string(name) != "default" {
+			return errWrongPass
+		}
 		c.login(nil)
 		return nil
 	}

@@ -586,7 +586,7 @@ func lockCounters(d *Dispatcher) map[string]string {
 	defer d.CloseClient(c)
 	info := args("INFO", "locks", "stats")
 	r := d.do(context.Background(), c, d.lookup(info[0]), info, parsedCall{}) // not observed
-	s, _ := r.(BulkString)
+	s, _ := r.(Verbatim)
 	m := map[string]string{}
 	for _, line := range strings.Split(string(s), "\r\n") {
 		if k, v, ok := strings.Cut(line, ":"); ok {

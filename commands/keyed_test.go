@@ -140,7 +140,7 @@ func TestKeyedRowsFollowTheAllowList(t *testing.T) {
 	if got := do(d, c, "COMMAND", "INFO", "sort"); !strings.Contains(got, "+write\r\n+movablekeys\r\n") {
 		t.Errorf("COMMAND INFO sort = %q", got)
 	}
-	if got := do(d, c, "COMMAND", "INFO", "spop"); got != "*1\r\n*-1\r\n" {
+	if got := do(d, c, "COMMAND", "INFO", "spop"); got != "*1\r\n$-1\r\n" { // not served: null, as Redis for a name it does not know
 		t.Errorf("COMMAND INFO spop = %q", got)
 	}
 }

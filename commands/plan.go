@@ -1,6 +1,9 @@
 package commands
 
-import "context"
+import (
+	"bytes"
+	"context"
+)
 
 // Plan says how a connection may run a command among the ones it already
 // has in flight (package proxy runs a connection's commands concurrently
@@ -26,8 +29,11 @@ type Plan struct {
 	// commands after it are inside a transaction, or no longer (PlanFor
 	// keeps track).
 	OpensTx, ClosesTx bool
-	cmd               *Command   // the row, for DoPlanned; nil: not in the table
-	parsed            parsedCall // what Plan parsed of the call, for DoPlanned
+	// silent: the client turned its replies off (CLIENT REPLY OFF|SKIP):
+	// DoPlanned runs the command and writes nothing.
+	silent bool
+	cmd    *Command   // the row, for DoPlanned; nil: not in the table
+	parsed parsedCall // what Plan parsed of the call, for DoPlanned
 }
 
 // parsedCall is what is parsed of one call once, by Plan or else by run,
@@ -110,10 +116,19 @@ func (d *Dispatcher) Plan(args [][]byte, tx bool) Plan {
 // it knows whether an earlier MULTI is still open as far as the
 // connection has read (and updates that), and the command right after
 // CLIENT CACHING YES|NO is a barrier, since the flag applies to it alone
-// (tracking.go). Only the connection's reader calls it, in the order it
-// reads commands.
+// (tracking.go). After CLIENT REPLY OFF, or right after SKIP, the
+// command is silent (CLIENT REPLY itself decides its own reply); CLIENT is
+// a local barrier, so the mode is set before the next command is read.
+// Only the connection's reader calls it, in the order it reads commands.
 func (d *Dispatcher) PlanFor(c *Client, args [][]byte) Plan {
 	p := d.Plan(args, c.readTx)
+	switch m := c.replies.Load(); {
+	case m == repliesOn, isClientReply(p.cmd, args):
+	case m == repliesOff && p.cmd != nil && p.cmd.Name == "RESET": // it turns replies on, and answers
+	default:
+		p.silent = true
+		c.replies.CompareAndSwap(repliesSkip, repliesOn)
+	}
 	switch {
 	case p.OpensTx:
 		c.readTx = true
@@ -148,7 +163,16 @@ func (d *Dispatcher) DoPlanned(ctx context.Context, c *Client, p Plan, args [][]
 	if len(args) == 0 {
 		return nil
 	}
-	return d.run(ctx, c, p.cmd, args, p.parsed)
+	r := d.run(ctx, c, p.cmd, args, p.parsed)
+	if p.silent {
+		return noReply
+	}
+	return r
+}
+
+// isClientReply reports a CLIENT REPLY command: it answers by its own rule.
+func isClientReply(cmd *Command, args [][]byte) bool {
+	return cmd != nil && cmd.Name == "CLIENT" && len(args) > 1 && bytes.EqualFold(args[1], []byte("REPLY"))
 }
 
 // lockWaits reports a LOCK … WAIT ms with ms > 0: it blocks.

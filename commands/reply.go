@@ -27,6 +27,10 @@ type BulkString string
 // "1.0000000000000001e+300"): , in RESP3, a bulk string in RESP2.
 type Double string
 
+// Verbatim is text for a person (INFO, CLIENT LIST): a verbatim string of
+// format txt in RESP3 (=), a bulk string in RESP2, as Redis 7.
+type Verbatim string
+
 // Null is the null bulk string: $-1 in RESP2, _ in RESP3.
 type Null struct{}
 
@@ -54,6 +58,10 @@ type Push []Reply
 // Replies are several replies written back to back (SUBSCRIBE answers
 // once per channel).
 type Replies []Reply
+
+// noReply writes nothing: the reply of a command a client silenced with
+// CLIENT REPLY OFF or SKIP.
+var noReply = Replies(nil)
 
 // OK is the most common reply.
 const OK = Simple("OK")
@@ -99,6 +107,16 @@ func (f Double) appendTo(b []byte, proto int) []byte {
 		return appendLine(b, ',', string(f))
 	}
 	return appendBulk(b, f)
+}
+
+func (v Verbatim) appendTo(b []byte, proto int) []byte {
+	if proto < 3 {
+		return appendBulk(b, v)
+	}
+	b = appendHeader(b, '=', len(v)+4)
+	b = append(b, "txt:"...)
+	b = append(b, v...)
+	return append(b, '\r', '\n')
 }
 
 func appendBulk[T ~string | ~[]byte](b []byte, s T) []byte {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
 )
 
 // infoSections are INFO's sections in order; "default" and "all" show them all.
@@ -31,7 +33,7 @@ func (d *Dispatcher) info(ctx context.Context, c *Client, args [][]byte) Reply {
 		}
 		d.writeInfoSection(&sb, name)
 	}
-	return BulkString(sb.String())
+	return Verbatim(sb.String())
 }
 
 func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
@@ -108,23 +110,46 @@ func (d *Dispatcher) writeInfoSection(sb *strings.Builder, name string) {
 	}
 }
 
-// CONFIG GET pattern | SET | RESETSTAT
+// configSubArity is the arity of each CONFIG subcommand (name included).
+var configSubArity = map[string]int{"GET": -3, "SET": -4, "RESETSTAT": 2, "REWRITE": 2, "HELP": 2}
+
+// configHelp is CONFIG HELP, in Redis's words.
+var configHelp = helpReply("CONFIG",
+	"GET <pattern>",
+	"    Return parameters matching the glob-like <pattern> and their values.",
+	"SET <directive> <value>",
+	"    Set the configuration <directive> to <value>.",
+	"RESETSTAT",
+	"    Reset statistics reported by the INFO command.",
+	"REWRITE",
+	"    Rewrite the configuration file.")
+
+// CONFIG GET pattern | SET | RESETSTAT | REWRITE | HELP
 func (d *Dispatcher) config(ctx context.Context, c *Client, args [][]byte) Reply {
-	switch strings.ToUpper(string(args[1])) {
+	sub := strings.ToUpper(string(args[1]))
+	want, known := configSubArity[sub]
+	if !known {
+		return Errorf(errUnknownSubcmd, args[1], "CONFIG")
+	}
+	if (want > 0 && len(args) != want) || (want < 0 && len(args) < -want) {
+		return Errorf(errWrongArity, "config|"+strings.ToLower(sub))
+	}
+	switch sub {
 	case "GET":
-		if len(args) < 3 {
-			return Errorf(errWrongArity, "config|get")
-		}
 		return Map{}
-	case "SET":
-		return Errorf(errNotSupported, "CONFIG SET")
 	case "RESETSTAT":
 		return OK
+	case "HELP":
+		return configHelp
 	}
-	return Errorf(errUnknownSubcmd, args[1], "CONFIG")
+	return Errorf(errNotSupported, "CONFIG "+sub) // SET, REWRITE
 }
 
-// COMMAND | COMMAND COUNT | DOCS [name ...] | INFO [name ...] | LIST
+// commandSubArity is the arity of each COMMAND subcommand (name included).
+var commandSubArity = map[string]int{"COUNT": 2, "LIST": -2, "INFO": -2, "DOCS": -2, "GETKEYS": -4, "HELP": 2}
+
+// COMMAND | COMMAND COUNT | DOCS [name ...] | INFO [name ...] |
+// LIST [FILTERBY MODULE m|ACLCAT c|PATTERN p] | GETKEYS cmd [arg ...] | HELP
 func (d *Dispatcher) command(ctx context.Context, c *Client, args [][]byte) Reply {
 	if len(args) == 1 {
 		out := make(Array, len(d.table))
@@ -133,47 +158,121 @@ func (d *Dispatcher) command(ctx context.Context, c *Client, args [][]byte) Repl
 		}
 		return out
 	}
+	sub := strings.ToUpper(string(args[1]))
+	want, known := commandSubArity[sub]
+	if !known {
+		return Errorf(errUnknownSubcmd, args[1], "COMMAND")
+	}
+	if (want > 0 && len(args) != want) || (want < 0 && len(args) < -want) {
+		return Errorf(errWrongArity, "command|"+strings.ToLower(sub))
+	}
 	names := args[2:]
-	switch strings.ToUpper(string(args[1])) {
+	switch sub {
 	case "COUNT":
 		return Int(len(d.table))
 	case "LIST":
-		out := make(Array, len(d.table))
-		for i := range d.table {
-			out[i] = BulkString(d.table[i].lower)
-		}
-		return out
+		return d.commandList(names)
 	case "INFO":
 		if len(names) == 0 {
 			return d.command(ctx, c, args[:1])
 		}
 		out := make(Array, len(names))
 		for i, n := range names {
-			out[i] = NullArray{}
+			out[i] = Null{}
 			if cmd := d.lookup(n); cmd != nil {
 				out[i] = commandInfo(cmd)
 			}
 		}
 		return out
-	case "DOCS":
-		var out Map
-		for i := range d.table {
-			cmd := &d.table[i]
-			if len(names) > 0 && !slices.ContainsFunc(names, func(n []byte) bool { return strings.EqualFold(string(n), cmd.Name) }) {
-				continue
-			}
-			out = append(out, KV{cmd.lower, Map{
-				{"summary", BulkString(cmd.Summary)},
-				{"since", BulkString("1.0.0")},
-				{"group", BulkString(cmd.Group)},
-			}})
-		}
-		if out == nil {
-			out = Map{}
-		}
-		return out
+	case "GETKEYS":
+		return d.commandGetKeys(names)
+	case "HELP":
+		return commandHelp
 	}
-	return Errorf(errUnknownSubcmd, args[1], "COMMAND")
+	var out Map // DOCS
+	for i := range d.table {
+		cmd := &d.table[i]
+		if len(names) > 0 && !slices.ContainsFunc(names, func(n []byte) bool { return strings.EqualFold(string(n), cmd.Name) }) {
+			continue
+		}
+		out = append(out, KV{cmd.lower, Map{
+			{"summary", BulkString(cmd.Summary)},
+			{"since", BulkString("1.0.0")},
+			{"group", BulkString(cmd.Group)},
+		}})
+	}
+	if out == nil {
+		out = Map{}
+	}
+	return out
+}
+
+// commandHelp is COMMAND HELP, in Redis's words.
+var commandHelp = helpReply("COMMAND",
+	"(no subcommand)",
+	"    Return details about all commands.",
+	"COUNT",
+	"    Return the total number of commands in this server.",
+	"LIST",
+	"    Return a list of all commands in this server.",
+	"INFO [<command-name> ...]",
+	"    Return details about multiple commands.",
+	"    If no command names are given, documentation details for all",
+	"    commands are returned.",
+	"DOCS [<command-name> ...]",
+	"    Return documentation details about multiple commands.",
+	"    If no command names are given, documentation details for all",
+	"    commands are returned.",
+	"GETKEYS <full-command>",
+	"    Return the keys from a full command.")
+
+// COMMAND LIST [FILTERBY MODULE name|ACLCAT category|PATTERN pattern]: the
+// proxy has no modules; a row's one category is its group's.
+func (d *Dispatcher) commandList(opts [][]byte) Reply {
+	match := func(*Command) bool { return true }
+	switch {
+	case len(opts) == 0:
+	case len(opts) == 3 && strings.EqualFold(string(opts[0]), "FILTERBY"):
+		arg := string(opts[2])
+		switch strings.ToUpper(string(opts[1])) {
+		case "MODULE":
+			return Array{}
+		case "ACLCAT":
+			match = func(cmd *Command) bool { return strings.EqualFold(aclCategory(cmd.Group), arg) }
+		case "PATTERN":
+			match = func(cmd *Command) bool { return relay.GlobMatch(strings.ToLower(arg), cmd.lower) }
+		default:
+			return errSyntax
+		}
+	default:
+		return errSyntax
+	}
+	out := Array{}
+	for i := range d.table {
+		if match(&d.table[i]) {
+			out = append(out, BulkString(d.table[i].lower))
+		}
+	}
+	return out
+}
+
+// COMMAND GETKEYS cmd [arg ...]: the keys the table finds in a call, with
+// Redis's errors.
+func (d *Dispatcher) commandGetKeys(call [][]byte) Reply {
+	cmd := d.lookup(call[0])
+	switch {
+	case cmd == nil:
+		return Error("ERR Invalid command specified")
+	case cmd.Key <= 0 && cmd.keys == nil:
+		return Error("ERR The command has no key arguments")
+	case !cmd.arityOK(len(call)):
+		return Error("ERR Invalid number of arguments specified for command")
+	}
+	out := Array{}
+	for _, k := range cmd.keysOf(call, nil) {
+		out = append(out, Bulk(k))
+	}
+	return out
 }
 
 // commandInfo is one COMMAND INFO entry in Redis 7's ten-field shape.

@@ -169,12 +169,12 @@ var table = []Command{
 	{Name: "PING", Arity: -1, Flags: PubSub | AnyUser | Local, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
 	{Name: "ECHO", Arity: 2, Flags: AnyUser | Local, Group: "connection", Summary: "Returns the message", run: (*Dispatcher).echo},
 	{Name: "SELECT", Arity: 2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Selects database 0 (the only one)", run: (*Dispatcher).selectDB},
-	{Name: "CLIENT", Arity: -2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST", run: (*Dispatcher).client},
+	{Name: "CLIENT", Arity: -2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST NO-EVICT NO-TOUCH HELP, and key tracking", run: (*Dispatcher).client},
 
 	// Server commands (server.go).
 	{Name: "INFO", Arity: -1, Flags: Local, Group: "server", Summary: "Server, client, backend and lock information", run: (*Dispatcher).info},
 	{Name: "CONFIG", Arity: -2, Flags: Admin | Local, Group: "server", Summary: "CONFIG GET answers an empty list", run: (*Dispatcher).config},
-	{Name: "COMMAND", Arity: -1, Flags: AnyUser | Local, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST", run: (*Dispatcher).command},
+	{Name: "COMMAND", Arity: -1, Flags: AnyUser | Local, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST GETKEYS HELP", run: (*Dispatcher).command},
 	{Name: "CLUSTER", Arity: -2, Flags: Local, Group: "cluster", Summary: "Cluster support is disabled", run: (*Dispatcher).cluster},
 	{Name: "TIME", Arity: 1, Flags: AnyUser | Local, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
 	{Name: "DBSIZE", Arity: 1, Flags: Local, Group: "server", Summary: "Always 0: locks live on the backends", run: (*Dispatcher).dbsize},

@@ -168,8 +168,8 @@ func (d *Dispatcher) tracking(ctx context.Context, c *Client, args [][]byte) Rep
 		switch {
 		case (cur.mode == trackBcast) != bcast:
 			return errSwitchBcast
-		case cur.mode != next.mode:
-			return errSwitchOpt
+		case cur.mode == trackOptIn && next.mode == trackOptOut, cur.mode == trackOptOut && next.mode == trackOptIn:
+			return errSwitchOpt // Redis: the default mode may become either
 		}
 		if r := checkPrefixes(append(append([]string(nil), cur.prefixes...), next.prefixes...)); r != nil {
 			return r
@@ -301,7 +301,7 @@ func (c *Client) endTracking() {
 // CLIENT CACHING YES|NO
 func (c *Client) setCaching(arg []byte) Reply {
 	t := c.trk.Load()
-	if t == nil || t.mode != trackOptIn && t.mode != trackOptOut {
+	if t == nil { // on in another mode: the error names the mode needed, as Redis
 		return errCachingMode
 	}
 	switch strings.ToUpper(string(arg)) {

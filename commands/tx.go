@@ -17,10 +17,11 @@ import (
 // queued alone (the table's Reads commands that do not write) run at
 // EXEC in order, each a quorum read of its own, not atomic across the
 // backends; CLIENT CACHING YES before MULTI tracks their keys (rueidis
-// DoCache). The StackExchange.Redis lock transaction (WATCH k, GET k,
-// MULTI, DEL k or PEXPIRE/EXPIRE k t, EXEC) becomes at EXEC a
-// compare-and-delete or -expire of the value read after WATCH, the
-// condition the transaction expresses on one Redis.
+// DoCache). The proxy's own answers that change nothing (PING, ECHO,
+// INFO, …) are answered at EXEC in their place. The StackExchange.Redis
+// lock transaction (WATCH k, GET k, MULTI, DEL k or PEXPIRE/EXPIRE k t,
+// EXEC) becomes at EXEC a compare-and-delete or -expire of the value read
+// after WATCH, the condition the transaction expresses on one Redis.
 type txState struct {
 	watched map[string]*string // key → value read by GET after WATCH (nil: not read, or absent)
 	multi   bool
@@ -53,13 +54,14 @@ func (t *txState) noteRead(key string, value *string) {
 	}
 }
 
-const errTxOnly = "ERR redlock-proxy transactions run, without WATCH, commands a script by vote may call (one script on every backend), or reads, or after WATCH reads and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
+const errTxOnly = "ERR redlock-proxy transactions run, without WATCH, commands a script by vote may call (one script on every backend), or reads and the proxy's own answers (PING, ECHO, TIME, INFO, …), or after WATCH reads and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
 
 // queue is called by do for commands inside MULTI; it validates the
 // command now, as Redis does, so EXEC can only abort or run.
 func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
 	tx := &c.tx
 	switch {
+	case cmd.Flags&(Local|Barrier|Writes) == Local: // the proxy's own answers, changing nothing
 	case cmd.Flags&(Reads|Writes) == Reads:
 		callable := lua.Callable(cmd.Name)
 		if tx.writes && !callable {
@@ -213,10 +215,15 @@ func (d *Dispatcher) execScript(ctx context.Context, c *Client, queue []txOp) Re
 	var keys, argv [][]byte
 	slot := map[string]int{} // key → its place in KEYS
 	src.WriteString("return {")
+	var scripted []int // the places of the commands the script runs
 	for i, op := range queue {
-		if i > 0 {
+		if op.cmd.Flags&Local != 0 {
+			continue // the proxy's own answer, at its place below
+		}
+		if len(scripted) > 0 {
 			src.WriteString(", ")
 		}
+		scripted = append(scripted, i)
 		src.WriteString("redis.pcall('" + op.cmd.Name + "'")
 		isKey := map[string]bool{}
 		for _, k := range op.cmd.keysOf(op.args, nil) {
@@ -242,16 +249,23 @@ func (d *Dispatcher) execScript(ctx context.Context, c *Client, queue []txOp) Re
 	rest := append([][]byte{[]byte(strconv.Itoa(len(keys)))}, keys...)
 	rest = append(rest, argv...)
 	r := unwrap(d.runScript(ctx, c, d.scripts.lookup([]byte(src.String()), ""), rest, keys, false))
-	a, ok := r.(Array)
-	if !ok || len(a) != len(queue) {
+	got, ok := r.(Array)
+	if !ok || len(got) != len(scripted) {
 		return r // the transaction did not run: NOQUORUM, a refusal
 	}
+	out := make(Array, len(queue))
 	for i, op := range queue {
-		if op.cmd.reply != nil {
-			a[i] = op.cmd.reply(c, op.args, a[i])
+		if op.cmd.Flags&Local != 0 {
+			out[i] = unwrap(op.cmd.call(d, ctx, c, op.args, parsedCall{}))
 		}
 	}
-	return a
+	for j, i := range scripted {
+		out[i] = got[j]
+		if op := queue[i]; op.cmd.reply != nil {
+			out[i] = op.cmd.reply(c, op.args, out[i])
+		}
+	}
+	return out
 }
 
 // trackTx tracks the keys of a transaction's reads for a tracking client

@@ -23,8 +23,9 @@ func TestTransactionWrites(t *testing.T) {
 		{[]string{"HSET", "h", "f", "a"}, "+QUEUED\r\n"}, // a value equal to a key
 		{[]string{"GET", "a"}, "+QUEUED\r\n"},
 		{[]string{"LPUSH", "a", "x"}, "+QUEUED\r\n"},
+		{[]string{"PING"}, "+QUEUED\r\n"}, // the proxy's own answer, in its place
 		{[]string{"GET", "nokey"}, "+QUEUED\r\n"},
-		{[]string{"EXEC"}, "*6\r\n+OK\r\n:2\r\n:1\r\n$1\r\n2\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n$-1\r\n"},
+		{[]string{"EXEC"}, "*7\r\n+OK\r\n:2\r\n:1\r\n$1\r\n2\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n+PONG\r\n$-1\r\n"},
 		{[]string{"MULTI"}, "+OK\r\n"},
 		{[]string{"SETNX", "lk", "t1"}, "+QUEUED\r\n"},
 		{[]string{"EXPIRE", "lk", "10"}, "+QUEUED\r\n"},

@@ -236,7 +236,7 @@ func TestUserDefaultOverridesRequirePass(t *testing.T) {
 func TestNoUsersNoPassword(t *testing.T) {
 	d := newUsersDispatcher(t, nil, func(o *Options) {})
 	c := d.NewClient("127.0.0.1:1000", "127.0.0.1:6380")
-	for _, in := range [][]string{{"LOCKS"}, {"CLIENT", "LIST"}, {"AUTH", "anyone", "x"}, {"SCRIPT", "FLUSH"}} {
+	for _, in := range [][]string{{"LOCKS"}, {"CLIENT", "LIST"}, {"AUTH", "default", "x"}, {"SCRIPT", "FLUSH"}} {
 		if got := do(d, c, in...); strings.HasPrefix(got, "-") {
 			t.Errorf("%q without users = %q", in, got)
 		}

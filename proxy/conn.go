@@ -230,6 +230,9 @@ func (c *conn) push(sl *slot, ep *epoch) {
 // every reply at the head of the queue that is complete.
 func (c *conn) complete(sl *slot, ep *epoch, reply commands.Reply, quit bool) {
 	b := commands.AppendReply(nil, reply, c.client.Proto())
+	if b == nil {
+		b = []byte{} // a silenced reply (CLIENT REPLY OFF): complete, and empty
+	}
 	c.mu.Lock()
 	sl.reply, sl.quit = b, quit
 	close(sl.done)
@@ -298,8 +301,13 @@ func (c *conn) flush() {
 func (c *conn) collect() bool {
 	quit := false
 	for c.head != nil && c.head.reply != nil {
-		c.out = append(c.out, c.head.reply...)
-		c.outN++
+		if len(c.head.reply) == 0 && c.head.after == nil {
+			c.open-- // nothing to write: its slot is free now
+			c.room.Broadcast()
+		} else {
+			c.out = append(c.out, c.head.reply...)
+			c.outN++
+		}
 		if c.head.after != nil {
 			c.out = append(c.out, *c.head.after...)
 			c.pushes.after -= len(*c.head.after)

@@ -299,3 +299,29 @@ func TestPipelineArgsOutliveTheRead(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineSilentReplies: after CLIENT REPLY OFF the commands of a
+// pipeline write nothing, and their slots are given back: more of them
+// than max_pipeline run, and CLIENT REPLY ON answers. Before, a slot
+// whose reply was empty never counted as complete and the connection
+// hung.
+func TestPipelineSilentReplies(t *testing.T) {
+	const maxPipeline = 8
+	s := startServer(t, Config{MaxPipeline: maxPipeline}, "", false)
+	c := dialServer(t, s)
+	buf := testkit.AppendCmd(nil, "CLIENT", "REPLY", "OFF")
+	for i := range 4 * maxPipeline {
+		buf = testkit.AppendCmd(buf, "SET", fmt.Sprint("k", i%3), "v", "PX", "30000")
+		buf = testkit.AppendCmd(buf, "GET", fmt.Sprint("k", i%3))
+	}
+	buf = testkit.AppendCmd(buf, "CLIENT", "REPLY", "ON")
+	buf = testkit.AppendCmd(buf, "CLIENT", "REPLY", "SKIP")
+	buf = testkit.AppendCmd(buf, "GET", "k0")
+	buf = testkit.AppendCmd(buf, "ECHO", "last")
+	c.Send(buf)
+	for _, want := range []string{"+OK\r\n", "$4\r\nlast\r\n"} {
+		if got := string(c.ReadRaw()); got != want {
+			t.Fatalf("reply = %q, want %q", got, want)
+		}
+	}
+}
