@@ -94,7 +94,7 @@ func (d *Dispatcher) runRecognised(ctx context.Context, s *cachedScript, m *lua.
 		}
 		return luaReply(m.ReleaseReply(outcomes, len(keys)))
 	case lua.OpRead:
-		return d.evalRead(ctx, s.analysis(), keys, argv)
+		return d.evalRead(ctx, s, keys, argv)
 	}
 	return errInternal
 }
@@ -139,9 +139,11 @@ func releaseOutcome(s redlock.KeyState) lua.Outcome {
 // evalRead answers a read-only script by running it against what a quorum
 // holds for each key it reads (the PTTL rule of docs/compatibility.md; a
 // key this proxy keeps reads without expiry).
-func (d *Dispatcher) evalRead(ctx context.Context, a *lua.Analysis, keys, argv []string) Reply {
+// A run whose reply only a backend writes as Redis does (lua.ErrByVote)
+// runs by vote instead.
+func (d *Dispatcher) evalRead(ctx context.Context, s *cachedScript, keys, argv []string) Reply {
 	var readErr error
-	v, err := a.EvalRead(keys, argv, func(key string) lua.KeyView {
+	v, err := s.analysis().EvalRead(keys, argv, func(key string) lua.KeyView {
 		val, err := d.leases.Read(ctx, key)
 		if err != nil {
 			readErr = err
@@ -152,6 +154,8 @@ func (d *Dispatcher) evalRead(ctx context.Context, a *lua.Analysis, keys, argv [
 	switch {
 	case readErr != nil:
 		return d.lockError(readErr)
+	case errors.Is(err, lua.ErrByVote) && !d.opts.RecognisedOnly:
+		return d.runVote(ctx, nil, s, keys, argv)
 	case err != nil:
 		d.log.Warn("read-only script gave up", "error", err)
 		return Errorf("ERR redlock-proxy could not run this read-only script: %v", err)

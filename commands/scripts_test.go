@@ -108,7 +108,7 @@ func TestScriptsRecognised(t *testing.T) {
 		{[]string{"EVAL", testExtendSwitch, "1", "a", "v", "30000", "1"}, ":1\r\n"},
 		{[]string{"EVAL", testExtendSwitch, "1", "a", "x", "30000", "0"}, ":0\r\n"},
 		// An error reply is the convention's "no".
-		{[]string{"EVAL", testAcquireOrError, "1", "a", "x", "10000"}, "-ERROR\r\n"},
+		{[]string{"EVAL", testAcquireOrError, "1", "a", "x", "10000"}, "-ERR ERROR\r\n"},
 		{[]string{"EVAL", testAcquireOrError, "1", "e", "x", "10000"}, "+OK\r\n"},
 		// A read-only script answers from what a quorum holds.
 		{[]string{"EVAL", testRemaining, "1", "e", "nope"}, ":0\r\n"},

@@ -17,6 +17,10 @@ type KeyView struct {
 // OpRead.
 var ErrNotRead = errors.New("lua: the script is not a recognised read-only script")
 
+// ErrByVote is EvalRead's error for a run whose reply the sandbox does not
+// reproduce as Redis writes it (a RESP3 form): run the script by vote.
+var ErrByVote = errors.New("lua: only the backends answer this run as Redis does")
+
 // EvalRead runs a read-only script (Meaning.Op == OpRead) in the sandbox
 // against a model holding exactly the views of its keys, and returns the
 // reply Redis would give for that data. view is called at most once per
@@ -26,7 +30,8 @@ var ErrNotRead = errors.New("lua: the script is not a recognised read-only scrip
 // given.
 // A Lua error the script raises is an error Value (its text is "ERR "
 // and the interpreter's message, close to but not exactly Redis's); err is
-// for the sandbox giving up: a budget, or a read of an undeclared key.
+// for the sandbox giving up: a budget, a read of an undeclared key, or
+// ErrByVote.
 func (a *Analysis) EvalRead(keys, argv []string, view func(key string) KeyView) (Value, error) {
 	if a == nil || a.Meaning == nil || a.Meaning.Op != OpRead || a.proto == nil {
 		return Value{}, ErrNotRead

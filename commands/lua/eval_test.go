@@ -2,6 +2,7 @@ package lua
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ return redis.call('TTL', KEYS[1])`
 		{"remaining, absent", remaining, []string{"k"}, []string{"t"}, nil, IntValue(0)},
 		{"ttl in seconds, rounded", ttl, []string{"k"}, []string{"t"}, map[string]KeyView{"k": held("t", 12600*time.Millisecond)}, IntValue(13)},
 		{"ttl without expiry", ttl, []string{"k"}, []string{"t"}, map[string]KeyView{"k": held("t", -1)}, IntValue(-1)},
-		{"ttl, another's", ttl, []string{"k"}, []string{"t"}, map[string]KeyView{"k": held("u", time.Second)}, ErrorValue("ERROR")},
+		{"ttl, another's", ttl, []string{"k"}, []string{"t"}, map[string]KeyView{"k": held("u", time.Second)}, ErrorValue("ERR ERROR")},
 		{"value and pttl, absent", pair, []string{"k"}, nil, nil, ArrayValue(NilValue(), IntValue(-2))},
 		{"value and pttl", pair, []string{"k"}, nil, map[string]KeyView{"k": held("v", 5*time.Second)}, ArrayValue(BulkValue("v"), IntValue(5000))},
 		{"two keys", both, []string{"a", "b"}, nil, map[string]KeyView{"b": held("y", -1)}, ArrayValue(NilValue(), BulkValue("y"))},
@@ -157,4 +158,79 @@ func TestAnalyzeConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestEvalReadRepliesAsRedis7: what a read answered in the proxy converts
+// as Redis 7.0 converts it (seen against redis-server 7.0.15): a number
+// out of long long's range is its minimum, as the C cast gives on amd64;
+// redis.error_reply gives a text without a code the code ERR; its
+// arguments are checked as Redis checks them.
+func TestEvalReadRepliesAsRedis7(t *testing.T) {
+	cases := []struct {
+		src  string
+		want Value
+	}{
+		{`return 1e100`, IntValue(math.MinInt64)},
+		{`return -1e100`, IntValue(math.MinInt64)},
+		{`return 1/0`, IntValue(math.MinInt64)},
+		{`return 2^63`, IntValue(math.MinInt64)},
+		{`return -2^63`, IntValue(math.MinInt64)},
+		{`return 2^62`, IntValue(1 << 62)},
+		{`return -3.99`, IntValue(-3)},
+		{`return redis.error_reply('boom')`, ErrorValue("ERR boom")},
+		{`return redis.error_reply('MYCODE boom')`, ErrorValue("MYCODE boom")},
+		{`return redis.error_reply('-MYCODE boom')`, ErrorValue("MYCODE boom")},
+		{`return redis.error_reply('-X')`, ErrorValue("ERR X")},
+		{`return redis.error_reply('')`, ErrorValue("ERR ")},
+		{"return redis.error_reply('a b\\r\\n')", ErrorValue("a b")},
+		{`return redis.error_reply('boom').err`, BulkValue("ERR boom")},
+		{`return {redis.error_reply('boom')}`, ArrayValue(ErrorValue("ERR boom"))},
+		{`return redis.error_reply(1)`, ErrorValue("ERR wrong number or type of arguments")},
+		{`return redis.status_reply(1)`, ErrorValue("ERR wrong number or type of arguments")},
+		{`return redis.status_reply('a', 'b')`, ErrorValue("ERR wrong number or type of arguments")},
+		{`return redis.status_reply('PONG')`, StatusValue("PONG")},
+	}
+	for _, c := range cases {
+		a := analyze(t, "local _ = redis.call('get', KEYS[1]) "+c.src)
+		if a.Meaning == nil || a.Meaning.Op != OpRead {
+			t.Errorf("%s: not a read: %v (%s)", c.src, a.Meaning, a.NotRecognised)
+			continue
+		}
+		got, err := a.EvalRead([]string{"k"}, nil, newViews(nil).view)
+		if err != nil || !got.Equal(c.want) {
+			t.Errorf("%s: got %v, %v; want %v", c.src, got, err, c.want)
+		}
+	}
+}
+
+// TestRESP3FormsRunByVote: {double=…}, {big_number=…}, {map=…} and
+// {set=…} are written by Redis in the client's protocol (a map in Lua
+// 5.1's table order); the proxy answered them as an empty array. Such a
+// script is no recognised read: it runs by vote, where a backend writes it.
+func TestRESP3FormsRunByVote(t *testing.T) {
+	for _, src := range []string{
+		`return {double=3.14}`,
+		`return {big_number='123'}`,
+		`return {map={a=1}}`,
+		`return {set={a=true}}`,
+		`return {1, {double=1.5}}`,
+	} {
+		a := analyze(t, "local _ = redis.call('get', KEYS[1]) "+src)
+		if a.Meaning != nil || a.Vote == nil {
+			t.Errorf("%s: meaning %v, vote %v, problem %v", src, a.Meaning, a.Vote != nil, a.Problem)
+		}
+	}
+}
+
+// TestEvalReadFormOnUnprobedBranch: a read whose RESP3 form sits on a
+// branch no probe takes gives ErrByVote when a run reaches it, and the
+// proxy runs it by vote.
+func TestEvalReadFormOnUnprobedBranch(t *testing.T) {
+	a := analyze(t, `local v = redis.call('get', KEYS[1]) if ARGV[1] > 'zzz' then return {double = 1.5} end return v`)
+	if a.Meaning == nil || a.Meaning.Op != OpRead {
+		t.Skipf("not a read (%s): the branch is probed", a.NotRecognised)
+	}
+	if _, err := a.EvalRead([]string{"k"}, []string{"zzzz"}, newViews(nil).view); !errors.Is(err, ErrByVote) {
+		t.Fatalf("EvalRead: %v, want ErrByVote", err)
+	}
 }

@@ -15,7 +15,7 @@ var (
 	zero     = constant(IntValue(0))
 	minusOne = constant(IntValue(-1))
 	okStatus = constant(StatusValue("OK"))
-	errERROR = constant(ErrorValue("ERROR"))
+	errERROR = constant(ErrorValue("ERR ERROR")) // redis.error_reply("ERROR"), as Redis 7 answers it
 	null     = constant(NilValue())
 )
 

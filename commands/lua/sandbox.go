@@ -53,6 +53,11 @@ var (
 	errTotal = errors.New("the analysis ran past its instruction budget")
 	errTime  = errors.New("the script ran past its time budget")
 	errBytes = errors.New("the script built strings past its memory budget")
+	// errReplyForm is a run whose reply is a RESP3 form ({double = …},
+	// {big_number = …}, {map = …}, {set = …}): Redis writes it in the
+	// client's protocol (a map in Lua 5.1's own table order), which the
+	// proxy does not reproduce; such a script runs by vote.
+	errReplyForm = fmt.Errorf("the script answers a RESP3 form (double, big_number, map or set): %w", ErrByVote)
 )
 
 // patternError is a run's error when one Lua pattern alone would cost
@@ -260,11 +265,21 @@ func (sb *sandbox) redisLib() *glua.LTable {
 	r.RawSetString("call", L.NewFunction(sb.redisCall(false)))
 	r.RawSetString("pcall", L.NewFunction(sb.redisCall(true)))
 	r.RawSetString("error_reply", L.NewFunction(func(L *glua.LState) int {
-		L.Push(replyTable(L, "err", strings.TrimPrefix(L.CheckString(1), "-")))
+		s, ok := L.Get(1).(glua.LString)
+		if L.GetTop() != 1 || !ok {
+			L.Push(replyTable(L, "err", "ERR wrong number or type of arguments"))
+			return 1
+		}
+		L.Push(replyTable(L, "err", errorReply(string(s))))
 		return 1
 	}))
 	r.RawSetString("status_reply", L.NewFunction(func(L *glua.LState) int {
-		L.Push(replyTable(L, "ok", L.CheckString(1)))
+		s, ok := L.Get(1).(glua.LString)
+		if L.GetTop() != 1 || !ok {
+			L.Push(replyTable(L, "err", "ERR wrong number or type of arguments"))
+			return 1
+		}
+		L.Push(replyTable(L, "ok", string(s)))
 		return 1
 	}))
 	r.RawSetString("sha1hex", L.NewFunction(func(L *glua.LState) int {
@@ -291,6 +306,21 @@ func (sb *sandbox) redisLib() *glua.LTable {
 	r.RawSetString("REDIS_VERSION", glua.LString("7.2.0"))
 	r.RawSetString("REDIS_VERSION_NUM", glua.LNumber(0x070200))
 	return r
+}
+
+// errorReply is the err field redis.error_reply(s) makes in Redis 7: "-CODE
+// msg" or "CODE msg" keeps its code, a text without a space after a
+// leading "-" ("-boom") or without a leading "-" ("boom") gets ERR, and
+// line ends around the message go.
+func errorReply(s string) string {
+	if !strings.HasPrefix(s, "-") {
+		s = "-" + s
+	}
+	code, msg := "ERR", s[1:]
+	if i := strings.IndexByte(s, ' '); i >= 0 {
+		code, msg = s[1:i], s[i+1:]
+	}
+	return code + " " + strings.Trim(msg, "\r\n")
 }
 
 func replyTable(L *glua.LState, field, s string) *glua.LTable {
@@ -379,13 +409,10 @@ func (sb *sandbox) toLua(L *glua.LState, v Value) glua.LValue {
 func (sb *sandbox) fromLua(L *glua.LState, lv glua.LValue, depth int) Value {
 	switch v := lv.(type) {
 	case glua.LNumber:
+		// Redis casts the double to long long; on amd64 NaN and every
+		// value out of range become the minimum.
 		f := float64(v)
-		switch {
-		case f != f:
-			return IntValue(math.MinInt64)
-		case f >= math.MaxInt64:
-			return IntValue(math.MaxInt64)
-		case f <= math.MinInt64:
+		if f != f || f >= math.MaxInt64 || f < math.MinInt64 {
 			return IntValue(math.MinInt64)
 		}
 		return IntValue(int64(f))
@@ -401,6 +428,13 @@ func (sb *sandbox) fromLua(L *glua.LState, lv glua.LValue, depth int) Value {
 		}
 		if s, ok := v.RawGetString("ok").(glua.LString); ok {
 			return StatusValue(string(s))
+		}
+		if v.RawGetString("double").Type() == glua.LTNumber || v.RawGetString("big_number").Type() == glua.LTString ||
+			v.RawGetString("map").Type() == glua.LTTable || v.RawGetString("set").Type() == glua.LTTable {
+			if sb.failed == nil {
+				sb.failed = errReplyForm
+			}
+			return NilValue()
 		}
 		if depth >= maxReplyNest {
 			return ErrorValue("ERR reached lua stack limit")
@@ -482,8 +516,11 @@ func (sb *sandbox) run(proto *glua.FunctionProto, keys, argv []string, bytes int
 		return Value{}, &runError{raised: true, msg: "ERR " + ae.Object.String()}
 	}
 	v = sb.fromLua(L, L.Get(-1), 0)
-	if sb.b.err != nil {
+	switch {
+	case sb.b.err != nil:
 		return Value{}, &runError{err: sb.b.err}
+	case sb.failed != nil:
+		return Value{}, &runError{err: sb.failed}
 	}
 	return v, nil
 }

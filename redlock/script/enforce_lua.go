@@ -13,6 +13,7 @@ local type, tonumber, select, rawget, next, ipairs, setmt, getmt = type, tonumbe
 local upper, lower, sfind, ssub, sbyte, sformat, srep, sgsub = string.upper, string.lower, string.find, string.sub, string.byte, string.format, string.rep, string.gsub
 local smatch, sgmatch, tsort, tconcat, floor, mlog, err0, unpack0 = string.match, string.gmatch, table.sort, table.concat, math.floor, math.log, error, unpack
 local sgfind, gcol = string.gfind, collectgarbage
+local __rp_lib = {rep = srep, find = sfind, match = smatch, gmatch = sgmatch, gsub = sgsub, format = sformat, concat = tconcat, sort = tsort, unpack = unpack0}
 local __rp_C, __rp_res = @CMDS@, @RES@
 local __rp_decl, __rp_isdecl = {}, {}
 for i = 1, #KEYS do __rp_decl[i] = KEYS[i] __rp_isdecl[KEYS[i]] = true end
@@ -209,15 +210,16 @@ local function __rp_heap()
 		if __rp_gci() - __rp_m0 > @HEAPKB@ then __rp_no('script holds more than @HEAPKB@ KiB of strings and tables, the most a script by vote may') end
 	end
 end
-__rp_S.rep = function(s, n)
+__rp_S.rep = function(...)
+	local s, n = ...
 	local ls, k = __rp_len(s), tonumber(n)
 	if ls and k and ls * k > @MAXS@ then __rp_no('script asked string.rep for more than @MAXS@ bytes') end
 	__rp_heap()
-	return srep(s, n)
+	return __rp_lib.rep(...)
 end
-__rp_S.find = function(s, p, i, plain) if not plain then __rp_pat(s, p, true) end return sfind(s, p, i, plain) end
-__rp_S.match = function(s, p, i) __rp_pat(s, p, true) return smatch(s, p, i) end
-__rp_S.gmatch = function(s, p) __rp_pat(s, p, false) return sgmatch(s, p) end
+__rp_S.find = function(...) local s, p, _, plain = ... if not plain then __rp_pat(s, p, true) end return __rp_lib.find(...) end
+__rp_S.match = function(...) local s, p = ... __rp_pat(s, p, true) return __rp_lib.match(...) end
+__rp_S.gmatch = function(...) local s, p = ... __rp_pat(s, p, false) return __rp_lib.gmatch(...) end
 __rp_S.gsub = function(s, p, r, n)
 	__rp_pat(s, p, true)
 	local ls = __rp_len(s) or 0
@@ -237,11 +239,12 @@ __rp_S.gsub = function(s, p, r, n)
 		end
 	end
 	__rp_heap()
-	return sgsub(s, p, r, n)
+	return __rp_lib.gsub(s, p, r, n)
 end
 __rp_S.gfind = __rp_S.gmatch
-__rp_S.format = function(f, ...)
-	local a, n, tot = {...}, select('#', ...), __rp_len(f) or 0
+__rp_S.format = function(...)
+	local f = ...
+	local a, n, tot = {select(2, ...)}, select('#', ...) - 1, __rp_len(f) or 0
 	local mul = 1
 	if type(f) == 'string' and sfind(f, 'q', 1, true) then mul = 4 end
 	for i = 1, n do
@@ -252,7 +255,7 @@ __rp_S.format = function(f, ...)
 	end
 	if tot > @MAXS@ then __rp_no('script asked string.format for a result that may pass @MAXS@ bytes') end
 	__rp_heap()
-	return sformat(f, ...)
+	return __rp_lib.format(...)
 end
 __rp_T.concat = function(t, sep, i, j)
 	if type(t) == 'table' then
@@ -266,18 +269,18 @@ __rp_T.concat = function(t, sep, i, j)
 		end
 	end
 	__rp_heap()
-	return tconcat(t, sep, i, j)
+	return __rp_lib.concat(t, sep, i, j)
 end
 __rp_T.sort = function(t, f)
 	if f == nil and type(t) == 'table' and #t > @SORTN@ then __rp_no('script asked table.sort for more than @SORTN@ values without a comparison function') end
-	if f == nil then return tsort(t) end
-	return tsort(t, f)
+	if f == nil then return __rp_lib.sort(t) end
+	return __rp_lib.sort(t, f)
 end
 local function __rp_unpack(t, i, j)
 	local a, b = tonumber(i) or 1, tonumber(j)
 	if not b and type(t) == 'table' then b = #t end
 	if b and b - a >= 8000 then __rp_no('script asked unpack for more than 8000 values') end
-	return unpack0(t, i, j)
+	return __rp_lib.unpack(t, i, j)
 end
 local function __rp_encodes(...)
 	local st, n, tot = {...}, select('#', ...), 0
@@ -392,8 +395,9 @@ local function __rp_mc(o, k, ...)
 end
 local function __rp_noload() __rp_no('script called loadstring or load, which scripts by vote may not') end
 local function __rp_nofenv() __rp_no('script called getfenv or setfenv, which scripts by vote may not') end
-setmt(__rp_S, {__index = string, __metatable = false})
-setmt(__rp_T, {__index = table, __metatable = false})
+local function __rp_ro() err0('Attempt to modify a readonly table', 2) end
+setmt(__rp_S, {__index = string, __newindex = __rp_ro, __metatable = false})
+setmt(__rp_T, {__index = table, __newindex = __rp_ro, __metatable = false})
 local __rp_K, __rp_A, __rp_G = {}, {}, {}
 for i = 1, #KEYS do __rp_K[i] = KEYS[i] end
 for i = 1, #ARGV do __rp_A[i] = ARGV[i] end
