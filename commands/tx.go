@@ -28,6 +28,7 @@ type txState struct {
 	dirty   bool
 	writes  bool // a write queued for the transaction's script
 	noCall  bool // a read queued that a script by vote cannot call
+	bytes   int  // the queued commands' arguments
 	queue   []txOp
 	caching int32 // CLIENT CACHING before MULTI (tracking.go)
 }
@@ -45,6 +46,13 @@ type txOp struct {
 // Lua 5.1 compiles no call with more than about 250.
 const maxTxCallArgs = 200
 
+// maxTxQueued and maxTxBytes bound what one client's open transaction
+// holds in the proxy's memory until EXEC.
+const (
+	maxTxQueued = 10_000
+	maxTxBytes  = 16 << 20
+)
+
 func (t *txState) reset() { *t = txState{} }
 
 // noteRead remembers what GET returned for a watched key.
@@ -60,7 +68,12 @@ const errTxOnly = "ERR redlock-proxy transactions run, without WATCH, commands a
 // command now, as Redis does, so EXEC can only abort or run.
 func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
 	tx := &c.tx
+	for _, a := range args {
+		tx.bytes += len(a)
+	}
 	switch {
+	case len(tx.queue) >= maxTxQueued || tx.bytes > maxTxBytes:
+		return tx.refuse(Errorf("ERR redlock-proxy queues at most %d commands and %d MiB of arguments in one transaction", maxTxQueued, maxTxBytes>>20))
 	case cmd.Flags&(Local|Barrier|Writes) == Local: // the proxy's own answers, changing nothing
 	case cmd.Flags&(Reads|Writes) == Reads:
 		callable := lua.Callable(cmd.Name)

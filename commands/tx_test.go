@@ -73,3 +73,21 @@ func TestTransactionWrites(t *testing.T) {
 		{[]string{"EXEC"}, "*3\r\n:1\r\n,1.5\r\n%1\r\n$1\r\nf\r\n$1\r\na\r\n"},
 	})
 }
+
+// TestTransactionBounded: one client's open transaction holds at most
+// maxTxQueued commands in the proxy; the next is refused, and EXEC aborts.
+func TestTransactionBounded(t *testing.T) {
+	d, _ := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	do(d, c, "MULTI")
+	for range maxTxQueued {
+		if r := do(d, c, "GET", "k"); r != "+QUEUED\r\n" {
+			t.Fatalf("GET inside MULTI = %q", r)
+		}
+	}
+	runAll(t, d, c, []run{
+		{[]string{"GET", "k"}, "-ERR redlock-proxy queues at most 10000 commands and 16 MiB of arguments in one transaction\r\n"},
+		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{[]string{"GET", "k"}, "$-1\r\n"},
+	})
+}
