@@ -121,6 +121,16 @@ func TestTransactionReads(t *testing.T) {
 		{[]string{"DEL", "k"}, "+QUEUED\r\n"},
 		{[]string{"EXEC"}, "*2\r\n:30\r\n:1\r\n"},
 	})
+	// A transaction that writes tracks its reads too (here, not covered
+	// by the backends, invalidated at once), not the keys it writes.
+	runAll(t, d, c, []run{
+		{[]string{"CLIENT", "CACHING", "YES"}, "+OK\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"GET", "r"}, "+QUEUED\r\n"},
+		{[]string{"SET", "w", "x"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*2\r\n_\r\n+OK\r\n"},
+	})
+	got.want(t, ">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nr\r\n")
 }
 
 func TestLists(t *testing.T) {

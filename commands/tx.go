@@ -177,10 +177,14 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	if tx.dirty {
 		return Error("EXECABORT Transaction discarded because of previous errors.")
 	}
-	if tx.writes {
-		return d.execScript(ctx, c, tx.queue)
-	}
 	reads, covered := d.trackTx(ctx, c, tx)
+	if tx.writes {
+		r := d.execScript(ctx, c, tx.queue)
+		if !covered {
+			d.invalidated(c, reads)
+		}
+		return r
+	}
 	out := make(Array, 0, len(tx.queue))
 	for _, op := range tx.queue {
 		if op.cmd != nil {
@@ -292,7 +296,7 @@ func (d *Dispatcher) trackTx(ctx context.Context, c *Client, tx txState) ([]stri
 	var keys []string
 	seen := map[string]bool{}
 	for _, op := range tx.queue {
-		if op.cmd == nil {
+		if op.cmd == nil || op.cmd.Flags&Writes != 0 {
 			continue
 		}
 		for _, k := range commandKeys(op.cmd, op.args, nil) {
