@@ -245,6 +245,9 @@ func (d *Dispatcher) publish(ctx context.Context, c *Client, args [][]byte) Repl
 	return Int(n)
 }
 
+// pubsubSubArity is the arity of each PUBSUB subcommand (name included).
+var pubsubSubArity = map[string]int{"CHANNELS": -2, "NUMPAT": 2, "NUMSUB": -2, "SHARDCHANNELS": -2, "SHARDNUMSUB": -2, "HELP": 2}
+
 // PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT |
 // SHARDCHANNELS [pattern] | SHARDNUMSUB [shardchannel ...]: about this
 // proxy's subscribers (each backend sees only the proxies' subscriber
