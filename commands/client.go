@@ -2,6 +2,7 @@ package commands
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -41,6 +42,8 @@ type Client struct {
 	trk     atomic.Pointer[trackState]
 	caching atomic.Int32 // CLIENT CACHING YES|NO for the next command
 	replies atomic.Int32 // CLIENT REPLY: repliesOn, repliesOff, or repliesSkip (the next command's)
+	// blocked ends the blocking pop in flight, for CLIENT UNBLOCK (lists.go).
+	blocked atomic.Pointer[context.CancelCauseFunc]
 
 	// The connection as a holder of locks, and what reaches it outside
 	// its replies (hooks.go).

@@ -141,7 +141,7 @@ func (d *Dispatcher) selectDB(ctx context.Context, c *Client, args [][]byte) Rep
 
 // clientSubArity is the arity of each CLIENT subcommand (name included).
 var clientSubArity = map[string]int{"SETNAME": 3, "GETNAME": 2, "SETINFO": 4, "ID": 2, "INFO": 2, "LIST": -2,
-	"TRACKING": -3, "CACHING": 3, "TRACKINGINFO": 2, "GETREDIR": 2, "NO-EVICT": 3, "NO-TOUCH": 3, "REPLY": 3, "HELP": 2}
+	"TRACKING": -3, "CACHING": 3, "TRACKINGINFO": 2, "GETREDIR": 2, "NO-EVICT": 3, "NO-TOUCH": 3, "REPLY": 3, "UNBLOCK": -3, "HELP": 2}
 
 // Client.replies: CLIENT REPLY's modes.
 const (
@@ -179,6 +179,8 @@ var clientHelp = helpReply("CLIENT",
 	"    Control server assisted client side caching.",
 	"TRACKINGINFO",
 	"    Report tracking status for the current connection.",
+	"UNBLOCK <clientid> [TIMEOUT|ERROR]",
+	"    Unblock the specified blocked client.",
 	"NO-EVICT (ON|OFF)",
 	"    Protect current client connection from eviction.",
 	"NO-TOUCH (ON|OFF)",
@@ -198,7 +200,8 @@ func helpReply(cmd string, lines ...string) Array {
 
 // CLIENT SETNAME name | GETNAME | SETINFO LIB-NAME|LIB-VER value | ID | INFO |
 // LIST [TYPE type | ID id ...] | TRACKING … | CACHING | TRACKINGINFO |
-// GETREDIR | NO-EVICT ON|OFF | NO-TOUCH ON|OFF | REPLY ON|OFF|SKIP | HELP
+// GETREDIR | NO-EVICT ON|OFF | NO-TOUCH ON|OFF | REPLY ON|OFF|SKIP |
+// UNBLOCK id [TIMEOUT|ERROR] | HELP
 func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply {
 	sub := strings.ToUpper(string(args[1]))
 	want, known := clientSubArity[sub]
@@ -247,6 +250,8 @@ func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply
 			return noReply
 		}
 		return errSyntax
+	case "UNBLOCK":
+		return d.clientUnblock(c, args)
 	case "HELP":
 		return clientHelp
 	default: // LIST shows every connection: admin users only

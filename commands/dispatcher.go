@@ -201,7 +201,7 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 	}
 	if m := c.modes.Load(); m != 0 {
 		if m&modeSubscribed != 0 && c.Proto() == 2 && cmd.Flags&PubSub == 0 {
-			return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.lower)
+			return refuseSubscribed(cmd, args)
 		}
 		if m&modeTracking != 0 {
 			if r, done := d.tracked(ctx, c, cmd, args, p); done {
@@ -210,6 +210,25 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 		}
 	}
 	return cmd.call(d, ctx, c, args, p)
+}
+
+// refuseSubscribed refuses cmd to a RESP2 client in subscribed mode
+// under its full name ('client|id'), after an unknown subcommand or a
+// subcommand's wrong arity, which Redis answers first.
+func refuseSubscribed(cmd *Command, args [][]byte) Reply {
+	name := cmd.lower
+	if cmd.subs != nil && len(args) > 1 {
+		sub := strings.ToUpper(string(args[1]))
+		want, known := cmd.subs[sub]
+		name += "|" + strings.ToLower(sub)
+		switch {
+		case !known:
+			return Errorf(errUnknownSubcmd, args[1], cmd.Name)
+		case (want > 0 && len(args) != want) || (want < 0 && len(args) < -want):
+			return Errorf(errWrongArity, name)
+		}
+	}
+	return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", name)
 }
 
 // reject answers r, the refusal of a command before it ran (unknown, of

@@ -29,6 +29,7 @@ const (
 	errInternal      = Error("ERR internal error")
 	errShuttingDown  = Error("ERR server is shutting down")
 	errCancelled     = Error("ERR request cancelled")
+	errUnblocked     = Error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
 	errReservedKey   = Error("ERR keys starting with '" + redlock.ReservedPrefix + "' are reserved by redlock-proxy (fence counters, proxy membership)")
 	errReservedChan  = Error("ERR channels starting with '" + redlock.ReservedPrefix + "' are reserved by redlock-proxy (release notices)")
 	errKeyTooLong    = "ERR key is too long (max %d bytes)"

@@ -219,13 +219,24 @@ func (d *Dispatcher) blockingMove(ctx context.Context, c *Client, src, dst []byt
 	return d.moved(ctx, string(dst), p.Value, to)
 }
 
-// blockingPop runs a relay pop that ends when the client leaves.
+// blockingPop runs a relay pop that ends when the client leaves, or
+// when CLIENT UNBLOCK ends it (as its timeout, or with -UNBLOCKED).
 func (d *Dispatcher) blockingPop(ctx context.Context, c *Client, req relay.PopRequest) (relay.Popped, bool, Reply) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c.blocked.Store(&cancel)
+	defer c.blocked.CompareAndSwap(&cancel, nil)
 	req.Cancel = c.Done()
 	p, ok, err := d.relay.Pop(ctx, req)
+	var ub unblocked
 	switch {
 	case err == nil:
 		return p, ok, nil
+	case errors.As(context.Cause(ctx), &ub): // what was popped is pushed back
+		if ub.withError {
+			return p, false, errUnblocked
+		}
+		return p, false, nil // as at the timeout
 	case errors.Is(err, relay.ErrTooFewBackends):
 		return p, false, noQuorum(Error("NOQUORUM " + err.Error()))
 	case errors.Is(err, relay.ErrClosed):
@@ -244,6 +255,47 @@ func (d *Dispatcher) blockingPop(ctx context.Context, c *Client, req relay.PopRe
 	}
 	d.log.Warn("blocking pop failed", "error", err)
 	return p, false, d.lockError(redlock.ErrNoQuorum)
+}
+
+// unblocked is the cause of a pop's end by CLIENT UNBLOCK.
+type unblocked struct{ withError bool }
+
+func (unblocked) Error() string { return "unblocked via CLIENT UNBLOCK" }
+
+// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends another client's blocking pop
+// as its timeout would, or with -UNBLOCKED; 1 when one was blocked, 0
+// otherwise (as Redis, the reason is read before the id).
+func (d *Dispatcher) clientUnblock(c *Client, args [][]byte) Reply {
+	if r := requireAdmin(c, "client|unblock"); r != nil {
+		return r
+	}
+	if len(args) > 4 {
+		return Errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", args[1])
+	}
+	var ub unblocked
+	if len(args) == 4 {
+		switch strings.ToUpper(string(args[3])) {
+		case "TIMEOUT":
+		case "ERROR":
+			ub.withError = true
+		default:
+			return Error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+		}
+	}
+	id, err := strconv.ParseInt(string(args[2]), 10, 64)
+	if err != nil {
+		return errNotInteger
+	}
+	o := d.clients.get(id)
+	if o == nil {
+		return Int(0)
+	}
+	cancel := o.blocked.Swap(nil)
+	if cancel == nil {
+		return Int(0)
+	}
+	(*cancel)(ub)
+	return Int(1)
 }
 
 // parseTimeout reads a blocking command's timeout in seconds, as Redis.

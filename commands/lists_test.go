@@ -1,6 +1,10 @@
 package commands
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+	"time"
+)
 
 // TestPopCount: LPOP/RPOP with a count answer as Redis 7 does (replies
 // taken from redis-server 7.0.15): an array of the elements popped, empty
@@ -127,4 +131,55 @@ func TestBlockingPopReplies(t *testing.T) {
 		{[]string{"BRPOPLPUSH", "src", "dst", "1"}, "$1\r\nb\r\n"},
 		{[]string{"LRANGE", "dst", "0", "-1"}, "*2\r\n$1\r\nb\r\n$1\r\nc\r\n"},
 	})
+}
+
+// TestClientUnblock: CLIENT UNBLOCK id ends another client's blocking pop
+// as redis-server 7.0.15 does: with the pop's timeout reply (TIMEOUT, the
+// default) or -UNBLOCKED (ERROR), answering 1; 0 for a client that is not
+// blocked or does not exist; a reason other than TIMEOUT or ERROR is
+// refused before the id is read.
+func TestClientUnblock(t *testing.T) {
+	d, _ := newRelayDispatcher(t, 3)
+	waiter := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	other := d.NewClient("127.0.0.1:3", "127.0.0.1:2")
+	id := strconv.FormatInt(waiter.ID, 10)
+	runAll(t, d, other, []run{
+		{[]string{"CLIENT", "UNBLOCK", id}, ":0\r\n"},
+		{[]string{"CLIENT", "UNBLOCK", "999999"}, ":0\r\n"},
+		{[]string{"CLIENT", "UNBLOCK", "x"}, "-ERR value is not an integer or out of range\r\n"},
+		{[]string{"CLIENT", "UNBLOCK", "x", "FOO"}, "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n"},
+		{[]string{"CLIENT", "UNBLOCK"}, "-ERR wrong number of arguments for 'client|unblock' command\r\n"},
+	})
+	for _, tc := range []struct{ reason, want string }{
+		{"", "*-1\r\n"},
+		{"TIMEOUT", "*-1\r\n"},
+		{"ERROR", "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"},
+	} {
+		for _, cmd := range [][]string{{"BLPOP", "none", "0"}, {"BLMOVE", "none", "dst", "LEFT", "RIGHT", "0"}} {
+			got := make(chan string, 1)
+			go func() { got <- do(d, waiter, cmd...) }()
+			unblock := []string{"CLIENT", "UNBLOCK", id}
+			if tc.reason != "" {
+				unblock = append(unblock, tc.reason)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for do(d, other, unblock...) != ":1\r\n" {
+				if time.Now().After(deadline) {
+					t.Fatalf("%q: CLIENT UNBLOCK never found the client blocked", cmd)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			select {
+			case r := <-got:
+				if r != tc.want {
+					t.Fatalf("%q unblocked with %q = %q, want %q", cmd, tc.reason, r, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%q still blocked after CLIENT UNBLOCK %s", cmd, tc.reason)
+			}
+			if r := do(d, other, unblock...); r != ":0\r\n" {
+				t.Fatalf("CLIENT UNBLOCK after the pop ended = %q, want :0", r)
+			}
+		}
+	}
 }

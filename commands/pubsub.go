@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -27,8 +28,12 @@ const (
 
 // pubsubState is a client's subscriptions; guarded by Client.pmu.
 type pubsubState struct {
-	sub   *relay.Subscriber
-	names [3]map[string]struct{} // by relay.Kind
+	sub *relay.Subscriber
+	// names holds each name's place in subscription order, by
+	// relay.Kind: UNSUBSCRIBE without names confirms them in that order
+	// (as Redis 7.0 for patterns, which it keeps in a list).
+	names [3]map[string]uint64
+	next  uint64
 }
 
 // count is the number a confirmation of kind reports: channels and
@@ -99,7 +104,7 @@ func (d *Dispatcher) subscribe(ctx context.Context, c *Client, args [][]byte) Re
 		c.ps = &pubsubState{sub: d.relay.NewSubscriber(c.message)}
 		c.ps.sub.SetUser(shareUser(c))
 		for i := range c.ps.names {
-			c.ps.names[i] = make(map[string]struct{})
+			c.ps.names[i] = make(map[string]uint64)
 		}
 	}
 	ps := c.ps
@@ -111,7 +116,8 @@ func (d *Dispatcher) subscribe(ctx context.Context, c *Client, args [][]byte) Re
 	fresh := make(map[string]bool) // the names this command adds
 	for _, n := range names {
 		if _, ok := ps.names[kind][n]; !ok {
-			ps.names[kind][n] = struct{}{}
+			ps.next++
+			ps.names[kind][n] = ps.next
 			fresh[n] = true
 		}
 	}
@@ -163,7 +169,7 @@ func (d *Dispatcher) unsubscribe(ctx context.Context, c *Client, args [][]byte) 
 		for n := range ps.names[kind] {
 			names = append(names, n)
 		}
-		slices.Sort(names)
+		slices.SortFunc(names, func(a, b string) int { return cmp.Compare(ps.names[kind][a], ps.names[kind][b]) })
 	}
 	if len(names) == 0 {
 		c.pmu.Unlock()
@@ -238,6 +244,9 @@ func (d *Dispatcher) publish(ctx context.Context, c *Client, args [][]byte) Repl
 	}
 	return Int(n)
 }
+
+// pubsubSubArity is the arity of each PUBSUB subcommand (name included).
+var pubsubSubArity = map[string]int{"CHANNELS": -2, "NUMPAT": 2, "NUMSUB": -2, "SHARDCHANNELS": -2, "SHARDNUMSUB": -2, "HELP": 2}
 
 // PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT |
 // SHARDCHANNELS [pattern] | SHARDNUMSUB [shardchannel ...]: about this

@@ -157,6 +157,44 @@ func TestPubSubRelayed(t *testing.T) {
 	subPushes.want(t)
 }
 
+// TestPunsubscribeAllInOrder: PUNSUBSCRIBE without patterns confirms them
+// in the order they were subscribed, as redis-server 7.0.15 does (it keeps
+// a client's patterns in a list), not sorted.
+func TestPunsubscribeAllInOrder(t *testing.T) {
+	d, _ := newRelayDispatcher(t, 3)
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	confirm := func(word, name string, n int) string {
+		return fmt.Sprintf("*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n", len(word), word, len(name), name, n)
+	}
+	runAll(t, d, c, []run{
+		{[]string{"PSUBSCRIBE", "h?llo", "x\\*y", "a"}, confirm("psubscribe", "h?llo", 1) + confirm("psubscribe", "x\\*y", 2) + confirm("psubscribe", "a", 3)},
+		{[]string{"PUNSUBSCRIBE", "x\\*y"}, confirm("punsubscribe", "x\\*y", 2)},
+		{[]string{"PSUBSCRIBE", "b", "x\\*y"}, confirm("psubscribe", "b", 3) + confirm("psubscribe", "x\\*y", 4)},
+		{[]string{"PUNSUBSCRIBE"}, confirm("punsubscribe", "h?llo", 3) + confirm("punsubscribe", "a", 2) + confirm("punsubscribe", "b", 1) + confirm("punsubscribe", "x\\*y", 0)},
+	})
+}
+
+// TestSubscribedRefusalNames: a RESP2 client in subscribed mode is refused
+// a subcommand under its full name ('client|id'), and an unknown
+// subcommand or a subcommand's wrong arity is answered first, as
+// redis-server 7.0.15 does.
+func TestSubscribedRefusalNames(t *testing.T) {
+	d, _ := newRelayDispatcher(t, 3)
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	refused := func(name string) string {
+		return "-ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
+	}
+	runAll(t, d, c, []run{
+		{[]string{"SUBSCRIBE", "a"}, "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n"},
+		{[]string{"CLIENT", "ID"}, refused("client|id")},
+		{[]string{"config", "get", "x"}, refused("config|get")},
+		{[]string{"PUBSUB", "NUMSUB"}, refused("pubsub|numsub")},
+		{[]string{"GET", "k"}, refused("get")},
+		{[]string{"CLIENT", "FOO"}, "-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n"},
+		{[]string{"CLIENT", "ID", "x"}, "-ERR wrong number of arguments for 'client|id' command\r\n"},
+	})
+}
+
 func TestPubSubRESP3(t *testing.T) {
 	d, _ := newRelayDispatcher(t, 3)
 	sub, subPushes := hooked(d)

@@ -542,6 +542,9 @@ func backendReply(v any) Reply {
 	return errInternal
 }
 
+// scriptSubArity is the arity of each SCRIPT subcommand (name included).
+var scriptSubArity = map[string]int{"LOAD": 3, "EXISTS": -3, "FLUSH": -2, "KILL": 2, "HELP": 2}
+
 // SCRIPT LOAD script | EXISTS sha1 [sha1 ...] | FLUSH [ASYNC|SYNC] | KILL
 func (d *Dispatcher) scriptCmd(ctx context.Context, c *Client, args [][]byte) Reply {
 	sub := strings.ToUpper(string(args[1]))

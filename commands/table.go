@@ -72,6 +72,9 @@ type Command struct {
 	// given what was parsed of the call once (parsedCall: its keys).
 	runKeys func(d *Dispatcher, ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply
 	lower   string // Name in lower case, for replies and CLIENT LIST
+	// subs: the arity of each subcommand (upper case, name included) of a
+	// container command (CLIENT ID); its full name is "client|id".
+	subs map[string]int
 	// reply turns what a script by vote got from the command into what
 	// the command alone answers (keyed rows: keyedReply); nil: as it is.
 	reply func(c *Client, args [][]byte, r Reply) Reply
@@ -129,7 +132,7 @@ var table = []Command{
 	{Name: "EVALSHA", Arity: -3, NumKeys: 2, Flags: Reads | Writes, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script loaded by SHA1", runKeys: (*Dispatcher).evalsha, keys: scriptKeys},
 	{Name: "EVAL_RO", Arity: -3, NumKeys: 2, Flags: Reads, Group: "scripting", Dialect: DialectScript, Summary: "EVAL of a script that must not write: one whose shebang lacks no-writes, or that may write or publish, is refused before it runs", runKeys: (*Dispatcher).evalRO, keys: scriptKeys},
 	{Name: "EVALSHA_RO", Arity: -3, NumKeys: 2, Flags: Reads, Group: "scripting", Dialect: DialectScript, Summary: "EVAL_RO of a script loaded by SHA1", runKeys: (*Dispatcher).evalshaRO, keys: scriptKeys},
-	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Dialect: DialectScript, Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", run: (*Dispatcher).scriptCmd},
+	{Name: "SCRIPT", Arity: -2, Flags: Barrier | Local, Group: "scripting", Dialect: DialectScript, Summary: "SCRIPT LOAD|EXISTS|FLUSH of the proxy's script cache", subs: scriptSubArity, run: (*Dispatcher).scriptCmd},
 
 	// The StackExchange.Redis lock transaction (tx.go).
 	{Name: "WATCH", Arity: -2, Key: 1, LastKey: -1, Flags: TxControl | Barrier | Local, Group: "transactions", Dialect: DialectTx, Summary: "Watches keys for the lock transaction", run: (*Dispatcher).watch},
@@ -147,7 +150,7 @@ var table = []Command{
 	{Name: "SUNSUBSCRIBE", Arity: -1, Flags: PubSub | Barrier | Local, Group: "pubsub", Summary: "Leaves shard channels", run: (*Dispatcher).unsubscribe},
 	{Name: "PUBLISH", Arity: 3, Group: "pubsub", Summary: "Publishes on every voting backend: the largest receiver count one reported", run: (*Dispatcher).publish},
 	{Name: "SPUBLISH", Arity: 3, Group: "pubsub", Summary: "Publishes on a shard channel on every voting backend", run: (*Dispatcher).publish},
-	{Name: "PUBSUB", Arity: -2, Flags: Local, Group: "pubsub", Summary: "CHANNELS NUMSUB NUMPAT SHARDCHANNELS SHARDNUMSUB of this proxy's subscribers", run: (*Dispatcher).pubsubCmd},
+	{Name: "PUBSUB", Arity: -2, Flags: Local, Group: "pubsub", Summary: "CHANNELS NUMSUB NUMPAT SHARDCHANNELS SHARDNUMSUB of this proxy's subscribers", subs: pubsubSubArity, run: (*Dispatcher).pubsubCmd},
 
 	// Lists as wake-up signals (lists.go): pushes on every voting backend, pops quorum-aware.
 	{Name: "LPUSH", Arity: -3, Key: 1, Flags: Writes, Group: "list", Summary: "Pushes on every voting backend; the longest list's length", run: (*Dispatcher).push},
@@ -169,12 +172,12 @@ var table = []Command{
 	{Name: "PING", Arity: -1, Flags: PubSub | AnyUser | Local, Group: "connection", Summary: "Returns PONG or the message", run: (*Dispatcher).ping},
 	{Name: "ECHO", Arity: 2, Flags: AnyUser | Local, Group: "connection", Summary: "Returns the message", run: (*Dispatcher).echo},
 	{Name: "SELECT", Arity: 2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Selects database 0 (the only one)", run: (*Dispatcher).selectDB},
-	{Name: "CLIENT", Arity: -2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST NO-EVICT NO-TOUCH HELP, and key tracking", run: (*Dispatcher).client},
+	{Name: "CLIENT", Arity: -2, Flags: AnyUser | Barrier | Local, Group: "connection", Summary: "Connection introspection: SETNAME GETNAME SETINFO ID INFO LIST NO-EVICT NO-TOUCH HELP, and key tracking", subs: clientSubArity, run: (*Dispatcher).client},
 
 	// Server commands (server.go).
 	{Name: "INFO", Arity: -1, Flags: Local, Group: "server", Summary: "Server, client, backend and lock information", run: (*Dispatcher).info},
-	{Name: "CONFIG", Arity: -2, Flags: Admin | Local, Group: "server", Summary: "CONFIG GET answers an empty list", run: (*Dispatcher).config},
-	{Name: "COMMAND", Arity: -1, Flags: AnyUser | Local, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST GETKEYS HELP", run: (*Dispatcher).command},
+	{Name: "CONFIG", Arity: -2, Flags: Admin | Local, Group: "server", Summary: "CONFIG GET answers an empty list", subs: configSubArity, run: (*Dispatcher).config},
+	{Name: "COMMAND", Arity: -1, Flags: AnyUser | Local, Group: "server", Summary: "Command introspection: COUNT DOCS INFO LIST GETKEYS HELP", subs: commandSubArity, run: (*Dispatcher).command},
 	{Name: "CLUSTER", Arity: -2, Flags: Local, Group: "cluster", Summary: "Cluster support is disabled", run: (*Dispatcher).cluster},
 	{Name: "TIME", Arity: 1, Flags: AnyUser | Local, Group: "server", Summary: "The proxy's time", run: (*Dispatcher).time},
 	{Name: "DBSIZE", Arity: 1, Flags: Local, Group: "server", Summary: "Always 0: locks live on the backends", run: (*Dispatcher).dbsize},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 	"github.com/redlock-proxy/redlock-proxy/redlock/relay"
@@ -43,6 +44,9 @@ type trackState struct {
 	redirect int64 // client id; 0: none
 	prefixes []string
 	w        *relay.Watcher
+	// brokenRedirect: an invalidation found the redirect's client gone
+	// (CLIENT TRACKINGINFO's broken_redirect, until tracking is on again).
+	brokenRedirect atomic.Bool
 }
 
 // wants reports whether a read is tracked, given the CLIENT CACHING flag
@@ -70,7 +74,7 @@ const (
 	errBcastOpt     = Error("ERR OPTIN and OPTOUT are not compatible with BCAST")
 	errRedirectGone = Error("ERR The client ID you want redirect to does not exist")
 	errPrefixBcast  = Error("ERR PREFIX option requires BCAST mode to be enabled")
-	errSwitchBcast  = Error("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it.")
+	errSwitchBcast  = Error("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.")
 	errSwitchOpt    = Error("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
 )
 
@@ -345,6 +349,9 @@ func (c *Client) trackingInfo() Reply {
 	if t.noloop {
 		flags = append(flags, BulkString("noloop"))
 	}
+	if t.brokenRedirect.Load() {
+		flags = append(flags, BulkString("broken_redirect"))
+	}
 	return Map{{"flags", flags}, {"redirect", Int(t.redirect)}, {"prefixes", Strings(t.prefixes...)}}
 }
 
@@ -447,6 +454,7 @@ func (d *Dispatcher) invalidated(c *Client, keys []string) {
 	if t.redirect != 0 && t.redirect != c.ID {
 		to = d.clients.get(t.redirect)
 		if to == nil {
+			t.brokenRedirect.Store(true)
 			if c.Proto() >= 3 {
 				c.deliver(Push{BulkString("tracking-redir-broken"), Int(t.redirect)})
 			}

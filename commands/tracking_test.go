@@ -27,7 +27,7 @@ func TestClientTrackingReplies(t *testing.T) {
 		{[]string{"CLIENT", "CACHING", "YES"}, "+OK\r\n"},
 		{[]string{"CLIENT", "TRACKINGINFO"}, "*6\r\n$5\r\nflags\r\n*3\r\n$2\r\non\r\n$5\r\noptin\r\n$11\r\ncaching-yes\r\n$8\r\nredirect\r\n:" + otherID + "\r\n$8\r\nprefixes\r\n*0\r\n"},
 		{[]string{"CLIENT", "TRACKING", "ON", "OPTOUT"}, "-" + string(errSwitchOpt) + "\r\n"},
-		{[]string{"CLIENT", "TRACKING", "ON", "BCAST"}, "-" + string(errSwitchBcast) + "\r\n"},
+		{[]string{"CLIENT", "TRACKING", "ON", "BCAST"}, "-ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.\r\n"},
 		{[]string{"CLIENT", "TRACKING", "OFF"}, "+OK\r\n"},
 		{[]string{"CLIENT", "GETREDIR"}, ":-1\r\n"},
 	})
@@ -39,6 +39,40 @@ func TestClientTrackingReplies(t *testing.T) {
 		{[]string{"CLIENT", "TRACKINGINFO"}, "%3\r\n$5\r\nflags\r\n~2\r\n$2\r\non\r\n$5\r\nbcast\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
 		{[]string{"RESET"}, "+RESET\r\n"},
 		{[]string{"CLIENT", "GETREDIR"}, ":-1\r\n"},
+	})
+}
+
+// TestTrackingBrokenRedirect: once an invalidation finds the client it
+// redirects to gone, CLIENT TRACKINGINFO shows the flag broken_redirect,
+// in RESP2 too (nothing is pushed to a RESP2 client), until tracking is
+// turned on again, as on redis-server 7.0.15.
+func TestTrackingBrokenRedirect(t *testing.T) {
+	d, _ := newRelayDispatcher(t, 3)
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	other := d.NewClient("127.0.0.1:3", "127.0.0.1:2")
+	otherID := strconv.FormatInt(other.ID, 10)
+	info := func(flags string) string {
+		return "*6\r\n$5\r\nflags\r\n" + flags + "$8\r\nredirect\r\n:" + otherID + "\r\n$8\r\nprefixes\r\n*0\r\n"
+	}
+	runAll(t, d, c, []run{
+		{[]string{"CLIENT", "TRACKING", "ON", "REDIRECT", otherID}, "+OK\r\n"},
+		{[]string{"CLIENT", "TRACKINGINFO"}, info("*1\r\n$2\r\non\r\n")},
+	})
+	d.CloseClient(other)
+	// The backends (miniredis) cannot track: the read is invalidated
+	// right after its reply, and that invalidation finds no client.
+	runAll(t, d, c, []run{{[]string{"GET", "k"}, "$-1\r\n"}})
+	deadline := time.Now().Add(10 * time.Second)
+	for do(d, c, "CLIENT", "TRACKINGINFO") != info("*2\r\n$2\r\non\r\n$15\r\nbroken_redirect\r\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("CLIENT TRACKINGINFO = %q, want broken_redirect", do(d, c, "CLIENT", "TRACKINGINFO"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	runAll(t, d, c, []run{
+		{[]string{"CLIENT", "GETREDIR"}, ":" + otherID + "\r\n"},
+		{[]string{"CLIENT", "TRACKING", "ON", "REDIRECT", "0"}, "+OK\r\n"},
+		{[]string{"CLIENT", "TRACKINGINFO"}, "*6\r\n$5\r\nflags\r\n*1\r\n$2\r\non\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*0\r\n"},
 	})
 }
 
