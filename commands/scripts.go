@@ -282,7 +282,7 @@ func (c *scriptCache) flush() {
 // EVAL script numkeys [key ...] [arg ...]; keys: scriptKeys; the script's
 // SHA1 as Plan computed it, if it did.
 func (d *Dispatcher) eval(ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply {
-	return d.runScript(ctx, c, d.scripts.lookup(args[1], p.sha), args[2:], p.keys, false)
+	return d.runScript(ctx, c, d.scripts.lookup(args[1], p.sha), args[2:], p.keys, asEval)
 }
 
 // EVALSHA sha1 numkeys [key ...] [arg ...]; keys: scriptKeys.
@@ -291,13 +291,13 @@ func (d *Dispatcher) evalsha(ctx context.Context, c *Client, args [][]byte, p pa
 	if s == nil {
 		return errNoScript
 	}
-	return d.runScript(ctx, c, s, args[2:], p.keys, false)
+	return d.runScript(ctx, c, s, args[2:], p.keys, asEval)
 }
 
 // EVAL_RO script numkeys [key ...] [arg ...]: EVAL of a script that must
 // not write (roRefusal).
 func (d *Dispatcher) evalRO(ctx context.Context, c *Client, args [][]byte, p parsedCall) Reply {
-	return d.runScript(ctx, c, d.scripts.lookup(args[1], p.sha), args[2:], p.keys, true)
+	return d.runScript(ctx, c, d.scripts.lookup(args[1], p.sha), args[2:], p.keys, readOnly)
 }
 
 // EVALSHA_RO sha1 numkeys [key ...] [arg ...]: EVALSHA of a script that
@@ -307,7 +307,7 @@ func (d *Dispatcher) evalshaRO(ctx context.Context, c *Client, args [][]byte, p 
 	if s == nil {
 		return errNoScript
 	}
-	return d.runScript(ctx, c, s, args[2:], p.keys, true)
+	return d.runScript(ctx, c, s, args[2:], p.keys, readOnly)
 }
 
 // roRefusal is the refusal of EVAL_RO or EVALSHA_RO of s, analysed as a,
@@ -394,11 +394,22 @@ func numkeysError(rest [][]byte) Reply {
 	return Error("ERR Number of keys can't be greater than number of args")
 }
 
+// How runScript runs a script: as EVAL, as EVAL_RO (a script that may
+// write is refused), or by vote whatever it is recognised as (a
+// transaction's script, whose reply is the array of its commands').
+type runMode int
+
+const (
+	asEval runMode = iota
+	readOnly
+	byVote
+)
+
 // runScript runs the script as its analysis says; rest is numkeys, the
 // keys and argv, and declared the keys scriptKeys parsed from them. A
 // null or non-positive reply is a refusal (scriptReply): held when the
 // script's meaning is an acquire, else not_held.
-func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *cachedScript, rest, declared [][]byte, ro bool) (r Reply) {
+func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *cachedScript, rest, declared [][]byte, mode runMode) (r Reply) {
 	refusal := ResultNotHeld
 	defer func() { r = scriptReply(r, refusal) }()
 	if declared == nil {
@@ -438,12 +449,12 @@ func (d *Dispatcher) runScript(ctx context.Context, c *Client, s *cachedScript, 
 				// owner holds the lock.
 				refusal = ResultHeld
 			}
-			if len(argv) >= m.Args && len(keys) > 0 {
+			if len(argv) >= m.Args && len(keys) > 0 && mode != byVote {
 				carry = m
 			}
 		}
 	}
-	if ro {
+	if mode == readOnly {
 		if r := roRefusal(s, a, carry); r != nil {
 			return r
 		}

@@ -3,6 +3,8 @@ package commands
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,9 +13,12 @@ import (
 )
 
 // txState is a client's WATCH/MULTI state (docs/compatibility.md, "How
-// each dialect maps to the quorum"). A transaction that writes, without
-// WATCH, runs at EXEC as one script by vote (execScript): every backend
-// runs it whole, and it keeps the promises of any script by vote. Reads
+// each dialect maps to the quorum"). A transaction that writes runs at
+// EXEC as one script by vote (execScript): every backend runs it whole,
+// and it keeps the promises of any script by vote; after WATCH, each
+// watched key must have been read with GET, and the script first checks
+// that it still holds what was read (it answers null, as a transaction
+// whose WATCH fired, when one does not). Reads
 // queued alone (the table's Reads commands that do not write) run at
 // EXEC in order, each a quorum read of its own, not atomic across the
 // backends; CLIENT CACHING YES before MULTI tracks their keys (rueidis
@@ -23,7 +28,7 @@ import (
 // EXEC) becomes at EXEC a compare-and-delete or -expire of the value read
 // after WATCH, the condition the transaction expresses on one Redis.
 type txState struct {
-	watched map[string]*string // key → value read by GET after WATCH (nil: not read, or absent)
+	watched map[string]watchRead // key → what GET read of it after WATCH
 	multi   bool
 	dirty   bool
 	writes  bool // a write queued for the transaction's script
@@ -33,11 +38,18 @@ type txState struct {
 	caching int32 // CLIENT CACHING before MULTI (tracking.go)
 }
 
+// watchRead is what GET read of a watched key after WATCH.
+type watchRead struct {
+	read  bool
+	value *string // nil: absent
+}
+
 // txOp is one queued command, parsed and checked when it was queued.
 type txOp struct {
-	key  string
-	ttl  time.Duration // PEXPIRE/EXPIRE; zero for DEL
-	cmd  *Command      // a read or a write run at EXEC with args; nil: the watched lock's DEL or expire
+	lock bool          // the watched lock's DEL or expire (StackExchange.Redis)
+	key  string        // lock: the key
+	ttl  time.Duration // lock: PEXPIRE/EXPIRE; zero for DEL
+	cmd  *Command      // run at EXEC with args (a lock op: in a transaction that writes)
 	args [][]byte
 }
 
@@ -58,11 +70,11 @@ func (t *txState) reset() { *t = txState{} }
 // noteRead remembers what GET returned for a watched key.
 func (t *txState) noteRead(key string, value *string) {
 	if _, ok := t.watched[key]; ok {
-		t.watched[key] = value
+		t.watched[key] = watchRead{read: true, value: value}
 	}
 }
 
-const errTxOnly = "ERR redlock-proxy transactions run, without WATCH, commands a script by vote may call (one script on every backend), or reads and the proxy's own answers (PING, ECHO, TIME, INFO, …), or after WATCH reads and DEL, PEXPIRE or EXPIRE of one watched key whose value was read with GET after WATCH"
+const errTxOnly = "ERR redlock-proxy transactions run reads, the proxy's own answers (PING, ECHO, TIME, INFO, …) and commands a script by vote may call (one script on every backend); after WATCH, writes need every watched key read with GET after WATCH"
 
 // queue is called by do for commands inside MULTI; it validates the
 // command now, as Redis does, so EXEC can only abort or run.
@@ -81,9 +93,9 @@ func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
 			return tx.refuse(Errorf("ERR redlock-proxy runs a transaction that writes as one script by vote, which cannot call '%s'", cmd.lower))
 		}
 		tx.noCall = tx.noCall || !callable
-	case cmd.Flags&InMulti != 0 && len(args) >= 2 && tx.watched[string(args[1])] != nil:
+	case cmd.Flags&InMulti != 0 && tx.watched[string(args[1])].value != nil && (cmd.Name != "DEL" || len(args) == 2):
 		return d.queueLockOp(c, cmd, args)
-	case len(tx.watched) > 0 || !lua.Callable(cmd.Name):
+	case !tx.allRead() || !lua.Callable(cmd.Name):
 		return tx.refuse(Error(errTxOnly))
 	case tx.noCall:
 		return tx.refuse(Error("ERR redlock-proxy runs a transaction that writes as one script by vote, which cannot call a read queued before it"))
@@ -97,6 +109,16 @@ func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) Reply {
 	return Simple("QUEUED")
 }
 
+// allRead reports whether every watched key was read with GET after WATCH.
+func (t *txState) allRead() bool {
+	for _, w := range t.watched {
+		if !w.read {
+			return false
+		}
+	}
+	return true
+}
+
 // refuse marks the transaction to abort at EXEC and answers r.
 func (t *txState) refuse(r Reply) Reply {
 	t.dirty = true
@@ -104,12 +126,10 @@ func (t *txState) refuse(r Reply) Reply {
 }
 
 // queueLockOp queues DEL or PEXPIRE/EXPIRE of a watched key whose value
-// was read after WATCH: the StackExchange.Redis lock transaction.
+// was read after WATCH: the StackExchange.Redis lock transaction, unless
+// another write joins it.
 func (d *Dispatcher) queueLockOp(c *Client, cmd *Command, args [][]byte) Reply {
-	if cmd.Name == "DEL" && len(args) != 2 {
-		return c.tx.refuse(Error(errTxOnly))
-	}
-	op := txOp{key: string(args[1])}
+	op := txOp{lock: true, key: string(args[1]), cmd: cmd, args: CopyArgs(args)}
 	if cmd.Name != "DEL" { // PEXPIRE or EXPIRE, checked as outside MULTI
 		n, unit, r := expireArgs(args)
 		if r == nil && n <= 0 {
@@ -132,10 +152,10 @@ func (d *Dispatcher) watch(ctx context.Context, c *Client, args [][]byte) Reply 
 		return Error("ERR WATCH inside MULTI is not allowed")
 	}
 	if c.tx.watched == nil {
-		c.tx.watched = make(map[string]*string)
+		c.tx.watched = make(map[string]watchRead)
 	}
 	for _, k := range args[1:] {
-		c.tx.watched[string(k)] = nil
+		c.tx.watched[string(k)] = watchRead{}
 	}
 	return OK
 }
@@ -179,7 +199,7 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	}
 	reads, covered := d.trackTx(ctx, c, tx)
 	if tx.writes {
-		r := d.execScript(ctx, c, tx.queue)
+		r := d.execScript(ctx, c, tx)
 		if !covered {
 			d.invalidated(c, reads)
 		}
@@ -187,7 +207,7 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 	}
 	out := make(Array, 0, len(tx.queue))
 	for _, op := range tx.queue {
-		if op.cmd != nil {
+		if !op.lock {
 			var p parsedCall // a read's keys are by position, but EVAL_RO's
 			if op.cmd.keys != nil {
 				p = parsedCall{keys: op.cmd.keys(op.args), ok: true}
@@ -195,7 +215,7 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 			out = append(out, unwrap(op.cmd.call(d, ctx, c, op.args, p)))
 			continue
 		}
-		token := *tx.watched[op.key]
+		token := *tx.watched[op.key].value
 		var r Reply
 		if op.ttl == 0 {
 			r = d.release(ctx, op.key, token)
@@ -227,10 +247,28 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 // array of the commands' replies, an error among them where a command
 // failed (as EXEC answers), each as the command alone answers it
 // (Command.reply).
-func (d *Dispatcher) execScript(ctx context.Context, c *Client, queue []txOp) Reply {
+func (d *Dispatcher) execScript(ctx context.Context, c *Client, tx txState) Reply {
 	var src strings.Builder
 	var keys, argv [][]byte
 	slot := map[string]int{} // key → its place in KEYS
+	key := func(k []byte) int {
+		n, ok := slot[string(k)]
+		if !ok {
+			keys = append(keys, k)
+			n = len(keys)
+			slot[string(k)] = n
+		}
+		return n
+	}
+	for _, k := range slices.Sorted(maps.Keys(tx.watched)) {
+		read := "false" // GET's nil
+		if v := tx.watched[k].value; v != nil {
+			argv = append(argv, []byte(*v))
+			read = fmt.Sprintf("ARGV[%d]", len(argv))
+		}
+		fmt.Fprintf(&src, "if redis.pcall('GET', KEYS[%d]) ~= %s then return false end\n", key([]byte(k)), read)
+	}
+	queue := tx.queue
 	src.WriteString("return {")
 	var scripted []int // the places of the commands the script runs
 	for i, op := range queue {
@@ -252,20 +290,17 @@ func (d *Dispatcher) execScript(ctx context.Context, c *Client, queue []txOp) Re
 				fmt.Fprintf(&src, ", ARGV[%d]", len(argv))
 				continue
 			}
-			n, ok := slot[string(a)]
-			if !ok {
-				keys = append(keys, a)
-				n = len(keys)
-				slot[string(a)] = n
-			}
-			fmt.Fprintf(&src, ", KEYS[%d]", n)
+			fmt.Fprintf(&src, ", KEYS[%d]", key(a))
 		}
 		src.WriteString(")")
 	}
 	src.WriteString("}")
 	rest := append([][]byte{[]byte(strconv.Itoa(len(keys)))}, keys...)
 	rest = append(rest, argv...)
-	r := unwrap(d.runScript(ctx, c, d.scripts.lookup([]byte(src.String()), ""), rest, keys, false))
+	r := unwrap(d.runScript(ctx, c, d.scripts.lookup([]byte(src.String()), ""), rest, keys, byVote))
+	if r == (Null{}) {
+		return NullArray{} // a watched key changed: not run
+	}
 	got, ok := r.(Array)
 	if !ok || len(got) != len(scripted) {
 		return r // the transaction did not run: NOQUORUM, a refusal

@@ -91,3 +91,61 @@ func TestTransactionBounded(t *testing.T) {
 		{[]string{"GET", "k"}, "$-1\r\n"},
 	})
 }
+
+// TestWatchedTransaction: after WATCH, a transaction that writes runs
+// when every watched key was read with GET after WATCH, and its script
+// first checks each still holds what was read: the check-and-set of
+// Redis's docs runs, and answers null (not run) when another client
+// changed a watched key, or made one that was absent. A watched key not
+// read aborts a write.
+func TestWatchedTransaction(t *testing.T) {
+	d, mrs := newTestDispatcher(t, 3, "")
+	c := d.NewClient("127.0.0.1:1", "127.0.0.1:2")
+	other := d.NewClient("127.0.0.1:3", "127.0.0.1:2")
+	runAll(t, d, c, []run{
+		{[]string{"SET", "n", "5"}, "+OK\r\n"},
+		{[]string{"WATCH", "n", "none"}, "+OK\r\n"},
+		{[]string{"GET", "n"}, "$1\r\n5\r\n"},
+		{[]string{"GET", "none"}, "$-1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SET", "n", "6"}, "+QUEUED\r\n"},
+		{[]string{"SET", "none", "x"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*2\r\n+OK\r\n+OK\r\n"},
+		// Changed by another client between GET and EXEC: not run.
+		{[]string{"WATCH", "n"}, "+OK\r\n"},
+		{[]string{"GET", "n"}, "$1\r\n6\r\n"},
+	})
+	runAll(t, d, other, []run{{[]string{"SET", "n", "9"}, "+OK\r\n"}})
+	runAll(t, d, c, []run{
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SET", "n", "7"}, "+QUEUED\r\n"},
+		{[]string{"INCR", "side"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*-1\r\n"},
+		{[]string{"GET", "n"}, "$1\r\n9\r\n"},
+		{[]string{"EXISTS", "side"}, ":0\r\n"},
+		// An absent key read, then made by another client: not run.
+		{[]string{"WATCH", "gone"}, "+OK\r\n"},
+		{[]string{"GET", "gone"}, "$-1\r\n"},
+	})
+	runAll(t, d, other, []run{{[]string{"SET", "gone", "y"}, "+OK\r\n"}})
+	runAll(t, d, c, []run{
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"DEL", "gone", "n"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*-1\r\n"},
+		// A watched key not read: a write aborts.
+		{[]string{"WATCH", "n", "unread"}, "+OK\r\n"},
+		{[]string{"GET", "n"}, "$1\r\n9\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SET", "n", "1"}, "-" + errTxOnly + "\r\n"},
+		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{[]string{"GET", "n"}, "$1\r\n9\r\n"},
+	})
+	for i, mr := range mrs {
+		if v, _ := mr.Get("none"); v != "x" {
+			t.Errorf("backend %d: none = %q, want x", i, v)
+		}
+		if v, _ := mr.Get("gone"); v != "y" {
+			t.Errorf("backend %d: gone = %q, want y", i, v)
+		}
+	}
+}

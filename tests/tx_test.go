@@ -78,3 +78,56 @@ func TestTransactionsAsOneRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchedCounterThroughTwoProxies: Redis's optimistic counter
+// (go-redis Watch: WATCH k, GET k, MULTI, SET k n+1, EXEC, again when
+// the transaction did not run), by four clients through two proxies over
+// the same three backends: no increment is lost, none is counted twice.
+func TestWatchedCounterThroughTwoProxies(t *testing.T) {
+	t.Parallel()
+	rs := startCluster(t, 3)
+	const hcl = `node_timeout = "1s"` // no NOQUORUM, whose outcome is unknown, on a loaded machine
+	ps := []*proxyProc{startProxy(t, rs, hcl), startProxy(t, rs, hcl)}
+	ctx := testCtx(t, 90*time.Second)
+	const clients, each = 4, 15
+	errs := make(chan error, clients)
+	for i := range clients {
+		c := ps[i%2].Client(nil)
+		go func() {
+			for range each {
+				for {
+					err := c.Watch(ctx, func(tx *redis.Tx) error {
+						n, err := tx.Get(ctx, "counter").Int()
+						if err != nil && err != redis.Nil {
+							return err
+						}
+						_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+							p.Set(ctx, "counter", n+1, 0)
+							return nil
+						})
+						return err
+					}, "counter")
+					if err == redis.TxFailedErr {
+						continue // another client's increment came first
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					break
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range rs {
+		if v, err := r.Client().Get(ctx, "counter").Int(); err != nil || v != clients*each {
+			t.Errorf("backend %d: counter = %d (%v), want %d", i, v, err, clients*each)
+		}
+	}
+}
