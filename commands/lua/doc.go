@@ -57,8 +57,11 @@
 // inputs and otherwise on rare ones is recognised as the lock.
 //
 // For both: the analysis parses and runs scripts with gopher-lua, not
-// Redis's Lua 5.1; the two differ in corners (float formatting,
-// `local f = function` seeing itself), which a script could exploit.
+// Redis's Lua 5.1; the two differ in corners (`local f = function` seeing
+// itself; arithmetic on strings, "0b11" + 0, read by Go's strconv), which
+// a script could exploit. Numbers written and read by tostring, tonumber,
+// "..", string.format, the string library and table.concat are Lua 5.1's
+// (numbers.go, format.go).
 //
 // # Recognition: by behaviour, not by text
 //
