@@ -16,7 +16,8 @@ import (
 // answers 0.33333333333333, 1e15 with 1000000000000000 (Redis: 1e+15),
 // and tonumber('1e2') with nil. The sandbox replaces every conversion a
 // script can see — tostring, tonumber, "..", the string library's
-// arguments, string.format, table.concat, error — with the ones here.
+// arguments, string.format, table.concat, error, assert, redis.sha1hex —
+// with the ones here.
 // Conversions inside gopher-lua's VM (arithmetic on a string, "10" + 1)
 // remain strconv's.
 
@@ -410,4 +411,22 @@ func tonumber(L *glua.LState) int {
 	}
 	L.Push(glua.LNil)
 	return 1
+}
+
+// assert is Lua 5.1's: its message is a string or a number ("%.14g"),
+// taken as it is (gopher-lua reads it as a format and writes numbers as
+// Go does).
+func assert(L *glua.LState) int {
+	if L.GetTop() < 1 {
+		argError(L, 1, "assert", "value expected")
+	}
+	if L.ToBool(1) {
+		return L.GetTop()
+	}
+	msg := "assertion failed!"
+	if L.Get(2) != glua.LNil {
+		msg = checkString(L, 2, "assert")
+	}
+	L.RaiseError("%s", msg)
+	return 0
 }

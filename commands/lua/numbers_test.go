@@ -192,6 +192,13 @@ func TestNumbersAsLua51(t *testing.T) {
 		{"return string.format('%10.3s|', 1/3)", BulkValue("       0.3|")},
 		{"return string.format('%.1f|%.2f|%.1f', 0.05, 0.125, 0.25)", BulkValue("0.1|0.12|0.2")},
 		{"return string.format('%s', string.rep('a', 100) .. '\\0b') == string.rep('a', 100) .. '\\0b'", IntValue(1)},
+		{"return assert(false, 1/3)", ErrorValue("ERR user_script:1: 0.33333333333333")},
+		{"return assert(false, '100%')", ErrorValue("ERR user_script:1: 100%")},
+		{"return assert(false)", ErrorValue("ERR user_script:1: assertion failed!")},
+		{"return assert(nil, {})", ErrorValue("ERR user_script:1: bad argument #2 to 'assert' (string expected, got table)")},
+		{"return assert()", ErrorValue("ERR user_script:1: bad argument #1 to 'assert' (value expected)")},
+		{"return {assert(1, 2, 3)}", ArrayValue(IntValue(1), IntValue(2), IntValue(3))},
+		{"return redis.sha1hex(1/3) == redis.sha1hex('0.33333333333333')", IntValue(1)},
 	}
 	for _, c := range cases {
 		if got := sandboxRun(t, c.src); !got.Equal(c.want) {

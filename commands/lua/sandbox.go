@@ -192,12 +192,13 @@ func newSandbox() *sandbox {
 	L.SetContext(&sb.b)
 	G := L.G.Global
 	sb.env = L.NewTable()
-	for _, name := range []string{"assert", "ipairs", "next", "pairs", "pcall", "rawequal",
+	for _, name := range []string{"ipairs", "next", "pairs", "pcall", "rawequal",
 		"rawget", "select", "setmetatable", "type", "xpcall"} {
 		sb.env.RawSetString(name, G.RawGetString(name))
 	}
 	sb.env.RawSetString("tostring", L.NewFunction(tostring(gfn(G.RawGetString("tostring")))))
 	sb.env.RawSetString("tonumber", L.NewFunction(tonumber))
+	sb.env.RawSetString("assert", L.NewFunction(assert))
 	sb.env.RawSetString("error", L.NewFunction(numberArgs(gfn(G.RawGetString("error")), 1)))
 	unpack := gfn(G.RawGetString("unpack"))
 	sb.env.RawSetString("unpack", L.NewFunction(func(L *glua.LState) int {
@@ -288,13 +289,13 @@ func (sb *sandbox) redisLib() *glua.LTable {
 		L.Push(replyTable(L, "ok", string(s)))
 		return 1
 	}))
-	r.RawSetString("sha1hex", L.NewFunction(func(L *glua.LState) int {
+	r.RawSetString("sha1hex", L.NewFunction(numberArgs(func(L *glua.LState) int {
 		s := L.CheckString(1)
 		sb.charge(L, int64(len(s))/16)
 		sum := sha1.Sum([]byte(s))
 		L.Push(glua.LString(hex.EncodeToString(sum[:])))
 		return 1
-	}))
+	}, 1)))
 	noop := L.NewFunction(func(L *glua.LState) int { return 0 })
 	for _, name := range []string{"log", "set_repl", "breakpoint", "debug"} {
 		r.RawSetString(name, noop)
