@@ -181,8 +181,8 @@
 // otherwise spend seconds and hundreds of megabytes on them. Each probe run
 // has a budget of 1M instructions (a redis.call counts 100, library calls
 // charge their work), 8 MiB of strings built (".." is compiled as a call
-// to a counting function; string.rep, format, gsub and table.concat check
-// first), 200 nested calls and 64 Ki stack slots; an analysis has 10M
+// to a counting function; string.rep and gsub check first, string.format
+// and table.concat pay for each piece before adding it), 200 nested calls and 64 Ki stack slots; an analysis has 10M
 // instructions and two seconds in all. A script that exhausts a run's
 // budget on a probe is refused: on a backend it would block or exhaust
 // memory just the same. Only scripts the model can run (string and expiry
