@@ -11,8 +11,7 @@ import (
 // RESP3, once differed from one redis-server 7.0's. Each runs twice: as
 // it is (a read the proxy answers itself) and after an HLEN (by vote, in
 // the run-time wrapper on every backend); one marked "vote:" only by vote
-// (the proxy's own Lua, gopher-lua, formats as Go does:
-// docs/compatibility.md, "Limits worth stating").
+// (docs/compatibility.md, "Limits worth stating").
 var scriptsAsOneRedis = []string{
 	// redis.error_reply gives a text without a code the code ERR:
 	// -boom was answered where Redis sends -ERR boom.
@@ -24,6 +23,13 @@ var scriptsAsOneRedis = []string{
 	// A number beyond long long: 9223372036854775807 was answered.
 	`return 1e100`,
 	`return 1/0`,
+	// The proxy's own Lua wrote numbers as Go does (0.3333333333333333,
+	// 1000000000000000, 0, +Inf, NaN), formatted with Go's fmt and read
+	// tonumber('1e2') as nil: Lua 5.1 writes "%.14g" and reads with strtod.
+	`return redis.call('get', KEYS[1]) or tostring(1/3) .. ' ' .. 1e15 .. ' ' .. tostring(-0.0) .. ' ' .. tostring(math.huge) .. ' ' .. tostring(0/0)`,
+	`return redis.call('get', KEYS[1]) or string.format('%5.1f|%x|%q|%g|%s|%c', 1/3, -1, 'a\nb\0', 1e20, 2^53, 0)`,
+	`return redis.call('get', KEYS[1]) or (tonumber('1e2') or 0) + (tonumber(' 0x10 ') or 0) + (tonumber('z', 36) or 0)`,
+	`return redis.call('get', KEYS[1]) or table.concat({1/3, 1e15, string.len(1e15)}, ',')`,
 	// The wrapper's own names showed in Lua's errors: 'sformat'.
 	`vote:return string.format('%d', 'x')`,
 	`vote:return string.format()`,

@@ -20,7 +20,8 @@ func (sb *sandbox) concat(L *glua.LState) int {
 			L.RaiseError("attempt to concatenate a %s value", t.String())
 		}
 	}
-	sa, sbs := a.String(), b.String()
+	sa, _ := luaString(a)
+	sbs, _ := luaString(b)
 	sb.spend(L, int64(len(sa))+int64(len(sbs)))
 	L.Push(glua.LString(sa + sbs))
 	return 1
@@ -190,38 +191,6 @@ func (sb *sandbox) chargePattern(L *glua.LState, p string, n int) {
 	sb.charge(L, c+patternByte*int64(len(p)))
 }
 
-// formatCost bounds the length string.format can produce.
-func formatCost(L *glua.LState, f string) int64 {
-	n := int64(len(f))
-	for i := 2; i <= L.GetTop(); i++ {
-		n += int64(len(L.Get(i).String())) + 32
-	}
-	for i := 0; i < len(f); i++ {
-		if f[i] != '%' {
-			continue
-		}
-		i++
-		for i < len(f) && strings.IndexByte("-+ #0", f[i]) >= 0 {
-			i++
-		}
-		for _, part := range []bool{true, false} {
-			if !part {
-				if i >= len(f) || f[i] != '.' {
-					break
-				}
-				i++
-			}
-			w := int64(0)
-			for i < len(f) && f[i] >= '0' && f[i] <= '9' && w < 1e7 {
-				w = w*10 + int64(f[i]-'0')
-				i++
-			}
-			n += w
-		}
-	}
-	return n
-}
-
 func (sb *sandbox) boundStrings(str *glua.LTable) {
 	L := sb.L
 	wrap := func(name string, check func(L *glua.LState)) {
@@ -242,11 +211,7 @@ func (sb *sandbox) boundStrings(str *glua.LTable) {
 			sb.spend(L, int64(n)*int64(len(s)))
 		}
 	})
-	wrap("format", func(L *glua.LState) {
-		n := formatCost(L, L.CheckString(1))
-		sb.spend(L, n)
-		sb.charge(L, n) // fmt pads a byte at a time
-	})
+	str.RawSetString("format", L.NewFunction(sb.format))
 	for _, name := range []string{"upper", "lower", "reverse"} {
 		wrap(name, func(L *glua.LState) { sb.spend(L, int64(len(L.CheckString(1)))) })
 	}
@@ -271,6 +236,11 @@ func (sb *sandbox) boundStrings(str *glua.LTable) {
 		sb.charge(L, n*n/16)
 		sb.spend(L, n*int64(len(r)+1)+int64(len(r)))
 	})
+	// After the bounds, which then see the strings the functions will.
+	for name, args := range map[string][]int{"byte": {1}, "find": {1, 2}, "gmatch": {1, 2}, "gsub": {1, 2, 3},
+		"len": {1}, "lower": {1}, "match": {1, 2}, "rep": {1}, "reverse": {1}, "sub": {1}, "upper": {1}} {
+		str.RawSetString(name, L.NewFunction(numberArgs(gfn(str.RawGetString(name)), args...)))
+	}
 }
 
 func (sb *sandbox) boundTables(tab *glua.LTable) {
@@ -289,15 +259,56 @@ func (sb *sandbox) boundTables(tab *glua.LTable) {
 		n := int64(L.CheckTable(1).Len())
 		sb.charge(L, n*int64(1+math.Log2(float64(n+1))))
 	})
-	wrap("concat", func(L *glua.LState) {
-		t := L.CheckTable(1)
-		sep := L.OptString(2, "")
-		i, j := L.OptInt(3, 1), L.OptInt(4, t.Len())
-		sb.charge(L, int64(j)-int64(i)+1)
-		total := int64(0)
-		for k := i; k <= j; k++ {
-			total += int64(len(t.RawGetInt(k).String()) + len(sep))
+	tab.RawSetString("concat", L.NewFunction(sb.tableConcat))
+}
+
+// tableConcat is Lua 5.1's table.concat, which writes numbers as
+// "%.14g" and, unlike gopher-lua's, does not clamp i and j to the table:
+// a missing element is an error. Each element is paid for before it is
+// added.
+func (sb *sandbox) tableConcat(L *glua.LState) int {
+	t := L.CheckTable(1)
+	sep := ""
+	if L.Get(2) != glua.LNil {
+		sep = checkString(L, 2, "concat")
+	}
+	i, j := int64(1), int64(t.Len())
+	if L.Get(3) != glua.LNil {
+		i = cLong(checkNumber(L, 3, "concat"))
+	}
+	if L.Get(4) != glua.LNil {
+		j = cLong(checkNumber(L, 4, "concat"))
+	}
+	var b strings.Builder
+	if i <= j {
+		sb.charge(L, j-i+1)
+	}
+	for k := i; k <= j; k++ {
+		v := t.RawGetInt(int(k))
+		s, ok := luaString(v)
+		if !ok {
+			L.RaiseError("invalid value (%s) at index %d in table for 'concat'", v.Type().String(), k)
 		}
-		sb.spend(L, total)
-	})
+		if k < j {
+			s += sep
+		}
+		sb.spend(L, int64(len(s)))
+		b.WriteString(s)
+	}
+	L.Push(glua.LString(b.String()))
+	return 1
+}
+
+// numberArgs wraps a library function so that the arguments at args
+// that are numbers reach it as Lua 5.1 would read them as strings,
+// "%.14g", not as gopher-lua writes them.
+func numberArgs(orig glua.LGFunction, args ...int) glua.LGFunction {
+	return func(L *glua.LState) int {
+		for _, i := range args {
+			if n, ok := L.Get(i).(glua.LNumber); ok {
+				L.Replace(i, glua.LString(numberString(float64(n))))
+			}
+		}
+		return orig(L)
+	}
 }

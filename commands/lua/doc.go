@@ -57,8 +57,11 @@
 // inputs and otherwise on rare ones is recognised as the lock.
 //
 // For both: the analysis parses and runs scripts with gopher-lua, not
-// Redis's Lua 5.1; the two differ in corners (float formatting,
-// `local f = function` seeing itself), which a script could exploit.
+// Redis's Lua 5.1; the two differ in corners (`local f = function` seeing
+// itself; arithmetic on strings, "0b11" + 0, read by Go's strconv), which
+// a script could exploit. Numbers written and read by tostring, tonumber,
+// "..", string.format, the string library and table.concat are Lua 5.1's
+// (numbers.go, format.go).
 //
 // # Recognition: by behaviour, not by text
 //
@@ -178,8 +181,8 @@
 // otherwise spend seconds and hundreds of megabytes on them. Each probe run
 // has a budget of 1M instructions (a redis.call counts 100, library calls
 // charge their work), 8 MiB of strings built (".." is compiled as a call
-// to a counting function; string.rep, format, gsub and table.concat check
-// first), 200 nested calls and 64 Ki stack slots; an analysis has 10M
+// to a counting function; string.rep and gsub check first, string.format
+// and table.concat pay for each piece before adding it), 200 nested calls and 64 Ki stack slots; an analysis has 10M
 // instructions and two seconds in all. A script that exhausts a run's
 // budget on a probe is refused: on a backend it would block or exhaust
 // memory just the same. Only scripts the model can run (string and expiry

@@ -23,12 +23,14 @@ import (
 // sha1hex, log. Globals and library tables are read-only, as in Redis 7,
 // so a sandbox can serve many runs. cjson, cmsgpack, bit and struct are
 // not offered: a script that uses them is not recognised (it still runs by
-// vote).
+// vote). Numbers become strings and strings numbers as in Lua 5.1, not as
+// in gopher-lua (numbers.go).
 //
 // Every run is bounded: an instruction budget counted by the interpreter's
 // own per-instruction context check, a byte budget for strings the script
-// builds (".." is compiled as a call to a counting function; string.rep,
-// format, gsub, table.concat are checked before they run), work charged for
+// builds (".." is compiled as a call to a counting function; string.rep
+// and gsub are checked before they run, string.format and table.concat
+// pay for each piece before they add it), work charged for
 // library functions whose cost grows with their input, a call depth of
 // 200, a data stack of 64 Ki slots, and a wall-clock deadline as a last
 // resort.
@@ -190,10 +192,14 @@ func newSandbox() *sandbox {
 	L.SetContext(&sb.b)
 	G := L.G.Global
 	sb.env = L.NewTable()
-	for _, name := range []string{"assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal",
-		"rawget", "select", "setmetatable", "tonumber", "tostring", "type", "xpcall"} {
+	for _, name := range []string{"ipairs", "next", "pairs", "pcall", "rawequal",
+		"rawget", "select", "setmetatable", "type", "xpcall"} {
 		sb.env.RawSetString(name, G.RawGetString(name))
 	}
+	sb.env.RawSetString("tostring", L.NewFunction(tostring(gfn(G.RawGetString("tostring")))))
+	sb.env.RawSetString("tonumber", L.NewFunction(tonumber))
+	sb.env.RawSetString("assert", L.NewFunction(assert))
+	sb.env.RawSetString("error", L.NewFunction(numberArgs(gfn(G.RawGetString("error")), 1)))
 	unpack := gfn(G.RawGetString("unpack"))
 	sb.env.RawSetString("unpack", L.NewFunction(func(L *glua.LState) int {
 		t := L.CheckTable(1)
@@ -220,6 +226,7 @@ func newSandbox() *sandbox {
 	m := G.RawGetString("math").(*glua.LTable)
 	m.RawSetString("random", glua.LNil)
 	m.RawSetString("randomseed", glua.LNil)
+	m.RawSetString("huge", glua.LNumber(math.Inf(1))) // gopher-lua's is the largest finite number
 	sb.env.RawSetString("math", sb.readOnly(m))
 	sb.env.RawSetString("redis", sb.readOnly(sb.redisLib()))
 
@@ -282,13 +289,13 @@ func (sb *sandbox) redisLib() *glua.LTable {
 		L.Push(replyTable(L, "ok", string(s)))
 		return 1
 	}))
-	r.RawSetString("sha1hex", L.NewFunction(func(L *glua.LState) int {
+	r.RawSetString("sha1hex", L.NewFunction(numberArgs(func(L *glua.LState) int {
 		s := L.CheckString(1)
 		sb.charge(L, int64(len(s))/16)
 		sum := sha1.Sum([]byte(s))
 		L.Push(glua.LString(hex.EncodeToString(sum[:])))
 		return 1
-	}))
+	}, 1)))
 	noop := L.NewFunction(func(L *glua.LState) int { return 0 })
 	for _, name := range []string{"log", "set_repl", "breakpoint", "debug"} {
 		r.RawSetString(name, noop)
