@@ -192,11 +192,10 @@ func absUint(n int64) uint64 {
 // isSpace is C's isspace in the C locale.
 func isSpace(c byte) bool { return c == ' ' || c >= '\t' && c <= '\r' }
 
-// str2number is Lua 5.1's luaO_str2d: glibc's strtod (decimal, hex with an
-// optional binary exponent, inf, infinity, nan, leading spaces, a sign) on
-// the text up to the first NUL (Lua reads it as a C string), followed by
-// nothing but spaces.
-func str2number(s string) (float64, bool) {
+// cNumber is s as C reads it (up to its first NUL), the index past the
+// spaces and the sign strtod and strtoul skip, and whether the sign was
+// '-'.
+func cNumber(s string) (string, int, bool) {
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}
@@ -204,11 +203,28 @@ func str2number(s string) (float64, bool) {
 	for i < len(s) && isSpace(s[i]) {
 		i++
 	}
-	neg := false
+	neg := i < len(s) && s[i] == '-'
 	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
 		i++
 	}
+	return s, i, neg
+}
+
+// onlySpaces reports whether s holds nothing but spaces from i on, as Lua
+// requires after a number it reads.
+func onlySpaces(s string, i int) bool {
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	return i == len(s)
+}
+
+// str2number is Lua 5.1's luaO_str2d: glibc's strtod (decimal, hex with an
+// optional binary exponent, inf, infinity, nan, leading spaces, a sign) on
+// the text up to the first NUL (Lua reads it as a C string), followed by
+// nothing but spaces.
+func str2number(s string) (float64, bool) {
+	s, i, neg := cNumber(s)
 	digits := func(j int, hex bool) int {
 		for j < len(s) && (s[j] >= '0' && s[j] <= '9' || hex && strings.IndexByte("abcdefABCDEF", s[j]) >= 0) {
 			j++
@@ -270,28 +286,14 @@ func str2number(s string) (float64, bool) {
 	if neg {
 		f = -f
 	}
-	for end < len(s) && isSpace(s[end]) {
-		end++
-	}
-	return f, end == len(s)
+	return f, onlySpaces(s, end)
 }
 
 // strtoul is C's strtoul(s, &end, base) followed, as in Lua 5.1's
 // tonumber with a base, by nothing but spaces: a negative number wraps
 // around, one past 64 bits is the maximum.
 func strtoul(s string, base int) (uint64, bool) {
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		s = s[:i]
-	}
-	i := 0
-	for i < len(s) && isSpace(s[i]) {
-		i++
-	}
-	neg := false
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
-		i++
-	}
+	s, i, neg := cNumber(s)
 	digit := func(c byte) int {
 		switch {
 		case c >= '0' && c <= '9':
@@ -323,10 +325,7 @@ func strtoul(s string, base int) (uint64, bool) {
 	case neg:
 		n = -n
 	}
-	for i < len(s) && isSpace(s[i]) {
-		i++
-	}
-	return n, i == len(s)
+	return n, onlySpaces(s, i)
 }
 
 // typeName is Lua 5.1's name of an argument's type, "no value" past the
