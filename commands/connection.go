@@ -203,14 +203,7 @@ func helpReply(cmd string, lines ...string) Array {
 // GETREDIR | NO-EVICT ON|OFF | NO-TOUCH ON|OFF | REPLY ON|OFF|SKIP |
 // UNBLOCK id [TIMEOUT|ERROR] | HELP
 func (d *Dispatcher) client(ctx context.Context, c *Client, args [][]byte) Reply {
-	sub := strings.ToUpper(string(args[1]))
-	want, known := clientSubArity[sub]
-	if !known {
-		return Errorf(errUnknownSubcmd, args[1], "CLIENT")
-	}
-	if (want > 0 && len(args) != want) || (want < 0 && len(args) < -want) {
-		return Errorf(errWrongArity, "client|"+strings.ToLower(sub))
-	}
+	sub := strings.ToUpper(string(args[1])) // known, of its arity (Command.subError)
 	switch sub {
 	case "SETNAME":
 		if !validClientName(args[2]) {

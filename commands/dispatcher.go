@@ -185,6 +185,9 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 	if !cmd.arityOK(len(args)) {
 		return c.reject(cmd, Errorf(errWrongArity, cmd.lower))
 	}
+	if r := cmd.subError(args); r != nil {
+		return c.reject(cmd, r)
+	}
 	if !c.Authenticated() && cmd.Flags&NoAuth == 0 {
 		return errNoAuth
 	}
@@ -218,17 +221,28 @@ func (d *Dispatcher) do(ctx context.Context, c *Client, cmd *Command, args [][]b
 func refuseSubscribed(cmd *Command, args [][]byte) Reply {
 	name := cmd.lower
 	if cmd.subs != nil && len(args) > 1 {
-		sub := strings.ToUpper(string(args[1]))
-		want, known := cmd.subs[sub]
-		name += "|" + strings.ToLower(sub)
-		switch {
-		case !known:
-			return Errorf(errUnknownSubcmd, args[1], cmd.Name)
-		case (want > 0 && len(args) != want) || (want < 0 && len(args) < -want):
-			return Errorf(errWrongArity, name)
-		}
+		name += "|" + strings.ToLower(string(args[1]))
 	}
 	return Errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", name)
+}
+
+// subError is the error of a container command's (CLIENT ID) unknown
+// subcommand or its wrong arity, which Redis answers before anything
+// else of the call; nil for a known one, and for a row without
+// subcommands.
+func (c *Command) subError(args [][]byte) Reply {
+	if c.subs == nil || len(args) < 2 {
+		return nil
+	}
+	sub := strings.ToUpper(string(args[1]))
+	want, known := c.subs[sub]
+	switch {
+	case !known:
+		return Errorf(errUnknownSubcmd, args[1], c.Name)
+	case (want > 0 && len(args) != want) || (want < 0 && len(args) < -want):
+		return Errorf(errWrongArity, c.lower+"|"+strings.ToLower(sub))
+	}
+	return nil
 }
 
 // reject answers r, the refusal of a command before it ran (unknown, of
