@@ -246,9 +246,9 @@ func TestInteropStackExchange(t *testing.T) {
 		mustTx(t, "LockExtend by the wrong owner", false)(other.lockExtend(key, "b", 5*time.Second))
 		requireQuorum(ctx, t, bs, key, "a", "after the wrong owner's release and extend")
 
-		// Commands a lock transaction does not use are refused inside
-		// MULTI, and EXEC then aborts.
-		got, err := s.pipeline([]string{"WATCH", key}, []string{"GET", key}, []string{"MULTI"}, []string{"SET", key, "x"}, []string{"EXEC"})
+		// A command no script by vote can call is refused inside MULTI,
+		// and EXEC then aborts.
+		got, err := s.pipeline([]string{"WATCH", key}, []string{"GET", key}, []string{"MULTI"}, []string{"LOCK", key, "1000"}, []string{"EXEC"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestInteropStackExchange(t *testing.T) {
 			t.Fatalf("WATCH, GET, MULTI = %#v, want OK, a, OK", got[:3])
 		}
 		if _, isErr := got[3].(testkit.Error); !isErr {
-			t.Fatalf("SET inside MULTI = %#v, want an error", got[3])
+			t.Fatalf("LOCK inside MULTI = %#v, want an error", got[3])
 		}
 		if e, _ := got[4].(testkit.Error); string(e) != "EXECABORT Transaction discarded because of previous errors." {
 			t.Fatalf("EXEC after an error inside MULTI = %#v, want EXECABORT Transaction discarded because of previous errors.", got[4])
