@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/backend"
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -153,9 +154,9 @@ func asNodeState(v any) (nodeState, error) {
 	case 0:
 		s.val = Value{PTTL: PTTLAbsent}
 	case 1:
-		s.val = Value{Exists: true, Data: data, PTTL: pttl(ms)}
+		s.val = Value{Exists: true, Data: data, PTTL: resp.PTTL(ms)}
 	default:
-		s.val = Value{Exists: true, Type: data, PTTL: pttl(ms)}
+		s.val = Value{Exists: true, Type: data, PTTL: resp.PTTL(ms)}
 	}
 	return s, nil
 }

@@ -2,9 +2,8 @@ package redlock
 
 import (
 	"fmt"
-	"math"
-	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -207,21 +206,10 @@ func asValue(v any) (Value, error) {
 		switch {
 		case !ok1 || !ok2:
 		case a[0] == int64(2):
-			return Value{Exists: true, Type: data, PTTL: pttl(ms)}, nil
+			return Value{Exists: true, Type: data, PTTL: resp.PTTL(ms)}, nil
 		default:
-			return Value{Exists: true, Data: data, PTTL: pttl(ms)}, nil
+			return Value{Exists: true, Data: data, PTTL: resp.PTTL(ms)}, nil
 		}
 	}
 	return Value{}, fmt.Errorf("unexpected reply %v, want a value", v)
-}
-
-// pttl converts a PTTL reply: -1 and -2 stay as they are.
-func pttl(ms int64) time.Duration {
-	switch {
-	case ms < 0:
-		return time.Duration(ms)
-	case ms > int64(math.MaxInt64/time.Millisecond):
-		return math.MaxInt64 // past 292 years: saturated, not wrapped negative
-	}
-	return time.Duration(ms) * time.Millisecond
 }

@@ -3,9 +3,9 @@ package record
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/redlock/resp"
 	"github.com/redlock-proxy/redlock-proxy/redlock/script"
 )
 
@@ -78,23 +78,11 @@ func decodeScan(a []any) ([]Scanned, error) {
 			continue // not ours to read: left alone
 		}
 		if j, ok := at[k]; ok {
-			out[j] = Scanned{Field: h, Lease: pttl(ms)} // the later read
+			out[j] = Scanned{Field: h, Lease: resp.PTTL(ms)} // the later read
 			continue
 		}
 		at[k] = len(out)
-		out = append(out, Scanned{Field: h, Lease: pttl(ms)})
+		out = append(out, Scanned{Field: h, Lease: resp.PTTL(ms)})
 	}
 	return out, nil
-}
-
-// pttl converts a PTTL reply: -1 and -2 stay as they are (as package
-// redlock's PTTLNoExpiry).
-func pttl(ms int64) time.Duration {
-	switch {
-	case ms < 0:
-		return time.Duration(ms)
-	case ms > int64(math.MaxInt64/time.Millisecond):
-		return math.MaxInt64 // past 292 years: saturated, not wrapped negative
-	}
-	return time.Duration(ms) * time.Millisecond
 }

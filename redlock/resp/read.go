@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 )
 
 // Status is a simple string reply (+OK), as opposed to a bulk string,
@@ -14,6 +15,19 @@ type Status string
 
 // StatusOK is the most common reply; Read returns it without a copy.
 const StatusOK Status = "OK"
+
+// PTTL is a PTTL reply (milliseconds) as a Duration: -1 (no expiry) and
+// -2 (no key) stay as they are, and a ttl past what a Duration holds (292
+// years) saturates instead of wrapping negative.
+func PTTL(ms int64) time.Duration {
+	switch {
+	case ms < 0:
+		return time.Duration(ms)
+	case ms > int64(math.MaxInt64/time.Millisecond):
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
 
 // Error is an error reply from a backend: "NOSCRIPT No matching ...".
 // Read returns it as a value; a caller may return it as an error.

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func reader(s string) *bufio.Reader { return bufio.NewReaderSize(strings.NewReader(s), 32) }
@@ -215,4 +216,19 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPTTL: a PTTL reply as a Duration keeps -1 and -2, and saturates a
+// ttl past 292 years instead of wrapping it negative.
+func TestPTTL(t *testing.T) {
+	for ms, want := range map[int64]time.Duration{
+		-2: -2, -1: -1, 0: 0, 1500: 1500 * time.Millisecond,
+		math.MaxInt64 / int64(time.Millisecond): math.MaxInt64 / time.Millisecond * time.Millisecond,
+		math.MaxInt64/int64(time.Millisecond) + 1: math.MaxInt64,
+		math.MaxInt64: math.MaxInt64,
+	} {
+		if got := PTTL(ms); got != want {
+			t.Errorf("PTTL(%d) = %v, want %v", ms, got, want)
+		}
+	}
 }
