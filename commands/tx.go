@@ -47,7 +47,6 @@ type watchRead struct {
 // txOp is one queued command, parsed and checked when it was queued.
 type txOp struct {
 	lock bool          // the watched lock's DEL or expire (StackExchange.Redis)
-	key  string        // lock: the key
 	ttl  time.Duration // lock: PEXPIRE/EXPIRE; zero for DEL
 	cmd  *Command      // run at EXEC with args (a lock op: in a transaction that writes)
 	args [][]byte
@@ -129,7 +128,7 @@ func (t *txState) refuse(r Reply) Reply {
 // was read after WATCH: the StackExchange.Redis lock transaction, unless
 // another write joins it.
 func (d *Dispatcher) queueLockOp(c *Client, cmd *Command, args [][]byte) Reply {
-	op := txOp{lock: true, key: string(args[1]), cmd: cmd, args: CopyArgs(args)}
+	op := txOp{lock: true, cmd: cmd, args: CopyArgs(args)}
 	if cmd.Name != "DEL" { // PEXPIRE or EXPIRE, checked as outside MULTI
 		n, unit, r := expireArgs(args)
 		if r == nil && n <= 0 {
@@ -215,12 +214,13 @@ func (d *Dispatcher) exec(ctx context.Context, c *Client, args [][]byte) Reply {
 			out = append(out, unwrap(op.cmd.call(d, ctx, c, op.args, p)))
 			continue
 		}
-		token := *tx.watched[op.key].value
+		key := string(op.args[1])
+		token := *tx.watched[key].value
 		var r Reply
 		if op.ttl == 0 {
-			r = d.release(ctx, op.key, token)
+			r = d.release(ctx, key, token)
 		} else {
-			r = d.extendToken(ctx, op.key, token, op.ttl)
+			r = d.extendToken(ctx, key, token, op.ttl)
 		}
 		switch unwrap(r) {
 		case Int(0), Null{}:
