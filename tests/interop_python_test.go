@@ -147,3 +147,25 @@ func TestInteropRedisPyLockNoExpiry(t *testing.T) {
 		})
 	})
 }
+
+// TestInteropRedisPyTransactions: redis-py's pipeline() (MULTI … EXEC by
+// default) carrying the legacy SETNX + EXPIRE lock, and transaction()'s
+// check-and-set (WATCH, GET, MULTI, SET, EXEC), through the proxy.
+func TestInteropRedisPyTransactions(t *testing.T) {
+	t.Parallel()
+	requirePythonRedis(t)
+	rs, p, _ := interopSetup(t)
+	worker := pythonScript(t, "lock_worker.py")
+	got := runJSON(t, 30*time.Second, debianPython, worker, "pipeline", p.Addr(), joinAddrs(rs), "py:tx")
+	jsonCheck(t, "redis-py transactions", got, map[string]any{
+		"first":   []any{true, true, "tok"},
+		"second":  []any{false, "tok"},
+		"counter": float64(3),
+	})
+	if ttl := jsonInt(t, got, "ttl"); ttl < 1 || ttl > 10 {
+		t.Errorf("TTL after the transaction's EXPIRE 10 = %d, want 1..10", ttl)
+	}
+	if n := jsonInt(t, got, "token_on"); n < interopQuorum {
+		t.Errorf("the token sits on %d of 5 backends, want at least %d", n, interopQuorum)
+	}
+}

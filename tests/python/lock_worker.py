@@ -6,6 +6,7 @@ Usage:
   lock_worker.py scenario <proxy host:port> <backends> <name>
   lock_worker.py contend-noexpiry <same as contend>
   lock_worker.py noexpiry <proxy host:port> <backends> <name>
+  lock_worker.py pipeline <proxy host:port> <backends> <name>
 
 The noexpiry modes use Lock(timeout=None): SET NX with no expiry, which the
 proxy keeps (its default_ttl must be 2 s: the lock is held 5 s).
@@ -241,6 +242,36 @@ def noexpiry(proxy, backends, name):
     return out
 
 
+def pipeline(proxy, backends, name):
+    """The legacy lock as a redis-py transaction (pipeline(), which is
+    MULTI ... EXEC by default), and check-and-set with transaction()."""
+    p = proxy.pipeline()
+    p.setnx(name, "tok")
+    p.expire(name, 10)
+    p.get(name)
+    first = p.execute()
+    p = proxy.pipeline()
+    p.setnx(name, "other")
+    p.get(name)
+    second = p.execute()
+    counter = name + ":n"
+
+    def incr(pipe):
+        n = int(pipe.get(counter) or 0)
+        pipe.multi()
+        pipe.set(counter, n + 1)
+
+    for _ in range(3):
+        proxy.transaction(incr, counter)
+    return {
+        "first": [first[0], first[1], first[2].decode()],
+        "second": [second[0], second[1].decode()],
+        "ttl": proxy.ttl(name),
+        "counter": int(proxy.get(counter)),
+        "token_on": sum(1 for b in backends if b.get(name) == b"tok"),
+    }
+
+
 def main(argv):
     mode, proxy_addr, backend_list, name = argv[1:5]
     proxy = connect(proxy_addr)
@@ -255,6 +286,8 @@ def main(argv):
         result = scenario(proxy, backends, name)
     elif mode == "noexpiry":
         result = noexpiry(proxy, backends, name)
+    elif mode == "pipeline":
+        result = pipeline(proxy, backends, name)
     else:
         raise SystemExit("unknown mode " + mode)
     json.dump(result, sys.stdout)
