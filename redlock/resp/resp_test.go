@@ -223,7 +223,7 @@ func FuzzRead(f *testing.F) {
 func TestPTTL(t *testing.T) {
 	for ms, want := range map[int64]time.Duration{
 		-2: -2, -1: -1, 0: 0, 1500: 1500 * time.Millisecond,
-		math.MaxInt64 / int64(time.Millisecond): math.MaxInt64 / time.Millisecond * time.Millisecond,
+		math.MaxInt64 / int64(time.Millisecond):   math.MaxInt64 / time.Millisecond * time.Millisecond,
 		math.MaxInt64/int64(time.Millisecond) + 1: math.MaxInt64,
 		math.MaxInt64: math.MaxInt64,
 	} {
